@@ -1,0 +1,41 @@
+# rlbook: `make lab` opens the book, `make test` checks it. Both create .venv when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.rlbook-installed
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+# The CI size: every notebook and test reads RLBOOK_SIZE (see rlbook/runtime.py).
+TEST_SIZE ?= ci
+
+.PHONY: lab test unit notebooks bench zoo clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@# Keep a torch the user installed first (e.g. a CUDA build); otherwise take the CPU build.
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m ipykernel install --sys-prefix --name rlbook --display-name "Python (rlbook)" >/dev/null
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+test: unit notebooks
+
+unit: $(STAMP)
+	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+notebooks: $(STAMP)
+	RLBOOK_SIZE=$(TEST_SIZE) MPLBACKEND=Agg $(PY) -m pytest -q --nbval-lax --nbval-current-env \
+		--nbval-cell-timeout=600 -p no:cacheprovider notebooks
+
+bench: $(STAMP)
+	$(PY) benchmarks/rollout.py
+
+zoo: $(STAMP)
+	$(PY) -m rlbook.zoo build all
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,96 @@
+"""Input checks shared by the public functions.
+
+Every check raises ``ValueError`` whose message names the argument and what was expected, so a
+reader who passes the wrong thing learns which argument and why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def as_float_tensor(name: str, value, *, ndim: tuple[int, ...] | None = None) -> torch.Tensor:
+    """Return ``value`` as a floating tensor, checking its dimensionality and finiteness."""
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value, dtype=torch.float32)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{name} must be a tensor of numbers, got {type(value).__name__}") from err
+    if not (value.is_floating_point()):
+        if value.dtype == torch.bool or value.is_complex():
+            raise ValueError(f"{name} must be a real floating tensor, got dtype {value.dtype}")
+        value = value.float()
+    if ndim is not None and value.dim() not in ndim:
+        raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, got shape {tuple(value.shape)}")
+    check_finite(name, value)
+    return value
+
+
+def check_finite(name: str, value: torch.Tensor) -> None:
+    """Raise if ``value`` holds NaN or infinity."""
+    if value.is_floating_point() and not torch.isfinite(value).all():
+        raise ValueError(f"{name} must be finite, but it contains NaN or inf")
+
+
+def check_same_shape(**tensors: torch.Tensor) -> None:
+    """Raise unless every named tensor has the same shape: ``check_same_shape(logp=a, mask=m)``."""
+    items = list(tensors.items())
+    first_name, first = items[0]
+    for name, tensor in items[1:]:
+        if tuple(tensor.shape) != tuple(first.shape):
+            raise ValueError(
+                f"{name} must have the same shape as {first_name} {tuple(first.shape)}, got {tuple(tensor.shape)}"
+            )
+
+
+def as_mask(name: str, mask, like: torch.Tensor, *, allow_empty: bool = False) -> torch.Tensor:
+    """Return a 0/1 float mask shaped like ``like``; refuse other values and (by default) all-zero masks."""
+    if not isinstance(mask, torch.Tensor):
+        mask = torch.as_tensor(mask)
+    if tuple(mask.shape) != tuple(like.shape):
+        raise ValueError(f"{name} must have shape {tuple(like.shape)}, got {tuple(mask.shape)}")
+    if mask.is_complex():
+        raise ValueError(f"{name} must be a 0/1 mask, got dtype {mask.dtype}")
+    mask = mask.to(like.dtype if like.is_floating_point() else torch.float32)
+    if not torch.all((mask == 0) | (mask == 1)):
+        raise ValueError(f"{name} must contain only 0 and 1")
+    if not allow_empty and mask.sum() == 0:
+        raise ValueError(f"{name} selects no tokens: every entry is 0")
+    return mask
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as a float, checking it is a finite positive (or non-negative) number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        expected = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a finite {expected} number, got {value}")
+    return value
+
+
+def check_int(name: str, value, *, minimum: int | None = None) -> int:
+    """Return ``value`` as an int, checking its type and lower bound."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_choice(name: str, value, choices) -> str:
+    """Raise unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def check_group_size(name: str, batch: int, group_size) -> int:
+    """Check that ``group_size`` is an int >= 1 that divides the batch ``batch``."""
+    group_size = check_int(name, group_size, minimum=1)
+    if batch % group_size != 0:
+        raise ValueError(f"{name}={group_size} must divide the batch size {batch}")
+    return group_size
