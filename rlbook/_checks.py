@@ -94,3 +94,9 @@ def check_group_size(name: str, batch: int, group_size) -> int:
     if batch % group_size != 0:
         raise ValueError(f"{name}={group_size} must divide the batch size {batch}")
     return group_size
+
+
+def check_all_positive(name: str, value: torch.Tensor) -> None:
+    """Raise unless every entry of ``value`` is > 0 (lengths, counts, temperatures)."""
+    if value.numel() and not (value > 0).all():
+        raise ValueError(f"{name} must be positive everywhere, got a minimum of {value.min().item():.4g}")

@@ -1,0 +1,69 @@
+"""One loading function for a shipped zoo model, a local folder, or a hub id.
+
+``load_model("arith-base")`` loads the zoo checkpoint shipped inside the package;
+``load_model("path/to/folder")`` a model saved with ``save_pretrained``;
+``load_model("Qwen/Qwen2.5-0.5B-Instruct", device="cuda")`` a hub model (downloaded by
+``transformers`` the first time, or read from the local cache when offline). All three go
+through ``transformers``' ``from_pretrained``; only where the files come from differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo" / "models"
+
+
+def zoo_names() -> list[str]:
+    """Names of the zoo models shipped in this installation."""
+    if not ZOO_DIR.is_dir():
+        return []
+    return sorted(p.name for p in ZOO_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def resolve(name_or_path: str) -> tuple[str, str]:
+    """Where ``name_or_path`` comes from: ``("zoo" | "local" | "hub", location)``."""
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
+        raise ValueError(f"name_or_path must be a zoo name, a folder or a hub id, got {name_or_path!r}")
+    name = str(name_or_path)
+    if name in zoo_names():
+        return "zoo", str(ZOO_DIR / name)
+    if Path(name).expanduser().is_dir():
+        return "local", str(Path(name).expanduser())
+    if Path(name).suffix or name.startswith((".", "/", "~")) or name.count("/") != 1:
+        raise ValueError(
+            f"name_or_path={name!r} is not a zoo model ({', '.join(zoo_names()) or 'none shipped'}), "
+            "an existing folder, or a hub id of the form 'owner/name'"
+        )
+    return "hub", name
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    """The tokenizer of a zoo model, folder or hub id, with a pad token and left padding for sampling."""
+    _, location = resolve(name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(location)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_model(name_or_path: str, *, device: str | torch.device | None = None,
+               dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` from a zoo name, a local folder or a hub id.
+
+    ``device`` defaults to CPU; ``dtype`` to the checkpoint's own (float32 for the zoo). The
+    model is returned in eval mode.
+    """
+    _, location = resolve(name_or_path)
+    tokenizer = load_tokenizer(name_or_path)
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    model = AutoModelForCausalLM.from_pretrained(location, **kwargs)
+    model.to(torch.device(device) if device is not None else torch.device("cpu"))
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,155 @@
+"""Film reviews: the book's preference domain, with a known "gold" preference.
+
+Lessons 04, 06 and 07 need preferences whose truth we know, so that a reward model's or a DPO
+policy's accuracy can be measured and over-optimisation seen. Real preference data come from
+people; here a hidden gold reward plays the person:
+
+    gold(y) = Σ_clauses sentiment(adjective)            (+1 positive, −1 negative, 0 neutral)
+              − REPEAT_PENALTY · (clauses that repeat an earlier aspect or adjective)
+              − LENGTH_PENALTY · max(0, clauses − MAX_CLAUSES)
+
+A review is a short list of clauses "the <aspect> was <adjective>" joined by ", " and ended with
+".", e.g. "the plot was clever, the music was dull." Text that does not parse gets UNPARSABLE.
+People reward praise, but not praise that repeats itself or drags on; a proxy reward model
+trained on a few thousand comparisons learns the praise long before it learns the rest, which is
+what makes over-optimisation visible (Gao et al. 2022, "Scaling laws for reward model
+over-optimization", arXiv:2210.10760).
+
+Comparisons follow Bradley–Terry (Bradley & Terry 1952): P(a ≻ b) = σ((gold(a) − gold(b)) / T).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from datasets import Dataset
+
+from rlbook._checks import check_choice, check_int, check_positive
+
+FILMS = ("Dune", "Heat", "Alien", "Brazil", "Jaws", "Rocky", "Fargo", "Psycho", "Vertigo", "Amelie",
+         "Clue", "Big", "Up", "Cars", "Coco", "Elf", "Ran", "Babe", "Shrek", "Tron")
+ASPECTS = ("plot", "cast", "music", "ending", "pace", "jokes", "story", "sets")
+POSITIVE = ("great", "clever", "superb", "lovely", "moving", "fun")
+NEGATIVE = ("dull", "weak", "silly", "bland", "awful", "slow")
+NEUTRAL = ("long", "loud", "odd", "short")
+SENTIMENT = {**{a: 1.0 for a in POSITIVE}, **{a: -1.0 for a in NEGATIVE}, **{a: 0.0 for a in NEUTRAL}}
+
+REPEAT_PENALTY = 1.5
+LENGTH_PENALTY = 1.0
+MAX_CLAUSES = 3
+UNPARSABLE = -3.0
+MAX_REVIEW_CHARS = 400  # longer text is not read at all: it scores UNPARSABLE
+
+
+def question(film: str) -> str:
+    """The user's request for ``film``."""
+    return f"Review {film}."
+
+
+def parse_review(text: str) -> list[tuple[str, str]] | None:
+    """The (aspect, adjective) clauses of ``text``, or None when it is not a well-formed review."""
+    if not isinstance(text, str) or len(text) > MAX_REVIEW_CHARS:
+        return None
+    text = text.strip()
+    if not text.endswith(".") or text.count(".") != 1:
+        return None
+    clauses = []
+    for clause in text[:-1].split(", "):
+        words = clause.split(" ")
+        if len(words) != 4 or words[0] != "the" or words[2] != "was":
+            return None
+        if words[1] not in ASPECTS or words[3] not in SENTIMENT:
+            return None
+        clauses.append((words[1], words[3]))
+    return clauses
+
+
+def gold_reward(text: str) -> float:
+    """The hidden "human" score of a review (see the module docstring for the formula)."""
+    clauses = parse_review(text)
+    if clauses is None:
+        return UNPARSABLE
+    score, seen_aspects, seen_adjectives = 0.0, set(), set()
+    for aspect, adjective in clauses:
+        score += SENTIMENT[adjective]
+        if aspect in seen_aspects or adjective in seen_adjectives:
+            score -= REPEAT_PENALTY
+        seen_aspects.add(aspect)
+        seen_adjectives.add(adjective)
+    return score - LENGTH_PENALTY * max(0, len(clauses) - MAX_CLAUSES)
+
+
+def gold_preference_probability(text_a: str, text_b: str, *, temperature: float = 0.5) -> float:
+    """Bradley–Terry probability that a person prefers ``text_a`` to ``text_b``."""
+    temperature = check_positive("temperature", temperature)
+    margin = (gold_reward(text_a) - gold_reward(text_b)) / temperature
+    return 1.0 / (1.0 + math.exp(-margin))
+
+
+def gold_preference(text_a: str, text_b: str, *, rng: random.Random | None = None, temperature: float = 0.5) -> int:
+    """Which of two reviews the gold labeller prefers: 0 for ``text_a``, 1 for ``text_b``.
+
+    With ``rng`` the label is sampled from Bradley–Terry (noisy, like people); without it the
+    higher gold reward wins (ties go to ``text_a``).
+    """
+    if rng is None:
+        return 0 if gold_reward(text_a) >= gold_reward(text_b) else 1
+    return 0 if rng.random() < gold_preference_probability(text_a, text_b, temperature=temperature) else 1
+
+
+def random_review(rng: random.Random, *, max_clauses: int = 5) -> str:
+    """A review as the pretraining corpus writes them: 1..max_clauses clauses, any sentiment."""
+    n_clauses = rng.randint(1, max_clauses)
+    adjectives = POSITIVE + NEGATIVE + NEUTRAL
+    clauses = [f"the {rng.choice(ASPECTS)} was {rng.choice(adjectives)}" for _ in range(n_clauses)]
+    return ", ".join(clauses) + "."
+
+
+class ReviewTask:
+    """Prompts asking for a film review; rewards come from ``gold_reward`` (or a learned model)."""
+
+    name = "reviews"
+
+    def dataset(self, n: int, *, seed: int = 0, split: str = "train") -> Dataset:
+        """``n`` review requests; train films and test films are disjoint (the last 5 are test)."""
+        n = check_int("n", n, minimum=0)
+        check_choice("split", split, ("train", "test"))
+        films = FILMS[:-5] if split == "train" else FILMS[-5:]
+        rng = random.Random(seed)
+        chosen = [rng.choice(films) for _ in range(n)]
+        return Dataset.from_dict({
+            "prompt": [[{"role": "user", "content": question(film)}] for film in chosen],
+            "question": [question(film) for film in chosen],
+            "film": chosen,
+        })
+
+    def reward(self, completion: str, example: dict | None = None) -> float:
+        """The gold reward of ``completion`` (the prompt does not matter to it)."""
+        return gold_reward(completion)
+
+
+def preference_pairs(prompts: list, completions_a: list[str], completions_b: list[str], *, seed: int = 0,
+                     temperature: float = 0.5, drop_ties: bool = True) -> Dataset:
+    """Label pairs of completions with the gold Bradley–Terry labeller.
+
+    Returns a ``datasets.Dataset`` with ``prompt``, ``chosen``, ``rejected`` (TRL's preference
+    format) and the gold rewards of each. Pairs with equal gold reward carry no preference and are
+    dropped when ``drop_ties``.
+    """
+    if not (len(prompts) == len(completions_a) == len(completions_b)):
+        raise ValueError("prompts, completions_a and completions_b must have the same length")
+    rng = random.Random(seed)
+    rows = {"prompt": [], "chosen": [], "rejected": [], "chosen_gold": [], "rejected_gold": []}
+    for prompt, a, b in zip(prompts, completions_a, completions_b):
+        gold_a, gold_b = gold_reward(a), gold_reward(b)
+        if drop_ties and gold_a == gold_b:
+            continue
+        first_wins = gold_preference(a, b, rng=rng, temperature=temperature) == 0
+        chosen, rejected = (a, b) if first_wins else (b, a)
+        rows["prompt"].append(prompt)
+        rows["chosen"].append(chosen)
+        rows["rejected"].append(rejected)
+        rows["chosen_gold"].append(gold_reward(chosen))
+        rows["rejected_gold"].append(gold_reward(rejected))
+    return Dataset.from_dict(rows)

@@ -1,0 +1,65 @@
+"""The preference domain: review grammar, the gold reward and the Bradley–Terry labeller."""
+
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rlbook.tasks.reviews import (
+    UNPARSABLE, ReviewTask, gold_preference, gold_preference_probability, gold_reward, parse_review,
+    preference_pairs, random_review,
+)
+
+
+def test_gold_reward_worked_examples():
+    assert gold_reward("the plot was great.") == 1.0
+    assert gold_reward("the plot was great, the cast was dull.") == 0.0
+    # the second "great" repeats an adjective: +1 +1 −1.5
+    assert gold_reward("the plot was great, the cast was great.") == pytest.approx(0.5)
+    # four distinct positive clauses: +4, one clause over the limit of three: −1
+    assert gold_reward("the plot was great, the cast was fun, the music was lovely, the sets was superb.") == 3.0
+    assert gold_reward("great great great") == UNPARSABLE
+
+
+def test_parse_review_rejects_malformed_text():
+    assert parse_review("the plot was great") is None  # no full stop
+    assert parse_review("the plot was great. the cast was fun.") is None
+    assert parse_review("the robot was great.") is None
+    assert parse_review("x" * 10_000) is None
+    assert parse_review("the ending was odd, the pace was slow.") == [("ending", "odd"), ("pace", "slow")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_gold_reward_is_defined_for_any_string(text):
+    assert isinstance(gold_reward(text), float)
+
+
+def test_random_reviews_always_parse():
+    rng = random.Random(0)
+    assert all(parse_review(random_review(rng)) is not None for _ in range(500))
+
+
+def test_bradley_terry_labeller():
+    better, worse = "the plot was great.", "the plot was dull."
+    assert gold_preference(better, worse) == 0 and gold_preference(worse, better) == 1
+    p = gold_preference_probability(better, worse, temperature=0.5)
+    assert p == pytest.approx(1 / (1 + pytest.importorskip("math").exp(-4.0)))
+    rng = random.Random(1)
+    wins = sum(gold_preference(better, worse, rng=rng) == 0 for _ in range(4000))
+    assert abs(wins / 4000 - p) < 0.02
+    with pytest.raises(ValueError, match="temperature"):
+        gold_preference_probability(better, worse, temperature=0)
+
+
+def test_preference_pairs_and_dataset():
+    data = ReviewTask().dataset(6, seed=0)
+    assert set(data.column_names) >= {"prompt", "question", "film"}
+    assert set(ReviewTask().dataset(50, split="train")["film"]).isdisjoint(ReviewTask().dataset(50, split="test")["film"])
+    a = ["the plot was great.", "the plot was dull.", "the cast was fun."]
+    b = ["the plot was dull.", "the plot was dull.", "the cast was awful."]
+    pairs = preference_pairs(["p1", "p2", "p3"], a, b, seed=0)
+    assert len(pairs) == 2  # the tie is dropped
+    assert set(pairs.column_names) == {"prompt", "chosen", "rejected", "chosen_gold", "rejected_gold"}
+    with pytest.raises(ValueError, match="same length"):
+        preference_pairs(["p"], a, b)
