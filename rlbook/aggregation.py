@@ -1,0 +1,130 @@
+"""Loss aggregation: how a (B, T) grid of per-token losses becomes one number.
+
+Every online method computes a loss ``ℓ[i, t]`` for token t of response i and must then average.
+*What it divides by* decides how much each token moves the model, and the choice is not neutral:
+
+================================  ===========================================  ======================
+mode                              loss                                         each token's weight
+================================  ===========================================  ======================
+``seq_mean_token_mean`` (GRPO)    (1/B) Σ_i (1/|o_i|) Σ_t ℓ[i, t]              1 / (B · |o_i|)
+``token_mean`` (DAPO)             Σ_i Σ_t ℓ[i, t] / Σ_i |o_i|                  1 / Σ_j |o_j|
+``seq_mean_token_sum``            (1/B) Σ_i Σ_t ℓ[i, t]                        1 / B
+``seq_mean_token_sum_norm``       Σ_i Σ_t ℓ[i, t] / (B · L)   (L a constant)   1 / (B · L)
+(Dr.GRPO)
+================================  ===========================================  ======================
+
+- ``seq_mean_token_mean`` is GRPO's objective (Shao et al. 2024, arXiv:2402.03300, §4.1): every
+  response counts equally, so a token of a long response weighs less than a token of a short one.
+  Liu et al. (2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783) show the
+  resulting *length bias*: a wrong answer (A < 0) is penalised less per token when it is longer.
+- ``token_mean`` is DAPO's token-level loss (Yu et al. 2025, arXiv:2503.14476, §3.3): every
+  token in the batch counts equally, whatever response it belongs to.
+- ``seq_mean_token_sum_norm`` is Dr.GRPO's fix (Liu et al. 2025): sum each response's
+  tokens and divide by a *constant* L (the generation budget, e.g. ``max_new_tokens``), so no weight
+  depends on a response's own length. ``max_len`` must be given: it is the budget, not the padded
+  width of this batch (which would let padding change the loss).
+- ``seq_mean_token_sum`` is the plain REINFORCE estimator Σ_t ∇log π · A per response (Williams
+  1992), averaged over responses; it is unbiased for the sequence-level policy gradient.
+
+Rows whose mask is all zero get weight 0 but still count in B (the same convention as TRL).
+``TRL_LOSS_TYPES`` and ``VERL_LOSS_AGG_MODES`` map the two libraries' names onto these modes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook._checks import as_float_tensor, as_mask, check_choice, check_positive
+
+__all__ = [
+    "AGGREGATION_MODES",
+    "TRL_LOSS_TYPES",
+    "VERL_LOSS_AGG_MODES",
+    "token_weights",
+    "aggregate",
+    "masked_mean",
+    "response_mask",
+]
+
+AGGREGATION_MODES = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
+
+# TRL 1.16 GRPOConfig.loss_type -> mode. "bnpo" normalises by the local batch's tokens and "dapo" /
+# "cispo" by the whole accumulated batch's tokens: on one process without accumulation they coincide.
+TRL_LOSS_TYPES = {
+    "grpo": "seq_mean_token_mean",
+    "sapo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "cispo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",  # L = max_completion_length
+    "luspo": "seq_mean_token_sum",
+}
+
+# verl actor.loss_agg_mode -> mode ("seq-mean-token-sum-norm" divides by loss_scale_factor or T).
+VERL_LOSS_AGG_MODES = {
+    "token-mean": "token_mean",
+    "seq-mean-token-mean": "seq_mean_token_mean",
+    "seq-mean-token-sum": "seq_mean_token_sum",
+    "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
+}
+
+
+def token_weights(mask, mode: str = "seq_mean_token_mean", *, max_len: int | None = None) -> torch.Tensor:
+    """Each token's weight w[i, t] under ``mode``, so that the aggregated loss is Σ w · ℓ.
+
+    ``mask`` is the (B, T) 0/1 response mask; padding gets weight 0. See the module docstring for
+    the formula of each mode; ``max_len`` is the constant L of ``seq_mean_token_sum_norm``.
+    """
+    check_choice("mode", mode, AGGREGATION_MODES)
+    mask = response_mask(mask)
+    n_seqs = mask.shape[0]
+    if mode == "token_mean":
+        return mask / mask.sum()
+    if mode == "seq_mean_token_sum":
+        return mask / n_seqs
+    if mode == "seq_mean_token_sum_norm":
+        if max_len is None:
+            raise ValueError(
+                "max_len is required for mode 'seq_mean_token_sum_norm': Dr.GRPO divides by a constant, "
+                "the generation budget (e.g. max_new_tokens), not by this batch's padded width"
+            )
+        max_len = check_positive("max_len", max_len)
+        return mask / (n_seqs * max_len)
+    lengths = mask.sum(dim=1, keepdim=True).clamp(min=1.0)
+    return mask / (n_seqs * lengths)
+
+
+def aggregate(per_token_loss, mask, mode: str = "seq_mean_token_mean", *, max_len: int | None = None) -> torch.Tensor:
+    """Reduce a (B, T) per-token loss to a scalar: Σ_{i,t} w[i, t] · ℓ[i, t] with w from ``token_weights``.
+
+    Padded positions never contribute, whatever value they hold (a NaN there is replaced by 0).
+    """
+    per_token_loss = torch.as_tensor(per_token_loss)
+    if per_token_loss.dim() != 2:
+        raise ValueError(f"per_token_loss must have 2 dimensions (B, T), got shape {tuple(per_token_loss.shape)}")
+    mask = torch.as_tensor(mask)
+    if per_token_loss.is_floating_point():
+        mask = mask.to(per_token_loss.dtype)  # so the weights are computed at the loss's precision
+    weights = token_weights(mask, mode, max_len=max_len).to(per_token_loss.dtype)
+    if tuple(weights.shape) != tuple(per_token_loss.shape):
+        raise ValueError(f"mask must have shape {tuple(per_token_loss.shape)}, got {tuple(weights.shape)}")
+    padded = weights == 0
+    kept = torch.where(padded, torch.zeros_like(per_token_loss), per_token_loss)
+    as_float_tensor("per_token_loss", kept)  # finiteness of the tokens that count
+    return (weights * kept).sum()
+
+
+def response_mask(mask, *, name: str = "mask") -> torch.Tensor:
+    """Check and return a (B, T) 0/1 float mask that selects at least one token."""
+    mask = torch.as_tensor(mask)
+    if mask.dim() != 2:
+        raise ValueError(f"{name} must have 2 dimensions (B, T), got shape {tuple(mask.shape)}")
+    like = torch.empty(mask.shape, dtype=mask.dtype if mask.is_floating_point() else torch.float32)
+    return as_mask(name, mask, like)
+
+
+def masked_mean(values, mask) -> torch.Tensor:
+    """Mean of ``values`` over the positions where ``mask`` is 1: Σ m·x / Σ m."""
+    values = torch.as_tensor(values)
+    mask = as_mask("mask", mask, values if values.is_floating_point() else values.float())
+    return (values * mask).sum() / mask.sum()

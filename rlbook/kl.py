@@ -1,0 +1,141 @@
+"""Per-token estimators of KL(π_θ ‖ π_ref), and the two places a KL penalty can go.
+
+Tokens are sampled from π_θ; ``logp`` = log π_θ(token), ``ref_logp`` = log π_ref(token), and
+r = π_ref / π_θ = exp(ref_logp − logp). Schulman ("Approximating KL Divergence", blog note, 2020)
+gives three single-sample estimators of KL(π_θ ‖ π_ref) = E_{π_θ}[−log r]:
+
+- k1 = −log r               unbiased, high variance, can be negative;
+- k2 = ½ (log r)²           biased (exact to second order as π_θ → π_ref), low variance, ≥ 0;
+- k3 = (r − 1) − log r      unbiased (E[r] = 1) and ≥ 0: k1 plus a zero-mean control variate.
+
+**Their values estimate the same KL; their gradients do not.** Used as a loss term on fresh samples
+(on-policy, the sampling weights not differentiated), the expected gradients are
+
+- E_π[∇k1] = E_π[∇log π_θ] = 0                                   (no pull toward π_ref at all);
+- E_π[∇k2] = E_π[(log π_θ − log π_ref) ∇log π_θ] = ∇ KL(π_θ ‖ π_ref)   (the reverse KL);
+- E_π[∇k3] = E_π[(1 − r) ∇log π_θ] = −Σ π_ref ∇log π_θ = ∇ KL(π_ref ‖ π_θ)  (the *forward* KL).
+
+So GRPO's "k3 in the loss" (Shao et al. 2024, arXiv:2402.03300, §4.1) optimises the forward KL,
+while "k1 in the reward" (Ziegler et al. 2019, arXiv:1909.08593; Ouyang et al. 2022,
+arXiv:2203.02155) and "k2 in the loss" both give the reverse-KL gradient (Liu et al. 2025,
+"Rethinking KL Regularization in RLHF", arXiv:2510.01555). verl's ``"k3+"`` / ``"low_var_kl+"``
+straight-through estimator reports k3's value with k2's gradient (``k3_straight_through``); its
+``"low_var_kl"`` is k3 clamped to [−10, 10]. The lesson on KL estimators checks every one of these
+gradient facts by exact enumeration (tests/test_gradient_identities.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook._checks import as_float_tensor, check_choice, check_positive, check_same_shape
+from rlbook.aggregation import response_mask
+
+__all__ = [
+    "KL_ESTIMATORS",
+    "k1",
+    "k2",
+    "k3",
+    "k3_straight_through",
+    "kl_estimate",
+    "kl_in_loss",
+    "kl_in_reward",
+]
+
+KL_ESTIMATORS = ("k1", "k2", "k3", "k3+")
+
+
+def _log_ratio(logp, ref_logp) -> torch.Tensor:
+    """log r = ref_logp − logp, after checking both inputs."""
+    logp = as_float_tensor("logp", logp)
+    ref_logp = as_float_tensor("ref_logp", ref_logp)
+    check_same_shape(logp=logp, ref_logp=ref_logp)
+    return ref_logp - logp
+
+
+def k1(logp, ref_logp) -> torch.Tensor:
+    """k1 = −log r = log π_θ − log π_ref, per token (Schulman 2020). Expected gradient 0 on-policy."""
+    return -_log_ratio(logp, ref_logp)
+
+
+def k2(logp, ref_logp) -> torch.Tensor:
+    """k2 = ½ (log r)², per token (Schulman 2020). Its expected gradient is ∇ KL(π_θ ‖ π_ref)."""
+    return 0.5 * _log_ratio(logp, ref_logp) ** 2
+
+
+def k3(logp, ref_logp) -> torch.Tensor:
+    """k3 = (r − 1) − log r with r = π_ref/π_θ, per token (Schulman 2020).
+
+    Unbiased and ≥ 0, but its expected gradient is ∇ KL(π_ref ‖ π_θ), the forward KL.
+    """
+    log_r = _log_ratio(logp, ref_logp)
+    return torch.expm1(log_r) - log_r
+
+
+def k3_straight_through(logp, ref_logp) -> torch.Tensor:
+    """k3's value with k2's gradient: sg(k3) + k2 − sg(k2), where sg is stop-gradient (``detach``).
+
+    This is verl's ``"k3+"`` (``"low_var_kl+"``): the logged number is the unbiased, non-negative k3,
+    while the gradient is k2's, i.e. the reverse-KL gradient ∇ KL(π_θ ‖ π_ref) on-policy.
+    """
+    value = k3(logp, ref_logp)
+    surrogate = k2(logp, ref_logp)
+    return value.detach() + surrogate - surrogate.detach()
+
+
+def kl_estimate(logp, ref_logp, estimator: str = "k3") -> torch.Tensor:
+    """Per-token KL(π_θ ‖ π_ref) estimate with ``estimator`` in {"k1", "k2", "k3", "k3+"}."""
+    check_choice("estimator", estimator, KL_ESTIMATORS)
+    functions = {"k1": k1, "k2": k2, "k3": k3, "k3+": k3_straight_through}
+    return functions[estimator](logp, ref_logp)
+
+
+def kl_in_loss(logp, ref_logp, *, beta: float, estimator: str = "k3", ratio=None) -> torch.Tensor:
+    """The in-loss placement: the per-token term β · k to *add* to the per-token policy loss.
+
+    GRPO (Shao et al. 2024, arXiv:2402.03300, §4.1) adds β · k3 per token before averaging. With
+    ``ratio`` = π_θ/π_old (differentiable), the term becomes β · ratio · k, the importance-weighted
+    KL of DeepSeek-V3.2 (arXiv:2512.02556) that TRL applies by default (``use_bias_correction_kl``):
+    on-policy its expected gradient is ∇ E_π[k], the reverse-KL gradient for k1 and k3.
+    """
+    beta = check_positive("beta", beta, allow_zero=True)
+    kl = kl_estimate(logp, ref_logp, estimator)
+    if ratio is not None:
+        ratio = as_float_tensor("ratio", ratio)
+        check_same_shape(logp=kl, ratio=ratio)
+        kl = ratio * kl
+    return beta * kl
+
+
+def kl_in_reward(rewards, kl, beta: float, mask) -> torch.Tensor:
+    """The in-reward placement: per-token rewards r[i, t] = −β · kl[i, t] (+ the reward on the last token).
+
+    Ziegler et al. (2019, arXiv:1909.08593) and InstructGPT (Ouyang et al. 2022,
+    arXiv:2203.02155) subtract β · log(π_θ/π_ref) from the reward. Placed here the KL is a
+    number, not a loss: ``kl`` is detached, and the policy gradient then carries it as part of the
+    return. With k1 this is the unbiased reverse-KL gradient.
+
+    ``rewards`` is either (B,) sequence rewards, added to each response's last unmasked token, or
+    (B, T) per-token rewards. ``kl`` and ``mask`` are (B, T); padding receives 0.
+    """
+    beta = check_positive("beta", beta, allow_zero=True)
+    kl = as_float_tensor("kl", kl, ndim=(2,)).detach()
+    mask = response_mask(mask).to(kl.dtype)
+    check_same_shape(kl=kl, mask=mask)
+    rewards = as_float_tensor("rewards", rewards, ndim=(1, 2)).to(kl.dtype)
+    if rewards.dim() == 1:
+        if rewards.shape[0] != kl.shape[0]:
+            raise ValueError(f"rewards must have shape ({kl.shape[0]},) to match kl, got {tuple(rewards.shape)}")
+        rewards = _place_on_last_token(rewards, mask)
+    check_same_shape(kl=kl, rewards=rewards)
+    return (rewards - beta * kl) * mask
+
+
+def _place_on_last_token(sequence_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A (B, T) grid that is zero except for each row's reward at its last unmasked position."""
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    last = torch.where(mask > 0, positions, torch.full_like(positions, -1)).max(dim=1).values
+    grid = torch.zeros_like(mask)
+    has_tokens = last >= 0
+    grid[has_tokens, last[has_tokens]] = sequence_rewards[has_tokens]
+    return grid

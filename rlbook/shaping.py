@@ -1,0 +1,106 @@
+"""Reward shaping and batch filtering: what is done to rewards and advantages before the loss."""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook._checks import as_float_tensor, check_group_size, check_int, check_positive
+
+__all__ = [
+    "soft_overlong_penalty",
+    "combine_rewards",
+    "dynamic_sampling_mask",
+    "advantage_filter_mask",
+    "add_advantage_noise",
+]
+
+
+def soft_overlong_penalty(length, max_len: int, cache_len: int):
+    """DAPO's soft overlong punishment (Yu et al. 2025, arXiv:2503.14476, "Soft Overlong Punishment").
+
+                  ⎧ 0                                   |y| ≤ L_max − L_cache
+        R(y)  =   ⎨ ((L_max − L_cache) − |y|) / L_cache  L_max − L_cache < |y| ≤ L_max
+                  ⎩ −1                                  L_max < |y|
+
+    A response that enters the last ``cache_len`` tokens of the budget ``max_len`` is penalised
+    linearly, from 0 to −1, instead of being cut off with no warning. ``length`` is an int (returns
+    a float) or a tensor of lengths (returns a tensor of the same shape).
+    """
+    max_len = check_int("max_len", max_len, minimum=1)
+    cache_len = check_int("cache_len", cache_len, minimum=0)
+    if cache_len > max_len:
+        raise ValueError(f"cache_len must be <= max_len={max_len}, got {cache_len}")
+    is_number = isinstance(length, int) and not isinstance(length, bool)
+    lengths = torch.as_tensor(length)
+    if lengths.dtype == torch.bool or lengths.is_complex() or not torch.isfinite(lengths.float()).all():
+        raise ValueError(f"length must be a finite number or tensor of numbers, got {length!r}")
+    if (lengths < 0).any():
+        raise ValueError("length must be non-negative")
+    lengths = lengths.float()
+    safe_zone = max_len - cache_len
+    ramp = (safe_zone - lengths) / max(cache_len, 1)
+    penalty = torch.where(lengths <= safe_zone, torch.zeros_like(lengths), ramp)
+    penalty = torch.where(lengths > max_len, torch.full_like(lengths, -1.0), penalty)
+    return penalty.item() if is_number else penalty
+
+
+def combine_rewards(components: dict, weights: dict | None = None) -> torch.Tensor:
+    """Weighted sum of named reward components: R = Σ_k w_k · R_k (all (B,); missing weights are 1).
+
+    DeepSeek-R1 (Guo et al. 2025, arXiv:2501.12948) trains on an accuracy reward plus a format
+    reward; ``combine_rewards({"correct": acc, "format": fmt}, {"format": 0.1})`` is that sum.
+    """
+    if not isinstance(components, dict) or not components:
+        raise ValueError("components must be a non-empty dict of name -> (B,) reward tensor")
+    weights = {} if weights is None else dict(weights)
+    unknown = set(weights) - set(components)
+    if unknown:
+        raise ValueError(f"weights names {sorted(unknown)} that are not in components {sorted(components)}")
+    total = None
+    for name, values in components.items():
+        values = as_float_tensor(f"components[{name!r}]", values, ndim=(1,))
+        weight = weights.get(name, 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise ValueError(f"weights[{name!r}] must be a number, got {type(weight).__name__}")
+        if total is not None and values.shape != total.shape:
+            raise ValueError(f"components[{name!r}] must have shape {tuple(total.shape)}, got {tuple(values.shape)}")
+        total = weight * values if total is None else total + weight * values
+    return total
+
+
+def dynamic_sampling_mask(rewards, group_size: int) -> torch.Tensor:
+    """DAPO's dynamic sampling filter: True for the samples of groups whose rewards are not all equal.
+
+    DAPO (Yu et al. 2025, arXiv:2503.14476) constrains its objective to prompts with 0 < #correct < G: a group
+    with all-equal rewards has zero group advantage and contributes no gradient, only noise in the
+    batch size. Returns a (B,) bool mask (B = n_prompts × G, groups contiguous).
+    """
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,))
+    group_size = check_group_size("group_size", rewards.shape[0], group_size)
+    groups = rewards.view(-1, group_size)
+    varied = groups.max(dim=1).values != groups.min(dim=1).values
+    return varied.repeat_interleave(group_size)
+
+
+def advantage_filter_mask(advantages, *, tol: float = 1e-6) -> torch.Tensor:
+    """True where |A| > ``tol``: samples whose (near-)zero advantage would add compute but no gradient.
+
+    Skipping them in the backward pass saves time at no cost to the expected update (every term of
+    the policy gradient is multiplied by A). Works for (B,) or (B, T) advantages.
+    """
+    advantages = as_float_tensor("advantages", advantages, ndim=(1, 2))
+    tol = check_positive("tol", tol, allow_zero=True)
+    return advantages.abs() > tol
+
+
+def add_advantage_noise(advantages, std: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A + σ · ε with ε ~ N(0, 1), drawn from ``generator`` so the same seed gives the same noise.
+
+    ReDit (Wei et al. 2025, arXiv:2506.18631) dithers discrete rewards with small random noise so
+    that flat-reward groups still give a gradient and training converges faster; this applies the
+    same idea one step later, to the advantages. ``std = 0`` returns the advantages unchanged.
+    """
+    advantages = as_float_tensor("advantages", advantages, ndim=(1, 2))
+    std = check_positive("std", std, allow_zero=True)
+    noise = torch.randn(advantages.shape, generator=generator, dtype=advantages.dtype, device=advantages.device)
+    return advantages + std * noise

@@ -1,0 +1,91 @@
+"""pass@k, best-of-n KL, entropy, clip fractions, approximate KL, lengths (rlbook.metrics)."""
+
+import math
+from fractions import Fraction
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlbook.metrics import (
+    approx_kl,
+    best_of_n_kl,
+    clip_fractions,
+    entropy_from_logits,
+    mean_length_by_correctness,
+    pass_at_k,
+)
+
+
+def _exact_pass_at_k(n, c, k):
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def test_pass_at_k_edge_cases():
+    assert pass_at_k(10, 0, 5) == 0.0
+    assert pass_at_k(10, 10, 1) == 1.0
+    assert pass_at_k(10, 6, 5) == 1.0  # n − c = 4 < k: every draw of 5 holds a correct sample
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert pass_at_k(4, 1, 2) == pytest.approx(0.5)  # 1 − C(3,2)/C(4,2) = 1 − 3/6
+    assert isinstance(pass_at_k(5, 2, 2), float)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_matches_the_binomial_formula(case):
+    n, c, k = case
+    assert pass_at_k(n, c, k) == pytest.approx(_exact_pass_at_k(n, c, k), abs=1e-12)
+
+
+def test_pass_at_k_is_stable_for_large_n():
+    assert pass_at_k(2000, 7, 300) == pytest.approx(_exact_pass_at_k(2000, 7, 300), rel=1e-12)
+
+
+def test_best_of_n_kl():
+    assert best_of_n_kl(1) == 0.0
+    assert best_of_n_kl(2) == pytest.approx(math.log(2) - 0.5)
+    values = [best_of_n_kl(n) for n in (1, 2, 4, 16, 256)]
+    assert values == sorted(values)
+
+
+def test_entropy_from_logits():
+    assert entropy_from_logits(torch.zeros(2, 3, 8)).allclose(torch.full((2, 3), math.log(8)))
+    peaked = entropy_from_logits(torch.tensor([100.0, 0.0, 0.0]))
+    assert peaked.item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_clip_fractions_and_approx_kl():
+    ratio = torch.tensor([[1.5, 1.0], [0.5, 0.7]])
+    fractions = clip_fractions(ratio, torch.tensor([1.0, -1.0]), torch.tensor([[1, 1], [1, 0]]), eps_low=0.2, eps_high=0.2)
+    assert fractions == pytest.approx({"low": 1 / 3, "high": 1 / 3, "total": 2 / 3})
+    logp = torch.tensor([[-1.0, -2.0]])
+    assert approx_kl(logp, logp, torch.ones(1, 2)) == 0.0
+    assert approx_kl(logp, logp - 0.1, torch.ones(1, 2)) > 0
+
+
+def test_mean_length_by_correctness():
+    result = mean_length_by_correctness(torch.tensor([10, 20, 30, 40]), torch.tensor([True, False, True, False]))
+    assert result == {"correct": 20.0, "incorrect": 30.0}
+    assert math.isnan(mean_length_by_correctness(torch.tensor([5.0]), torch.tensor([True]))["incorrect"])
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda: pass_at_k(5, 6, 1), "c"),
+        (lambda: pass_at_k(5, 1, 6), "k"),
+        (lambda: pass_at_k(5, 1, 0), "k"),
+        (lambda: pass_at_k(0, 0, 1), "n"),
+        (lambda: pass_at_k(5.0, 1, 1), "n"),
+        (lambda: pass_at_k(5, -1, 1), "c"),
+        (lambda: best_of_n_kl(0), "n"),
+        (lambda: entropy_from_logits(torch.tensor([float("nan"), 0.0])), "logits"),
+        (lambda: clip_fractions(torch.ones(2, 2), torch.ones(3), torch.ones(2, 2), eps_low=0.2, eps_high=0.2), "advantages"),
+        (lambda: approx_kl(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 2)), "mask"),
+        (lambda: mean_length_by_correctness(torch.ones(3), torch.ones(2)), "correct"),
+    ],
+)
+def test_bad_input_names_the_argument(call, argument):
+    with pytest.raises(ValueError, match=argument):
+        call()
