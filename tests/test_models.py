@@ -68,6 +68,9 @@ def test_load_model_from_a_local_folder_round_trips(tmp_path, tokenizer):
     with torch.no_grad():
         assert torch.allclose(model(x).logits, loaded(x).logits)
     assert loaded_tok.get_vocab() == tokenizer.get_vocab()
+    text = "<|im_start|>user\nWhat is 12 + 3?<|im_end|>\n"
+    assert loaded_tok(text, add_special_tokens=False)["input_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert loaded_tok.chat_template == tokenizer.chat_template
     assert not loaded.training
 
 
@@ -91,13 +94,14 @@ def test_hub_id_path_loads_from_the_local_hub_cache_offline(tmp_path, tokenizer)
         "import json; from rlbook.models import load_model, resolve\n"
         "m, t = load_model('rlbook-test/tiny-qwen2')\n"
         "print(json.dumps([resolve('rlbook-test/tiny-qwen2')[0], type(m).__name__, len(t),"
-        " float(m.model.embed_tokens.weight.sum())]))\n"
+        " float(m.model.embed_tokens.weight.sum()), t('a b\\nc', add_special_tokens=False)['input_ids']]))\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    source, cls, vocab, weight_sum = json.loads(out.stdout.strip().splitlines()[-1])
+    source, cls, vocab, weight_sum, ids = json.loads(out.stdout.strip().splitlines()[-1])
     assert (source, cls, vocab) == ("hub", "Qwen2ForCausalLM", len(tokenizer))
+    assert ids == tokenizer("a b\nc", add_special_tokens=False)["input_ids"]
     assert weight_sum == pytest.approx(expected, rel=1e-6)
 
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
+                          PreTrainedTokenizerFast)
+from transformers.models.auto.tokenization_auto import get_tokenizer_config
 
+GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo" / "models"
 
 
@@ -44,7 +47,13 @@ def resolve(name_or_path: str) -> tuple[str, str]:
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a zoo model, folder or hub id, with a pad token and left padding for sampling."""
     _, location = resolve(name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(location)
+    if get_tokenizer_config(location).get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES:
+        # A tokenizer saved as a plain tokenizers pipeline (the zoo's character tokenizer) is loaded as
+        # exactly that: AutoTokenizer would pick the model family's class (Qwen2Tokenizer) from
+        # config.json and rebuild a byte-level pipeline that drops the spaces and newlines.
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(location)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(location)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

@@ -1,0 +1,40 @@
+"""Small helpers every lesson uses: show the library's own source, and check a claim out loud.
+
+A lesson never pastes a second copy of a method: it calls ``show_source(rlbook.losses.dpo_loss)``
+so the reader sees the code that actually runs. A lesson's claim about its own run is checked by
+``check_claim``, which prints the claim with the measured evidence and fails the notebook (and so
+``make test``) when the run does not show it.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from rlbook.runtime import size
+
+
+def show_source(obj) -> None:
+    """Display the source of a library function or class, syntax-highlighted in Jupyter."""
+    source = inspect.getsource(obj)
+    try:
+        from IPython.display import Code, display
+    except ImportError:  # outside Jupyter: plain text
+        print(source)
+        return
+    display(Code(source, language="python"))
+
+
+def check_claim(condition: bool, claim: str, evidence: str = "") -> None:
+    """Assert ``claim`` about this run; print it with ``evidence`` when it holds.
+
+    Raises ``AssertionError`` naming the claim and the evidence when it does not.
+    """
+    detail = f" ({evidence})" if evidence else ""
+    if not condition:
+        raise AssertionError(f"claim not shown by this run: {claim}{detail}")
+    print(f"✓ {claim}{detail}")
+
+
+def size_banner() -> None:
+    """Print the run size this notebook runs at and how to change it."""
+    print(f"RLBOOK_SIZE={size()} — set RLBOOK_SIZE=full (default) or ci before starting Jupyter to change it.")
