@@ -1,0 +1,493 @@
+"""Rollouts: sample completions from a causal LM in batches, and recompute their log-probs.
+
+Every online method in the book starts the same way: take B = n_prompts × G prompts (each prompt's
+G samples contiguous), let the policy write a completion for each, and keep, for every sampled
+token, its log-probability under the policy that sampled it (``old_logp`` in the losses).
+
+``sample`` is a plain autoregressive loop over ``model.forward`` with a KV cache, so it runs any
+``transformers`` causal LM (a zoo model on a CPU, ``Qwen/Qwen2.5-0.5B-Instruct`` on a GPU):
+
+1. Left-pad the distinct prompts and run them through the model once (the *prefill*); repeat its
+   cache and last logits for each prompt's ``num_samples`` rows. Position ids are counted from
+   each row's first real token, so left padding shifts nothing.
+2. At every step, turn the last logits into a distribution, draw one token per row, and feed only
+   that token back (the cache holds the rest).
+3. A row that emits an end-of-sequence token is finished: it is *dropped from the batch and from
+   the cache*, so a short answer stops costing compute as soon as it ends.
+
+What makes it fast on a 2-core CPU (``benchmarks/rollout.py`` measures it against
+``model.generate``): the loop runs under ``torch.inference_mode``; the prefill is shared by a
+group; dropping finished rows (``generate`` keeps computing every row until the last one ends);
+and a KV cache with room for the whole rollout, so a step writes one token in place instead of
+re-copying the cache with ``torch.cat``, and dropping rows moves only the few rows that fill the
+holes. For models whose cache is not plain full attention (sliding windows, linear attention) the
+model's own cache is used, with the same results.
+
+The log-prob recorded for a sampled token y_t is that of the temperature-scaled distribution,
+
+    logprobs[i, t] = log softmax(z_t / T)[y_t],        z_t = the model's logits at step t,
+
+taken *before* top-p truncation. This is the number ``completion_logprobs`` recomputes with one
+forward pass over the whole sequence (what a trainer does), and the two agree to float precision.
+With top-p < 1 the token was really drawn from the renormalised nucleus, so the recorded value is
+not exactly the sampling probability; the book, like TRL's GRPOTrainer, uses the untruncated one.
+
+Simplified on purpose, compared with ``model.generate``: no beam search, no top-k, no repetition
+or length penalties, no stop strings, no speculative decoding; one stopping rule (an
+end-of-sequence token or ``max_new_tokens``). These are not used by the RL methods of the book,
+and leaving them out keeps the loop short enough to read and fast on a 2-core CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+from transformers.cache_utils import DynamicLayer
+
+from rlbook._checks import check_int, check_positive, check_same_shape
+
+__all__ = ["Rollout", "completion_logprobs", "rollout_logprobs", "sample"]
+
+
+@dataclass
+class Rollout:
+    """A batch of sampled completions, B = n_prompts × num_samples rows, groups contiguous.
+
+    - ``prompt_ids`` (B, P), ``prompt_mask`` (B, P): the prompts, left-padded with the pad id.
+    - ``completion_ids`` (B, C), ``completion_mask`` (B, C): the completions, right-padded; the
+      mask is 1 for every generated token, the final end-of-sequence token included.
+      C is the longest completion in the batch (at most ``max_new_tokens``).
+    - ``logprobs`` (B, C): log softmax(logits / temperature)[token] of each sampled token under the
+      sampling policy, before top-p truncation; 0 at padding.
+    - ``truncated`` (B,): True where no end-of-sequence token came within ``max_new_tokens``.
+    - ``texts``: the decoded completions, without special tokens (end-of-sequence, padding); tags
+      such as ``<think>`` and ``<answer>`` are kept. ``prompt_texts``: the formatted prompt of each row.
+    """
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    logprobs: torch.Tensor
+    truncated: torch.Tensor
+    texts: list[str]
+    prompt_texts: list[str]
+    num_samples: int
+
+    def __len__(self) -> int:
+        return self.completion_ids.shape[0]
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """(B, P + C) prompt and completion tokens, side by side."""
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def attention_mask(self) -> torch.Tensor:
+        """(B, P + C) 1 on every real token of the full sequence."""
+        return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
+
+    @property
+    def completion_lengths(self) -> torch.Tensor:
+        """(B,) number of generated tokens per row, end-of-sequence token included."""
+        return self.completion_mask.sum(dim=1)
+
+    def to(self, device: str | torch.device) -> Rollout:
+        """The same rollout with its tensors on ``device``."""
+        tensors = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+                   if isinstance(getattr(self, f.name), torch.Tensor)}
+        return dataclasses.replace(self, **tensors)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampling
+
+
+def sample(model, tokenizer, prompts, *, num_samples: int = 1, max_new_tokens: int = 64,
+           temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_size: int | None = None,
+           progress: bool = False) -> Rollout:
+    """Sample ``num_samples`` completions for each prompt; rows ``i*num_samples ... (i+1)*num_samples - 1``
+    belong to ``prompts[i]``.
+
+    ``prompts`` is a list of strings, used verbatim (no special tokens are added), or a list of
+    conversations (lists of ``{"role", "content"}`` dicts) that go through the tokenizer's chat
+    template with the assistant turn opened. Each row stops at an end-of-sequence token (the
+    tokenizer's, and any in ``model.generation_config``) or after ``max_new_tokens`` tokens.
+
+    ``temperature`` T > 0 samples from softmax(z / T); T = 0 is greedy decoding (argmax), whose
+    recorded log-probs are those of softmax(z). ``top_p`` < 1 samples from the nucleus: the most
+    likely tokens whose total probability first reaches ``top_p`` (top_p = 1 changes nothing).
+    ``batch_size`` caps the rows generated at once (default: all; rounded down to whole groups of
+    ``num_samples``, at least one group). ``seed`` fixes the draws: the same seed, model and
+    arguments give the same rollout. The model is run as it is: call ``model.eval()`` first if it
+    has dropout.
+    """
+    texts = _format_prompts(tokenizer, prompts)
+    _check_sampling_args(num_samples, max_new_tokens, temperature, top_p, seed, batch_size)
+    device = _model_device(model)
+    prompt_tokens = _tokenize(tokenizer, texts)
+    pad_id = _pad_token_id(tokenizer)
+    stop_ids = torch.tensor(_stop_token_ids(model, tokenizer), dtype=torch.long, device=device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+
+    prompts_per_batch = len(texts) if batch_size is None else max(1, batch_size // num_samples)
+    batches = []
+    with tqdm(total=len(texts) * num_samples, desc="sampling", unit="rollout", disable=not progress) as bar:
+        for start in range(0, len(texts), prompts_per_batch):
+            prompt_ids, prompt_mask = _left_pad(prompt_tokens[start:start + prompts_per_batch], pad_id, device)
+            batches.append(_sample_batch(
+                model, prompt_ids, prompt_mask, num_samples=num_samples, max_new_tokens=max_new_tokens,
+                temperature=temperature, top_p=top_p, stop_ids=stop_ids, pad_id=pad_id, generator=generator,
+                on_finished=bar.update))
+    return _assemble(batches, tokenizer, pad_id=pad_id, prompt_texts=[t for t in texts for _ in range(num_samples)],
+                     num_samples=num_samples)
+
+
+@torch.inference_mode()
+def _sample_batch(model, prompt_ids, prompt_mask, *, num_samples, max_new_tokens, temperature, top_p, stop_ids,
+                  pad_id, generator, on_finished):
+    """The decoding loop for one batch of distinct prompts, ``num_samples`` rows each.
+
+    The prefill runs once per distinct prompt; its cache and logits are then repeated for the
+    prompt's samples. ``live`` maps each row still being generated to its output row; finished
+    rows leave the batch, its attention mask and its KV cache.
+    """
+    logits, cache = _last_logits(model, prompt_ids, prompt_mask, _position_ids(prompt_mask), cache=None)
+    prompt_ids, prompt_mask, logits = (t.repeat_interleave(num_samples, dim=0)
+                                       for t in (prompt_ids, prompt_mask, logits))
+    cache = _rollout_cache(cache, repeats=num_samples, capacity=prompt_ids.shape[1] + max_new_tokens)
+
+    batch, device = prompt_ids.shape[0], prompt_ids.device
+    completion_ids = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+    logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
+    lengths = torch.full((batch,), max_new_tokens, dtype=torch.long, device=device)
+    truncated = torch.ones(batch, dtype=torch.bool, device=device)
+    live = torch.arange(batch, device=device)
+    attention_mask = prompt_mask
+    next_position = prompt_mask.sum(dim=1, keepdim=True)
+    for step in range(max_new_tokens):
+        tokens, token_logprobs = _draw(logits, temperature, top_p, generator)
+        completion_ids[live, step] = tokens
+        logprobs[live, step] = token_logprobs
+        stopped = torch.isin(tokens, stop_ids)
+        if stopped.any():
+            lengths[live[stopped]] = step + 1
+            truncated[live[stopped]] = False
+            on_finished(int(stopped.sum()))
+            rows = _rows_to_keep(stopped)
+            live, tokens, attention_mask, next_position = (t[rows] for t in
+                                                           (live, tokens, attention_mask, next_position))
+            cache.reorder_cache(rows)
+        if step == max_new_tokens - 1 or live.numel() == 0:
+            break
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(live.numel(), 1)], dim=1)
+        logits, cache = _last_logits(model, tokens[:, None], attention_mask, next_position, cache)
+        next_position = next_position + 1
+    on_finished(live.numel())
+    return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
+                logprobs=logprobs, lengths=lengths, truncated=truncated)
+
+
+def _rows_to_keep(stopped):
+    """The unfinished rows, ordered so that rows that stay in place come first and each finished row
+    among the first ones is replaced by an unfinished row from the end (so few rows move)."""
+    kept = int((~stopped).sum())
+    rows = torch.arange(kept, device=stopped.device)
+    holes = stopped[:kept].nonzero().squeeze(1)
+    rows[holes] = (~stopped[kept:]).nonzero().squeeze(1) + kept
+    return rows
+
+
+def _position_ids(mask):
+    """Positions counted from each row's first real token (left padding shifts nothing)."""
+    return (mask.cumsum(dim=1) - 1).clamp(min=0)
+
+
+def _last_logits(model, input_ids, attention_mask, position_ids, cache):
+    """One forward pass; returns the logits at the last position (b, V) and the updated cache."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1], out.past_key_values
+
+
+class _RolloutLayer(DynamicLayer):
+    """One attention layer's keys and values, in buffers with room for the whole rollout.
+
+    ``transformers``' DynamicLayer appends a token with ``torch.cat``, copying the whole cache at
+    every step; here a token is written in place. Dropping finished rows moves only the rows that
+    fill their slots (see ``_rows_to_keep``), then the buffers are cut to the live rows (a view).
+    """
+
+    def __init__(self, keys, values, *, repeats, capacity):
+        super().__init__()
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        batch, heads, length, _ = keys.shape
+        self.key_buffer = keys.new_empty((batch * repeats, heads, capacity, keys.shape[-1]))
+        self.value_buffer = values.new_empty((batch * repeats, heads, capacity, values.shape[-1]))
+        self.key_buffer[:, :, :length] = keys.repeat_interleave(repeats, 0)
+        self.value_buffer[:, :, :length] = values.repeat_interleave(repeats, 0)
+        self._set_length(length)
+
+    def _set_length(self, length):
+        """``keys`` / ``values`` (what attention reads) are views of the filled part of the buffers."""
+        self.length = length
+        self.keys, self.values = self.key_buffer[:, :, :length], self.value_buffer[:, :, :length]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        self.key_buffer[:, :, self.length:end] = key_states
+        self.value_buffer[:, :, self.length:end] = value_states
+        self._set_length(end)
+        return self.keys, self.values
+
+    def reorder_cache(self, rows):
+        """Keep ``rows``, in that order. When every moved row comes from past the kept ones (as
+        ``_rows_to_keep`` arranges), rows are moved inside the buffers; otherwise they are copied."""
+        kept = rows.numel()
+        moved = (rows != torch.arange(kept, device=rows.device)).nonzero().squeeze(1)
+        if bool((rows[moved] >= kept).all()):  # only finished rows are overwritten: move in place
+            for buffer in (self.key_buffer, self.value_buffer):
+                buffer[moved, :, :self.length] = buffer[rows[moved], :, :self.length]
+            self.key_buffer, self.value_buffer = self.key_buffer[:kept], self.value_buffer[:kept]
+        else:
+            self.key_buffer, self.value_buffer = self.key_buffer[rows], self.value_buffer[rows]
+        self._set_length(self.length)
+
+
+def _rollout_cache(cache, *, repeats, capacity):
+    """The prefill's cache, each row repeated ``repeats`` times, ready for the decoding loop.
+
+    A cache of plain DynamicLayers (every full-attention model) is rebuilt from _RolloutLayers;
+    any other (sliding windows, linear attention) is kept as the model made it.
+    """
+    layers = getattr(cache, "layers", None)
+    if layers and all(type(layer) is DynamicLayer and layer.is_initialized for layer in layers):
+        cache.layers = [_RolloutLayer(layer.keys, layer.values, repeats=repeats, capacity=capacity) for layer in layers]
+    elif repeats > 1:
+        cache.batch_repeat_interleave(repeats)
+    return cache
+
+
+def _draw(logits, temperature, top_p, generator):
+    """Draw one token per row; returns the tokens (b,) and their log-probs (b,) before top-p."""
+    logprobs = torch.log_softmax(_scaled_logits(logits, temperature), dim=-1)
+    if temperature == 0:
+        tokens = logprobs.argmax(dim=-1)
+    else:
+        probs = logprobs.exp()
+        if top_p < 1.0:
+            probs = _nucleus(probs, top_p)
+        tokens = _inverse_cdf_sample(probs, generator)
+    return tokens, logprobs.gather(1, tokens[:, None]).squeeze(1)
+
+
+def _inverse_cdf_sample(weights, generator):
+    """One draw per row from unnormalised ``weights`` (b, V): the first token whose cumulative weight
+    exceeds u ~ Uniform(0, total). Same distribution as ``torch.multinomial``, which on a CPU
+    draws V exponentials per row; this draws one uniform per row and is many times faster."""
+    cumulative = weights.cumsum(dim=-1)
+    u = torch.rand((weights.shape[0], 1), generator=generator, device=weights.device) * cumulative[:, -1:]
+    tokens = torch.searchsorted(cumulative, u, right=True).squeeze(1)
+    return tokens.clamp(max=weights.shape[-1] - 1)  # u can round up to the total
+
+
+def _nucleus(probs, top_p):
+    """Zero every token outside the nucleus: keep a token when the tokens more likely than it hold
+    less than ``top_p`` of the mass (the most likely token is always kept). Not renormalised:
+    sampling only needs weights."""
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+    return torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+
+
+def _scaled_logits(logits, temperature):
+    """logits / T in float32; T = 0 (greedy) scores with T = 1."""
+    logits = logits.float()
+    return logits / temperature if temperature not in (0, 1) else logits
+
+
+def _assemble(batches, tokenizer, *, pad_id, prompt_texts, num_samples) -> Rollout:
+    """Join the batches into one Rollout: prompts re-padded on the left, completions cut to the longest."""
+    lengths = torch.cat([b["lengths"] for b in batches])
+    width = int(lengths.max())
+    prompt_width = max(b["prompt_ids"].shape[1] for b in batches)
+    prompt_ids = torch.cat([_pad_left_to(b["prompt_ids"], prompt_width, pad_id) for b in batches])
+    prompt_mask = torch.cat([_pad_left_to(b["prompt_mask"], prompt_width, 0) for b in batches])
+    completion_ids = torch.cat([b["completion_ids"][:, :width] for b in batches])
+    logprobs = torch.cat([b["logprobs"][:, :width] for b in batches])
+    completion_mask = (torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]).long()
+    truncated = torch.cat([b["truncated"] for b in batches])
+    return Rollout(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
+                   completion_mask=completion_mask, logprobs=logprobs, truncated=truncated,
+                   texts=_decode(tokenizer, completion_ids, lengths),
+                   prompt_texts=prompt_texts, num_samples=num_samples)
+
+
+def _decode(tokenizer, completion_ids, lengths) -> list[str]:
+    """Decode each completion; special tokens (end-of-sequence, padding, chat markers) are left out,
+    ordinary added tokens such as ``<think>`` are kept (the convention of TRL's trainers)."""
+    rows = [ids[:n] for ids, n in zip(completion_ids.tolist(), lengths.tolist())]
+    return tokenizer.batch_decode(rows, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Log-probs of given completions (what a trainer computes, with gradients)
+
+
+def completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *,
+                        temperature: float = 1.0, batch_size: int | None = None, return_entropy: bool = False):
+    """Per-token log-probs (B, C) of ``completion_ids`` after ``prompt_ids`` under ``model``.
+
+    logp[i, t] = log softmax(z[i, t] / T)[completion_ids[i, t]], with z[i, t] the logits that
+    predict completion token t, from one forward pass over prompt and completion (left-padded
+    prompt, right-padded completion, as in a Rollout). 0 where ``completion_mask`` is 0.
+    With ``return_entropy`` also returns the entropy of each softmax(z / T), (B, C), 0 at padding.
+    Gradients flow when the caller has them enabled (training); wrap in ``torch.no_grad()`` for
+    a reference or old policy. ``batch_size`` splits the rows into several forward passes.
+    T = 0 scores with T = 1, the convention of ``sample``'s greedy mode.
+    """
+    _check_scoring_args(prompt_ids, prompt_mask, completion_ids, completion_mask, temperature, batch_size)
+    device = _model_device(model)
+    tensors = [t.to(device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask)]
+    rows = prompt_ids.shape[0]
+    batch_size = batch_size or rows
+    parts = [_score_batch(model, *(t[start:start + batch_size] for t in tensors), temperature=temperature,
+                          return_entropy=return_entropy)
+             for start in range(0, rows, batch_size)]
+    logprobs = torch.cat([p[0] for p in parts])
+    if not return_entropy:
+        return logprobs
+    return logprobs, torch.cat([p[1] for p in parts])
+
+
+def rollout_logprobs(model, rollout: Rollout, *, temperature: float = 1.0, batch_size: int | None = None,
+                     return_entropy: bool = False):
+    """``completion_logprobs`` of a Rollout's completions under ``model``."""
+    return completion_logprobs(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                               rollout.completion_mask, temperature=temperature, batch_size=batch_size,
+                               return_entropy=return_entropy)
+
+
+def _score_batch(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *, temperature, return_entropy):
+    """One forward pass; returns per-token log-probs of the completion tokens, and their entropies.
+
+    log p(y) = z_y - logsumexp(z) and H = logsumexp(z) - sum_v p_v z_v, with z = logits / T: the
+    log-probs need no second (b, C, V) tensor, which matters for a 150k-token vocabulary.
+    """
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
+    width = completion_ids.shape[1]
+    # The logits at positions P-1 ... P+C-2 predict completion tokens 0 ... C-1.
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_position_ids(attention_mask),
+                   use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
+    logits = _scaled_logits(logits, temperature)
+    log_normalizer = torch.logsumexp(logits, dim=-1)
+    real = completion_mask.bool()
+    token_logprobs = logits.gather(-1, completion_ids[..., None]).squeeze(-1) - log_normalizer
+    if not return_entropy:
+        return token_logprobs.where(real, 0.0), None
+    entropy = log_normalizer - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+    return token_logprobs.where(real, 0.0), entropy.where(real, 0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prompts, tokens, padding, checks
+
+
+def _format_prompts(tokenizer, prompts) -> list[str]:
+    """Strings pass through; conversations go through the chat template, assistant turn opened."""
+    if not isinstance(prompts, (list, tuple)) or len(prompts) == 0:
+        raise ValueError(f"prompts must be a non-empty list of strings or conversations, got {prompts!r:.80}")
+    texts = []
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, str):
+            texts.append(prompt)
+        elif _is_conversation(prompt):
+            texts.append(tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True))
+        else:
+            raise ValueError(f"prompts[{i}] must be a string or a list of {{'role', 'content'}} dicts, "
+                             f"got {prompt!r:.80}")
+    return texts
+
+
+def _is_conversation(prompt) -> bool:
+    return (isinstance(prompt, (list, tuple)) and len(prompt) > 0
+            and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt))
+
+
+def _tokenize(tokenizer, texts) -> list[list[int]]:
+    token_lists = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    for i, ids in enumerate(token_lists):
+        if len(ids) == 0:
+            raise ValueError(f"prompts[{i}] is empty: a prompt needs at least one token")
+    return token_lists
+
+
+def _left_pad(token_lists, pad_id, device):
+    """(b, P) ids and mask, every row right-aligned."""
+    width = max(len(ids) for ids in token_lists)
+    ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(token_lists), width), dtype=torch.long)
+    for row, tokens in enumerate(token_lists):
+        ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, width - len(tokens):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _pad_left_to(tensor, width, value):
+    return torch.nn.functional.pad(tensor, (width - tensor.shape[1], 0), value=value)
+
+
+def _pad_token_id(tokenizer) -> int:
+    for token_id in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return token_id
+    return 0
+
+
+def _stop_token_ids(model, tokenizer) -> list[int]:
+    """The tokenizer's end-of-sequence id and those of the model's generation config."""
+    ids = {tokenizer.eos_token_id}
+    generation_config = getattr(model, "generation_config", None)
+    config_ids = getattr(generation_config, "eos_token_id", None)
+    ids.update(config_ids if isinstance(config_ids, (list, tuple)) else [config_ids])
+    return sorted(i for i in ids if i is not None)
+
+
+def _model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _check_sampling_args(num_samples, max_new_tokens, temperature, top_p, seed, batch_size) -> None:
+    check_int("num_samples", num_samples, minimum=1)
+    check_int("max_new_tokens", max_new_tokens, minimum=1)
+    check_positive("temperature", temperature, allow_zero=True)
+    if check_positive("top_p", top_p) > 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    check_int("seed", seed)
+    if batch_size is not None:
+        check_int("batch_size", batch_size, minimum=1)
+
+
+def _check_scoring_args(prompt_ids, prompt_mask, completion_ids, completion_mask, temperature, batch_size) -> None:
+    named = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
+                 completion_mask=completion_mask)
+    for name, tensor in named.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2:
+            shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise ValueError(f"{name} must be a 2-D tensor (B, T), got {shape}")
+    for name in ("prompt_ids", "completion_ids"):
+        if named[name].is_floating_point() or named[name].dtype == torch.bool:
+            raise ValueError(f"{name} must hold integer token ids, got dtype {named[name].dtype}")
+    check_same_shape(prompt_ids=prompt_ids, prompt_mask=prompt_mask)
+    check_same_shape(completion_ids=completion_ids, completion_mask=completion_mask)
+    if completion_ids.shape[0] != prompt_ids.shape[0]:
+        raise ValueError(f"completion_ids must have as many rows as prompt_ids ({prompt_ids.shape[0]}), "
+                         f"got {completion_ids.shape[0]}")
+    check_positive("temperature", temperature, allow_zero=True)
+    if batch_size is not None:
+        check_int("batch_size", batch_size, minimum=1)
