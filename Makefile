@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # The CI size: every notebook and test reads RLBOOK_SIZE (see rlbook/runtime.py).
 TEST_SIZE ?= ci
 
-.PHONY: lab test unit notebooks bench zoo clean
+.PHONY: lab test unit notebooks execute bench zoo clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,14 +28,21 @@ unit: $(STAMP)
 	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 notebooks: $(STAMP)
-	RLBOOK_SIZE=$(TEST_SIZE) MPLBACKEND=Agg $(PY) -m pytest -q --nbval-lax --nbval-current-env \
+	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q --nbval-lax --nbval-current-env \
 		--nbval-cell-timeout=600 -p no:cacheprovider notebooks
+
+# Re-run lessons at full size and store their outputs: make execute NB="notebooks/00_tour.ipynb"
+NB ?= notebooks/[0-9][0-9]_*.ipynb
+execute: $(STAMP)
+	RLBOOK_SIZE=full $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace $(NB)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout.py
 
+# Rebuild every zoo checkpoint and its card (single-threaded: deterministic, and fastest for
+# models this small).
 zoo: $(STAMP)
-	$(PY) -m rlbook.zoo build all
+	OMP_NUM_THREADS=1 $(PY) -m rlbook.zoo build all
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -15,7 +15,7 @@ from rlbook._checks import check_choice
 # Named shapes: "test" for unit tests (builds in milliseconds), "small" for the shipped zoo.
 MODEL_SHAPES = {
     "test": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
-    "small": dict(hidden_size=96, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2),
+    "small": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2),
 }
 
 

@@ -1,0 +1,36 @@
+"""Self-checking exercises of lesson 00 (the tour)."""
+
+from __future__ import annotations
+
+from rlbook.metrics import pass_at_k
+
+CASES = [(16, 0, 1), (16, 3, 1), (16, 3, 8), (16, 15, 2), (10, 10, 5), (20, 5, 4), (8, 1, 8), (200, 17, 10)]
+
+
+def check_pass_at_k(fn) -> bool:
+    """Check a reader's ``fn(n, c, k)`` against the library's unbiased estimator, naming the likely mistake.
+
+    Returns True when every case matches; prints what is wrong otherwise. A function that raises
+    ``NotImplementedError`` counts as not attempted yet.
+    """
+    try:
+        answers = [(case, fn(*case)) for case in CASES]
+    except NotImplementedError:
+        print("Not attempted yet: replace the `raise NotImplementedError` with your estimator.")
+        return False
+    for (n, c, k), got in answers:
+        want = pass_at_k(n, c, k)
+        if got is None or abs(float(got) - want) > 1e-9:
+            plug_in = 1 - (1 - c / n) ** k
+            if got is not None and abs(float(got) - plug_in) < 1e-9:
+                hint = ("this is the plug-in estimate 1 − (1 − c/n)^k: it treats the n samples as if they "
+                        "were drawn with replacement and is biased low; count the k-subsets with no "
+                        "correct sample instead: 1 − C(n−c, k) / C(n, k)")
+            elif got is not None and abs(float(got) - c / n) < 1e-9:
+                hint = "this is pass@1 for every k: the estimate must grow with k"
+            else:
+                hint = "compare with 1 − C(n−c, k) / C(n, k); watch the case n − c < k, where it is exactly 1"
+            print(f"pass@k(n={n}, c={c}, k={k}) should be {want:.6f}, got {got}: {hint}")
+            return False
+    print(f"Correct on all {len(CASES)} cases.")
+    return True

@@ -1,0 +1,104 @@
+"""Deterministic next-token training of a zoo model on a synthetic corpus, on the CPU.
+
+One loop serves every zoo model: the corpus is a list of (prompt, completion) texts in the chat
+format, and the loss is the cross-entropy of the completion tokens only (the prompt is context).
+The zoo's "base" models are therefore pretraining and instruction-following in one step: they have
+only ever seen answers in the book's format, some of them wrong on purpose.
+
+Simplified on purpose: no packing, no gradient accumulation, a fixed sequence cap; the corpora are
+short chats, and on 2 CPU cores a plain AdamW loop with a cosine schedule is what trains fastest.
+Batches are drawn at random, not bucketed by length: bucketing saves padding, but it makes every
+batch all-direct or all-scratchpad, and the arithmetic model then never learned to read the
+operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when the zoo was built).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+from tqdm.auto import tqdm
+
+from rlbook._checks import check_int, check_positive
+
+
+def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
+    """Token ids of ``prompt + completion + eos`` and where the completion starts, for each chat."""
+    encoded = []
+    for prompt, completion in chats:
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids = (prompt_ids + completion_ids)[:max_length]
+        encoded.append((ids, len(prompt_ids)))
+    return encoded
+
+
+def collate(batch: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad a batch; labels are -100 on the prompt and on padding (no loss there)."""
+    width = max(len(ids) for ids, _ in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for row, (ids, start) in enumerate(batch):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention[row, : len(ids)] = 1
+        labels[row, start : len(ids)] = torch.tensor(ids[start:])
+    return input_ids, attention, labels
+
+
+def cosine_lr(step: int, total: int, peak: float, warmup: int) -> float:
+    """Linear warm-up to ``peak`` then cosine decay to 10 % of it."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
+    """Endless seeded batches of indices: each pass over the corpus in a fresh random order."""
+    order: list[int] = []
+    while True:
+        if len(order) < batch_size:
+            fresh = list(range(n_items))
+            rng.shuffle(fresh)
+            order += fresh
+        yield order[:batch_size]
+        del order[:batch_size]
+
+
+def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int, batch_size: int = 64,
+                   lr: float = 3e-3, weight_decay: float = 0.01, warmup: int = 50, max_length: int = 256,
+                   seed: int = 0, progress: bool = True) -> list[float]:
+    """Train ``model`` in place on ``chats`` for ``steps`` AdamW steps; returns the loss per step.
+
+    Batches are drawn by a seeded shuffle, so the same seed and corpus give the same weights.
+    """
+    check_int("steps", steps, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
+    check_positive("lr", lr)
+    if not chats:
+        raise ValueError("chats must hold at least one (prompt, completion) pair")
+    encoded = encode_chats(tokenizer, chats, max_length=max_length)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
+    model.train()
+    batches = _shuffled_batches(len(encoded), batch_size, rng)
+    losses = []
+    bar = tqdm(range(steps), desc="pretrain", disable=not progress)
+    for step in bar:
+        batch = [encoded[i] for i in next(batches)]
+        input_ids, attention, labels = collate(batch, tokenizer.pad_token_id)
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, steps, lr, warmup)
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    return losses
