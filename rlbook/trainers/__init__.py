@@ -1,0 +1,37 @@
+"""Trainers: one online policy-gradient loop whose methods are presets, and (below) the offline ones.
+
+- ``OnlineTrainer`` + ``OnlineConfig`` / ``preset(name)``: PPO, REINFORCE, RLOO, GRPO, Dr.GRPO,
+  DAPO, GSPO, GMPO, SAPO, CISPO (``rlbook.trainers.online``, ``rlbook.trainers.config``).
+- ``History``: the tidy per-step log; ``save_checkpoint`` / ``load_checkpoint``: atomic checkpoints.
+"""
+
+from rlbook.trainers.checkpoint import load_checkpoint, save_checkpoint
+from rlbook.trainers.config import ADVANTAGE_ESTIMATORS, PRESETS, OnlineConfig, preset
+from rlbook.trainers.critic import Critic
+from rlbook.trainers.history import History
+from rlbook.trainers.online import OnlineTrainer
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "Critic",
+    "History",
+    "OnlineConfig",
+    "OnlineTrainer",
+    "PRESETS",
+    "load_checkpoint",
+    "preset",
+    "save_checkpoint",
+]
+
+# --- Offline trainers (preference, SFT, reward model, rejection sampling) ---------------------
+# Their owner adds their imports here, e.g. ``from rlbook.trainers.preference import ...``, and
+# extends ``__all__`` with their names.
+from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer  # noqa: E402
+from rlbook.trainers.rejection import BestOfN, best_of_n, rejection_sampling_finetune, task_reward_fn  # noqa: E402
+from rlbook.trainers.reward_model import RewardModel, pairwise_accuracy, train_reward_model  # noqa: E402
+from rlbook.trainers.sft import sft  # noqa: E402
+
+__all__ += [
+    "BestOfN", "PREFERENCE_LOSSES", "PreferenceTrainer", "RewardModel", "best_of_n", "pairwise_accuracy",
+    "rejection_sampling_finetune", "sft", "task_reward_fn", "train_reward_model",
+]

@@ -1,0 +1,146 @@
+"""Shared data plumbing of the offline trainers (preference, SFT, reward model, rejection sampling).
+
+Every offline trainer scores *completions after prompts*. A prompt is a string (used verbatim) or
+a conversation (a list of ``{"role", "content"}`` messages, TRL's conversational format), which
+goes through the tokenizer's chat template with the assistant turn opened. A completion is a
+string or a list of assistant messages; its tokens are followed by the end-of-sequence token,
+which is what the policy emits to stop and so must be learned too.
+
+A batch has the layout of a ``rlbook.rollout.Rollout``: prompts left-padded, completions
+right-padded, each with a 0/1 mask. So ``rlbook.rollout.completion_logprobs`` scores a batch of
+training pairs exactly as it scores the policy's own samples.
+
+Simplified on purpose: no packing and plain truncation (the prompt's *last* tokens and the
+completion's *first* ones are kept), which is enough for the book's short chats.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from rlbook._checks import check_int
+from rlbook.rollout import sample
+from rlbook.tasks.reviews import preference_pairs
+from rlbook.tasks.verifiers import completion_text
+
+__all__ = ["PromptCompletionBatch", "collate_prompt_completions", "encode_prompt_completions",
+           "policy_preference_pairs", "prompt_text", "check_columns", "shuffled_batches"]
+
+
+@dataclass
+class PromptCompletionBatch:
+    """Prompts (B, P) left-padded and completions (B, C) right-padded, with 0/1 masks."""
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+
+    @property
+    def completion_lengths(self) -> torch.Tensor:
+        """(B,) number of completion tokens per row (end-of-sequence token included), as floats."""
+        return self.completion_mask.sum(dim=1).float()
+
+
+def prompt_text(tokenizer, prompt) -> str:
+    """A prompt as text: a string verbatim, a conversation through the chat template (assistant turn opened)."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) and {"role", "content"} <= m.keys()
+                                                          for m in prompt):
+        return tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+    raise ValueError(f"prompt must be a string or a list of {{'role', 'content'}} dicts, got {prompt!r:.80}")
+
+
+def encode_prompt_completions(tokenizer, prompts, completions, *, max_prompt_length: int = 256,
+                              max_completion_length: int = 256) -> list[tuple[list[int], list[int]]]:
+    """Token ids ``(prompt_ids, completion_ids + [eos])`` for each pair, truncated to the caps."""
+    check_int("max_prompt_length", max_prompt_length, minimum=1)
+    check_int("max_completion_length", max_completion_length, minimum=1)
+    if len(prompts) != len(completions):
+        raise ValueError(f"completions must have one entry per prompt ({len(prompts)}), got {len(completions)}")
+    prompt_texts = [prompt_text(tokenizer, p) for p in prompts]
+    completion_texts = [completion_text(c) for c in completions]
+    prompt_ids = tokenizer(prompt_texts, add_special_tokens=False)["input_ids"] if prompt_texts else []
+    completion_ids = tokenizer(completion_texts, add_special_tokens=False)["input_ids"] if completion_texts else []
+    encoded = []
+    for i, (p_ids, c_ids) in enumerate(zip(prompt_ids, completion_ids)):
+        if not p_ids:
+            raise ValueError(f"prompts[{i}] is empty: a prompt needs at least one token")
+        encoded.append((p_ids[-max_prompt_length:], (c_ids + [tokenizer.eos_token_id])[:max_completion_length]))
+    return encoded
+
+
+def collate_prompt_completions(encoded: list[tuple[list[int], list[int]]], pad_id: int,
+                               device: torch.device | str = "cpu") -> PromptCompletionBatch:
+    """Pad a list of ``(prompt_ids, completion_ids)`` into a ``PromptCompletionBatch``."""
+    rows = len(encoded)
+    prompt_width = max(len(p) for p, _ in encoded)
+    completion_width = max(len(c) for _, c in encoded)
+    prompt_ids = torch.full((rows, prompt_width), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((rows, prompt_width), dtype=torch.long)
+    completion_ids = torch.full((rows, completion_width), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((rows, completion_width), dtype=torch.long)
+    for row, (p_ids, c_ids) in enumerate(encoded):
+        prompt_ids[row, prompt_width - len(p_ids):] = torch.tensor(p_ids)
+        prompt_mask[row, prompt_width - len(p_ids):] = 1
+        completion_ids[row, :len(c_ids)] = torch.tensor(c_ids)
+        completion_mask[row, :len(c_ids)] = 1
+    return PromptCompletionBatch(prompt_ids.to(device), prompt_mask.to(device),
+                                 completion_ids.to(device), completion_mask.to(device))
+
+
+def check_columns(name: str, dataset, columns: tuple[str, ...]) -> None:
+    """Raise unless ``dataset`` (a ``datasets.Dataset`` or dict of lists) is non-empty and has ``columns``."""
+    present = getattr(dataset, "column_names", None)
+    if present is None:
+        present = list(dataset.keys()) if isinstance(dataset, dict) else None
+    if present is None:
+        raise ValueError(f"{name} must be a datasets.Dataset or a dict of lists, got {type(dataset).__name__}")
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise ValueError(f"{name} must have the columns {list(columns)}; missing {missing}")
+    if len(dataset[columns[0]]) == 0:
+        raise ValueError(f"{name} is empty: it must hold at least one row")
+
+
+def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random):
+    """Endless batches of row indices: each epoch a fresh seeded shuffle, cut into ``batch_size``
+    pieces (the last one of an epoch may be shorter). Yields ``(epoch, indices)``."""
+    epoch = 0
+    while True:
+        order = list(range(n_rows))
+        rng.shuffle(order)
+        for start in range(0, n_rows, batch_size):
+            yield epoch, order[start:start + batch_size]
+        epoch += 1
+
+
+def policy_preference_pairs(model, tokenizer, prompts, *, seed: int = 0, noisy_labels: bool = True,
+                            max_new_tokens: int = 96, temperature: float = 1.0, batch_size: int = 256):
+    """Preference pairs on the policy's own samples: two completions per prompt, labelled by the
+    review domain's gold labeller (``rlbook.tasks.reviews.preference_pairs``; ties dropped).
+
+    With ``noisy_labels`` the label is drawn from the gold Bradley–Terry model, like a person's;
+    without, chosen is always the completion with the higher gold reward, which is what held-out
+    accuracy should be measured against. Returns a ``datasets.Dataset`` (prompt, chosen, rejected,
+    chosen_gold, rejected_gold).
+    """
+    prompts = list(prompts)
+    rollout = sample(model, tokenizer, prompts, num_samples=2, max_new_tokens=max_new_tokens,
+                     temperature=temperature, seed=seed, batch_size=batch_size)
+    pairs = preference_pairs(prompts, rollout.texts[0::2], rollout.texts[1::2], seed=seed)
+    if noisy_labels:
+        return pairs
+    return pairs.map(_order_by_gold)
+
+
+def _order_by_gold(row: dict) -> dict:
+    """Swap chosen and rejected where the label went against the gold reward."""
+    if row["chosen_gold"] >= row["rejected_gold"]:
+        return row
+    return {**row, "chosen": row["rejected"], "rejected": row["chosen"],
+            "chosen_gold": row["rejected_gold"], "rejected_gold": row["chosen_gold"]}

@@ -1,0 +1,588 @@
+"""One online policy-gradient loop; PPO, GRPO, DAPO and the rest are configurations of it.
+
+A step of ``OnlineTrainer``, each stage one short method:
+
+1. **Sample** G completions for each of ``prompts_per_step`` prompts (``rlbook.rollout.sample``),
+   keeping the sampling policy's log-probs (``old_logp``).
+2. **Score** them: the verifier (``task.reward``) or a reward function, plus an optional format
+   reward, reward model and DAPO's soft overlong penalty (``rlbook.shaping``); the per-token KL to
+   the frozen reference when there is one (``rlbook.kl``).
+3. **Dynamic sampling** (DAPO): while some group has all-equal rewards, sample more prompts and
+   keep only groups with varied rewards, for at most ``max_resample_rounds`` extra rounds.
+4. **Advantages**: a group baseline, REINFORCE++'s batch whitening, A = R, or a critic with GAE
+   (``rlbook.advantages``); the KL goes into the reward here when ``kl_placement="reward"``.
+   Then the advantage filter and advantage noise (``rlbook.shaping``).
+5. **Update**: ``epochs`` passes over the batch in minibatches; each recomputes log π_θ of the
+   sampled tokens and minimises ``rlbook.losses.policy_loss`` (the ratio π_θ/π_old is 1 on the
+   first minibatch and moves after it), then an AdamW step; the critic, if any, is fitted with
+   ``value_loss`` on the same minibatch.
+6. **Log** one tidy row into ``trainer.history``; the progress bar shows reward, entropy, KL,
+   clip fraction and length.
+
+Papers: PPO (Schulman et al. 2017, arXiv:1707.06347), GAE (Schulman et al. 2015, arXiv:1506.02438),
+GRPO (Shao et al. 2024, arXiv:2402.03300), RLOO (Ahmadian et al. 2024, arXiv:2402.14740),
+REINFORCE++ (Hu 2025, arXiv:2501.03262), DAPO (Yu et al. 2025, arXiv:2503.14476); the variants'
+losses are cited in ``rlbook.losses.policy``.
+
+Simplified on purpose: one process, sampling and training in turn with the same weights (no
+inference engine, no asynchrony: old_logp is the sampling policy's own log-prob); the KL-in-reward
+used by a group baseline is the sequence sum Σ_t −β k_t (a return, not per-token credit); the
+advantage filter drops completions from the update, so they do not count in the loss's average;
+the book's models have no dropout, so the policy is kept in eval mode throughout.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from rlbook.advantages import batch_normalize, gae, group_advantages
+from rlbook.aggregation import masked_mean
+from rlbook.kl import kl_estimate, kl_in_reward
+from rlbook.losses.policy import policy_loss, value_loss
+from rlbook.metrics import mean_length_by_correctness, pass_at_k
+from rlbook.models.lora import add_lora
+from rlbook.rollout import Rollout, completion_logprobs, sample
+from rlbook.shaping import (
+    add_advantage_noise,
+    advantage_filter_mask,
+    combine_rewards,
+    dynamic_sampling_mask,
+    soft_overlong_penalty,
+)
+from rlbook.tasks.verifiers import format_reward
+from rlbook.trainers.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlbook.trainers.config import GROUP_ESTIMATORS, OnlineConfig
+from rlbook.trainers.critic import Critic
+from rlbook.trainers.history import History
+
+__all__ = ["OnlineTrainer"]
+
+# Purposes of the seeds derived from (config.seed, counter, purpose): a resumed run re-derives them.
+SEED_SAMPLING, SEED_PROMPTS, SEED_MINIBATCHES, SEED_NOISE, SEED_EVALUATION = range(5)
+# Rows scored per forward pass in an update, after sorting by length (see OnlineTrainer._logprobs).
+LENGTH_GROUP_ROWS = 16
+
+
+@dataclass
+class ScoredBatch:
+    """Sampled completions and everything the update needs about them, one row per completion."""
+
+    rollout: Rollout
+    examples: list[dict]
+    score: torch.Tensor  # (B,) total reward (verifier + format + reward model + overlong)
+    correct: torch.Tensor  # (B,) verifier reward == 1 (NaN without a verifier)
+    gold: torch.Tensor | None  # (B,) gold reward, when a gold function is given
+    ref_logp: torch.Tensor | None  # (B, C) log π_ref of the sampled tokens, when there is a reference
+    kl: torch.Tensor | None  # (B, C) per-token KL estimate of the sampling policy to the reference
+
+
+class OnlineTrainer:
+    """Online RL on a causal LM: ``OnlineTrainer(model, tokenizer, task, preset("grpo")).train(50)``.
+
+    Args:
+        model: a ``transformers`` causal LM (the policy); trained in place (wrapped with LoRA when
+            ``config.lora`` is set: then ``trainer.policy`` is the ``peft`` model).
+        tokenizer: its tokenizer.
+        task_or_reward: a task (``rlbook.tasks.get_task(...)``: its ``reward`` is the verifier and
+            its train split the default prompts), a function ``reward(text, example) -> float``,
+            or None when ``reward_model`` alone gives the reward.
+        config: an ``OnlineConfig`` (``rlbook.trainers.preset(name)``).
+        train_dataset: rows with a ``prompt`` column (and whatever the reward reads); default
+            ``task.dataset(2000, split="train", seed=config.seed)``.
+        reference: the frozen reference π_ref; by default a frozen copy of ``model`` is made, and
+            only when ``config.kl_beta > 0``.
+        reward_model: a reward function in TRL's convention, ``rm(prompts=..., completions=...) -> (B,)
+            scores`` (e.g. ``rlbook.trainers.RewardModel``), added to the reward; it is given the
+            chat-formatted prompt strings and the completion texts.
+        gold_reward: a function ``(text, example) -> float`` logged as ``gold_reward`` (never trained on).
+    """
+
+    def __init__(self, model, tokenizer, task_or_reward, config: OnlineConfig, *, train_dataset=None,
+                 reference=None, reward_model=None, gold_reward=None):
+        if not isinstance(config, OnlineConfig):
+            raise ValueError(f"config must be an OnlineConfig (see rlbook.trainers.preset), "
+                             f"got {type(config).__name__}")
+        self.config = config
+        self.tokenizer = tokenizer
+        self.task, self.verifier = _verifier_of(task_or_reward, reward_model)
+        self.reward_model = reward_model
+        self.gold_reward = gold_reward
+        self.examples = self._training_examples(train_dataset)
+        self.reference = self._frozen_reference(model, reference)
+        self.critic = Critic(model).eval() if config.has_critic else None
+        self.policy = (add_lora(model, r=config.lora) if config.lora else model).eval()
+        self.optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad],
+                                           lr=config.lr, weight_decay=0.0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup(config.warmup_steps))
+        self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+                                 if self.critic is not None else None)
+        self.history = History()
+        self.step = 0
+        self.sample_calls = 0
+        self.wall_time = 0.0
+
+    # --- set-up ----------------------------------------------------------------------------
+    def _training_examples(self, train_dataset) -> list[dict]:
+        if train_dataset is None:
+            if self.task is None:
+                raise ValueError("train_dataset is required when task_or_reward is not a task")
+            train_dataset = self.task.dataset(2000, seed=self.config.seed, split="train")
+        examples = [dict(row) for row in train_dataset]
+        if not examples or "prompt" not in examples[0]:
+            raise ValueError("train_dataset must be a non-empty dataset with a 'prompt' column")
+        return examples
+
+    def _frozen_reference(self, model, reference):
+        if reference is None and self.config.kl_beta == 0:
+            return None
+        reference = copy.deepcopy(model) if reference is None else reference
+        for parameter in reference.parameters():
+            parameter.requires_grad_(False)
+        return reference.eval()
+
+    # --- the loop --------------------------------------------------------------------------
+    def train(self, steps: int, *, checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None,
+              progress: bool = True) -> History:
+        """Run ``steps`` more steps (after restoring ``resume_from``, if given); returns the history.
+
+        With ``checkpoint_dir``, a checkpoint is written every ``checkpoint_every`` steps (None:
+        only at the end).
+        """
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+        if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
+            raise ValueError(f"checkpoint_every must be a positive int or None, got {checkpoint_every!r}")
+        if resume_from is not None:
+            self.resume(resume_from)
+        with tqdm(range(steps), desc=self.config.name, unit="step", disable=not progress) as bar:
+            for done in bar:
+                self.train_step()
+                bar.set_postfix(self.history.postfix())
+                last = done == steps - 1
+                if checkpoint_dir is not None and (last or (checkpoint_every and self.step % checkpoint_every == 0)):
+                    self.save(checkpoint_dir)
+        return self.history
+
+    def train_step(self) -> dict:
+        """One step: sample, score, advantages, update; returns (and records) its history row."""
+        start = time.perf_counter()
+        first_round, batch, extra_samples, sampled_tokens = self._collect()
+        advantages, returns, old_values = self._advantages(batch)
+        rows, advantages = self._filter_and_dither(advantages)
+        learning_rate = self.optimizer.param_groups[0]["lr"]
+        update = self._optimise(batch, rows, advantages, returns, old_values)
+        if rows.numel():  # the warm-up counts steps that updated the policy
+            self.scheduler.step()
+        self.step += 1
+        elapsed = time.perf_counter() - start
+        self.wall_time += elapsed
+        row = {
+            "step": self.step,
+            **self._sample_metrics(first_round),
+            **update,
+            "extra_samples": extra_samples,
+            "trained_samples": int(rows.numel()),
+            "lr": learning_rate,
+            "tokens_per_s": sampled_tokens / elapsed,
+            "step_time": elapsed,
+            "wall_time": self.wall_time,
+        }
+        self.history.append(row)
+        return row
+
+    # --- 1-3: sampling, scoring, dynamic sampling ------------------------------------------
+    def _collect(self):
+        """The first round (for the logged metrics) and the batch to train on.
+
+        Returns ``(first_round, batch, extra_samples, sampled_tokens)``. Without dynamic sampling
+        the batch is the first round. With it, groups whose rewards are all equal are dropped and
+        fresh prompts are sampled until ``prompts_per_step`` groups have varied rewards or the
+        extra rounds run out; the batch then holds only varied groups (possibly fewer, or none).
+        """
+        first_round = self._sample_and_score()
+        sampled_tokens = int(first_round.rollout.completion_mask.sum())
+        if not self.config.dynamic_sampling:
+            return first_round, first_round, 0, sampled_tokens
+        group_size, wanted = self.config.group_size, self.config.prompts_per_step
+        kept = [_take_rows(first_round, self._varied_rows(first_round))]
+        extra_samples = 0
+        for _ in range(self.config.max_resample_rounds):
+            if sum(len(part.examples) for part in kept) >= wanted * group_size:
+                break
+            more = self._sample_and_score()
+            extra_samples += len(more.examples)
+            sampled_tokens += int(more.rollout.completion_mask.sum())
+            kept.append(_take_rows(more, self._varied_rows(more)))
+        varied = _join(kept, pad_id=self._pad_id())
+        batch = _take_rows(varied, torch.arange(min(len(varied.examples), wanted * group_size)))
+        return first_round, batch, extra_samples, sampled_tokens
+
+    def _varied_rows(self, scored: ScoredBatch) -> torch.Tensor:
+        """Indices of the rows whose group's rewards (as the advantages see them) are not all equal."""
+        return dynamic_sampling_mask(self._sequence_rewards(scored), self.config.group_size).nonzero().squeeze(1)
+
+    def _sample_and_score(self) -> ScoredBatch:
+        """Draw ``prompts_per_step`` prompts, sample G completions each, and score them."""
+        rng = np.random.default_rng(self._seed(SEED_PROMPTS, self.sample_calls))
+        count = self.config.prompts_per_step
+        chosen = rng.choice(len(self.examples), size=count, replace=count > len(self.examples))
+        prompt_examples = [self.examples[int(i)] for i in chosen]
+        rollout = sample(self.policy, self.tokenizer, [e["prompt"] for e in prompt_examples],
+                         num_samples=self.config.group_size, max_new_tokens=self.config.max_new_tokens,
+                         temperature=self.config.temperature, top_p=self.config.top_p,
+                         seed=self._seed(SEED_SAMPLING, self.sample_calls))
+        self.sample_calls += 1
+        examples = [e for e in prompt_examples for _ in range(self.config.group_size)]
+        ref_logp, kl = self._reference_terms(rollout)
+        verifier_reward = self._verifier_rewards(rollout.texts, examples)
+        gold = None if self.gold_reward is None else torch.tensor(
+            [float(self.gold_reward(t, e)) for t, e in zip(rollout.texts, examples)])
+        no_verifier = torch.full((len(examples),), math.nan)
+        correct = (verifier_reward == 1.0).float() if verifier_reward is not None else no_verifier
+        device = rollout.completion_ids.device  # rewards live beside the rollout (a GPU, when the model is on one)
+        return ScoredBatch(rollout=rollout, examples=examples,
+                           score=self._total_reward(rollout, verifier_reward).to(device), correct=correct.to(device),
+                           gold=None if gold is None else gold.to(device), ref_logp=ref_logp, kl=kl)
+
+    def _verifier_rewards(self, texts, examples) -> torch.Tensor | None:
+        if self.verifier is None:
+            return None
+        return torch.tensor([float(self.verifier(text, example)) for text, example in zip(texts, examples)])
+
+    def _total_reward(self, rollout: Rollout, verifier_reward) -> torch.Tensor:
+        """Verifier + format_reward_weight × format + reward model + DAPO's soft overlong penalty."""
+        components, weights = {}, {}
+        if verifier_reward is not None:
+            components["verifier"] = verifier_reward
+        if self.config.format_reward_weight > 0:
+            components["format"] = torch.tensor([format_reward(text) for text in rollout.texts])
+            weights["format"] = self.config.format_reward_weight
+        if self.reward_model is not None:
+            scores = self.reward_model(prompts=rollout.prompt_texts, completions=rollout.texts)
+            components["reward_model"] = torch.as_tensor(scores, dtype=torch.float32).reshape(-1)
+        if self.config.overlong is not None:
+            max_len, cache_len = self.config.overlong
+            components["overlong"] = soft_overlong_penalty(rollout.completion_lengths.cpu(), max_len, cache_len)
+        return combine_rewards(components, weights)
+
+    @torch.no_grad()
+    def _reference_terms(self, rollout: Rollout):
+        """log π_ref of the sampled tokens and the per-token KL estimate (None without a reference)."""
+        if self.reference is None:
+            return None, None
+        ref_logp = completion_logprobs(self.reference, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                       rollout.completion_mask, temperature=self.config.temperature)
+        kl = kl_estimate(rollout.logprobs, ref_logp, self.config.kl_estimator) * rollout.completion_mask
+        return ref_logp, kl
+
+    # --- 4: advantages ---------------------------------------------------------------------
+    def _kl_in_reward_beta(self) -> float:
+        return self.config.kl_beta if self.config.kl_placement == "reward" else 0.0
+
+    def _sequence_rewards(self, scored: ScoredBatch) -> torch.Tensor:
+        """The reward a sequence-level estimator sees: the score, minus β Σ_t k_t for KL in the reward."""
+        beta = self._kl_in_reward_beta()
+        if beta == 0 or scored.kl is None:
+            return scored.score
+        return scored.score - beta * scored.kl.sum(dim=1)
+
+    def _advantages(self, batch: ScoredBatch):
+        """(advantages, returns, old_values): (B,) for sequence estimators; (B, C) for GAE (with returns)."""
+        estimator, empty = self.config.advantage, len(batch.examples) == 0
+        if estimator == "gae" and not empty:
+            return self._gae_advantages(batch)
+        rewards = self._sequence_rewards(batch)
+        if estimator in GROUP_ESTIMATORS and not empty:
+            return group_advantages(rewards, self.config.group_size, estimator, self.config.unbiased_std), None, None
+        if estimator == "reinforce_pp" and not empty:
+            return batch_normalize(rewards), None, None
+        return rewards, None, None
+
+    @torch.no_grad()
+    def _gae_advantages(self, batch: ScoredBatch):
+        """PPO's advantages: per-token rewards (the score on the last token, −β·k per token when the KL
+        is in the reward), the critic's values, GAE, then whitening over the batch's tokens."""
+        rollout = batch.rollout
+        mask = rollout.completion_mask.float()
+        kl = batch.kl if batch.kl is not None else torch.zeros_like(mask)
+        token_rewards = kl_in_reward(batch.score, kl, self._kl_in_reward_beta(), mask)
+        values = self.critic(rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+        advantages, returns = gae(token_rewards, values, self.config.gamma, self.config.lam, mask=mask)
+        return batch_normalize(advantages, mask), returns, values
+
+    def _filter_and_dither(self, advantages):
+        """The rows to train on (all, or those with |A| > tol) and their advantages, noise added."""
+        rows = torch.arange(advantages.shape[0])
+        if self.config.advantage_filter is not None and rows.numel():
+            keep = advantage_filter_mask(advantages, tol=self.config.advantage_filter)
+            rows = (keep if keep.dim() == 1 else keep.any(dim=1)).nonzero().squeeze(1)
+        if self.config.advantage_noise > 0 and rows.numel():
+            generator = torch.Generator().manual_seed(self._seed(SEED_NOISE, self.step))
+            advantages = advantages.clone()
+            noisy = add_advantage_noise(advantages[rows].cpu(), self.config.advantage_noise, generator=generator)
+            advantages[rows] = noisy.to(advantages.device)
+        return rows, advantages
+
+    # --- 5: the update ---------------------------------------------------------------------
+    def _optimise(self, batch: ScoredBatch, rows, advantages, returns, old_values) -> dict:
+        """``epochs`` passes over ``rows`` in shuffled minibatches; returns the averaged metrics."""
+        if rows.numel() == 0:
+            return {"entropy": math.nan}
+        size = self.config.minibatch_size or rows.numel()
+        generator = torch.Generator().manual_seed(self._seed(SEED_MINIBATCHES, self.step))
+        metrics, entropy_sum, token_count = [], 0.0, 0.0
+        for epoch in range(self.config.epochs):
+            order = rows[torch.randperm(rows.numel(), generator=generator)] if size < rows.numel() else rows
+            for start in range(0, order.numel(), size):
+                minibatch = order[start:start + size]
+                step_metrics, entropy = self._update(batch, minibatch, advantages, returns, old_values)
+                metrics.append(step_metrics)
+                if epoch == 0:
+                    mask = batch.rollout.completion_mask[minibatch]
+                    entropy_sum += float((entropy * mask).sum())
+                    token_count += float(mask.sum())
+        return {**_average_metrics(metrics), "entropy": entropy_sum / token_count}
+
+    def _update(self, batch: ScoredBatch, rows, advantages, returns, old_values):
+        """One optimizer step of the policy (and of the critic) on the completions ``rows``."""
+        rollout, config = batch.rollout, self.config
+        tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                     rollout.completion_mask)]
+        logp, entropy = self._logprobs(*tensors)
+        kl_in_loss = config.kl_placement == "loss" and config.kl_beta > 0
+        loss, metrics = policy_loss(
+            logp, rollout.logprobs[rows], advantages[rows], tensors[3], variant=config.variant,
+            **config.loss_overrides(), max_len=config.max_new_tokens,
+            ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
+            kl_estimator=config.kl_estimator, entropy=entropy, entropy_coef=config.entropy_coef)
+        metrics["loss"] = loss.item()
+        metrics["grad_norm"] = _optimizer_step(self.optimizer, loss, self.policy.parameters(), config.max_grad_norm)
+        if self.critic is not None:
+            values = self.critic(*tensors)
+            critic_loss = value_loss(values, old_values[rows], returns[rows], tensors[3])
+            metrics["value_loss"] = critic_loss.item()
+            _optimizer_step(self.critic_optimizer, critic_loss, self.critic.parameters(), config.max_grad_norm)
+        return metrics, entropy.detach()
+
+    def _logprobs(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        """log π_θ and the entropy of each completion token, (B, C) each, with gradients.
+
+        Length grouping, the usual trick against padding: rows are sorted by completion length and
+        scored ``LENGTH_GROUP_ROWS`` at a time, each group cut to its own longest completion, so
+        short answers do not pay for the batch's longest one. The numbers are those of one pass
+        over the whole batch (to float precision).
+        """
+        lengths = completion_mask.sum(dim=1)
+        order = torch.argsort(lengths, stable=True)
+        logps, entropies = [], []
+        for rows in order.split(LENGTH_GROUP_ROWS):
+            width = int(lengths[rows].max())
+            logp, entropy = completion_logprobs(
+                self.policy, prompt_ids[rows], prompt_mask[rows], completion_ids[rows, :width],
+                completion_mask[rows, :width], temperature=self.config.temperature, return_entropy=True)
+            logps.append(_pad(logp, completion_ids.shape[1], 0.0, left=False))
+            entropies.append(_pad(entropy, completion_ids.shape[1], 0.0, left=False))
+        restore = torch.argsort(order)
+        return torch.cat(logps)[restore], torch.cat(entropies)[restore]
+
+    # --- 6: logging ------------------------------------------------------------------------
+    def _sample_metrics(self, scored: ScoredBatch) -> dict:
+        """Reward, pass@1, KL to the reference, lengths, truncation and flat groups of one round."""
+        rollout = scored.rollout
+        lengths = rollout.completion_lengths.float()
+        by_correctness = mean_length_by_correctness(lengths, scored.correct.nan_to_num(0.0))
+        group_size = self.config.group_size
+        groups = self._sequence_rewards(scored).view(-1, group_size)
+        flat = (groups.max(dim=1).values == groups.min(dim=1).values).float().mean().item()
+        metrics = {
+            "reward": scored.score.mean().item(),
+            "reward_std": scored.score.std(correction=0).item(),
+            "pass@1": scored.correct.mean().item(),
+            "kl_ref": (masked_mean(scored.kl, rollout.completion_mask).item() if scored.kl is not None else math.nan),
+            "length_mean": lengths.mean().item(),
+            "length_correct": by_correctness["correct"],
+            "length_incorrect": by_correctness["incorrect"],
+            "truncation_rate": rollout.truncated.float().mean().item(),
+            "frac_zero_adv_groups": flat if group_size > 1 else math.nan,
+        }
+        if scored.gold is not None:
+            metrics["gold_reward"] = scored.gold.mean().item()
+        return metrics
+
+    # --- evaluation ------------------------------------------------------------------------
+    def evaluate(self, dataset, *, n_samples: int = 8, max_new_tokens: int | None = None,
+                 temperature: float | None = None, seed: int = 0, batch_size: int = 512) -> dict:
+        """pass@1 and pass@n_samples of the current policy on ``dataset`` (held-out rows with ``prompt``).
+
+        Each prompt gets ``n_samples`` completions (defaults: the config's length and temperature);
+        a completion is correct when the verifier gives it 1. pass@k is Chen et al.'s unbiased
+        estimator, averaged over prompts. Also returns the mean length and the prompt count.
+        """
+        if self.verifier is None:
+            raise ValueError("evaluate needs a verifier: pass a task or a reward function as task_or_reward")
+        examples = [dict(row) for row in dataset]
+        if not examples:
+            raise ValueError("dataset must hold at least one row")
+        rollout = sample(self.policy, self.tokenizer, [e["prompt"] for e in examples], num_samples=n_samples,
+                         max_new_tokens=max_new_tokens or self.config.max_new_tokens,
+                         temperature=self.config.temperature if temperature is None else temperature,
+                         seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size)
+        repeated = [e for e in examples for _ in range(n_samples)]
+        correct = (self._verifier_rewards(rollout.texts, repeated) == 1.0).view(len(examples), n_samples)
+        counts = correct.sum(dim=1).tolist()
+        result = {"pass@1": float(np.mean([pass_at_k(n_samples, c, 1) for c in counts]))}
+        result[f"pass@{n_samples}"] = float(np.mean([pass_at_k(n_samples, c, n_samples) for c in counts]))
+        result["length_mean"] = rollout.completion_lengths.float().mean().item()
+        result["n_prompts"] = len(examples)
+        return result
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def save(self, directory) -> str:
+        """Write an atomic checkpoint of everything a resumed run needs; returns its folder."""
+        tensors = {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng_state(),
+        }
+        if self.critic is not None:
+            tensors["critic"] = self.critic.state_dict()
+            tensors["critic_optimizer"] = self.critic_optimizer.state_dict()
+        if self.reference is not None:
+            tensors["reference"] = self.reference.state_dict()
+        meta = {"step": self.step, "sample_calls": self.sample_calls, "wall_time": self.wall_time,
+                "config": self.config.to_dict(), "history": self.history.rows}
+        return str(save_checkpoint(directory, self.step, tensors, meta))
+
+    def resume(self, path) -> OnlineTrainer:
+        """Restore a checkpoint written by ``save`` into this trainer (built with the same config)."""
+        tensors, meta = load_checkpoint(path)
+        saved = OnlineConfig.from_dict(meta["config"])
+        differences = [f.name for f in dataclasses.fields(OnlineConfig)
+                       if getattr(saved, f.name) != getattr(self.config, f.name)]
+        if differences:
+            raise ValueError(f"config differs from the checkpoint's in {differences}: "
+                             "build the trainer with the saved config")
+        if (self.critic is None) != ("critic" not in tensors) or \
+                (self.reference is None) != ("reference" not in tensors):
+            raise ValueError("the checkpoint's models (critic, reference) do not match this trainer's")
+        self.policy.load_state_dict(tensors["policy"])
+        self.optimizer.load_state_dict(tensors["optimizer"])
+        self.scheduler.load_state_dict(tensors["scheduler"])
+        if self.critic is not None:
+            self.critic.load_state_dict(tensors["critic"])
+            self.critic_optimizer.load_state_dict(tensors["critic_optimizer"])
+        if self.reference is not None:
+            self.reference.load_state_dict(tensors["reference"])
+        set_rng_state(tensors["rng"])
+        self.step, self.sample_calls, self.wall_time = meta["step"], meta["sample_calls"], meta["wall_time"]
+        self.history = History(meta["history"])
+        return self
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _seed(self, purpose: int, counter: int) -> int:
+        """A seed derived from (config.seed, purpose, counter): reproducible, and independent per use."""
+        return int(np.random.SeedSequence([self.config.seed, purpose, counter]).generate_state(1)[0])
+
+    def _pad_id(self) -> int:
+        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+
+def _verifier_of(task_or_reward, reward_model):
+    """(task or None, verifier function or None) from what the caller passed."""
+    if task_or_reward is None:
+        if reward_model is None:
+            raise ValueError("task_or_reward must be a task or a reward function unless reward_model is given")
+        return None, None
+    if hasattr(task_or_reward, "reward") and hasattr(task_or_reward, "dataset"):
+        return task_or_reward, task_or_reward.reward
+    if callable(task_or_reward):
+        return None, task_or_reward
+    raise ValueError(f"task_or_reward must be a task, a function (text, example) -> float, or None; "
+                     f"got {type(task_or_reward).__name__}")
+
+
+def _warmup(steps: int):
+    """The LambdaLR factor of a linear warm-up over ``steps`` steps, then constant."""
+    return lambda step: min(1.0, (step + 1) / steps) if steps > 0 else 1.0
+
+
+def _optimizer_step(optimizer, loss, parameters, max_grad_norm) -> float:
+    """Backward, clip, step; returns the gradient norm before clipping."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    parameters = [p for p in parameters if p.grad is not None]
+    norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm if max_grad_norm is not None else math.inf)
+    optimizer.step()
+    return norm.item()
+
+
+def _average_metrics(metrics: list[dict]) -> dict:
+    """Mean of each metric over the minibatches; min of the minimum ratios and max of the maximum ones."""
+    combined = {}
+    for key in metrics[0]:
+        values = [m[key] for m in metrics if key in m]
+        if key.endswith("_min"):
+            combined[key] = min(values)
+        elif key.endswith("_max"):
+            combined[key] = max(values)
+        else:
+            combined[key] = float(np.mean(values))
+    return combined
+
+
+def _take_rows(scored: ScoredBatch, rows: torch.Tensor) -> ScoredBatch:
+    """The same batch restricted to ``rows`` (in that order)."""
+    indices = rows.tolist()
+    rollout = scored.rollout
+    tensors = {f.name: getattr(rollout, f.name)[rows] for f in dataclasses.fields(rollout)
+               if isinstance(getattr(rollout, f.name), torch.Tensor)}
+    rollout = dataclasses.replace(rollout, **tensors, texts=[rollout.texts[i] for i in indices],
+                                  prompt_texts=[rollout.prompt_texts[i] for i in indices])
+    return dataclasses.replace(
+        scored, rollout=rollout, examples=[scored.examples[i] for i in indices], score=scored.score[rows],
+        correct=scored.correct[rows], gold=None if scored.gold is None else scored.gold[rows],
+        ref_logp=None if scored.ref_logp is None else scored.ref_logp[rows],
+        kl=None if scored.kl is None else scored.kl[rows])
+
+
+def _join(parts: list[ScoredBatch], *, pad_id: int) -> ScoredBatch:
+    """Stack batches row-wise: prompts re-padded on the left, completions on the right."""
+    prompt_width = max(p.rollout.prompt_ids.shape[1] for p in parts)
+    width = max(p.rollout.completion_ids.shape[1] for p in parts)
+
+    def stack(getter, fill, left=False, target=width):
+        tensors = [getter(p) for p in parts]
+        if tensors[0] is None:
+            return None
+        if tensors[0].dim() == 1:
+            return torch.cat(tensors)
+        return torch.cat([_pad(t, target, fill, left) for t in tensors])
+
+    rollout = dataclasses.replace(
+        parts[0].rollout,
+        prompt_ids=stack(lambda p: p.rollout.prompt_ids, pad_id, left=True, target=prompt_width),
+        prompt_mask=stack(lambda p: p.rollout.prompt_mask, 0, left=True, target=prompt_width),
+        completion_ids=stack(lambda p: p.rollout.completion_ids, pad_id),
+        completion_mask=stack(lambda p: p.rollout.completion_mask, 0),
+        logprobs=stack(lambda p: p.rollout.logprobs, 0.0),
+        truncated=stack(lambda p: p.rollout.truncated, False),
+        texts=[t for p in parts for t in p.rollout.texts],
+        prompt_texts=[t for p in parts for t in p.rollout.prompt_texts])
+    return ScoredBatch(
+        rollout=rollout, examples=[e for p in parts for e in p.examples], score=stack(lambda p: p.score, 0.0),
+        correct=stack(lambda p: p.correct, 0.0), gold=stack(lambda p: p.gold, 0.0),
+        ref_logp=stack(lambda p: p.ref_logp, 0.0), kl=stack(lambda p: p.kl, 0.0))
+
+
+def _pad(tensor: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
+    missing = width - tensor.shape[1]
+    return torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing), value=value)

@@ -1,0 +1,295 @@
+"""One preference loop, whose variants are loss functions: DPO, IPO, KTO, SimPO, CPO, ORPO.
+
+Each step takes a batch of B pairs (prompt, chosen y_w, rejected y_l) and:
+
+1. scores chosen and rejected in **one** forward pass of the policy (2B rows: the B chosen
+   completions, then the B rejected ones, each after its prompt), giving per-token log-probs of
+   the completion tokens only (the prompt is context, never a target);
+2. sums them into sequence log-probs log π(y|x) (``rlbook.losses.sequence_logps``) and counts the
+   completion lengths |y|;
+3. for the losses that need one (DPO, IPO, KTO), does the same with the frozen reference π_ref,
+   without gradients;
+4. takes the per-example loss from ``rlbook.losses`` and averages it over the batch.
+
+It logs what TRL's trainers log, under the same keys: the loss, the implicit rewards of chosen and
+rejected (``rewards/chosen``, ``rewards/rejected``), their margin and the preference accuracy (the
+fraction of pairs whose implicit reward ranks chosen above rejected), the policy's sequence
+log-probs (``logps/chosen``, ``logps/rejected``), and, every ``eval_every`` steps when
+``eval_pairs`` is given, the same accuracy and margin on held-out pairs (``eval/...``).
+
+Papers: DPO, Rafailov et al. 2023 (arXiv:2305.18290); IPO, Azar et al. 2023 (arXiv:2310.12036);
+KTO, Ethayarajh et al. 2024 (arXiv:2402.01306); SimPO, Meng et al. 2024 (arXiv:2405.14734);
+CPO, Xu et al. 2024 (arXiv:2401.08417); ORPO, Hong et al. 2024 (arXiv:2403.07691).
+
+Simplified on purpose, compared with TRL's ``DPOTrainer`` and friends: a constant learning rate
+(after an optional linear warm-up), AdamW, gradient clipping at 1.0, no gradient accumulation,
+no mixed precision, one process. KTO is run on the preference pairs *unpaired* (each chosen
+response is a desirable example, each rejected one undesirable), and its reference point z0 comes
+from mismatched pairs inside the batch: example i's prompt with example i+1's response (TRL's
+"KL" completions). With LoRA the reference is the base model itself (adapters switched off), so
+no copy is made.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+
+import torch
+from tqdm.auto import tqdm
+
+from rlbook import losses
+from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.models.lora import add_lora
+from rlbook.rollout import completion_logprobs
+from rlbook.runtime import seed_everything
+from rlbook.trainers.data import check_columns, collate_prompt_completions, encode_prompt_completions, shuffled_batches
+from rlbook.trainers.history import History
+
+__all__ = ["PREFERENCE_LOSSES", "PreferenceTrainer"]
+
+PREFERENCE_LOSSES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
+LOSSES_WITH_REFERENCE = ("dpo", "ipo", "kto")
+PAIR_COLUMNS = ("prompt", "chosen", "rejected")
+
+
+class PreferenceTrainer:
+    """Train ``model`` on preference pairs with ``loss`` in {"dpo", "ipo", "kto", "simpo", "cpo", "orpo"}.
+
+    ``pairs`` (and ``eval_pairs``) are ``datasets.Dataset`` objects (or dicts of lists) with
+    ``prompt``, ``chosen`` and ``rejected`` columns, TRL's preference format; prompts are strings
+    or conversations, completions strings or lists of assistant messages.
+
+    Knobs, each used only by the losses that have it: ``beta`` (DPO, KTO, SimPO, CPO: the inverse
+    temperature of the implicit reward), ``tau`` (IPO: the margin target is 1/(2τ)), ``gamma``
+    (SimPO: the target reward margin), ``lam`` (ORPO: weight of the odds-ratio term).
+
+    Training runs for ``steps`` optimizer steps, or ``epochs`` passes over ``pairs`` when ``steps``
+    is None. ``reference`` is the frozen π_ref (default: a frozen copy of ``model`` as it is now,
+    made only for the losses that need one). ``lora`` wraps the model with ``peft`` LoRA first:
+    True for ``add_lora``'s defaults or a dict of its arguments; only the adapters then train.
+    The same ``seed`` (and model) gives the same history.
+
+    ``train()`` returns a ``History`` (``.to_pandas()``); ``self.model`` is the trained policy.
+    """
+
+    def __init__(self, model, tokenizer, pairs, *, loss: str = "dpo", beta: float = 0.1, tau: float = 0.1,
+                 gamma: float = 0.5, lam: float = 0.1, lr: float = 1e-4, warmup_steps: int = 0, batch_size: int = 16,
+                 epochs: int = 1, steps: int | None = None, reference=None, lora=None, eval_pairs=None,
+                 eval_every: int = 50, max_prompt_length: int = 256, max_completion_length: int = 256,
+                 seed: int = 0, progress: bool = True):
+        self.loss = check_choice("loss", loss, PREFERENCE_LOSSES)
+        self.beta = check_positive("beta", beta)
+        self.tau = check_positive("tau", tau)
+        self.gamma = check_positive("gamma", gamma, allow_zero=True)
+        self.lam = check_positive("lam", lam, allow_zero=True)
+        self.lr = check_positive("lr", lr)
+        self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
+        self.batch_size = check_int("batch_size", batch_size, minimum=2 if loss == "kto" else 1)
+        self.eval_every = check_int("eval_every", eval_every, minimum=1)
+        self.seed = check_int("seed", seed)
+        self.progress = progress
+        self.tokenizer = tokenizer
+        check_columns("pairs", pairs, PAIR_COLUMNS)
+        if eval_pairs is not None:
+            check_columns("eval_pairs", eval_pairs, PAIR_COLUMNS)
+        self._lengths = dict(max_prompt_length=max_prompt_length, max_completion_length=max_completion_length)
+        self.train_pairs = _encode_pairs(tokenizer, pairs, **self._lengths)
+        self.eval_pairs = _encode_pairs(tokenizer, eval_pairs, **self._lengths) if eval_pairs is not None else None
+        self.steps = _total_steps(steps, epochs, len(self.train_pairs[0]), self.batch_size)
+        self.model = _with_lora(model, lora)
+        self.needs_reference = self.loss in LOSSES_WITH_REFERENCE
+        self.reference = self._make_reference(model, reference, lora)
+        self._eval_reference_logps = None
+        self.history = History()
+
+    # ------------------------------------------------------------------------------ set-up
+
+    def _make_reference(self, model, reference, lora):
+        """The frozen π_ref, or None: for the reference-free losses, and under LoRA, where the reference
+        is the policy with its adapters switched off."""
+        if not self.needs_reference or (reference is None and lora is not None):
+            return None
+        reference = reference if reference is not None else copy.deepcopy(model)
+        return reference.eval().requires_grad_(False)
+
+    # ------------------------------------------------------------------------------ scoring
+
+    def _sequence_logps(self, model, prompts, completions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sequence log-probs log π(y|x) (R,) and completion lengths |y| (R,) of R (prompt, completion) rows."""
+        batch = collate_prompt_completions(list(zip(prompts, completions)), self.tokenizer.pad_token_id,
+                                           next(self.model.parameters()).device)
+        token_logps = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                          batch.completion_mask)
+        return losses.sequence_logps(token_logps, batch.completion_mask), batch.completion_lengths
+
+    def _reference_logps(self, prompts, completions) -> torch.Tensor:
+        """log π_ref(y|x) of the rows, without gradients."""
+        with torch.no_grad():
+            if self.reference is None:
+                with self.model.disable_adapter():
+                    return self._sequence_logps(self.model, prompts, completions)[0]
+            return self._sequence_logps(self.reference, prompts, completions)[0]
+
+    def _pair_logps(self, pairs, indices, *, with_reference: bool) -> dict:
+        """Policy (and reference) sequence log-probs of the chosen and rejected responses of ``indices``,
+        chosen and rejected scored in one forward pass."""
+        prompts, chosen, rejected = ([column[i] for i in indices] for column in pairs)
+        rows_prompts, rows_completions = prompts + prompts, chosen + rejected
+        logps, lengths = self._sequence_logps(self.model, rows_prompts, rows_completions)
+        n = len(indices)
+        out = {"chosen": logps[:n], "rejected": logps[n:], "chosen_lens": lengths[:n], "rejected_lens": lengths[n:]}
+        if with_reference and self.needs_reference:
+            reference = self._reference_logps(rows_prompts, rows_completions)
+            out["ref_chosen"], out["ref_rejected"] = reference[:n], reference[n:]
+        if with_reference and self.loss == "kto":
+            out["reference_point"] = self._kto_reference_point(rows_prompts, rows_completions)
+        return out
+
+    def _kto_reference_point(self, prompts, completions) -> torch.Tensor:
+        """KTO's z0 from mismatched rows: row i's prompt with row i+1's completion (no gradient)."""
+        mismatched = completions[1:] + completions[:1]
+        with torch.no_grad():
+            policy = self._sequence_logps(self.model, prompts, mismatched)[0]
+        return losses.kto_reference_point(policy, self._reference_logps(prompts, mismatched))
+
+    # ------------------------------------------------------------------------------ loss and rewards
+
+    def _loss(self, logps: dict) -> torch.Tensor:
+        """The per-example loss of ``self.loss`` (for KTO: the B desirable then the B undesirable examples)."""
+        c, r, c_len, r_len = logps["chosen"], logps["rejected"], logps["chosen_lens"], logps["rejected_lens"]
+        if self.loss == "dpo":
+            return losses.dpo_loss(c, r, logps["ref_chosen"], logps["ref_rejected"], self.beta)
+        if self.loss == "ipo":
+            return losses.ipo_loss(c, r, logps["ref_chosen"], logps["ref_rejected"], self.tau)
+        if self.loss == "kto":
+            desirable = torch.cat([torch.ones_like(c), torch.zeros_like(r)])
+            return losses.kto_loss(torch.cat([c, r]), torch.cat([logps["ref_chosen"], logps["ref_rejected"]]),
+                                   desirable, logps["reference_point"], self.beta)
+        if self.loss == "simpo":
+            return losses.simpo_loss(c, r, c_len, r_len, self.beta, self.gamma)
+        if self.loss == "cpo":
+            return losses.cpo_loss(c, r, c_len, self.beta)
+        return losses.orpo_loss(c, r, c_len, r_len, lam=self.lam)
+
+    def _implicit_rewards(self, logps: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each loss's implicit reward of chosen and rejected, as TRL logs them.
+
+        DPO, KTO: β log π/π_ref; IPO: τ log π/π_ref; SimPO: β/|y| log π; CPO: β log π; ORPO: the
+        length-averaged log-prob log π/|y| (TRL logs λ times it; the scale does not change the
+        accuracy).
+        """
+        c, r = logps["chosen"], logps["rejected"]
+        if self.loss in LOSSES_WITH_REFERENCE:
+            scale = self.tau if self.loss == "ipo" else self.beta
+            return losses.dpo_implicit_rewards(c, r, logps["ref_chosen"], logps["ref_rejected"], scale)
+        if self.loss == "cpo":
+            return (self.beta * c).detach(), (self.beta * r).detach()
+        scale = self.beta if self.loss == "simpo" else 1.0
+        return losses.simpo_implicit_rewards(c, r, logps["chosen_lens"], logps["rejected_lens"], scale)
+
+    # ------------------------------------------------------------------------------ training
+
+    def train(self) -> History:
+        """Run the training loop; returns (and keeps in ``self.history``) one dict of metrics per step."""
+        seed_everything(self.seed)
+        batches = shuffled_batches(len(self.train_pairs[0]), self.batch_size, random.Random(self.seed))
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(parameters, lr=self.lr)
+        bar = tqdm(range(self.steps), desc=f"{self.loss}", disable=not self.progress)
+        for step in bar:
+            epoch, indices = next(batches)
+            for group in optimizer.param_groups:
+                group["lr"] = self.lr * min(1.0, (step + 1) / max(1, self.warmup_steps))
+            row = {"step": step, "epoch": epoch, **self._train_step(optimizer, parameters, indices)}
+            if self.eval_pairs is not None and (step % self.eval_every == 0 or step == self.steps - 1):
+                row.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+            self.history.append(row)
+            bar.set_postfix(_postfix(row))
+        self.model.eval()
+        return self.history
+
+    def _train_step(self, optimizer, parameters, indices) -> dict:
+        """One optimizer step on the pairs ``indices``; returns the step's metrics."""
+        self.model.train()
+        logps = self._pair_logps(self.train_pairs, indices, with_reference=True)
+        loss = self._loss(logps).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+        optimizer.step()
+        metrics = {"loss": loss.item(), **losses.reward_metrics(*self._implicit_rewards(logps)),
+                   "logps/chosen": logps["chosen"].mean().item(), "logps/rejected": logps["rejected"].mean().item()}
+        if self.loss == "kto":
+            metrics["kl"] = float(logps["reference_point"])
+        return metrics
+
+    @torch.no_grad()
+    def evaluate(self, pairs=None, *, batch_size: int = 64) -> dict:
+        """Preference accuracy and mean margin of the implicit reward on ``pairs`` (default: ``eval_pairs``).
+
+        The reference's log-probs on ``eval_pairs`` never change, so they are computed once.
+        """
+        if pairs is None and self.eval_pairs is None:
+            raise ValueError("pairs must be given when the trainer has no eval_pairs")
+        if pairs is not None:
+            check_columns("pairs", pairs, PAIR_COLUMNS)
+        encoded = self.eval_pairs if pairs is None else _encode_pairs(self.tokenizer, pairs, **self._lengths)
+        self.model.eval()
+        n = len(encoded[0])
+        chunks = [list(range(start, min(n, start + batch_size))) for start in range(0, n, batch_size)]
+        scored = [self._pair_logps(encoded, chunk, with_reference=False) for chunk in chunks]
+        logps = {key: torch.cat([s[key] for s in scored]) for key in ("chosen", "rejected", "chosen_lens",
+                                                                        "rejected_lens")}
+        if self.needs_reference and pairs is not None:
+            logps["ref_chosen"], logps["ref_rejected"] = self._reference_pair_logps(encoded, chunks)
+        elif self.needs_reference:
+            if self._eval_reference_logps is None:
+                self._eval_reference_logps = self._reference_pair_logps(encoded, chunks)
+            logps["ref_chosen"], logps["ref_rejected"] = self._eval_reference_logps
+        metrics = losses.reward_metrics(*self._implicit_rewards(logps))
+        return {"rewards/accuracies": metrics["rewards/accuracies"], "rewards/margins": metrics["rewards/margins"]}
+
+    def _reference_pair_logps(self, pairs, chunks) -> tuple[torch.Tensor, torch.Tensor]:
+        """log π_ref of the chosen and of the rejected responses of ``pairs``, chunk by chunk."""
+        prompts, chosen, rejected = pairs
+        ref_chosen = torch.cat([self._reference_logps([prompts[i] for i in c], [chosen[i] for i in c]) for c in chunks])
+        ref_rejected = torch.cat([self._reference_logps([prompts[i] for i in c], [rejected[i] for i in c])
+                                  for c in chunks])
+        return ref_chosen, ref_rejected
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _encode_pairs(tokenizer, pairs, **lengths) -> tuple[list, list, list]:
+    """Token ids of the prompts, chosen and rejected completions: three aligned lists."""
+    prompts = list(pairs["prompt"])
+    chosen = encode_prompt_completions(tokenizer, prompts, list(pairs["chosen"]), **lengths)
+    rejected = encode_prompt_completions(tokenizer, prompts, list(pairs["rejected"]), **lengths)
+    return [p for p, _ in chosen], [c for _, c in chosen], [c for _, c in rejected]
+
+
+def _total_steps(steps, epochs, n_pairs: int, batch_size: int) -> int:
+    """``steps`` when given, else ``epochs`` passes over the pairs."""
+    if steps is not None:
+        return check_int("steps", steps, minimum=1)
+    return check_int("epochs", epochs, minimum=1) * math.ceil(n_pairs / batch_size)
+
+
+def _with_lora(model, lora):
+    """``model`` wrapped with LoRA adapters when ``lora`` is True or a dict of ``add_lora`` arguments."""
+    if lora is None or lora is False:
+        return model
+    if lora is True:
+        return add_lora(model)
+    if isinstance(lora, dict):
+        return add_lora(model, **lora)
+    raise ValueError(f"lora must be None, True or a dict of add_lora arguments, got {lora!r}")
+
+
+def _postfix(row: dict) -> dict:
+    """The few live metrics the progress bar shows."""
+    keys = {"loss": "loss", "rewards/accuracies": "acc", "rewards/margins": "margin", "eval/rewards/accuracies": "eval_acc"}
+    return {short: f"{row[key]:.3f}" for key, short in keys.items() if key in row}

@@ -1,0 +1,150 @@
+"""Best-of-n sampling and rejection-sampling fine-tuning (iterated best-of-K, then SFT).
+
+Best-of-n: draw n completions per prompt from π and keep the one with the highest reward. The
+result is a new policy π_best-of-n that needs no training; its KL from π is at most
+log n − (n − 1)/n (``rlbook.metrics.best_of_n_kl``; Stiennon et al. 2020, arXiv:2009.01325).
+
+Rejection-sampling fine-tuning distils best-of-K back into the weights and repeats:
+
+    for round in 1..R:   sample K completions for each of M fresh prompts
+                         keep the best one per prompt (optionally only if its reward ≥ a threshold)
+                         SFT the policy on the kept (prompt, completion) pairs
+
+This is RAFT (Dong et al. 2023, "RAFT: Reward rAnked FineTuning", arXiv:2304.06767) and the
+rejection-sampling stage of Llama 2 (Touvron et al. 2023, arXiv:2307.09288, §3.2.3). Held-out
+pass@1 is measured before the first round and after each.
+
+Rewards follow TRL's reward-function convention, ``reward_fn(prompts=..., completions=..., **columns)
+-> list[float]``, with each dataset column repeated for every sample of its prompt: a task's
+``reward_fn()`` or a ``RewardModel`` both fit. Simplified on purpose: top-1 per prompt (RAFT also
+studies keeping a top fraction of the whole batch), a fixed sampling temperature, and SFT that
+starts each round from the current policy (Llama 2 restarts from the base model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlbook._checks import check_int, check_positive
+from rlbook.metrics import pass_at_k
+from rlbook.rollout import sample
+from rlbook.trainers.history import History
+from rlbook.trainers.sft import sft
+
+__all__ = ["BestOfN", "best_of_n", "rejection_sampling_finetune", "task_reward_fn"]
+
+
+@dataclass
+class BestOfN:
+    """The result of ``best_of_n`` for P prompts and n samples each.
+
+    ``best`` (P strings) and ``best_rewards`` (P,) are the winners; ``completions`` (P lists of n
+    strings) and ``rewards`` (P, n) are every sample, so a lesson can plot E[max of n] against n.
+    """
+
+    prompts: list
+    best: list[str]
+    best_rewards: torch.Tensor
+    completions: list[list[str]]
+    rewards: torch.Tensor
+
+
+def best_of_n(model, tokenizer, prompts, reward_fn, *, n: int, columns: dict | None = None,
+              max_new_tokens: int = 64, temperature: float = 1.0, top_p: float = 1.0, seed: int = 0,
+              batch_size: int | None = None) -> BestOfN:
+    """Sample ``n`` completions per prompt and keep the one ``reward_fn`` scores highest (first on ties).
+
+    ``columns`` maps dataset column names to one value per prompt (e.g. the ``answer`` a task's
+    verifier needs); they reach ``reward_fn`` repeated once per sample.
+    """
+    check_int("n", n, minimum=1)
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: best_of_n needs at least one prompt")
+    rollout = sample(model, tokenizer, prompts, num_samples=n, max_new_tokens=max_new_tokens,
+                     temperature=temperature, top_p=top_p, seed=seed, batch_size=batch_size)
+    repeated = {name: [v for v in _per_prompt(name, values, len(prompts)) for _ in range(n)]
+                for name, values in (columns or {}).items()}
+    scores = reward_fn(prompts=[p for p in prompts for _ in range(n)], completions=rollout.texts, **repeated)
+    rewards = torch.as_tensor([float(s) for s in scores], dtype=torch.float32).view(len(prompts), n)
+    winners = rewards.argmax(dim=1)
+    completions = [rollout.texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+    return BestOfN(prompts=prompts, best=[c[w] for c, w in zip(completions, winners.tolist())],
+                   best_rewards=rewards.max(dim=1).values, completions=completions, rewards=rewards)
+
+
+def task_reward_fn(task):
+    """A TRL-convention reward function from any task's ``reward(completion, example)``."""
+
+    def reward_function(prompts=None, completions=None, **columns) -> list[float]:
+        examples = [{name: values[i] for name, values in columns.items()} for i in range(len(completions))]
+        return [task.reward(completion, example) for completion, example in zip(completions, examples)]
+
+    return reward_function
+
+
+def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: int = 8, prompts_per_round: int = 64,
+                                min_reward: float | None = None, sft_steps: int = 50, sft_lr: float = 1e-3,
+                                sft_batch_size: int = 16, eval_prompts: int = 64, eval_samples: int = 4,
+                                success_reward: float = 1.0, max_new_tokens: int = 64, temperature: float = 1.0,
+                                seed: int = 0, progress: bool = True) -> History:
+    """Iterated best-of-``n`` → SFT for ``rounds`` rounds on fresh training prompts of ``task``.
+
+    Keeps the best completion of each prompt (only those with reward ≥ ``min_reward`` when given)
+    and fine-tunes ``model`` in place on them. Logs, for round 0 (before training) and each round,
+    held-out pass@1 on ``eval_prompts`` test prompts (``eval_samples`` samples each; a sample passes
+    when its reward ≥ ``success_reward``) and the mean held-out reward; for training rounds also
+    the mean sampled and best-of-n rewards, how many pairs were kept, and the last SFT loss.
+    """
+    check_int("rounds", rounds, minimum=1)
+    check_int("prompts_per_round", prompts_per_round, minimum=1)
+    check_int("eval_prompts", eval_prompts, minimum=1)
+    check_int("eval_samples", eval_samples, minimum=1)
+    check_positive("temperature", temperature)
+    reward_fn = task_reward_fn(task)
+    train = task.dataset(rounds * prompts_per_round, seed=seed, split="train")
+    test = task.dataset(eval_prompts, seed=seed, split="test")
+    sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature)
+    history = History([{"round": 0, **_evaluate(model, tokenizer, test, reward_fn, eval_samples, success_reward,
+                                                seed=seed, **sampling)}])
+    for round_ in range(1, rounds + 1):
+        batch = train.select(range((round_ - 1) * prompts_per_round, round_ * prompts_per_round))
+        model.eval()
+        result = best_of_n(model, tokenizer, list(batch["prompt"]), reward_fn, n=n, columns=_columns(batch),
+                           seed=seed + round_, **sampling)
+        kept = [(p, c) for p, c, r in zip(result.prompts, result.best, result.best_rewards.tolist())
+                if min_reward is None or r >= min_reward]
+        row = {"round": round_, "sample_reward": result.rewards.mean().item(),
+               "best_of_n_reward": result.best_rewards.mean().item(), "kept": len(kept)}
+        if kept:
+            losses = sft(model, tokenizer, kept, steps=sft_steps, lr=sft_lr, batch_size=sft_batch_size,
+                         seed=seed + round_, progress=progress)
+            row["sft_loss"] = losses[-1]["loss"]
+        row.update(_evaluate(model, tokenizer, test, reward_fn, eval_samples, success_reward, seed=seed, **sampling))
+        history.append(row)
+    model.eval()
+    return history
+
+
+def _evaluate(model, tokenizer, test, reward_fn, samples, success_reward, *, seed, **sampling) -> dict:
+    """Held-out pass@1 (the unbiased estimator from ``samples`` draws per prompt) and mean reward."""
+    model.eval()
+    result = best_of_n(model, tokenizer, list(test["prompt"]), reward_fn, n=samples, columns=_columns(test),
+                       seed=seed, **sampling)
+    correct = (result.rewards >= success_reward).sum(dim=1).tolist()
+    pass_at_1 = sum(pass_at_k(samples, c, 1) for c in correct) / len(correct)
+    return {"eval/pass@1": pass_at_1, "eval/reward": result.rewards.mean().item()}
+
+
+def _columns(dataset) -> dict:
+    """Every column but ``prompt``, as lists (what TRL passes to a reward function)."""
+    return {name: list(dataset[name]) for name in dataset.column_names if name != "prompt"}
+
+
+def _per_prompt(name: str, values, n_prompts: int) -> list:
+    values = list(values)
+    if len(values) != n_prompts:
+        raise ValueError(f"columns[{name!r}] must have one value per prompt ({n_prompts}), got {len(values)}")
+    return values

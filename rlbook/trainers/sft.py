@@ -1,0 +1,50 @@
+"""Supervised fine-tuning: maximise log π(y|x) of given completions, the prompt being context only.
+
+    L_SFT(θ) = − Σ_{rows} Σ_t mask_t log π_θ(y_t | x, y_<t) / Σ_{rows} Σ_t mask_t
+
+(the token mean over the batch's completion tokens, end-of-sequence token included; prompt tokens
+carry no loss). This is the first stage of the RLHF pipeline (Ouyang et al. 2022,
+arXiv:2203.02155, §3.5) and the inner step of rejection-sampling fine-tuning (``rejection``).
+
+The loop is the zoo's pretraining loop (``rlbook.zoo.pretrain.train_on_chats``: seeded
+length-bucketed batches, AdamW, warm-up then cosine decay, gradient clipping), reused rather than
+copied; this module only turns prompts and completions in TRL's formats into its chats. Wrap the
+model with ``rlbook.models.add_lora`` first to train adapters only.
+"""
+
+from __future__ import annotations
+
+from rlbook.tasks.verifiers import completion_text
+from rlbook.trainers.data import check_columns, prompt_text
+from rlbook.trainers.history import History
+from rlbook.zoo.pretrain import train_on_chats
+
+__all__ = ["sft"]
+
+
+def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int = 16, warmup: int = 0,
+        max_length: int = 256, seed: int = 0, progress: bool = True) -> History:
+    """Fine-tune ``model`` in place on ``data`` for ``steps`` steps; returns the loss per step.
+
+    ``data`` is a list of ``(prompt, completion)`` pairs or a ``datasets.Dataset`` (or dict of
+    lists) with ``prompt`` and ``completion`` columns (TRL's prompt-completion format). Prompts are
+    strings (verbatim) or conversations (through the chat template); completions are strings or
+    lists of assistant messages. The same seed gives the same weights.
+    """
+    chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
+    step_losses = train_on_chats(model, tokenizer, chats, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
+                                 max_length=max_length, seed=seed, progress=progress)
+    return History([{"step": step, "loss": loss} for step, loss in enumerate(step_losses)])
+
+
+def _pairs(data) -> list[tuple]:
+    """``(prompt, completion)`` pairs from a list of pairs or a prompt-completion dataset."""
+    if isinstance(data, (list, tuple)):
+        if not data:
+            raise ValueError("data is empty: it must hold at least one (prompt, completion) pair")
+        if not all(isinstance(row, (list, tuple)) and len(row) == 2 for row in data):
+            raise ValueError("data must be a list of (prompt, completion) pairs or a dataset with "
+                             "'prompt' and 'completion' columns")
+        return list(data)
+    check_columns("data", data, ("prompt", "completion"))
+    return list(zip(data["prompt"], data["completion"]))

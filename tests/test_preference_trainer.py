@@ -1,0 +1,137 @@
+"""The preference loop: DPO starts at ln 2, every loss trains, references stay frozen, seeds repeat."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+
+from rlbook.models import build_char_tokenizer, build_tiny_model
+from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_char_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    films = ["Dune", "Heat", "Jaws", "Up"]
+    return Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"Review {film}."}] for film in films],
+        "chosen": ["the plot was great.", "the cast was fun.", "the music was superb.", "the ending was moving."],
+        "rejected": ["the plot was dull.", "the cast was weak.", "the music was bland.", "the ending was slow."],
+    })
+
+
+def _trainer(tokenizer, pairs, **kwargs):
+    model = build_tiny_model(tokenizer, shape="test", seed=0)
+    settings = dict(steps=3, batch_size=4, lr=1e-2, progress=False)
+    return PreferenceTrainer(model, tokenizer, pairs, **{**settings, **kwargs})
+
+
+def _parameters(model) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def test_dpo_loss_starts_at_ln2_and_accuracy_is_logged(tokenizer, pairs):
+    history = _trainer(tokenizer, pairs, loss="dpo", eval_pairs=pairs, eval_every=1).train()
+    assert history[0]["loss"] == pytest.approx(math.log(2), abs=1e-6)
+    assert history[0]["rewards/margins"] == pytest.approx(0.0, abs=1e-6)
+    for key in ("rewards/accuracies", "rewards/chosen", "rewards/rejected", "logps/chosen", "logps/rejected",
+                "eval/rewards/accuracies"):
+        assert key in history[-1]
+    frame = history.to_pandas()
+    assert len(frame) == 3 and frame["loss"].notna().all()
+
+
+@pytest.mark.parametrize("loss", PREFERENCE_LOSSES)
+def test_each_loss_changes_the_policy_and_never_the_reference(tokenizer, pairs, loss):
+    trainer = _trainer(tokenizer, pairs, loss=loss)
+    before = _parameters(trainer.model)
+    reference_before = _parameters(trainer.reference) if trainer.reference is not None else None
+    history = trainer.train()
+    assert all(math.isfinite(row["loss"]) for row in history)
+    after = _parameters(trainer.model)
+    assert any(not torch.equal(before[name], after[name]) for name in before)
+    if loss in ("simpo", "cpo", "orpo"):
+        assert trainer.reference is None
+    else:
+        assert trainer.reference is not trainer.model
+        for name, value in _parameters(trainer.reference).items():
+            assert torch.equal(value, reference_before[name])
+
+
+def test_kto_runs_unpaired_with_a_reference_point(tokenizer, pairs):
+    history = _trainer(tokenizer, pairs, loss="kto").train()
+    assert history[0]["loss"] == pytest.approx(0.5, abs=1e-6)  # 1 - σ(0) for every example when π = π_ref
+    assert all(row["kl"] >= 0 for row in history)
+
+
+def test_same_seed_same_history(tokenizer, pairs):
+    first = _trainer(tokenizer, pairs, loss="dpo", batch_size=2, seed=3).train()
+    second = _trainer(tokenizer, pairs, loss="dpo", batch_size=2, seed=3).train()
+    assert first.rows == second.rows
+
+
+def test_lora_trains_only_adapters_and_uses_the_base_as_reference(tokenizer, pairs):
+    trainer = _trainer(tokenizer, pairs, loss="dpo", lora={"r": 2})
+    assert trainer.reference is None  # the reference is the base model: the adapters switched off
+    before = _parameters(trainer.model)
+    history = trainer.train()
+    assert history[0]["loss"] == pytest.approx(math.log(2), abs=1e-6)
+    changed = {name for name, value in _parameters(trainer.model).items() if not torch.equal(value, before[name])}
+    assert changed and all("lora_" in name for name in changed)
+
+
+def test_epochs_set_the_number_of_steps(tokenizer, pairs):
+    trainer = _trainer(tokenizer, pairs, steps=None, epochs=2, batch_size=3)
+    assert trainer.steps == 4  # ceil(4 / 3) batches per epoch
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(loss="rlhf"), "loss"),
+    (dict(beta=0.0), "beta"),
+    (dict(beta=-1.0), "beta"),
+    (dict(tau=0.0), "tau"),
+    (dict(lr=0.0), "lr"),
+    (dict(steps=0), "steps"),
+    (dict(lora="yes"), "lora"),
+    (dict(loss="kto", batch_size=1), "batch_size"),
+])
+def test_bad_arguments_name_themselves(tokenizer, pairs, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        _trainer(tokenizer, pairs, **kwargs)
+
+
+def test_empty_or_malformed_pairs_are_refused(tokenizer, pairs):
+    with pytest.raises(ValueError, match="pairs is empty"):
+        _trainer(tokenizer, pairs.select([]))
+    with pytest.raises(ValueError, match="rejected"):
+        _trainer(tokenizer, pairs.remove_columns("rejected"))
+    with pytest.raises(ValueError, match="eval_pairs"):
+        _trainer(tokenizer, pairs, eval_pairs=pairs.remove_columns("chosen"))
+
+
+def test_evaluate_on_given_pairs_before_training(tokenizer, pairs):
+    trainer = _trainer(tokenizer, pairs, loss="dpo")
+    assert trainer.evaluate(pairs) == {"rewards/accuracies": 0.0, "rewards/margins": 0.0}  # π = π_ref: all ties
+    with pytest.raises(ValueError, match="pairs must be given"):
+        trainer.evaluate()
+
+
+def test_cli_preference_writes_history_summary_and_model(tokenizer, pairs, tmp_path):
+    from rlbook.cli import main
+
+    build_tiny_model(tokenizer, shape="test").save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    pairs.to_json(tmp_path / "pairs.jsonl")
+    out = tmp_path / "run"
+    code = main(["preference", "dpo", "--model", str(tmp_path / "tiny"), "--pairs", str(tmp_path / "pairs.jsonl"),
+                 "--eval-pairs", str(tmp_path / "pairs.jsonl"), "--out", str(out), "--steps", "2",
+                 "--set", "batch_size=2", "--set", "progress=false"])
+    assert code == 0
+    assert {"history.csv", "history.json", "summary.json", "model", "pairs.jsonl"} <= {p.name for p in out.iterdir()}

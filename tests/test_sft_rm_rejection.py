@@ -1,0 +1,140 @@
+"""SFT, the Bradley–Terry reward model, best-of-n and rejection-sampling fine-tuning, on tiny models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from datasets import Dataset
+
+from rlbook.models import build_char_tokenizer, build_tiny_model
+from rlbook.tasks.reviews import ReviewTask
+from rlbook.trainers.rejection import best_of_n, rejection_sampling_finetune, task_reward_fn
+from rlbook.trainers.reward_model import RewardModel, pairwise_accuracy, train_reward_model
+from rlbook.trainers.sft import sft
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_char_tokenizer()
+
+
+def _model(tokenizer, seed=0):
+    return build_tiny_model(tokenizer, shape="test", seed=seed)
+
+
+# ------------------------------------------------------------------------------ SFT
+
+
+def test_sft_loss_falls_on_a_repeated_corpus(tokenizer):
+    chats = [([{"role": "user", "content": "Review Dune."}], "the plot was great.")] * 8
+    history = sft(_model(tokenizer), tokenizer, chats, steps=30, lr=1e-2, batch_size=4, progress=False)
+    losses = history.column("loss")
+    assert len(losses) == 30 and losses[-1] < 0.5 * losses[0]
+
+
+def test_sft_takes_a_prompt_completion_dataset_and_refuses_bad_data(tokenizer):
+    data = Dataset.from_dict({"prompt": ["Q: 1+1\nA: "], "completion": ["2"]})
+    assert len(sft(_model(tokenizer), tokenizer, data, steps=2, progress=False)) == 2
+    with pytest.raises(ValueError, match="completion"):
+        sft(_model(tokenizer), tokenizer, data.remove_columns("completion"), steps=2, progress=False)
+    with pytest.raises(ValueError, match="data is empty"):
+        sft(_model(tokenizer), tokenizer, [], steps=2, progress=False)
+    with pytest.raises(ValueError, match="steps"):
+        sft(_model(tokenizer), tokenizer, data, steps=0, progress=False)
+
+
+# ------------------------------------------------------------------------------ reward model
+
+
+def _separable_pairs(n_films: int) -> Dataset:
+    films = ["Dune", "Heat", "Jaws", "Up", "Elf", "Ran", "Big", "Cars"][:n_films]
+    aspects = ["plot", "cast", "music", "ending"]
+    rows = [(film, aspect) for film in films for aspect in aspects]
+    return Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"Review {film}."}] for film, _ in rows],
+        "chosen": [f"the {aspect} was great." for _, aspect in rows],
+        "rejected": [f"the {aspect} was dull." for _, aspect in rows],
+    })
+
+
+def test_reward_model_learns_separable_pairs(tokenizer):
+    reward_model = RewardModel.from_causal_lm(_model(tokenizer, seed=1), tokenizer, seed=1)
+    pairs, held_out = _separable_pairs(6), _separable_pairs(8).select(range(24, 32))
+    assert pairwise_accuracy(reward_model, pairs)["accuracy"] < 0.5  # this seed's head starts the wrong way round
+    history = train_reward_model(reward_model, pairs, steps=40, batch_size=8, lr=3e-3, eval_pairs=held_out,
+                                 eval_every=20, progress=False)
+    assert history[-1]["eval/accuracy"] > 0.9
+    assert pairwise_accuracy(reward_model, pairs)["accuracy"] > 0.9
+
+
+def test_reward_model_copies_the_backbone_and_scores_in_batches(tokenizer):
+    causal_lm = _model(tokenizer)
+    reward_model = RewardModel.from_causal_lm(causal_lm, tokenizer)
+    assert torch.equal(reward_model.model.model.embed_tokens.weight, causal_lm.model.embed_tokens.weight)
+    prompts = [[{"role": "user", "content": "Review Up."}]] * 5
+    completions = ["the plot was great.", "the plot was dull.", "x", "the cast was fun, the sets were odd.", ""]
+    scores = reward_model.score(prompts, completions, batch_size=2)
+    assert scores.shape == (5,) and scores.dtype == torch.float32
+    assert torch.allclose(scores, reward_model.score(prompts, completions, batch_size=5), atol=1e-5)
+    assert reward_model.score(["any text", "more"]).shape == (2,)
+    assert reward_model(prompts=prompts, completions=completions, film=["Up"] * 5) == pytest.approx(scores.tolist())
+
+
+def test_reward_model_refuses_bad_input(tokenizer):
+    reward_model = RewardModel.from_causal_lm(_model(tokenizer), tokenizer)
+    with pytest.raises(ValueError, match="completions"):
+        reward_model.score(["a", "b"], ["c"])
+    with pytest.raises(ValueError, match="pairs"):
+        train_reward_model(reward_model, _separable_pairs(1).remove_columns("chosen"), steps=1, progress=False)
+    with pytest.raises(ValueError, match="lr"):
+        train_reward_model(reward_model, _separable_pairs(1), steps=1, lr=-1.0, progress=False)
+
+
+# ------------------------------------------------------------------------------ best-of-n and RAFT
+
+
+def test_best_of_n_picks_the_argmax_reward(tokenizer):
+    def length_reward(prompts=None, completions=None, **columns):
+        assert columns["film"] == ["Dune"] * 4 + ["Heat"] * 4  # columns repeated per sample
+        return [float(len(c)) for c in completions]
+
+    prompts = [[{"role": "user", "content": f"Review {film}."}] for film in ("Dune", "Heat")]
+    result = best_of_n(_model(tokenizer), tokenizer, prompts, length_reward, n=4, columns={"film": ["Dune", "Heat"]},
+                       max_new_tokens=12, seed=1)
+    assert result.rewards.shape == (2, 4) and len(result.completions) == 2
+    for row, best, completions in zip(result.rewards, result.best, result.completions):
+        assert best == completions[int(row.argmax())]
+        assert len(best) == max(len(c) for c in completions)
+    assert torch.equal(result.best_rewards, result.rewards.max(dim=1).values)
+    with pytest.raises(ValueError, match="n must be"):
+        best_of_n(_model(tokenizer), tokenizer, prompts, length_reward, n=0)
+
+
+def test_task_reward_fn_reads_the_task(tokenizer):
+    reward = task_reward_fn(ReviewTask())
+    assert reward(prompts=["p", "p"], completions=["the plot was great.", "nonsense"], film=["Up", "Up"]) == [1.0, -3.0]
+
+
+def test_rejection_sampling_finetune_runs_one_round(tokenizer):
+    history = rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=1, n=2,
+                                          prompts_per_round=4, sft_steps=2, eval_prompts=2, eval_samples=2,
+                                          max_new_tokens=8, progress=False)
+    assert [row["round"] for row in history] == [0, 1]
+    assert {"eval/pass@1", "eval/reward", "best_of_n_reward", "kept", "sft_loss"} <= history[1].keys()
+    assert history[1]["best_of_n_reward"] >= history[1]["sample_reward"]
+    with pytest.raises(ValueError, match="rounds"):
+        rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=0)
+
+
+def test_cli_sft_and_reward_model(tokenizer, tmp_path):
+    from rlbook.cli import main
+
+    _model(tokenizer).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    Dataset.from_dict({"prompt": ["Q: 1+1\nA: "] * 2, "completion": ["2"] * 2}).to_json(tmp_path / "sft.jsonl")
+    _separable_pairs(1).to_json(tmp_path / "pairs.jsonl")
+    common = ["--model", str(tmp_path / "tiny"), "--steps", "2", "--set", "progress=false"]
+    assert main(["sft", "--data", str(tmp_path / "sft.jsonl"), "--out", str(tmp_path / "sft"), *common]) == 0
+    assert main(["reward-model", "--pairs", str(tmp_path / "pairs.jsonl"), "--eval-pairs", str(tmp_path / "pairs.jsonl"),
+                 "--out", str(tmp_path / "rm"), *common]) == 0
+    assert (tmp_path / "sft" / "model").is_dir() and (tmp_path / "rm" / "summary.json").is_file()
