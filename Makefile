@@ -38,6 +38,7 @@ execute: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout.py
+	$(PY) benchmarks/grpo_vs_trl.py
 
 # Rebuild every zoo checkpoint and its card (single-threaded: deterministic, and fastest for
 # models this small).

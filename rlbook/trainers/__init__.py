@@ -2,9 +2,12 @@
 
 - ``OnlineTrainer`` + ``OnlineConfig`` / ``preset(name)``: PPO, REINFORCE, RLOO, GRPO, Dr.GRPO,
   DAPO, GSPO, GMPO, SAPO, CISPO (``rlbook.trainers.online``, ``rlbook.trainers.config``).
+- ``AsyncTrainer`` + ``AsyncConfig``: the same loop with a generator up to η versions stale, naive or
+  AReaL's decoupled objective (``rlbook.trainers.async_rl``).
 - ``History``: the tidy per-step log; ``save_checkpoint`` / ``load_checkpoint``: atomic checkpoints.
 """
 
+from rlbook.trainers.async_rl import ASYNC_OBJECTIVES, AsyncConfig, AsyncTrainer
 from rlbook.trainers.checkpoint import load_checkpoint, save_checkpoint
 from rlbook.trainers.config import ADVANTAGE_ESTIMATORS, PRESETS, OnlineConfig, preset
 from rlbook.trainers.critic import Critic
@@ -13,6 +16,9 @@ from rlbook.trainers.online import OnlineTrainer
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "ASYNC_OBJECTIVES",
+    "AsyncConfig",
+    "AsyncTrainer",
     "Critic",
     "History",
     "OnlineConfig",

@@ -25,10 +25,11 @@ REINFORCE++ (Hu 2025, arXiv:2501.03262), DAPO (Yu et al. 2025, arXiv:2503.14476)
 losses are cited in ``rlbook.losses.policy``.
 
 Simplified on purpose: one process, sampling and training in turn with the same weights (no
-inference engine, no asynchrony: old_logp is the sampling policy's own log-prob); the KL-in-reward
-used by a group baseline is the sequence sum Σ_t −β k_t (a return, not per-token credit); the
-advantage filter drops completions from the update, so they do not count in the loss's average;
-the book's models have no dropout, so the policy is kept in eval mode throughout.
+inference engine, no asynchrony: old_logp is the sampling policy's own log-prob; the asynchronous
+variant is ``rlbook.trainers.async_rl``); the KL-in-reward used by a group baseline is the
+sequence sum Σ_t −β k_t (a return, not per-token credit); the advantage filter drops completions
+from the update, so they do not count in the loss's average; the book's models have no dropout,
+so the policy is kept in eval mode throughout.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ class OnlineTrainer:
         fresh prompts are sampled until ``prompts_per_step`` groups have varied rewards or the
         extra rounds run out; the batch then holds only varied groups (possibly fewer, or none).
         """
-        first_round = self._sample_and_score()
+        first_round = self._next_round()
         sampled_tokens = int(first_round.rollout.completion_mask.sum())
         if not self.config.dynamic_sampling:
             return first_round, first_round, 0, sampled_tokens
@@ -217,7 +218,7 @@ class OnlineTrainer:
         for _ in range(self.config.max_resample_rounds):
             if sum(len(part.examples) for part in kept) >= wanted * group_size:
                 break
-            more = self._sample_and_score()
+            more = self._next_round()
             extra_samples += len(more.examples)
             sampled_tokens += int(more.rollout.completion_mask.sum())
             kept.append(_take_rows(more, self._varied_rows(more)))
@@ -225,17 +226,26 @@ class OnlineTrainer:
         batch = _take_rows(varied, torch.arange(min(len(varied.examples), wanted * group_size)))
         return first_round, batch, extra_samples, sampled_tokens
 
+    def _next_round(self) -> ScoredBatch:
+        """Where a round of samples comes from: sampled now, by the policy being trained.
+
+        The hook ``rlbook.trainers.async_rl`` overrides to hand out rounds sampled by a stale policy.
+        """
+        return self._sample_and_score()
+
     def _varied_rows(self, scored: ScoredBatch) -> torch.Tensor:
         """Indices of the rows whose group's rewards (as the advantages see them) are not all equal."""
         return dynamic_sampling_mask(self._sequence_rewards(scored), self.config.group_size).nonzero().squeeze(1)
 
-    def _sample_and_score(self) -> ScoredBatch:
-        """Draw ``prompts_per_step`` prompts, sample G completions each, and score them."""
+    def _sample_and_score(self, policy=None) -> ScoredBatch:
+        """Draw ``prompts_per_step`` prompts, sample G completions each with ``policy`` (default: the
+        policy being trained; ``rlbook.trainers.async_rl`` passes a stale copy), and score them."""
         rng = np.random.default_rng(self._seed(SEED_PROMPTS, self.sample_calls))
         count = self.config.prompts_per_step
         chosen = rng.choice(len(self.examples), size=count, replace=count > len(self.examples))
         prompt_examples = [self.examples[int(i)] for i in chosen]
-        rollout = sample(self.policy, self.tokenizer, [e["prompt"] for e in prompt_examples],
+        rollout = sample(self.policy if policy is None else policy, self.tokenizer,
+                         [e["prompt"] for e in prompt_examples],
                          num_samples=self.config.group_size, max_new_tokens=self.config.max_new_tokens,
                          temperature=self.config.temperature, top_p=self.config.top_p,
                          seed=self._seed(SEED_SAMPLING, self.sample_calls))
@@ -359,8 +369,8 @@ class OnlineTrainer:
         logp, entropy = self._logprobs(*tensors)
         kl_in_loss = config.kl_placement == "loss" and config.kl_beta > 0
         loss, metrics = policy_loss(
-            logp, rollout.logprobs[rows], advantages[rows], tensors[3], variant=config.variant,
-            **config.loss_overrides(), max_len=config.max_new_tokens,
+            logp, advantages=advantages[rows], mask=tensors[3], **self._importance_logps(batch, rows),
+            variant=config.variant, **config.loss_overrides(), max_len=config.max_new_tokens,
             ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
             kl_estimator=config.kl_estimator, entropy=entropy, entropy_coef=config.entropy_coef)
         metrics["loss"] = loss.item()
@@ -371,6 +381,13 @@ class OnlineTrainer:
             metrics["value_loss"] = critic_loss.item()
             _optimizer_step(self.critic_optimizer, critic_loss, self.critic.parameters(), config.max_grad_norm)
         return metrics, entropy.detach()
+
+    def _importance_logps(self, batch: ScoredBatch, rows) -> dict:
+        """The log-probs ``policy_loss`` divides by: here ``old_logp``, the sampling policy's own.
+
+        The hook ``rlbook.trainers.async_rl`` overrides for AReaL's decoupled objective.
+        """
+        return {"old_logp": batch.rollout.logprobs[rows]}
 
     def _logprobs(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
         """log π_θ and the entropy of each completion token, (B, C) each, with gradients.

@@ -44,6 +44,7 @@ from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.models.lora import add_lora
 from rlbook.rollout import completion_logprobs
 from rlbook.runtime import seed_everything
+from rlbook.trainers.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlbook.trainers.data import check_columns, collate_prompt_completions, encode_prompt_completions, shuffled_batches
 from rlbook.trainers.history import History
 
@@ -191,13 +192,27 @@ class PreferenceTrainer:
 
     # ------------------------------------------------------------------------------ training
 
-    def train(self) -> History:
-        """Run the training loop; returns (and keeps in ``self.history``) one dict of metrics per step."""
+    def train(self, *, checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None) -> History:
+        """Run the training loop up to ``steps`` steps; returns (and keeps in ``self.history``) one dict
+        of metrics per step.
+
+        With ``resume_from`` (a checkpoint folder, or a ``checkpoint_dir`` of an earlier run) the
+        model, reference, optimizer, random state and history are restored first and training goes
+        on from the saved step: a run of 2 steps resumed by a trainer built with ``steps=4`` ends
+        where a straight 4-step run ends. With ``checkpoint_dir``, an atomic checkpoint
+        (``rlbook.trainers.checkpoint``) is written every ``checkpoint_every`` steps (None: only at
+        the end).
+        """
+        if checkpoint_every is not None:
+            check_int("checkpoint_every", checkpoint_every, minimum=1)
         seed_everything(self.seed)
-        batches = shuffled_batches(len(self.train_pairs[0]), self.batch_size, random.Random(self.seed))
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(parameters, lr=self.lr)
-        bar = tqdm(range(self.steps), desc=f"{self.loss}", disable=not self.progress)
+        start = self._resume(resume_from, optimizer) if resume_from is not None else 0
+        batches = shuffled_batches(len(self.train_pairs[0]), self.batch_size, random.Random(self.seed))
+        for _ in range(start):  # the batches the restored steps already used
+            next(batches)
+        bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
         for step in bar:
             epoch, indices = next(batches)
             for group in optimizer.param_groups:
@@ -207,8 +222,46 @@ class PreferenceTrainer:
                 row.update({f"eval/{k}": v for k, v in self.evaluate().items()})
             self.history.append(row)
             bar.set_postfix(_postfix(row))
+            done = step + 1
+            due = done == self.steps or (checkpoint_every is not None and done % checkpoint_every == 0)
+            if checkpoint_dir is not None and due:
+                self._save(checkpoint_dir, optimizer, done)
         self.model.eval()
         return self.history
+
+    # ------------------------------------------------------------------------------ checkpoints
+
+    def _settings(self) -> dict:
+        """What a resumed run must share with the saved one (the step budget may differ)."""
+        return {"loss": self.loss, "beta": self.beta, "tau": self.tau, "gamma": self.gamma, "lam": self.lam,
+                "lr": self.lr, "warmup_steps": self.warmup_steps, "batch_size": self.batch_size, "seed": self.seed,
+                "n_pairs": len(self.train_pairs[0]), **self._lengths}
+
+    def _save(self, directory, optimizer, step: int) -> str:
+        """An atomic checkpoint after ``step`` steps; returns its folder."""
+        tensors = {"model": self.model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_state()}
+        if self.reference is not None:
+            tensors["reference"] = self.reference.state_dict()
+        meta = {"step": step, "settings": self._settings(), "history": self.history.rows}
+        return str(save_checkpoint(directory, step, tensors, meta))
+
+    def _resume(self, path, optimizer) -> int:
+        """Restore a checkpoint written by ``_save``; returns the step to go on from."""
+        tensors, meta = load_checkpoint(path)
+        saved, current = meta["settings"], self._settings()
+        differences = sorted(key for key in current if saved.get(key) != current[key])
+        if differences:
+            raise ValueError(f"the trainer's settings differ from the checkpoint's in {differences}: "
+                             "build the trainer with the saved settings")
+        if (self.reference is None) != ("reference" not in tensors):
+            raise ValueError("the checkpoint's reference model does not match this trainer's")
+        self.model.load_state_dict(tensors["model"])
+        if self.reference is not None:
+            self.reference.load_state_dict(tensors["reference"])
+        optimizer.load_state_dict(tensors["optimizer"])
+        set_rng_state(tensors["rng"])
+        self.history = History(meta["history"])
+        return meta["step"]
 
     def _train_step(self, optimizer, parameters, indices) -> dict:
         """One optimizer step on the pairs ``indices``; returns the step's metrics."""
