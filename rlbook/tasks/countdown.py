@@ -20,12 +20,13 @@ innermost first.
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 from datasets import Sequence, Value
 
 from rlbook._checks import check_int
 from rlbook.tasks.base import Task, check_style, completion
-from rlbook.tasks.expressions import MAX_LITERAL_DIGITS, parse_expression, render, steps
+from rlbook.tasks.expressions import MAX_LITERAL_DIGITS, apply_operator, parse_expression, render, steps
 from rlbook.tasks.verifiers import countdown_reward
 
 # Keeps every reference solution far inside the expression parser's bounds.
@@ -43,13 +44,8 @@ def _positive_integer_ops(a: int, b: int) -> list[str]:
 
 
 def _apply(op: str, a: int, b: int) -> int:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    return a // b  # exact: only chosen when b divides a
+    """``a op b`` for integers; division is only ever chosen when it is exact."""
+    return int(apply_operator(op, Fraction(a), Fraction(b)))
 
 
 def random_expression(numbers: list[int], rng: random.Random) -> tuple[tuple, int]:

@@ -141,7 +141,11 @@ def evaluate(tree: Node) -> Fraction:
     if isinstance(tree, int):
         return Fraction(tree)
     op, left, right = tree
-    a, b = evaluate(left), evaluate(right)
+    return apply_operator(op, evaluate(left), evaluate(right))
+
+
+def apply_operator(op: str, a: Fraction, b: Fraction) -> Fraction:
+    """``a op b`` exactly, for op in + - * /; raises ``ZeroDivisionError`` when dividing by zero."""
     if op == "+":
         return a + b
     if op == "-":
