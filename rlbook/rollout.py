@@ -23,6 +23,16 @@ re-copying the cache with ``torch.cat``, and dropping rows moves only the few ro
 holes. For models whose cache is not plain full attention (sliding windows, linear attention) the
 model's own cache is used, with the same results.
 
+The prefill also shares the prompts' common prefix. In RL every prompt starts with the same chat
+template (and often the same system prompt), so the prefill of a batch first runs the longest
+common prefix of its prompts' tokens once, for one row, repeats that cache for every prompt, and
+then runs only the remaining suffixes, left-padded among themselves: the cache holds
+[prefix][pads][suffix], with the attention mask 0 on the pads and position ids counting real
+tokens. Each real token thus attends to exactly the keys and positions it would see in the plain
+left-padded layout (padding is masked out either way), so the result is the same up to float
+rounding; the returned Rollout keeps the plain left-padded prompts. (Skipped for models whose cache
+is not plain full attention; ``_SHARE_PREFIX = False`` turns it off.)
+
 The log-prob recorded for a sampled token y_t is that of the temperature-scaled distribution,
 
     logprobs[i, t] = log softmax(z_t / T)[y_t],        z_t = the model's logits at step t,
@@ -50,6 +60,8 @@ from transformers.cache_utils import DynamicLayer
 from rlbook._checks import check_int, check_positive, check_same_shape
 
 __all__ = ["Rollout", "completion_logprobs", "rollout_logprobs", "sample"]
+
+_SHARE_PREFIX = True  # prefill the prompts' common prefix once (see the module docstring)
 
 
 @dataclass
@@ -137,37 +149,37 @@ def sample(model, tokenizer, prompts, *, num_samples: int = 1, max_new_tokens: i
     batches = []
     with tqdm(total=len(texts) * num_samples, desc="sampling", unit="rollout", disable=not progress) as bar:
         for start in range(0, len(texts), prompts_per_batch):
-            prompt_ids, prompt_mask = _left_pad(prompt_tokens[start:start + prompts_per_batch], pad_id, device)
             batches.append(_sample_batch(
-                model, prompt_ids, prompt_mask, num_samples=num_samples, max_new_tokens=max_new_tokens,
-                temperature=temperature, top_p=top_p, stop_ids=stop_ids, pad_id=pad_id, generator=generator,
-                on_finished=bar.update))
+                model, prompt_tokens[start:start + prompts_per_batch], num_samples=num_samples,
+                max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop_ids=stop_ids,
+                pad_id=pad_id, generator=generator, on_finished=bar.update))
     return _assemble(batches, tokenizer, pad_id=pad_id, prompt_texts=[t for t in texts for _ in range(num_samples)],
                      num_samples=num_samples)
 
 
 @torch.inference_mode()
-def _sample_batch(model, prompt_ids, prompt_mask, *, num_samples, max_new_tokens, temperature, top_p, stop_ids,
+def _sample_batch(model, token_lists, *, num_samples, max_new_tokens, temperature, top_p, stop_ids,
                   pad_id, generator, on_finished):
-    """The decoding loop for one batch of distinct prompts, ``num_samples`` rows each.
+    """The decoding loop for one batch of distinct prompts (token lists), ``num_samples`` rows each.
 
-    The prefill runs once per distinct prompt; its cache and logits are then repeated for the
-    prompt's samples. ``live`` maps each row still being generated to its output row; finished
-    rows leave the batch, its attention mask and its KV cache.
+    The prefill runs once per distinct prompt (see ``_prefill``); its cache and logits are then
+    repeated for the prompt's samples. ``live`` maps each row still being generated to its output
+    row; finished rows leave the batch, its attention mask and its KV cache.
     """
-    logits, cache = _last_logits(model, prompt_ids, prompt_mask, _position_ids(prompt_mask), cache=None)
-    prompt_ids, prompt_mask, logits = (t.repeat_interleave(num_samples, dim=0)
-                                       for t in (prompt_ids, prompt_mask, logits))
-    cache = _rollout_cache(cache, repeats=num_samples, capacity=prompt_ids.shape[1] + max_new_tokens)
+    device = _model_device(model)
+    prompt_ids, prompt_mask = _left_pad(token_lists, pad_id, device)
+    logits, cache, attention_mask = _prefill(model, token_lists, prompt_ids, prompt_mask, pad_id)
+    prompt_ids, prompt_mask, attention_mask, logits = (t.repeat_interleave(num_samples, dim=0)
+                                                       for t in (prompt_ids, prompt_mask, attention_mask, logits))
+    cache = _rollout_cache(cache, repeats=num_samples, capacity=attention_mask.shape[1] + max_new_tokens)
 
-    batch, device = prompt_ids.shape[0], prompt_ids.device
+    batch = prompt_ids.shape[0]
     completion_ids = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
     lengths = torch.full((batch,), max_new_tokens, dtype=torch.long, device=device)
     truncated = torch.ones(batch, dtype=torch.bool, device=device)
     live = torch.arange(batch, device=device)
-    attention_mask = prompt_mask
-    next_position = prompt_mask.sum(dim=1, keepdim=True)
+    next_position = attention_mask.sum(dim=1, keepdim=True)
     for step in range(max_new_tokens):
         tokens, token_logprobs = _draw(logits, temperature, top_p, generator)
         completion_ids[live, step] = tokens
@@ -189,6 +201,43 @@ def _sample_batch(model, prompt_ids, prompt_mask, *, num_samples, max_new_tokens
     on_finished(live.numel())
     return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
                 logprobs=logprobs, lengths=lengths, truncated=truncated)
+
+
+def _prefill(model, token_lists, prompt_ids, prompt_mask, pad_id):
+    """Run the distinct prompts through the model; returns the last logits, the cache and its mask.
+
+    With a common prefix of at least 2 tokens (and at least one token left in every prompt), the
+    prefix is run once and its cache repeated; then only the left-padded suffixes are run, so the
+    cache's layout is [prefix][pads][suffix]. Otherwise (or if the cache is not plain full
+    attention) the plain left-padded prompts are run.
+    """
+    shared = _common_prefix_length(token_lists) if _SHARE_PREFIX else 0
+    if shared >= 2:
+        prefix = prompt_ids.new_tensor([token_lists[0][:shared]])
+        _, cache = _last_logits(model, prefix, torch.ones_like(prefix), _position_ids(torch.ones_like(prefix)), None)
+        if _is_plain(cache):
+            cache.batch_repeat_interleave(len(token_lists))
+            suffix_ids, suffix_mask = _left_pad([ids[shared:] for ids in token_lists], pad_id, prompt_ids.device)
+            mask = torch.cat([suffix_mask.new_ones(len(token_lists), shared), suffix_mask], dim=1)
+            logits, cache = _last_logits(model, suffix_ids, mask, _position_ids(mask)[:, shared:], cache)
+            return logits, cache, mask
+    logits, cache = _last_logits(model, prompt_ids, prompt_mask, _position_ids(prompt_mask), cache=None)
+    return logits, cache, prompt_mask
+
+
+def _common_prefix_length(token_lists):
+    """Length of the longest common prefix of the token lists, leaving every list at least one token."""
+    first, limit = token_lists[0], min(len(ids) for ids in token_lists) - 1
+    length = 0
+    while length < limit and all(ids[length] == first[length] for ids in token_lists):
+        length += 1
+    return length
+
+
+def _is_plain(cache):
+    """Whether every layer of ``cache`` is a plain full-attention DynamicLayer holding keys."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) is DynamicLayer and layer.is_initialized for layer in layers)
 
 
 def _rows_to_keep(stopped):
@@ -263,9 +312,9 @@ def _rollout_cache(cache, *, repeats, capacity):
     A cache of plain DynamicLayers (every full-attention model) is rebuilt from _RolloutLayers;
     any other (sliding windows, linear attention) is kept as the model made it.
     """
-    layers = getattr(cache, "layers", None)
-    if layers and all(type(layer) is DynamicLayer and layer.is_initialized for layer in layers):
-        cache.layers = [_RolloutLayer(layer.keys, layer.values, repeats=repeats, capacity=capacity) for layer in layers]
+    if _is_plain(cache):
+        cache.layers = [_RolloutLayer(layer.keys, layer.values, repeats=repeats, capacity=capacity)
+                        for layer in cache.layers]
     elif repeats > 1:
         cache.batch_repeat_interleave(repeats)
     return cache

@@ -320,3 +320,36 @@ def test_completion_logprobs_rejects_mismatched_shapes(model):
     for args, kwargs, name in cases:
         with pytest.raises(ValueError, match=name):
             completion_logprobs(model, *args, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared-prefix prefill
+
+SYSTEM = "You are a careful assistant. Think step by step, then answer briefly.\n"
+SHARED_PROMPTS = [SYSTEM + p for p in PROMPTS]
+
+
+@pytest.mark.parametrize("prompts", [SHARED_PROMPTS, PROMPTS])  # a long common prefix, and none
+def test_shared_prefix_logprobs_match_the_standard_layout(eos_model, tokenizer, prompts):
+    rollout = sample(eos_model, tokenizer, prompts, num_samples=4, max_new_tokens=16, temperature=0.8, seed=11)
+    for i, prompt in enumerate(prompts):  # the returned prompts keep the plain left-padded layout
+        assert tokenizer.decode(rollout.prompt_ids[4 * i][rollout.prompt_mask[4 * i].bool()]) == prompt
+    assert (rollout.prompt_mask.diff(dim=1) >= 0).all()
+    assert (rollout_logprobs(eos_model, rollout, temperature=0.8) - rollout.logprobs).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("batch_size", [None, 8])
+def test_shared_prefix_gives_the_same_rollout_as_the_plain_prefill(eos_model, tokenizer, monkeypatch, batch_size):
+    import rlbook.rollout as rollout_module
+    from rlbook.rollout import _common_prefix_length
+
+    tokens = tokenizer(SHARED_PROMPTS, add_special_tokens=False)["input_ids"]
+    assert _common_prefix_length(tokens) >= len(SYSTEM)  # the trick is really used
+    assert _common_prefix_length([[1, 2, 3], [1, 2]]) == 1  # every prompt keeps one token
+    kwargs = dict(num_samples=4, max_new_tokens=16, seed=12, batch_size=batch_size)
+    shared = sample(eos_model, tokenizer, SHARED_PROMPTS, **kwargs)
+    monkeypatch.setattr(rollout_module, "_SHARE_PREFIX", False)
+    plain = sample(eos_model, tokenizer, SHARED_PROMPTS, **kwargs)
+    assert torch.equal(shared.completion_ids, plain.completion_ids)
+    assert torch.equal(shared.prompt_ids, plain.prompt_ids) and torch.equal(shared.prompt_mask, plain.prompt_mask)
+    assert (shared.logprobs - plain.logprobs).abs().max() < 1e-5
