@@ -1,0 +1,188 @@
+"""The ablation harness: several online-RL configurations, the same model, task, seeds and budget.
+
+The book's thesis is that GRPO, Dr.GRPO, DAPO and the rest differ in a few knobs of one loop. To
+see what one knob does, everything else must be held fixed: the starting weights (a fresh copy of
+the same checkpoint for every run), the task and its training prompts, the seeds, and the number
+of steps. ``run_ablation`` does exactly that and returns one table and one figure::
+
+    result = run_ablation({"grpo": preset("grpo"), "dr_grpo": preset("dr_grpo")},
+                          model="arith-base", steps=30, seeds=(0, 1))
+    result.table()                       # one row per configuration
+    result.plot(("reward", "entropy"))   # one panel per metric, mean over seeds with a min-max band
+
+Simplifications: runs go one after another in this process (no parallelism: on a 2-core CPU
+that is also the fastest), and a seed replaces ``config.seed``, which seeds the training prompts'
+order, the sampling and the initialisation of anything new (a critic's head, LoRA adapters).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlbook.runtime import seed_everything
+
+__all__ = ["AblationResult", "TABLE_METRICS", "run_ablation"]
+
+# The columns ``AblationResult.table`` summarises (those a run logged), in this order.
+TABLE_METRICS = ("reward", "pass@1", "entropy", "kl_ref", "length_correct", "length_incorrect",
+                 "truncation_rate", "frac_zero_adv_groups", "clip_frac", "step_time", "extra_samples")
+
+
+@dataclass
+class AblationResult:
+    """What ``run_ablation`` measured: one ``History`` per (label, seed), and held-out results."""
+
+    histories: dict = field(default_factory=dict)   # label -> [History, one per seed]
+    evaluations: dict = field(default_factory=dict)  # label -> [dict from trainer.evaluate, one per seed]
+    seeds: tuple = ()
+    steps: int = 0
+    configs: dict = field(default_factory=dict, repr=False)  # label -> OnlineConfig
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.histories)
+
+    @property
+    def frame(self):
+        """A tidy ``pandas.DataFrame``: one row per (label, seed, step), every logged column."""
+        import pandas as pd
+
+        rows = [{"label": label, "seed": seed, **row}
+                for label, runs in self.histories.items()
+                for seed, history in zip(self.seeds, runs)
+                for row in history]
+        return pd.DataFrame(rows)
+
+    def table(self, last: int = 5, metrics=TABLE_METRICS):
+        """One row per label: each metric's mean over the last ``last`` steps, averaged over seeds.
+
+        Adds ``samples_per_step`` (sampled completions, dynamic-sampling rounds included), the
+        total ``seconds`` of training per run, and ``eval_pass@1`` (and the other ``eval_`` keys)
+        when a held-out set was evaluated.
+        """
+        import pandas as pd
+
+        if not isinstance(last, int) or last < 1:
+            raise ValueError(f"last must be a positive int, got {last!r}")
+        frame = self.frame
+        summary = {}
+        for label in self.labels:
+            runs = frame[frame["label"] == label]
+            tails = runs.groupby("seed", sort=False).tail(last)
+            row = {}
+            for metric in metrics:
+                if metric in tails and tails[metric].notna().any():
+                    row[metric] = tails.groupby("seed")[metric].mean().mean()
+            if "extra_samples" in runs:
+                row["samples_per_step"] = self.configs[label].batch_size + runs["extra_samples"].mean()
+            row["seconds"] = runs.groupby("seed")["step_time"].sum().mean()
+            for key in sorted({k for result in self.evaluations.get(label, []) for k in result}):
+                values = [result[key] for result in self.evaluations[label] if key in result]
+                row[f"eval_{key}"] = float(np.mean(values))
+            summary[label] = row
+        return pd.DataFrame.from_dict(summary, orient="index")
+
+    def plot(self, metrics=("reward", "entropy"), *, x: str = "step", smooth: int = 1, axes=None):
+        """One panel per metric against ``x`` ("step" or "wall_time"): the mean over seeds as a line,
+        the min-max over seeds as a band; ``smooth`` > 1 applies a trailing moving average."""
+        import matplotlib.pyplot as plt
+
+        metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+        if x not in ("step", "wall_time"):
+            raise ValueError(f"x must be 'step' or 'wall_time', got {x!r}")
+        if not isinstance(smooth, int) or smooth < 1:
+            raise ValueError(f"smooth must be a positive int, got {smooth!r}")
+        frame = self.frame
+        missing = [m for m in metrics if m not in frame]
+        if missing:
+            raise ValueError(f"metrics {missing} were not logged; logged: {sorted(frame.columns)}")
+        if axes is None:
+            fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2), squeeze=False)
+            axes = axes[0]
+        else:
+            axes = np.atleast_1d(axes)
+            fig = axes[0].figure
+        for ax, metric in zip(axes, metrics):
+            for label in self.labels:
+                runs = frame[frame["label"] == label]
+                curves = [group[metric].rolling(smooth, min_periods=1).mean().to_numpy()
+                          for _, group in runs.groupby("seed", sort=False)]
+                xs = [group[x].to_numpy() for _, group in runs.groupby("seed", sort=False)]
+                length = min(len(c) for c in curves)
+                stacked = np.stack([c[:length] for c in curves])
+                xaxis = np.mean([v[:length] for v in xs], axis=0)
+                line, = ax.plot(xaxis, np.nanmean(stacked, axis=0), label=label)
+                if len(curves) > 1:
+                    ax.fill_between(xaxis, np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0),
+                                    color=line.get_color(), alpha=0.2)
+            ax.set(xlabel="wall time (s)" if x == "wall_time" else "step", title=metric)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        return fig
+
+
+def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
+                 eval_dataset=None, eval_samples: int = 4, progress: bool = True,
+                 trainer_kwargs: dict | None = None) -> AblationResult:
+    """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
+
+    Args:
+        configs: label → ``OnlineConfig`` (``rlbook.trainers.preset(...)``).
+        model: a zoo name, a folder or a hub id; each run starts from a fresh copy of it.
+        task: the task that rewards the runs; default: the task on the zoo model's card.
+        steps: training steps per run.
+        seeds: each run's ``config.seed`` (and the global seed) is set to each of these in turn.
+        eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
+            (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
+        progress: show each run's progress bar.
+        trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
+    """
+    from rlbook.models import load_model
+    from rlbook.trainers import OnlineConfig, OnlineTrainer
+
+    if not isinstance(configs, dict) or not configs:
+        raise ValueError("configs must be a non-empty dict of label -> OnlineConfig")
+    for label, config in configs.items():
+        if not isinstance(config, OnlineConfig):
+            raise ValueError(f"configs[{label!r}] must be an OnlineConfig (rlbook.trainers.preset), "
+                             f"got {type(config).__name__}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    seeds = tuple(seeds)
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of non-negative ints, got {seeds!r}")
+    if not isinstance(eval_samples, int) or eval_samples < 1:
+        raise ValueError(f"eval_samples must be a positive int, got {eval_samples!r}")
+    task = _task_for(model) if task is None else task
+
+    result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
+    for label, config in configs.items():
+        result.histories[label], result.evaluations[label] = [], []
+        for seed in seeds:
+            seed_everything(seed)
+            policy, tokenizer = load_model(model)
+            run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
+            trainer = OnlineTrainer(policy, tokenizer, task, run_config, **(trainer_kwargs or {}))
+            history = trainer.train(steps, progress=progress)
+            result.histories[label].append(history)
+            if eval_dataset is not None:
+                result.evaluations[label].append(trainer.evaluate(eval_dataset, n_samples=eval_samples))
+    return result
+
+
+def _task_for(model: str):
+    """The task a zoo model was built for (its card's recipe)."""
+    from rlbook.tasks import get_task
+    from rlbook.zoo import read_card
+
+    try:
+        recipe = read_card(model)["recipe"]
+    except ValueError:
+        raise ValueError(f"task is required for model={model!r} (it has no zoo card naming its task)") from None
+    if recipe.get("task") is None:
+        raise ValueError(f"task is required: the card of model={model!r} names no task")
+    return get_task(recipe["task"], **recipe.get("task_settings", {}))
