@@ -1,0 +1,300 @@
+"""Checkers for the exercises of lessons 01 (policy gradient) and 02 (KL estimators).
+
+Each ``check_*`` runs the reader's function on a few fixed random inputs, compares it with the
+reference, and when it differs tries the usual mistakes one by one: if the reader's output
+matches a mistake, the feedback names it. It prints its verdict and returns True / False, or
+None when given ``None`` (the exercise not attempted yet).
+
+============================  ===============================================  ==========
+checker                       the reader writes                                lesson
+============================  ===============================================  ==========
+``check_reinforce_loss``      the REINFORCE loss with the value baseline       01
+``check_optimal_baseline``    the variance-minimising constant baseline        01
+``check_k3``                  Schulman's k3 per token                          02
+``check_expected_gradient``   E_{x~π}[∇k(x)] by exact enumeration              02
+============================  ===============================================  ==========
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook.kl import k1, k2, k3
+from rlbook.losses import reinforce_surrogate
+from rlbook.toys import GaussianBandit, optimal_constant_baseline
+
+__all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_expected_gradient"]
+
+DTYPE = torch.float64
+TOLERANCE = dict(rtol=1e-6, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared plumbing
+
+
+def _not_attempted(fn, name: str) -> bool:
+    if fn is None:
+        print(f"Nothing to check yet: replace None with your {name} and run this cell again.")
+        return True
+    if not callable(fn):
+        raise ValueError(f"pass your {name} as a function, got {type(fn).__name__}")
+    return False
+
+
+def _call(fn, *args):
+    """The reader's result as a float64 tensor, or an error message."""
+    try:
+        result = fn(*args)
+    except Exception as error:  # the reader's code: report any failure rather than crash the cell
+        return None, f"your function raised {type(error).__name__}: {error}"
+    if not isinstance(result, torch.Tensor):
+        try:
+            result = torch.as_tensor(result, dtype=DTYPE)
+        except (TypeError, ValueError, RuntimeError):
+            return None, f"your function returned a {type(result).__name__}, expected a tensor or a number"
+    return result, None
+
+
+def _verdict(ok: bool, success: str, failure: str) -> bool:
+    print(f"✓ {success}" if ok else f"✗ {failure}")
+    return ok
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(a.to(DTYPE), b.to(DTYPE), **TOLERANCE)
+
+
+def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]]) -> str:
+    """The hint of the first mistake ``result`` matches, or a generic message with the numbers."""
+    for candidate, hint in mistakes.values():
+        if candidate is not None and _close(result, candidate):
+            return hint
+    return (f"not the expected values: expected {reference.flatten()[:4].tolist()}…, "
+            f"got {result.detach().flatten()[:4].tolist()}…")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 01: the REINFORCE loss with the value baseline
+
+
+def _bandit_cases():
+    """Three fixed (logits, arms, rewards, means) cases: K = 4 arms, N = 6 pulls."""
+    generator = torch.Generator().manual_seed(2024)
+    cases = []
+    for _ in range(3):
+        logits = torch.randn(4, dtype=DTYPE, generator=generator)
+        arms = torch.randint(0, 4, (6,), generator=generator)
+        means = 1.0 + torch.rand(4, dtype=DTYPE, generator=generator)
+        rewards = means[arms] + 0.5 * torch.randn(6, dtype=DTYPE, generator=generator)
+        cases.append((logits, arms, rewards, means))
+    return cases
+
+
+def _loss_gradient(loss_fn, logits, arms, rewards, means):
+    """∇_θ of ``loss_fn(θ, arms, rewards, means)`` at θ = ``logits``, or an error message."""
+    theta = logits.clone().requires_grad_(True)
+    loss, error = _call(loss_fn, theta, arms, rewards, means)
+    if error:
+        return None, error
+    if loss.numel() != 1:
+        return None, f"the loss must be one number (average over the batch), got shape {tuple(loss.shape)}"
+    if not loss.requires_grad:
+        return None, ("the loss carries no gradient: compute it from the logits you are given with torch "
+                      "operations (no .item(), .detach() or numpy on the log-probabilities)")
+    (gradient,) = torch.autograd.grad(loss.reshape(()), theta, allow_unused=True)
+    if gradient is None:
+        return None, "the loss does not depend on the logits"
+    return gradient, None
+
+
+def reference_reinforce_loss(logits, arms, rewards, means):
+    """−(1/N) Σ_i sg[R_i − b(θ)] log π_θ(a_i), with b(θ) = Σ_k π_k μ_k (the exact value)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    value = (logp.exp() * means).sum()
+    return reinforce_surrogate(logp[arms], rewards - value).mean()
+
+
+def _reinforce_mistakes(logits, arms, rewards, means):
+    """The gradients of the usual wrong losses, each with the hint that names the mistake."""
+    logp = lambda t: torch.log_softmax(t, dim=-1)  # noqa: E731
+    value = lambda t: (logp(t).exp() * means).sum()  # noqa: E731
+    wrong_losses = {
+        "undetached": (lambda t, *_: -((rewards - value(t)) * logp(t)[arms]).mean(),
+                       "the baseline b(θ) = Σ π_k μ_k was not detached: it depends on θ, so without "
+                       "`.detach()` the loss also pushes the baseline around (the gradient gains "
+                       "+∇b · mean log π)."),
+        "no_baseline": (lambda t, *_: -(rewards * logp(t)[arms]).mean(),
+                        "no baseline was subtracted: the advantage should be R − b with b = Σ_k π_k μ_k."),
+        "plus_baseline": (lambda t, *_: -((rewards + value(t).detach()) * logp(t)[arms]).mean(),
+                          "the baseline was added, not subtracted: the advantage is R − b."),
+        "sign": (lambda t, *_: ((rewards - value(t).detach()) * logp(t)[arms]).mean(),
+                 "the sign is flipped: this loss is *minimised*, so it is −A · log π (gradient descent on "
+                 "it must be gradient ascent on J)."),
+        "sum": (lambda t, *_: -((rewards - value(t).detach()) * logp(t)[arms]).sum(),
+                "the loss sums over the batch instead of averaging: divide by the number of pulls N."),
+        "raw_logits": (lambda t, *_: -((rewards - value(t).detach()) * t[arms]).mean(),
+                       "the logit θ_a was used instead of log π(a) = θ_a − logsumexp(θ): the softmax's "
+                       "normaliser is missing (the score function is e_a − π, not e_a)."),
+        "probabilities": (lambda t, *_: -((rewards - value(t).detach()) * logp(t).exp()[arms]).mean(),
+                          "π(a) was used instead of log π(a): the log-derivative trick needs the log."),
+    }
+    mistakes = {}
+    for name, (loss_fn, hint) in wrong_losses.items():
+        gradient, _ = _loss_gradient(loss_fn, logits, arms, rewards, means)
+        mistakes[name] = (gradient, hint)
+    return mistakes
+
+
+def check_reinforce_loss(loss_fn) -> bool | None:
+    """Check ``loss_fn(logits, arms, rewards, means) -> scalar loss`` against the reference.
+
+    The loss is −(1/N) Σ_i (R_i − b) log π_θ(a_i) with the value baseline b = Σ_k π_θ(k) μ_k,
+    treated as a constant (detached). Its *gradient* is compared (a loss is only defined up to a
+    constant), on three fixed batches.
+    """
+    if _not_attempted(loss_fn, "REINFORCE loss"):
+        return None
+    for logits, arms, rewards, means in _bandit_cases():
+        gradient, error = _loss_gradient(loss_fn, logits, arms, rewards, means)
+        if error:
+            return _verdict(False, "", error)
+        reference, _ = _loss_gradient(reference_reinforce_loss, logits, arms, rewards, means)
+        if not _close(gradient, reference):
+            hint = _diagnose(gradient, reference, _reinforce_mistakes(logits, arms, rewards, means))
+            return _verdict(False, "", f"the gradient of your loss is wrong — {hint}")
+    return _verdict(True, "your REINFORCE loss has the reference gradient on every test batch", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 01: the variance-minimising constant baseline
+
+
+def check_optimal_baseline(baseline_fn) -> bool | None:
+    """Check ``baseline_fn(logits, means) -> b*``, the constant baseline of least variance.
+
+    b* = Σ_a π_a μ_a ‖e_a − π‖² / Σ_a π_a ‖e_a − π‖²  (``rlbook.toys.optimal_constant_baseline``).
+    """
+    if _not_attempted(baseline_fn, "optimal baseline"):
+        return None
+    for logits, _, _, means in _bandit_cases():
+        result, error = _call(baseline_fn, logits.clone(), means.clone())
+        if error:
+            return _verdict(False, "", error)
+        if result.numel() != 1:
+            return _verdict(False, "", f"return one number (the baseline), got shape {tuple(result.shape)}")
+        result = result.reshape(()).to(DTYPE)
+        reference = torch.tensor(optimal_constant_baseline(GaussianBandit(tuple(means.tolist())), logits), dtype=DTYPE)
+        if not _close(result, reference):
+            probs = torch.softmax(logits, dim=-1)
+            squared_scores = 1 - 2 * probs + (probs**2).sum()  # ‖e_a − π‖² for every arm a
+            scores = squared_scores.sqrt()
+            mistakes = {
+                "value": ((probs * means).sum(),
+                          "that is the value E[R] = Σ π_k μ_k. It is a good baseline but not the best "
+                          "constant: weight each arm's mean by π_a ‖∇log π(a)‖², not by π_a alone."),
+                "plain_mean": (means.mean(), "that is the plain average of the arms' means; weight each arm by "
+                               "π_a ‖∇log π(a)‖² and normalise by the sum of the weights."),
+                "unnormalised": ((probs * means * squared_scores).sum(),
+                                 "the numerator is right but it is not divided by E‖∇log π‖² = Σ π_a ‖e_a − π‖²."),
+                "norm_not_squared": ((probs * means * scores).sum() / (probs * scores).sum(),
+                                     "each arm is weighted by ‖∇log π(a)‖ — it should be the *squared* norm "
+                                     "(the variance is a second moment)."),
+            }
+            return _verdict(False, "", f"b* is wrong — {_diagnose(result, reference, mistakes)}")
+    return _verdict(True, "your b* matches rlbook.toys.optimal_constant_baseline on every test bandit", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 02: k3
+
+
+def _token_cases():
+    """Per-token log-probs (B, T) = (3, 5) of a policy and a reference that differ noticeably."""
+    generator = torch.Generator().manual_seed(7)
+    logp = -3 * torch.rand(3, 5, dtype=DTYPE, generator=generator) - 0.05
+    ref_logp = logp + 0.8 * torch.randn(3, 5, dtype=DTYPE, generator=generator)
+    return logp, ref_logp
+
+
+def check_k3(k3_fn) -> bool | None:
+    """Check ``k3_fn(logp, ref_logp)``: per-token (r − 1) − log r with r = π_ref / π_θ (``rlbook.kl.k3``)."""
+    if _not_attempted(k3_fn, "k3"):
+        return None
+    logp, ref_logp = _token_cases()
+    result, error = _call(k3_fn, logp.clone(), ref_logp.clone())
+    if error:
+        return _verdict(False, "", error)
+    reference = k3(logp, ref_logp)
+    if result.shape != reference.shape:
+        return _verdict(False, "", f"return one value per token, shape {tuple(reference.shape)} like logp; got "
+                        f"{tuple(result.shape)} (average later, in the loss)")
+    if _close(result, reference):
+        return _verdict(True, "your k3 matches rlbook.kl.k3", "")
+    log_r = ref_logp - logp
+    mistakes = {
+        "flipped_ratio": (k3(ref_logp, logp),
+                          "you used r = π_θ/π_ref; Schulman's r is π_ref/π_θ, so log r = ref_logp − logp."),
+        "k1": (k1(logp, ref_logp), "that is k1 = −log r; k3 adds the zero-mean control variate r − 1."),
+        "k2": (k2(logp, ref_logp), "that is k2 = ½ (log r)²; k3 = (r − 1) − log r."),
+        "no_minus_one": (torch.exp(log_r) - log_r,
+                         "the −1 is missing: k3 = (r − 1) − log r; r − 1 has mean 0 under π_θ, r does not."),
+        "negated": (-reference, "the sign is flipped: k3 = (r − 1) − log r ≥ 0 for every r."),
+        "log_sign": (torch.expm1(log_r) + log_r, "log r should be subtracted: k3 = (r − 1) − log r."),
+    }
+    return _verdict(False, "", f"your k3 is wrong — {_diagnose(result, reference, mistakes)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 02: the expected gradient of an estimator, by enumeration
+
+
+def _categorical_cases():
+    generator = torch.Generator().manual_seed(11)
+    cases = []
+    for _ in range(2):
+        logits = torch.randn(5, dtype=DTYPE, generator=generator)
+        ref_probs = torch.softmax(torch.randn(5, dtype=DTYPE, generator=generator), dim=0)
+        cases.append((logits, ref_probs))
+    return cases
+
+
+def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str):
+    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated") or 1 ("uniform")."""
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, dim=0)
+    values = estimator(logp, ref_probs.log())
+    w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
+    (gradient,) = torch.autograd.grad((w * values).sum(), theta)
+    return gradient
+
+
+def check_expected_gradient(gradient_fn) -> bool | None:
+    """Check ``gradient_fn(logits, ref_probs, estimator) -> E_{x~π_θ}[∇_θ k(x)]``, shape (K,).
+
+    ``estimator`` is one of ``rlbook.kl.k1 / k2 / k3`` (called as ``estimator(logp, ref_logp)``);
+    π_θ = softmax(logits). The reference is ∇_θ Σ_x sg[π_θ(x)] k(x), as in
+    ``rlbook.toys.expected_estimator_gradient``.
+    """
+    if _not_attempted(gradient_fn, "expected-gradient function"):
+        return None
+    for logits, ref_probs in _categorical_cases():
+        for name, estimator in (("k1", k1), ("k2", k2), ("k3", k3)):
+            result, error = _call(gradient_fn, logits.clone(), ref_probs.clone(), estimator)
+            if error:
+                return _verdict(False, "", error)
+            reference = _enumerated_gradient(logits, ref_probs, estimator, weights="detached")
+            if _close(result, reference):
+                continue
+            mistakes = {
+                "differentiated": (_enumerated_gradient(logits, ref_probs, estimator, weights="differentiated"),
+                                   "you differentiated the sampling weights π_θ(x) too. That is ∇E[k], the "
+                                   "gradient of the *value*; a loss averaged over samples never sees how the "
+                                   "samples were drawn, so detach the weights: Σ_x sg[π_θ(x)] ∇k(x)."),
+                "uniform": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform"),
+                            "you summed ∇k(x) over x without weighting by π_θ(x): an expectation under π_θ "
+                            "is Σ_x π_θ(x) (…)."),
+                "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
+            }
+            return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}")
+    return _verdict(True, "your enumeration matches the reference for k1, k2 and k3", "")

@@ -1,0 +1,417 @@
+"""Exactly solvable toys: problems small enough that every expectation is a finite sum or a formula.
+
+A lesson checks a Monte Carlo estimate against the exact number, so the toys here compute both.
+
+**A softmax bandit** (lessons 01 and 09). K arms, a policy π_θ = softmax(θ) over them, and arm k
+pays a reward drawn from N(μ_k, σ²). The objective and its gradient are exact:
+
+    J(θ) = Σ_k π_k μ_k,        ∂J/∂θ_k = π_k (μ_k − J)         (since ∇_θ log π_a = e_a − π).
+
+REINFORCE estimates the gradient from N pulls, ĝ = (1/N) Σ_i (R_i − b_i)(e_{a_i} − π), with a
+baseline b that is zero, the exact value J(θ), or the mean of the *other* rewards of the batch.
+
+**Two Gaussians** (lesson 02). Samples x ~ π_θ = N(0, 1) and a reference π_ref = N(μ, σ²); the
+per-sample KL estimators k1, k2, k3 of ``rlbook.kl`` estimate KL(π_θ ‖ π_ref), whose value is
+known. For σ = 1 the bias and spread of every estimator have closed forms too (Schulman 2020
+reported them by sampling; ``kl_estimator_table_exact`` derives them).
+
+**A categorical policy and a reference** (lesson 02). E_{x~π}[∇k(x)] is the finite sum
+∇ Σ_x sg[π(x)] k(x), so which divergence an estimator's gradient follows is checked exactly; and
+exact gradient ascent on "reward minus a KL penalty" shows where each placement of the penalty
+leads the policy.
+
+Simplified on purpose: float64 tensors on the CPU, no batching beyond what a figure needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.kl import kl_estimate, kl_in_loss, kl_in_reward
+
+__all__ = [
+    "BASELINES",
+    "KL_PLACEMENTS",
+    "GaussianBandit",
+    "policy",
+    "expected_reward",
+    "exact_gradient",
+    "score_function",
+    "sample_arms",
+    "baseline_values",
+    "reinforce_estimates",
+    "optimal_constant_baseline",
+    "exact_gradient_variance",
+    "total_variance",
+    "train_bandit",
+    "gaussian_kl",
+    "gaussian_log_density",
+    "sample_kl_estimates",
+    "kl_estimator_table_exact",
+    "kl_estimator_table_monte_carlo",
+    "expected_estimator_gradient",
+    "reverse_kl",
+    "forward_kl",
+    "kl_gradient",
+    "placement_gradient",
+    "regularised_ascent",
+    "reverse_kl_optimum",
+    "forward_kl_optimum",
+]
+
+DTYPE = torch.float64
+BASELINES = ("none", "value", "leave_one_out")
+KL_PLACEMENTS = ("k1_in_reward", "k1_in_loss", "k2_in_loss", "k3_in_loss")
+
+
+# ----------------------------------------------------------------------------------------------
+# The softmax bandit
+
+
+@dataclass(frozen=True)
+class GaussianBandit:
+    """K arms; pulling arm k pays a reward drawn from N(means[k], noise²)."""
+
+    means: tuple[float, ...]
+    noise: float = 0.5
+
+    def __post_init__(self):
+        if len(self.means) < 2 or not all(math.isfinite(m) for m in self.means):
+            raise ValueError(f"means must be at least two finite numbers, got {self.means!r}")
+        check_positive("noise", self.noise, allow_zero=True)
+
+    @property
+    def num_arms(self) -> int:
+        return len(self.means)
+
+    @property
+    def mean_tensor(self) -> torch.Tensor:
+        return torch.tensor(self.means, dtype=DTYPE)
+
+    def pull(self, arms: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """One reward per entry of ``arms`` (any shape): μ_arm + noise · N(0, 1)."""
+        noise = torch.randn(arms.shape, dtype=DTYPE, generator=generator)
+        return self.mean_tensor[arms] + self.noise * noise
+
+
+def _logits(bandit: GaussianBandit, logits) -> torch.Tensor:
+    logits = torch.as_tensor(logits, dtype=DTYPE)
+    if logits.shape[-1] != bandit.num_arms:
+        raise ValueError(f"logits must end in a dimension of size {bandit.num_arms} (one per arm), "
+                         f"got shape {tuple(logits.shape)}")
+    return logits
+
+
+def policy(logits) -> torch.Tensor:
+    """π_θ = softmax(θ) over the last dimension."""
+    return torch.softmax(torch.as_tensor(logits, dtype=DTYPE), dim=-1)
+
+
+def expected_reward(bandit: GaussianBandit, logits) -> torch.Tensor:
+    """J(θ) = Σ_k π_k μ_k (differentiable in ``logits``; batched over leading dimensions)."""
+    return (policy(_logits(bandit, logits)) * bandit.mean_tensor).sum(-1)
+
+
+def exact_gradient(bandit: GaussianBandit, logits) -> torch.Tensor:
+    """∇_θ J = π ⊙ (μ − J): the exact policy gradient of the softmax bandit."""
+    probs = policy(_logits(bandit, logits))
+    value = (probs * bandit.mean_tensor).sum(-1, keepdim=True)
+    return probs * (bandit.mean_tensor - value)
+
+
+def score_function(logits, arms: torch.Tensor) -> torch.Tensor:
+    """∇_θ log π_θ(a) = e_a − π for each arm in ``arms``; shape arms.shape + (K,)."""
+    probs = policy(logits)
+    one_hot = torch.nn.functional.one_hot(arms, probs.shape[-1]).to(DTYPE)
+    return one_hot - probs
+
+
+def sample_arms(logits, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Arms drawn from π_θ: ``shape`` = (num_estimates, batch_size) for one logits vector."""
+    probs = policy(logits)
+    count = math.prod(shape)
+    return torch.multinomial(probs, count, replacement=True, generator=generator).reshape(shape)
+
+
+def baseline_values(rewards: torch.Tensor, baseline: str, *, value: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """The baseline b_i of every pull; ``rewards`` is (..., N), one batch per row.
+
+    - ``"none"``: b = 0;
+    - ``"value"``: b = J(θ), the exact expected reward (pass it as ``value``), the same for all i;
+    - ``"leave_one_out"``: b_i = mean of the other N − 1 rewards of the batch (independent of R_i,
+      so the estimate stays unbiased; it is RLOO's baseline, lesson 09).
+    """
+    check_choice("baseline", baseline, BASELINES)
+    if baseline == "none":
+        return torch.zeros_like(rewards)
+    if baseline == "value":
+        return torch.as_tensor(value, dtype=rewards.dtype).expand_as(rewards)
+    n = rewards.shape[-1]
+    if n < 2:
+        raise ValueError("the leave_one_out baseline needs batch_size >= 2")
+    return (rewards.sum(-1, keepdim=True) - rewards) / (n - 1)
+
+
+def reinforce_estimates(bandit: GaussianBandit, logits, *, batch_size: int, num_estimates: int,
+                        baseline: str = "none", seed: int = 0) -> torch.Tensor:
+    """``num_estimates`` independent REINFORCE estimates of ∇J, each from ``batch_size`` pulls.
+
+    ĝ = (1/N) Σ_i (R_i − b_i)(e_{a_i} − π); returns (num_estimates, K).
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    num_estimates = check_int("num_estimates", num_estimates, minimum=1)
+    logits = _logits(bandit, logits)
+    generator = torch.Generator().manual_seed(seed)
+    arms = sample_arms(logits, (num_estimates, batch_size), generator)
+    rewards = bandit.pull(arms, generator)
+    advantages = rewards - baseline_values(rewards, baseline, value=expected_reward(bandit, logits))
+    return (advantages.unsqueeze(-1) * score_function(logits, arms)).mean(dim=1)
+
+
+def total_variance(estimates: torch.Tensor) -> float:
+    """E‖ĝ − E ĝ‖², the trace of the covariance of the rows of ``estimates`` (Bessel-corrected)."""
+    return float(estimates.var(dim=0, unbiased=True).sum())
+
+
+def exact_gradient_variance(bandit: GaussianBandit, logits, baseline: float = 0.0, *, per_arm: bool = False):
+    """E‖ĝ − ∇J‖² of a *one-pull* estimate with a constant baseline b (divide by N for N pulls):
+
+        Σ_a π_a ((μ_a − b)² + σ²) ‖e_a − π‖²  −  ‖∇J‖².
+
+    With ``per_arm=True``, the (K,) variances of the coordinates of ĝ instead (they sum to the above).
+    """
+    logits = _logits(bandit, logits)
+    probs = policy(logits)
+    scores = score_function(logits, torch.arange(bandit.num_arms))  # row a: e_a − π
+    weights = probs * ((bandit.mean_tensor - baseline) ** 2 + bandit.noise**2)
+    variances = (weights.unsqueeze(1) * scores**2).sum(0) - exact_gradient(bandit, logits) ** 2
+    return variances if per_arm else float(variances.sum())
+
+
+def optimal_constant_baseline(bandit: GaussianBandit, logits) -> float:
+    """The constant b that minimises the variance above: b* = E[R ‖∇log π‖²] / E[‖∇log π‖²].
+
+    Close to, but not the same as, the value J(θ) = E[R]: pulls with a large score weigh more.
+    """
+    logits = _logits(bandit, logits)
+    probs = policy(logits)
+    squared_scores = (score_function(logits, torch.arange(bandit.num_arms)) ** 2).sum(-1)
+    return float((probs * bandit.mean_tensor * squared_scores).sum() / (probs * squared_scores).sum())
+
+
+def train_bandit(bandit: GaussianBandit, logits, *, steps: int, batch_size: int, lr: float,
+                 baseline: str = "none", num_runs: int = 1, seed: int = 0) -> torch.Tensor:
+    """REINFORCE by gradient ascent, θ ← θ + lr · ĝ, for ``num_runs`` independent runs at once.
+
+    Returns the exact expected reward J(θ_t) of every run at every step, (num_runs, steps + 1).
+    """
+    steps = check_int("steps", steps, minimum=0)
+    num_runs = check_int("num_runs", num_runs, minimum=1)
+    lr = check_positive("lr", lr)
+    generator = torch.Generator().manual_seed(seed)
+    theta = _logits(bandit, logits).expand(num_runs, -1).clone()
+    history = [expected_reward(bandit, theta)]
+    for _ in range(steps):
+        probs = policy(theta)
+        arms = torch.multinomial(probs, batch_size, replacement=True, generator=generator)
+        rewards = bandit.pull(arms, generator)
+        advantages = rewards - baseline_values(rewards, baseline, value=history[-1].unsqueeze(-1))
+        scores = torch.nn.functional.one_hot(arms, bandit.num_arms).to(DTYPE) - probs.unsqueeze(1)
+        theta = theta + lr * (advantages.unsqueeze(-1) * scores).mean(dim=1)
+        history.append(expected_reward(bandit, theta))
+    return torch.stack(history, dim=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Two Gaussians: KL estimators with known answers
+
+
+def gaussian_log_density(x: torch.Tensor, mu: float, sigma: float) -> torch.Tensor:
+    """log N(x; μ, σ²)."""
+    return -0.5 * ((x - mu) / sigma) ** 2 - math.log(sigma) - 0.5 * math.log(2 * math.pi)
+
+
+def gaussian_kl(mu_q: float, sigma_q: float, mu_p: float, sigma_p: float) -> float:
+    """KL(N(μ_q, σ_q²) ‖ N(μ_p, σ_p²)) = log(σ_p/σ_q) + (σ_q² + (μ_q − μ_p)²) / (2σ_p²) − ½."""
+    check_positive("sigma_q", sigma_q)
+    check_positive("sigma_p", sigma_p)
+    return math.log(sigma_p / sigma_q) + (sigma_q**2 + (mu_q - mu_p) ** 2) / (2 * sigma_p**2) - 0.5
+
+
+def sample_kl_estimates(mu: float, sigma: float = 1.0, *, n_samples: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Per-sample k1, k2, k3 (``rlbook.kl``) of KL(π_θ ‖ π_ref), π_θ = N(0, 1), π_ref = N(μ, σ²).
+
+    x ~ π_θ; ``logp`` = log π_θ(x) and ``ref_logp`` = log π_ref(x), exactly as for LM tokens.
+    """
+    n_samples = check_int("n_samples", n_samples, minimum=2)
+    check_positive("sigma", sigma)
+    x = torch.randn(n_samples, dtype=DTYPE, generator=torch.Generator().manual_seed(seed))
+    logp, ref_logp = gaussian_log_density(x, 0.0, 1.0), gaussian_log_density(x, mu, sigma)
+    return {name: kl_estimate(logp, ref_logp, name) for name in ("k1", "k2", "k3")}
+
+
+def kl_estimator_table_exact(mu: float) -> dict[str, dict[str, float]]:
+    """Schulman's table in closed form, for π_θ = N(0, 1) and π_ref = N(μ, 1).
+
+    With x ~ N(0, 1), log r = μx − μ²/2 is Gaussian, mean −μ²/2 and variance μ², so KL = μ²/2 and
+
+    - k1 = −log r:        bias 0,                  stdev μ;
+    - k2 = ½ (log r)²:    bias μ⁴/8,               stdev √(μ⁴/2 + μ⁶/4);
+    - k3 = r − 1 − log r: bias 0 (E r = 1),        stdev √(e^{μ²} − 1 − μ²).
+
+    Returns ``{"true_kl": {"value": KL}, name: {"bias/true": …, "stdev/true": …}}``.
+    """
+    if mu == 0:
+        raise ValueError("mu must be non-zero: at mu = 0 the true KL is 0 and the ratios are undefined")
+    true_kl = mu**2 / 2
+    rows = {
+        "k1": (0.0, abs(mu)),
+        "k2": (mu**4 / 8, math.sqrt(mu**4 / 2 + mu**6 / 4)),
+        "k3": (0.0, math.sqrt(math.expm1(mu**2) - mu**2)),
+    }
+    table = {"true_kl": {"value": true_kl}}
+    for name, (bias, stdev) in rows.items():
+        table[name] = {"bias/true": bias / true_kl, "stdev/true": stdev / true_kl}
+    return table
+
+
+def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: int,
+                                   seed: int = 0) -> dict[str, dict[str, float]]:
+    """The same table measured from ``n_samples`` draws, with the standard error of the bias.
+
+    ``"bias_se/true"`` is stdev / √n / true: a bias within a few of these is not distinguishable
+    from zero at this sample size.
+    """
+    true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
+    table = {"true_kl": {"value": true_kl}}
+    for name, values in sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed).items():
+        stdev = float(values.std())
+        table[name] = {
+            "bias/true": (float(values.mean()) - true_kl) / true_kl,
+            "stdev/true": stdev / true_kl,
+            "bias_se/true": stdev / math.sqrt(n_samples) / true_kl,
+        }
+    return table
+
+
+# ----------------------------------------------------------------------------------------------
+# A categorical policy: which divergence each gradient follows, by exact enumeration
+
+
+def _categorical(logits, ref_probs) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = torch.as_tensor(logits, dtype=DTYPE)
+    ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
+    if logits.dim() != 1 or ref_probs.shape != logits.shape:
+        raise ValueError(f"logits and ref_probs must be 1-D of the same size, got {tuple(logits.shape)} "
+                         f"and {tuple(ref_probs.shape)}")
+    if (ref_probs <= 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-9:
+        raise ValueError("ref_probs must be positive and sum to 1")
+    return logits, ref_probs
+
+
+def expected_estimator_gradient(logits, ref_probs, estimator: str) -> torch.Tensor:
+    """E_{x~π_θ}[∇_θ k(x)] = ∇_θ Σ_x sg[π_θ(x)] · k(x), computed exactly.
+
+    The weights π_θ(x) are *not* differentiated: a sample carries no gradient through the fact
+    that it was drawn, exactly as when k is averaged over sampled tokens in a loss.
+    """
+    logits, ref_probs = _categorical(logits, ref_probs)
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, dim=0)
+    weighted = (logp.exp().detach() * kl_estimate(logp, ref_probs.log(), estimator)).sum()
+    (gradient,) = torch.autograd.grad(weighted, theta)
+    return gradient
+
+
+def reverse_kl(logits, ref_probs) -> torch.Tensor:
+    """KL(π_θ ‖ π_ref) = Σ_x π_θ(x) log(π_θ(x) / π_ref(x)) (differentiable in ``logits``)."""
+    logits, ref_probs = _categorical(logits, ref_probs)
+    logp = torch.log_softmax(logits, dim=0)
+    return (logp.exp() * (logp - ref_probs.log())).sum()
+
+
+def forward_kl(logits, ref_probs) -> torch.Tensor:
+    """KL(π_ref ‖ π_θ) = Σ_x π_ref(x) log(π_ref(x) / π_θ(x)) (differentiable in ``logits``)."""
+    logits, ref_probs = _categorical(logits, ref_probs)
+    return (ref_probs * (ref_probs.log() - torch.log_softmax(logits, dim=0))).sum()
+
+
+def kl_gradient(logits, ref_probs, direction: str) -> torch.Tensor:
+    """∇_θ of ``reverse_kl`` (direction "reverse") or ``forward_kl`` (direction "forward")."""
+    check_choice("direction", direction, ("reverse", "forward"))
+    theta = torch.as_tensor(logits, dtype=DTYPE).clone().requires_grad_(True)
+    divergence = (reverse_kl if direction == "reverse" else forward_kl)(theta, ref_probs)
+    (gradient,) = torch.autograd.grad(divergence, theta)
+    return gradient
+
+
+def placement_gradient(logits, ref_probs, rewards, *, beta: float, placement: str) -> torch.Tensor:
+    """The expected gradient of "maximise reward, penalise KL" for one placement of the penalty.
+
+    Every x is one response of one token (B = K rows, T = 1), weighted by sg[π_θ(x)]:
+
+    - ``"k1_in_reward"``: the shaped reward R − β·sg[k1] (``rlbook.kl.kl_in_reward``) multiplies
+      ∇log π, as in REINFORCE;
+    - ``"kN_in_loss"``: REINFORCE on R alone, plus the loss term β·kN (``rlbook.kl.kl_in_loss``)
+      differentiated directly.
+
+    Returns the ascent direction (the gradient of the objective, not of the loss).
+    """
+    check_choice("placement", placement, KL_PLACEMENTS)
+    logits, ref_probs = _categorical(logits, ref_probs)
+    rewards = torch.as_tensor(rewards, dtype=DTYPE)
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, dim=0).unsqueeze(1)  # (K, 1): K one-token responses
+    ref_logp = ref_probs.log().unsqueeze(1)
+    weights = logp.exp().detach()
+    estimator = placement.split("_")[0]
+    if placement == "k1_in_reward":
+        shaped = kl_in_reward(rewards, kl_estimate(logp, ref_logp, "k1"), beta, torch.ones_like(logp))
+        objective = (weights * shaped * logp).sum()
+    else:
+        penalty = kl_in_loss(logp, ref_logp, beta=beta, estimator=estimator)
+        objective = (weights * (rewards.unsqueeze(1) * logp - penalty)).sum()
+    (gradient,) = torch.autograd.grad(objective, theta)
+    return gradient
+
+
+def regularised_ascent(logits, ref_probs, rewards, *, beta: float, placement: str, steps: int,
+                       lr: float) -> torch.Tensor:
+    """Exact gradient ascent θ ← θ + lr · ``placement_gradient``; returns the final π_θ."""
+    steps = check_int("steps", steps, minimum=0)
+    lr = check_positive("lr", lr)
+    theta, _ = _categorical(logits, ref_probs)
+    for _ in range(steps):
+        theta = theta + lr * placement_gradient(theta, ref_probs, rewards, beta=beta, placement=placement)
+    return torch.softmax(theta, dim=0)
+
+
+def reverse_kl_optimum(ref_probs, rewards, *, beta: float) -> torch.Tensor:
+    """argmax_π E_π[R] − β KL(π ‖ π_ref) = π_ref · exp(R/β) / Z (the RLHF closed form)."""
+    ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
+    beta = check_positive("beta", beta)
+    return torch.softmax(ref_probs.log() + torch.as_tensor(rewards, dtype=DTYPE) / beta, dim=0)
+
+
+def forward_kl_optimum(ref_probs, rewards, *, beta: float, iterations: int = 200) -> torch.Tensor:
+    """argmax_π E_π[R] − β KL(π_ref ‖ π): π(x) = β π_ref(x) / (λ − R(x)), λ > max R with Σ π = 1.
+
+    Setting the derivative of the Lagrangian to zero, R(x) + β π_ref(x)/π(x) = λ; λ is found by
+    bisection (Σ π decreases in λ from +∞ just above max R to 0).
+    """
+    ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
+    rewards = torch.as_tensor(rewards, dtype=DTYPE)
+    beta = check_positive("beta", beta)
+    low, high = float(rewards.max()), float(rewards.max()) + beta + 1.0
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        if float((beta * ref_probs / (middle - rewards)).sum()) > 1:
+            low = middle
+        else:
+            high = middle
+    probs = beta * ref_probs / (0.5 * (low + high) - rewards)
+    return probs / probs.sum()

@@ -1,0 +1,158 @@
+"""Figures and widgets for lesson 01: Monte Carlo policy gradients, baselines, a REINFORCE run.
+
+Every function draws a new figure and returns it; end a notebook line with ``;`` so Jupyter shows
+it once. ``gradient_spread_widget`` wraps ``plot_gradient_spread`` in ``ipywidgets.interact``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook.toys import (
+    BASELINES,
+    GaussianBandit,
+    exact_gradient,
+    exact_gradient_variance,
+    reinforce_estimates,
+    total_variance,
+)
+
+__all__ = [
+    "BATCH_SIZES",
+    "plot_gradient_spread",
+    "gradient_spread_widget",
+    "plot_variance_vs_batch_size",
+    "plot_bandit_learning",
+    "plot_training_history",
+]
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+BASELINE_COLOURS = {"none": "tab:red", "value": "tab:blue", "leave_one_out": "tab:green"}
+
+
+def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16, baseline: str = "none",
+                         num_estimates: int = 300, dims: tuple[int, int] = (0, 1), seed: int = 0,
+                         half_width: float | None = None):
+    """Scatter ``num_estimates`` REINFORCE estimates of ∇J around the exact gradient.
+
+    Two coordinates ``dims`` of each estimate are drawn. The view is centred on the exact
+    gradient with a fixed ``half_width`` (by default 3 standard deviations of the wider of the two
+    coordinates of a 4-pull estimate without baseline), so that changing the batch size or the
+    baseline changes only the cloud.
+    """
+    i, j = dims
+    exact = exact_gradient(bandit, logits).numpy()
+    estimates = reinforce_estimates(bandit, logits, batch_size=batch_size, num_estimates=num_estimates,
+                                    baseline=baseline, seed=seed)
+    if half_width is None:
+        per_arm = exact_gradient_variance(bandit, logits, per_arm=True)
+        half_width = 3 * math.sqrt(float(per_arm[[i, j]].max()) / 4)
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    colour = BASELINE_COLOURS.get(baseline, "tab:gray")
+    ax.scatter(estimates[:, i], estimates[:, j], s=9, alpha=0.45, color=colour, label=f"estimates ĝ (N={batch_size})")
+    mean = estimates.mean(dim=0).numpy()
+    ax.scatter(*exact[[i, j]], marker="*", s=260, color="black", zorder=3, label="exact ∇J")
+    ax.scatter(*mean[[i, j]], marker="+", s=160, color="white", linewidths=2.5, zorder=4)
+    ax.scatter(*mean[[i, j]], marker="+", s=120, color=colour, linewidths=1.5, zorder=5, label="mean of the estimates")
+    ax.set_xlim(exact[i] - half_width, exact[i] + half_width)
+    ax.set_ylim(exact[j] - half_width, exact[j] + half_width)
+    ax.axhline(0, color="0.8", lw=0.8, zorder=0)
+    ax.axvline(0, color="0.8", lw=0.8, zorder=0)
+    ax.set_xlabel(f"∂J/∂θ_{i}")
+    ax.set_ylabel(f"∂J/∂θ_{j}")
+    ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}\n"
+                 f"total variance E‖ĝ − ∇J‖² = {total_variance(estimates):.4f}", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    fig.tight_layout()
+    return fig
+
+
+def gradient_spread_widget(bandit: GaussianBandit, logits, *, dims: tuple[int, int] = (0, 1),
+                           num_estimates: int = 300, seed: int = 0):
+    """Batch size and baseline as knobs of ``plot_gradient_spread`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(batch_size, baseline):
+        plot_gradient_spread(bandit, logits, batch_size=batch_size, baseline=baseline, dims=dims,
+                             num_estimates=num_estimates, seed=seed)
+
+    return widgets.interact(
+        draw,
+        batch_size=widgets.SelectionSlider(options=BATCH_SIZES, value=4, description="batch size"),
+        baseline=widgets.Dropdown(options=BASELINES, value="none", description="baseline"),
+    )
+
+
+def plot_variance_vs_batch_size(measured: dict[str, list[float]], batch_sizes, *,
+                                exact_one_pull: dict[str, float] | None = None):
+    """Log-log plot of the measured total variance against batch size, one line per baseline.
+
+    ``measured[baseline]`` holds one variance per entry of ``batch_sizes``; ``exact_one_pull``
+    (optional) the exact variance of a one-pull estimate, drawn as the line variance / N.
+    """
+    fig, ax = plt.subplots(figsize=(5.6, 4.0))
+    sizes = np.asarray(batch_sizes, dtype=float)
+    for baseline, variances in measured.items():
+        colour = BASELINE_COLOURS.get(baseline, None)
+        ax.plot(sizes, variances, "o", color=colour, label=f"measured, baseline={baseline!r}")
+        if exact_one_pull and baseline in exact_one_pull:
+            ax.plot(sizes, exact_one_pull[baseline] / sizes, "-", color=colour, alpha=0.6, lw=1.2,
+                    label=f"exact / N, baseline={baseline!r}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size N (pulls per gradient estimate)")
+    ax.set_ylabel("total variance E‖ĝ − ∇J‖²")
+    ax.set_title("Variance falls as 1/N; a baseline lowers the whole line", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | None = None):
+    """Expected reward J(θ_t) of REINFORCE runs: the mean over runs and the 10–90% band.
+
+    ``histories[baseline]`` is (num_runs, steps + 1), as returned by ``rlbook.toys.train_bandit``.
+    """
+    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    for baseline, history in histories.items():
+        values = history.numpy()
+        steps = np.arange(values.shape[1])
+        colour = BASELINE_COLOURS.get(baseline, None)
+        ax.plot(steps, values.mean(0), color=colour, label=f"baseline={baseline!r} (mean of {values.shape[0]} runs)")
+        low, high = np.quantile(values, [0.1, 0.9], axis=0)
+        ax.fill_between(steps, low, high, color=colour, alpha=0.15, lw=0)
+    if best is not None:
+        ax.axhline(best, color="black", ls=":", lw=1, label="best arm's mean reward")
+    ax.set_xlabel("REINFORCE step")
+    ax.set_ylabel("expected reward J(θ)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_training_history(history: dict[str, list[float]], keys=None, *, title: str | None = None):
+    """One small panel per metric of a training run, against the step.
+
+    ``history`` maps a metric name to its value at every step (a dict of equal-length lists).
+    """
+    keys = list(keys or history)
+    missing = [key for key in keys if key not in history]
+    if missing:
+        raise ValueError(f"history has no metric {missing}; it has {sorted(history)}")
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 3.0), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        values = history[key]
+        ax.plot(range(len(values)), values, "o-", ms=3)
+        ax.set_title(key, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig

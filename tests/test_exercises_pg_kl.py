@@ -1,0 +1,94 @@
+"""The checkers of lessons 01 and 02: they pass the reference, and name each classic mistake."""
+
+import pytest
+import torch
+
+from rlbook import toys
+from rlbook.exercises import pg_kl
+from rlbook.kl import k1, k2, k3
+
+
+def _capture(capsys, checker, fn):
+    result = checker(fn)
+    return result, capsys.readouterr().out
+
+
+def _log_softmax(t):
+    return torch.log_softmax(t, dim=-1)
+
+
+def _value(t, means):
+    return (_log_softmax(t).exp() * means).sum()
+
+
+def test_checkers_skip_an_unattempted_exercise(capsys):
+    for checker in (pg_kl.check_reinforce_loss, pg_kl.check_optimal_baseline, pg_kl.check_k3,
+                    pg_kl.check_expected_gradient):
+        result, out = _capture(capsys, checker, None)
+        assert result is None and "Nothing to check yet" in out
+    with pytest.raises(ValueError, match="function"):
+        pg_kl.check_k3(3)
+
+
+def test_reinforce_loss_reference_passes(capsys):
+    result, out = _capture(capsys, pg_kl.check_reinforce_loss, pg_kl.reference_reinforce_loss)
+    assert result is True and out.startswith("✓")
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda t, a, r, m: -((r - _value(t, m)) * _log_softmax(t)[a]).mean(), "not detached"),
+    (lambda t, a, r, m: -(r * _log_softmax(t)[a]).mean(), "no baseline"),
+    (lambda t, a, r, m: ((r - _value(t, m).detach()) * _log_softmax(t)[a]).mean(), "sign is flipped"),
+    (lambda t, a, r, m: -((r - _value(t, m).detach()) * _log_softmax(t)[a]).sum(), "sums over the batch"),
+    (lambda t, a, r, m: -((r - _value(t, m).detach()) * t[a]).mean(), "normaliser is missing"),
+    (lambda t, a, r, m: torch.tensor(0.0), "carries no gradient"),
+    (lambda t, a, r, m: 1 / 0, "ZeroDivisionError"),
+])
+def test_reinforce_loss_mistakes_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_reinforce_loss, wrong)
+    assert result is False and words in out
+
+
+def _reference_baseline(logits, means):
+    return toys.optimal_constant_baseline(toys.GaussianBandit(tuple(means.tolist())), logits)
+
+
+def test_optimal_baseline(capsys):
+    assert _capture(capsys, pg_kl.check_optimal_baseline, _reference_baseline)[0] is True
+    result, out = _capture(capsys, pg_kl.check_optimal_baseline, lambda l, m: (torch.softmax(l, -1) * m).sum())
+    assert result is False and "value E[R]" in out
+    result, out = _capture(capsys, pg_kl.check_optimal_baseline, lambda l, m: torch.zeros(2))
+    assert result is False and "one number" in out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda logp, ref: k3(ref, logp), "π_θ/π_ref"),
+    (k1, "that is k1"),
+    (k2, "that is k2"),
+    (lambda logp, ref: torch.exp(ref - logp) - (ref - logp), "−1 is missing"),
+    (lambda logp, ref: -k3(logp, ref), "sign is flipped"),
+    (lambda logp, ref: k3(logp, ref).mean(), "one value per token"),
+    (lambda logp, ref: k3(logp, ref) + 0.1, "not the expected values"),
+])
+def test_k3_mistakes_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_k3, wrong)
+    assert result is False and words in out
+
+
+def test_k3_reference_passes(capsys):
+    assert _capture(capsys, pg_kl.check_k3, k3)[0] is True
+
+
+def _enumerate(weights):
+    def gradient(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        logp = torch.log_softmax(theta, 0)
+        w = {"detached": logp.exp().detach(), "live": logp.exp()}[weights]
+        return torch.autograd.grad((w * estimator(logp, ref_probs.log())).sum(), theta)[0]
+    return gradient
+
+
+def test_expected_gradient(capsys):
+    assert _capture(capsys, pg_kl.check_expected_gradient, _enumerate("detached"))[0] is True
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, _enumerate("live"))
+    assert result is False and "wrong for k1" in out and "differentiated the sampling weights" in out

@@ -1,0 +1,132 @@
+"""The exactly solvable toys: each closed form against autograd or a large sample."""
+
+import math
+
+import pytest
+import torch
+
+from rlbook import toys
+
+BANDIT = toys.GaussianBandit(means=(1.0, 1.4, 2.0, 0.6, 1.2), noise=0.5)
+LOGITS = torch.tensor([0.5, 0.0, -0.5, 1.0, 0.0], dtype=torch.float64)
+REF = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
+REWARDS = torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64)
+
+
+def test_exact_gradient_is_the_autograd_gradient_of_the_expected_reward():
+    theta = LOGITS.clone().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(toys.expected_reward(BANDIT, theta), theta)
+    assert torch.allclose(toys.exact_gradient(BANDIT, LOGITS), gradient, atol=1e-12)
+
+
+def test_score_function_is_the_gradient_of_log_softmax():
+    theta = LOGITS.clone().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(torch.log_softmax(theta, 0)[3], theta)
+    assert torch.allclose(toys.score_function(LOGITS, torch.tensor(3)), gradient, atol=1e-12)
+
+
+@pytest.mark.parametrize("baseline", toys.BASELINES)
+def test_reinforce_estimates_are_unbiased(baseline):
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=8, num_estimates=20_000, baseline=baseline, seed=0)
+    z = (estimates.mean(0) - toys.exact_gradient(BANDIT, LOGITS)) / (estimates.std(0) / math.sqrt(20_000))
+    assert z.abs().max() < 4.5
+
+
+@pytest.mark.parametrize("baseline", ["none", "value"])
+def test_exact_variance_matches_sampling(baseline):
+    value = float(toys.expected_reward(BANDIT, LOGITS)) if baseline == "value" else 0.0
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=1, num_estimates=100_000, baseline=baseline, seed=1)
+    per_arm = toys.exact_gradient_variance(BANDIT, LOGITS, value, per_arm=True)
+    assert float(per_arm.sum()) == pytest.approx(toys.exact_gradient_variance(BANDIT, LOGITS, value))
+    assert torch.allclose(estimates.var(0), per_arm, rtol=0.05)
+
+
+def test_optimal_constant_baseline_minimises_the_exact_variance():
+    best = toys.optimal_constant_baseline(BANDIT, LOGITS)
+    variance = lambda b: toys.exact_gradient_variance(BANDIT, LOGITS, b)  # noqa: E731
+    assert variance(best) < variance(best - 0.01) and variance(best) < variance(best + 0.01)
+    assert variance(best) <= variance(float(toys.expected_reward(BANDIT, LOGITS)))
+
+
+def test_leave_one_out_baseline_excludes_the_sample_itself():
+    rewards = torch.tensor([[1.0, 2.0, 6.0]])
+    assert torch.allclose(toys.baseline_values(rewards, "leave_one_out"), torch.tensor([[4.0, 3.5, 1.5]]))
+    with pytest.raises(ValueError, match="batch_size >= 2"):
+        toys.baseline_values(torch.ones(2, 1), "leave_one_out")
+    with pytest.raises(ValueError, match="baseline"):
+        toys.baseline_values(rewards, "mean")
+
+
+def test_train_bandit_shapes_and_improvement():
+    history = toys.train_bandit(BANDIT, LOGITS, steps=30, batch_size=4, lr=0.5, baseline="value", num_runs=8, seed=0)
+    assert history.shape == (8, 31)
+    assert float(history[:, -1].mean()) > float(history[:, 0].mean())
+
+
+def test_bandit_rejects_bad_input():
+    with pytest.raises(ValueError, match="means"):
+        toys.GaussianBandit(means=(1.0,))
+    with pytest.raises(ValueError, match="logits"):
+        toys.exact_gradient(BANDIT, torch.zeros(3))
+
+
+def test_gaussian_kl_closed_form():
+    assert toys.gaussian_kl(0.0, 1.0, 1.0, 1.0) == pytest.approx(0.5)
+    assert toys.gaussian_kl(0.3, 1.2, 0.3, 1.2) == pytest.approx(0.0, abs=1e-12)
+    # against a large sample of k1 = log q − log p
+    estimates = toys.sample_kl_estimates(0.4, 1.5, n_samples=400_000, seed=0)
+    assert float(estimates["k1"].mean()) == pytest.approx(toys.gaussian_kl(0.0, 1.0, 0.4, 1.5), rel=0.02)
+
+
+@pytest.mark.parametrize("mu", [0.1, 1.0])
+def test_kl_table_closed_form_matches_sampling(mu):
+    exact = toys.kl_estimator_table_exact(mu)
+    measured = toys.kl_estimator_table_monte_carlo(mu, n_samples=400_000, seed=0)
+    assert measured["true_kl"]["value"] == pytest.approx(mu**2 / 2)
+    for name in ("k1", "k2", "k3"):
+        assert measured[name]["stdev/true"] == pytest.approx(exact[name]["stdev/true"], rel=0.05)
+        assert abs(measured[name]["bias/true"] - exact[name]["bias/true"]) < 5 * measured[name]["bias_se/true"]
+
+
+def test_kl_table_matches_schulman_2020():
+    # The numbers of Schulman's blog note, to the digits it printed.
+    small, large = toys.kl_estimator_table_exact(0.1), toys.kl_estimator_table_exact(1.0)
+    assert small["k1"]["stdev/true"] == pytest.approx(20)
+    assert small["k2"]["stdev/true"] == pytest.approx(1.42, abs=0.005)
+    assert small["k3"]["stdev/true"] == pytest.approx(1.42, abs=0.005)
+    assert large["k2"]["bias/true"] == pytest.approx(0.25)
+    assert large["k2"]["stdev/true"] == pytest.approx(1.73, abs=0.005)
+    assert large["k3"]["stdev/true"] == pytest.approx(1.7, abs=0.01)
+    with pytest.raises(ValueError, match="mu"):
+        toys.kl_estimator_table_exact(0.0)
+
+
+def test_estimator_gradients_follow_their_divergences():
+    assert torch.allclose(toys.expected_estimator_gradient(LOGITS, REF, "k1"), torch.zeros(5, dtype=torch.float64), atol=1e-14)
+    assert torch.allclose(toys.expected_estimator_gradient(LOGITS, REF, "k2"), toys.kl_gradient(LOGITS, REF, "reverse"))
+    assert torch.allclose(toys.expected_estimator_gradient(LOGITS, REF, "k3"), toys.kl_gradient(LOGITS, REF, "forward"))
+
+
+def test_placements_converge_to_their_optima():
+    reverse = toys.reverse_kl_optimum(REF, REWARDS, beta=0.25)
+    forward = toys.forward_kl_optimum(REF, REWARDS, beta=0.25)
+    assert float(forward.sum()) == pytest.approx(1.0)
+    for placement, target in (("k1_in_reward", reverse), ("k2_in_loss", reverse), ("k3_in_loss", forward)):
+        final = toys.regularised_ascent(REF.log(), REF, REWARDS, beta=0.25, placement=placement, steps=300, lr=4.0)
+        assert torch.allclose(final, target, atol=1e-6), placement
+
+
+def test_forward_kl_optimum_is_stationary():
+    # The gradient of E[R] − β KL(π_ref ‖ π) vanishes at the optimum (in logit space).
+    optimum = toys.forward_kl_optimum(REF, REWARDS, beta=0.25)
+    theta = optimum.log().clone().requires_grad_(True)
+    objective = (torch.softmax(theta, 0) * REWARDS).sum() - 0.25 * toys.forward_kl(theta, REF)
+    (gradient,) = torch.autograd.grad(objective, theta)
+    assert gradient.abs().max() < 1e-9
+
+
+def test_categorical_inputs_are_checked():
+    with pytest.raises(ValueError, match="ref_probs"):
+        toys.reverse_kl(LOGITS, torch.tensor([0.5, 0.5]))
+    with pytest.raises(ValueError, match="placement"):
+        toys.placement_gradient(LOGITS, REF, REWARDS, beta=0.1, placement="k2_in_reward")

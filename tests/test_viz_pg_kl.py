@@ -1,0 +1,79 @@
+"""The figures and widgets of lessons 01 and 02 draw without error and show what they claim."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook import toys  # noqa: E402
+from rlbook.viz import kl as kl_viz  # noqa: E402
+from rlbook.viz import policy_gradient as pg_viz  # noqa: E402
+
+BANDIT = toys.GaussianBandit(means=(1.0, 1.4, 2.0, 0.6, 1.2), noise=0.5)
+LOGITS = torch.tensor([0.5, 0.0, -0.5, 1.0, 0.0], dtype=torch.float64)
+REF = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("baseline", toys.BASELINES)
+def test_gradient_spread_view_is_fixed_across_settings(baseline):
+    fig = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=8, baseline=baseline, num_estimates=50, dims=(2, 3))
+    reference = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=64, baseline="none", num_estimates=50, dims=(2, 3))
+    assert fig.axes[0].get_xlim() == reference.axes[0].get_xlim()
+    assert baseline in fig.axes[0].get_title()
+
+
+def test_gradient_spread_widget_builds():
+    widget = pg_viz.gradient_spread_widget(BANDIT, LOGITS, num_estimates=20)
+    assert widget is not None
+
+
+def test_variance_and_learning_plots():
+    fig = pg_viz.plot_variance_vs_batch_size({"none": [1.0, 0.5], "value": [0.2, 0.1]}, [2, 4],
+                                             exact_one_pull={"none": 2.0, "value": 0.4})
+    assert len(fig.axes[0].lines) == 4
+    histories = {"none": torch.rand(3, 11), "value": torch.rand(3, 11)}
+    fig = pg_viz.plot_bandit_learning(histories, best=2.0)
+    assert fig.axes[0].get_xlabel() == "REINFORCE step"
+
+
+def test_training_history_plot_checks_keys():
+    fig = pg_viz.plot_training_history({"reward": [0.1, 0.2], "loss": [1.0, 0.5]})
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="entropy"):
+        pg_viz.plot_training_history({"reward": [0.1]}, keys=["entropy"])
+
+
+def test_kl_histograms_mark_the_true_kl():
+    fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
+    assert len(fig.axes) == 3
+    assert all("true KL = 0.5" in ax.get_legend().get_texts()[0].get_text() for ax in fig.axes)
+
+
+def test_kl_widget_builds():
+    assert kl_viz.kl_estimator_widget(n_samples=500) is not None
+
+
+def test_kl_table_and_gradient_plots():
+    measured = {1.0: toys.kl_estimator_table_monte_carlo(1.0, n_samples=2_000)}
+    fig = kl_viz.plot_kl_estimator_table([0.1, 1.0], measured=measured)
+    assert len(fig.axes) == 2
+    gradients = {name: toys.expected_estimator_gradient(LOGITS, REF, name) for name in ("k1", "k2", "k3")}
+    fig = kl_viz.plot_expected_gradients(gradients, reverse=toys.kl_gradient(LOGITS, REF, "reverse"),
+                                         forward=toys.kl_gradient(LOGITS, REF, "forward"))
+    assert len(fig.axes[0].patches) == 15
+
+
+def test_placement_plot():
+    rewards = torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64)
+    finals = {"k1_in_reward": REF, "k3_in_loss": REF}
+    fig = kl_viz.plot_placement_outcomes(REF, rewards, finals, reverse_optimum=REF, forward_optimum=REF)
+    assert len(fig.axes[0].patches) == 15
