@@ -98,18 +98,26 @@ def preference_command(argv: list[str]) -> int:
                                      description="Offline preference optimisation: DPO and its relatives.")
     parser.add_argument("loss", choices=PREFERENCE_LOSSES)
     _add_preference_data_arguments(parser)
+    parser.add_argument("--labels", choices=["noisy", "gold"], default="noisy",
+                        help="training labels: drawn from the gold Bradley-Terry model (noisy, like people) or "
+                             "the higher gold reward always chosen (gold); held-out pairs are always gold-ordered")
+    parser.add_argument("--min-gold-gap", type=float, default=0.0,
+                        help="keep only training pairs whose gold rewards differ by at least this much")
+    parser.add_argument("--drop-truncated", action="store_true",
+                        help="drop training pairs in which either completion hit the token limit")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a PreferenceTrainer argument, e.g. --set beta=0.1 --set lr=1e-4 (repeatable)")
     args = parser.parse_args(argv)
 
-    model, tokenizer, pairs, eval_pairs = _preference_data(args)
+    model, tokenizer, pairs, eval_pairs = _preference_data(
+        args, noisy_labels=args.labels == "noisy", min_gold_gap=args.min_gold_gap, drop_truncated=args.drop_truncated)
     trainer = PreferenceTrainer(model, tokenizer, pairs, loss=args.loss, steps=args.steps, eval_pairs=eval_pairs,
                                 seed=args.seed, **_key_values(args.settings))
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     history = trainer.train()
     summary = {"loss": args.loss, "model": args.model, "pairs": len(pairs), "held_out_pairs": len(eval_pairs),
                "steps": trainer.steps, "wall_time_s": round(time.perf_counter() - start, 1),
-               "held_out": trainer.evaluate()}
+               "cpu_time_s": round(time.process_time() - cpu_start, 1), "held_out": trainer.evaluate()}
     _write_run(Path(args.out), history, summary, trainer.model, tokenizer)
     return 0
 
@@ -190,9 +198,11 @@ def _add_preference_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
-def _preference_data(args):
+def _preference_data(args, **pair_options):
     """(model, tokenizer, pairs, eval_pairs): pairs read from files, or sampled from the model on review
-    prompts (two completions each) and labelled by the gold labeller; both are saved in --out."""
+    prompts (two completions each) and labelled by the gold labeller; both are saved in --out.
+    ``pair_options`` go to ``policy_preference_pairs`` for the sampled training pairs (held-out pairs:
+    every untied pair on the test prompts, gold-ordered)."""
     from datasets import Dataset
 
     from rlbook.models import load_model
@@ -206,7 +216,7 @@ def _preference_data(args):
         pairs = Dataset.from_json(args.pairs)
     else:
         prompts = ReviewTask().dataset(args.train_prompts, seed=args.seed, split="train")["prompt"]
-        pairs = policy_preference_pairs(model, tokenizer, prompts, seed=args.seed)
+        pairs = policy_preference_pairs(model, tokenizer, prompts, seed=args.seed, **pair_options)
     if args.eval_pairs:
         eval_pairs = Dataset.from_json(args.eval_pairs)
     else:

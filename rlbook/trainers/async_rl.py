@@ -62,14 +62,18 @@ stream samples, sync parameters every few steps and bound the staleness; both ne
 off-policy-aware loss for the same reason the decoupled objective exists here.
 
 Simplified on purpose: one generator; whole rounds, not streamed samples; the simulated mode
-stores η + 1 copies of the weights (fine for the book's models, wasteful for a large one);
-checkpoint/resume is not supported (``save`` raises).
+stores η + 1 copies of the weights (fine for the book's models, wasteful for a large one), and
+its checkpoints hold them too. ``save`` / ``train(checkpoint_dir=...)`` and ``resume`` work in
+both modes: a simulated run interrupted at step k and resumed gives the uninterrupted run's
+history (timings aside); a threaded one resumes the learner exactly but drops the rounds that
+were in flight, so its later batches differ, as any two threaded runs' do.
 """
 
 from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import queue
 import threading
 import time
@@ -82,9 +86,11 @@ from rlbook.trainers.config import OnlineConfig
 from rlbook.trainers.history import History
 from rlbook.trainers.online import OnlineTrainer, ScoredBatch
 
-__all__ = ["ASYNC_OBJECTIVES", "AsyncConfig", "AsyncTrainer"]
+__all__ = ["ASYNC_OBJECTIVES", "AsyncConfig", "AsyncTrainer", "pipeline_schedule"]
 
 ASYNC_OBJECTIVES = ("naive", "decoupled")
+# The AsyncConfig fields a resumed trainer must share with the checkpoint (queue_timeout may change).
+ASYNC_SETTINGS = ("staleness", "objective", "behaviour_weight_cap", "threaded")
 # Seconds between checks of the stop flag while a thread waits (for the queue or a new version).
 POLL_SECONDS = 0.05
 
@@ -152,6 +158,7 @@ class AsyncTrainer(OnlineTrainer):
         self._stop = threading.Event()
         self._producer_error = None
         self._rounds_produced = 0
+        self._rounds_taken = 0  # rounds handed to the learner (a resumed producer starts from there)
 
     @staticmethod
     def _frozen_copy(policy):
@@ -189,6 +196,7 @@ class AsyncTrainer(OnlineTrainer):
     def _next_round(self) -> ScoredBatch:
         """The next round for the learner: from the queue (threaded) or sampled now by the stale snapshot."""
         scored, version, generate_time = self._queued_round() if self.async_config.threaded else self._simulated_round()
+        self._rounds_taken += 1
         self._step_rounds.append({"staleness": self.policy_version - version, "generate_time": generate_time})
         return scored
 
@@ -308,16 +316,100 @@ class AsyncTrainer(OnlineTrainer):
         return {"old_logp": self._proximal_logp[rows], "behaviour_logp": batch.rollout.logprobs[rows],
                 "behaviour_weight_cap": self.async_config.behaviour_weight_cap}
 
-    # --- not supported ----------------------------------------------------------------------
-    def save(self, directory) -> str:
-        raise NotImplementedError("checkpointing an AsyncTrainer is not supported yet (the kept policy "
-                                  "snapshots and the queue would have to be saved too)")
+    # --- checkpoints ------------------------------------------------------------------------
+    def _checkpoint_state(self) -> tuple[dict, dict]:
+        """The synchronous trainer's checkpoint, plus the generator's state.
 
-    def resume(self, path) -> AsyncTrainer:
-        raise NotImplementedError("resuming an AsyncTrainer is not supported yet")
+        Simulated mode: the kept snapshots (the last η + 1 policies, the stale ones the next
+        steps sample with), so a resumed run samples with exactly the weights the uninterrupted
+        one would. Both modes: the learner's version, the rounds taken, and the timeline.
+        Threaded mode saves no rounds in flight (see ``resume``).
+        """
+        tensors, meta = super()._checkpoint_state()
+        tensors["snapshots"] = [(version, weights) for version, weights in self._snapshots]
+        meta["async"] = {"config": dataclasses.asdict(self.async_config), "policy_version": self.policy_version,
+                         "rounds_taken": self._rounds_taken, "timeline": list(self.timeline)}
+        return tensors, meta
+
+    def _restore_state(self, tensors: dict, meta: dict) -> None:
+        """Restore a checkpoint of an ``AsyncTrainer`` built with the same ``OnlineConfig`` and ``AsyncConfig``.
+
+        Simulated mode resumes to the same numbers as the uninterrupted run. Threaded mode resumes
+        the learner exactly (weights, optimizer, version, history) but not the generator: rounds
+        that were queued or being sampled when the checkpoint was written are dropped, and the
+        producer restarts from the restored policy. The staleness bound still holds, but which
+        version samples which batch differs (as it does between any two threaded runs).
+        """
+        if "async" not in meta or "snapshots" not in tensors:
+            raise ValueError("path must hold a checkpoint written by an AsyncTrainer (it has no generator state)")
+        saved = meta["async"]["config"]
+        differences = [name for name in ASYNC_SETTINGS if saved[name] != getattr(self.async_config, name)]
+        if differences:
+            raise ValueError(f"async_config differs from the checkpoint's in {differences}: "
+                             "build the trainer with the saved AsyncConfig")
+        super()._restore_state(tensors, meta)
+        self.close()
+        self._drain_queue()
+        self._snapshots.clear()
+        self._snapshots.extend((version, weights) for version, weights in tensors["snapshots"])
+        self.policy_version = meta["async"]["policy_version"]
+        self._rounds_taken = self._rounds_produced = meta["async"]["rounds_taken"]
+        self.timeline = [dict(entry) for entry in meta["async"]["timeline"]]
+        resumed_at = self.timeline[-1]["end"] if self.timeline else 0.0
+        self._clock_zero = time.perf_counter() - resumed_at  # the timeline goes on from where it stopped
+
+    def _drain_queue(self) -> None:
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                return
 
     def _clock(self) -> float:
         return time.perf_counter() - self._clock_zero
+
+
+def pipeline_schedule(generate_seconds, train_seconds, staleness: int) -> list[dict]:
+    """The ideal timeline of one generator and one learner with staleness bound η (no overheads).
+
+    Round i takes ``generate_seconds[i]`` to sample and step i ``train_seconds[i]`` to train on it.
+    The generator starts round i as soon as it is free *and* the learner has reached version
+    i − η (admission control, as in the threaded ``AsyncTrainer``), sampling with the newest
+    weights; the learner starts step t once round t is sampled and step t − 1 is done:
+
+        gen_start(i)   = max(gen_end(i − 1), train_end(i − η − 1))   (train_end(j < 0) = 0)
+        train_start(t) = max(gen_end(t), train_end(t − 1))
+
+    η = 0 gives the synchronous loop, whose span is Σ (gen + train); with η ≥ 1 the two overlap,
+    and with steady times the span tends to n · max(gen, train). Returns entries like
+    ``AsyncTrainer.timeline``'s (phase, start, end, version), sorted by start.
+    """
+    generate_seconds, train_seconds = list(generate_seconds), list(train_seconds)
+    if not generate_seconds or len(generate_seconds) != len(train_seconds):
+        raise ValueError(f"generate_seconds and train_seconds must be non-empty and of equal length, got "
+                         f"{len(generate_seconds)} and {len(train_seconds)}")
+    if min(generate_seconds + train_seconds) < 0:
+        raise ValueError("generate_seconds and train_seconds must be non-negative")
+    check_int("staleness", staleness, minimum=0)
+    gen_end, train_end, entries = [], [], []
+    for i, seconds in enumerate(generate_seconds):
+        _train_until(i - 1, gen_end, train_end, train_seconds, entries)  # every step whose round exists
+        admitted = train_end[i - staleness - 1] if i - staleness > 0 else 0.0
+        start = max(gen_end[-1] if gen_end else 0.0, admitted)
+        version = sum(end <= start for end in train_end)  # the newest weights when the round starts
+        gen_end.append(start + seconds)
+        entries.append({"phase": "generate", "start": start, "end": gen_end[i], "version": version})
+    _train_until(len(train_seconds) - 1, gen_end, train_end, train_seconds, entries)
+    return sorted(entries, key=lambda e: (e["start"], e["phase"] == "train"))
+
+
+def _train_until(step: int, gen_end: list, train_end: list, train_seconds: list, entries: list) -> None:
+    """Schedule learner steps up to ``step`` (each needs its round sampled and the previous step done)."""
+    while len(train_end) <= step:
+        t = len(train_end)
+        start = max(gen_end[t], train_end[-1] if train_end else 0.0)
+        train_end.append(start + train_seconds[t])
+        entries.append({"phase": "train", "start": start, "end": train_end[t], "version": t + 1})
 
 
 def _cloned_weights(model) -> dict:

@@ -23,7 +23,7 @@ import torch
 
 from rlbook._checks import check_int
 from rlbook.rollout import sample
-from rlbook.tasks.reviews import preference_pairs
+from rlbook.tasks.reviews import gold_reward, preference_pairs
 from rlbook.tasks.verifiers import completion_text
 
 __all__ = ["PromptCompletionBatch", "collate_prompt_completions", "encode_prompt_completions",
@@ -120,19 +120,30 @@ def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random):
 
 
 def policy_preference_pairs(model, tokenizer, prompts, *, seed: int = 0, noisy_labels: bool = True,
-                            max_new_tokens: int = 96, temperature: float = 1.0, batch_size: int = 256):
+                            max_new_tokens: int = 96, temperature: float = 1.0, batch_size: int = 256,
+                            min_gold_gap: float = 0.0, drop_truncated: bool = False):
     """Preference pairs on the policy's own samples: two completions per prompt, labelled by the
     review domain's gold labeller (``rlbook.tasks.reviews.preference_pairs``; ties dropped).
 
     With ``noisy_labels`` the label is drawn from the gold Bradley–Terry model, like a person's;
     without, chosen is always the completion with the higher gold reward, which is what held-out
-    accuracy should be measured against. Returns a ``datasets.Dataset`` (prompt, chosen, rejected,
-    chosen_gold, rejected_gold).
+    accuracy should be measured against. ``min_gold_gap`` > 0 keeps only the pairs whose gold
+    rewards differ by at least that much (clear preferences), and ``drop_truncated`` drops the
+    pairs in which either completion was cut off at ``max_new_tokens``. Returns a
+    ``datasets.Dataset`` (prompt, chosen, rejected, chosen_gold, rejected_gold).
     """
+    if min_gold_gap < 0:
+        raise ValueError(f"min_gold_gap must be >= 0, got {min_gold_gap}")
     prompts = list(prompts)
     rollout = sample(model, tokenizer, prompts, num_samples=2, max_new_tokens=max_new_tokens,
                      temperature=temperature, seed=seed, batch_size=batch_size)
-    pairs = preference_pairs(prompts, rollout.texts[0::2], rollout.texts[1::2], seed=seed)
+    first, second = rollout.texts[0::2], rollout.texts[1::2]
+    truncated = rollout.truncated.view(-1, 2).any(dim=1).tolist()
+    keep = [i for i in range(len(prompts))
+            if abs(gold_reward(first[i]) - gold_reward(second[i])) >= min_gold_gap
+            and not (drop_truncated and truncated[i])]
+    pairs = preference_pairs([prompts[i] for i in keep], [first[i] for i in keep], [second[i] for i in keep],
+                             seed=seed)
     if noisy_labels:
         return pairs
     return pairs.map(_order_by_gold)

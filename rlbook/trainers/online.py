@@ -189,6 +189,7 @@ class OnlineTrainer:
             "step": self.step,
             **self._sample_metrics(first_round),
             **update,
+            "frac_zero_adv_groups_trained": self._flat_group_fraction(batch),
             "extra_samples": extra_samples,
             "trained_samples": int(rows.numel()),
             "lr": learning_rate,
@@ -416,9 +417,6 @@ class OnlineTrainer:
         rollout = scored.rollout
         lengths = rollout.completion_lengths.float()
         by_correctness = mean_length_by_correctness(lengths, scored.correct.nan_to_num(0.0))
-        group_size = self.config.group_size
-        groups = self._sequence_rewards(scored).view(-1, group_size)
-        flat = (groups.max(dim=1).values == groups.min(dim=1).values).float().mean().item()
         metrics = {
             "reward": scored.score.mean().item(),
             "reward_std": scored.score.std(correction=0).item(),
@@ -428,11 +426,19 @@ class OnlineTrainer:
             "length_correct": by_correctness["correct"],
             "length_incorrect": by_correctness["incorrect"],
             "truncation_rate": rollout.truncated.float().mean().item(),
-            "frac_zero_adv_groups": flat if group_size > 1 else math.nan,
+            "frac_zero_adv_groups": self._flat_group_fraction(scored),
         }
         if scored.gold is not None:
             metrics["gold_reward"] = scored.gold.mean().item()
         return metrics
+
+    def _flat_group_fraction(self, scored: ScoredBatch) -> float:
+        """The fraction of groups whose rewards are all equal (zero advantage); NaN for G = 1 or no groups."""
+        group_size = self.config.group_size
+        if group_size == 1 or len(scored.examples) == 0:
+            return math.nan
+        groups = self._sequence_rewards(scored).view(-1, group_size)
+        return (groups.max(dim=1).values == groups.min(dim=1).values).float().mean().item()
 
     # --- evaluation ------------------------------------------------------------------------
     def evaluate(self, dataset, *, n_samples: int = 8, max_new_tokens: int | None = None,
@@ -464,6 +470,19 @@ class OnlineTrainer:
     # --- checkpoints -----------------------------------------------------------------------
     def save(self, directory) -> str:
         """Write an atomic checkpoint of everything a resumed run needs; returns its folder."""
+        tensors, meta = self._checkpoint_state()
+        return str(save_checkpoint(directory, self.step, tensors, meta))
+
+    def resume(self, path) -> OnlineTrainer:
+        """Restore a checkpoint written by ``save`` into this trainer (built with the same config)."""
+        self._restore_state(*load_checkpoint(path))
+        return self
+
+    def _checkpoint_state(self) -> tuple[dict, dict]:
+        """(tensors, meta) of a checkpoint: state dicts and RNG states, and the JSON-able rest.
+
+        The hook ``rlbook.trainers.async_rl`` extends with its kept policy snapshots.
+        """
         tensors = {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -477,11 +496,10 @@ class OnlineTrainer:
             tensors["reference"] = self.reference.state_dict()
         meta = {"step": self.step, "sample_calls": self.sample_calls, "wall_time": self.wall_time,
                 "config": self.config.to_dict(), "history": self.history.rows}
-        return str(save_checkpoint(directory, self.step, tensors, meta))
+        return tensors, meta
 
-    def resume(self, path) -> OnlineTrainer:
-        """Restore a checkpoint written by ``save`` into this trainer (built with the same config)."""
-        tensors, meta = load_checkpoint(path)
+    def _restore_state(self, tensors: dict, meta: dict) -> None:
+        """Load what ``_checkpoint_state`` returned, after checking it fits this trainer."""
         saved = OnlineConfig.from_dict(meta["config"])
         differences = [f.name for f in dataclasses.fields(OnlineConfig)
                        if getattr(saved, f.name) != getattr(self.config, f.name)]
@@ -502,7 +520,6 @@ class OnlineTrainer:
         set_rng_state(tensors["rng"])
         self.step, self.sample_calls, self.wall_time = meta["step"], meta["sample_calls"], meta["wall_time"]
         self.history = History(meta["history"])
-        return self
 
     # --- helpers ---------------------------------------------------------------------------
     def _seed(self, purpose: int, counter: int) -> int:

@@ -15,7 +15,7 @@ It logs what TRL's trainers log, under the same keys: the loss, the implicit rew
 rejected (``rewards/chosen``, ``rewards/rejected``), their margin and the preference accuracy (the
 fraction of pairs whose implicit reward ranks chosen above rejected), the policy's sequence
 log-probs (``logps/chosen``, ``logps/rejected``), and, every ``eval_every`` steps when
-``eval_pairs`` is given, the same accuracy and margin on held-out pairs (``eval/...``).
+``eval_pairs`` is given, the same accuracy, margin and log-probs on held-out pairs (``eval/...``).
 
 Papers: DPO, Rafailov et al. 2023 (arXiv:2305.18290); IPO, Azar et al. 2023 (arXiv:2310.12036);
 KTO, Ethayarajh et al. 2024 (arXiv:2402.01306); SimPO, Meng et al. 2024 (arXiv:2405.14734);
@@ -280,7 +280,11 @@ class PreferenceTrainer:
 
     @torch.no_grad()
     def evaluate(self, pairs=None, *, batch_size: int = 64) -> dict:
-        """Preference accuracy and mean margin of the implicit reward on ``pairs`` (default: ``eval_pairs``).
+        """Preference accuracy and mean margin of the implicit reward on ``pairs`` (default: ``eval_pairs``),
+        and the policy's mean sequence log-probs of their chosen and rejected responses.
+
+        Accuracy is measured against the pairs' own labels: the fraction whose implicit reward ranks
+        ``chosen`` strictly above ``rejected`` (ties count as wrong, as in TRL).
 
         The reference's log-probs on ``eval_pairs`` never change, so they are computed once.
         """
@@ -302,7 +306,8 @@ class PreferenceTrainer:
                 self._eval_reference_logps = self._reference_pair_logps(encoded, chunks)
             logps["ref_chosen"], logps["ref_rejected"] = self._eval_reference_logps
         metrics = losses.reward_metrics(*self._implicit_rewards(logps))
-        return {"rewards/accuracies": metrics["rewards/accuracies"], "rewards/margins": metrics["rewards/margins"]}
+        return {"rewards/accuracies": metrics["rewards/accuracies"], "rewards/margins": metrics["rewards/margins"],
+                "logps/chosen": logps["chosen"].mean().item(), "logps/rejected": logps["rejected"].mean().item()}
 
     def _reference_pair_logps(self, pairs, chunks) -> tuple[torch.Tensor, torch.Tensor]:
         """log π_ref of the chosen and of the rejected responses of ``pairs``, chunk by chunk."""

@@ -34,7 +34,7 @@ from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import check_columns, prompt_text, shuffled_batches
 from rlbook.trainers.history import History
 
-__all__ = ["RewardModel", "pairwise_accuracy", "train_reward_model"]
+__all__ = ["RewardModel", "bradley_terry_loss", "pairwise_accuracy", "train_reward_model"]
 
 
 class RewardModel:
@@ -140,7 +140,7 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
         reward_model.model.train()
         rewards = reward_model.rewards([chosen_texts[i] for i in indices] + [rejected_texts[i] for i in indices])
         margins = rewards[:len(indices)] - rewards[len(indices):]
-        loss = -F.logsigmoid(margins).mean()
+        loss = bradley_terry_loss(rewards[:len(indices)], rewards[len(indices):])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
@@ -152,6 +152,22 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
         bar.set_postfix({k: f"{row[k]:.3f}" for k in ("loss", "accuracy", "eval/accuracy") if k in row})
     reward_model.model.eval()
     return history
+
+
+def bradley_terry_loss(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor) -> torch.Tensor:
+    """The Bradley–Terry negative log-likelihood, mean over pairs (Ouyang et al. 2022, eq. 1):
+
+        L = − (1/B) Σ_i log σ( r(x_i, y_w,i) − r(x_i, y_l,i) )
+
+    ``chosen_rewards`` and ``rejected_rewards`` are (B,) tensors of r for the preferred and the
+    other completion of each pair. ``F.logsigmoid`` keeps it finite for any margin.
+    """
+    if not (isinstance(chosen_rewards, torch.Tensor) and isinstance(rejected_rewards, torch.Tensor)):
+        raise ValueError("chosen_rewards and rejected_rewards must be tensors")
+    if chosen_rewards.dim() != 1 or chosen_rewards.shape != rejected_rewards.shape or chosen_rewards.numel() == 0:
+        raise ValueError(f"chosen_rewards and rejected_rewards must be non-empty (B,) tensors of one shape, got "
+                         f"{tuple(chosen_rewards.shape)} and {tuple(rejected_rewards.shape)}")
+    return -F.logsigmoid(chosen_rewards - rejected_rewards).mean()
 
 
 def pairwise_accuracy(reward_model: RewardModel, pairs, *, batch_size: int = 64) -> dict:
