@@ -1,0 +1,58 @@
+"""Checker for the exercise of lesson 09 (baselines): the reader writes RLOO's leave-one-out advantages.
+
+``check_rloo_advantages(fn)`` runs ``fn(rewards, group_size)`` on the batches of
+``rlbook.exercises.grpo.GROUP_CASES`` and compares it with
+``rlbook.advantages.group_advantages(rewards, G, "rloo")``: A_i = r_i − (1/(G−1)) Σ_{j≠i} r_j
+(Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740), naming the likely mistake.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook.advantages import group_advantages
+from rlbook.exercises.grpo import GROUP_CASES, _close, _run
+from rlbook.exercises.pg_kl import _verdict
+
+__all__ = ["check_rloo_advantages"]
+
+
+def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
+    groups = rewards.view(-1, group_size)
+    others = groups.sum(1, keepdim=True) - groups
+    return {
+        "mean": (group_advantages(rewards, group_size, "dr_grpo"),
+                 "you subtracted the group mean *including* the sample itself: that is the mean baseline, "
+                 "exactly (G − 1)/G times RLOO's advantage. Leave the sample out: b_i = Σ_{j≠i} r_j / (G − 1)."),
+        "divide_by_g": ((groups - others / group_size).reshape(-1),
+                        "you left the sample out but divided the others' sum by G: there are G − 1 others."),
+        "batch": (rewards - (rewards.sum() - rewards) / (rewards.numel() - 1),
+                  "you left one out of the whole batch: the baseline must come from the same prompt's other "
+                  "G − 1 samples (`rewards.view(-1, G)`)."),
+        "grpo": (group_advantages(rewards, group_size, "grpo"),
+                 "that is GRPO's (r − μ)/σ: RLOO neither includes the sample in the mean nor divides by σ."),
+        "sign": (-group_advantages(rewards, group_size, "rloo"),
+                 "the sign is flipped: the advantage is r_i minus the others' mean."),
+    }
+
+
+def check_rloo_advantages(fn) -> bool:
+    """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake."""
+    try:
+        answers = [(rewards, group_size, *_run(fn, rewards, group_size)) for rewards, group_size in GROUP_CASES]
+    except NotImplementedError:
+        print("Not attempted yet: replace the `raise NotImplementedError` with your leave-one-out advantages.")
+        return False
+    for rewards, group_size, result, error in answers:
+        if error:
+            return _verdict(False, "", error)
+        expected = group_advantages(rewards, group_size, "rloo")
+        if _close(result, expected):
+            continue
+        for candidate, hint in _rloo_mistakes(rewards, group_size).values():
+            if _close(result, candidate):
+                return _verdict(False, "", hint)
+        return _verdict(False, "", f"not RLOO's advantages for rewards {rewards.tolist()} (G = {group_size}): "
+                                   f"expected {[round(v, 3) for v in expected.tolist()]}, "
+                                   f"got {[round(v, 3) for v in result.tolist()]}")
+    return _verdict(True, f"your leave-one-out advantages match rlbook's on all {len(GROUP_CASES)} batches", "")

@@ -1,0 +1,117 @@
+"""Checker for the exercise of lesson 08 (GRPO): the reader writes GRPO's group advantages.
+
+``check_group_advantages(fn)`` runs ``fn(rewards, group_size)`` on fixed batches (B = n_prompts × G
+rewards, each prompt's G contiguous, one group with all rewards equal) and compares it with
+``rlbook.advantages.group_advantages(rewards, G, "grpo")``: A_i = (r_i − μ) / σ with the population
+σ (divide by G), and 0 for a zero-variance group. When the answer differs, it tries the usual
+mistakes and names the one the answer matches. A function that raises ``NotImplementedError`` counts
+as not attempted yet.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook.advantages import batch_normalize, group_advantages
+from rlbook.exercises.pg_kl import _verdict
+
+__all__ = ["check_group_advantages", "GROUP_CASES"]
+
+DTYPE = torch.float64
+# (rewards, G): binary groups, a flat group (all right), a flat group of zeros, graded rewards.
+GROUP_CASES = [
+    (torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0], dtype=DTYPE), 4),
+    (torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0], dtype=DTYPE), 4),
+    (torch.tensor([0.5, 2.0, 1.0, 0.0, 0.0, 0.0, 3.0, 1.0, 1.0], dtype=DTYPE), 3),
+]
+
+
+def _close(result: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Equal up to the ε a reader may add to σ (1e-8 … 1e-4)."""
+    return result.shape == expected.shape and bool(torch.allclose(result, expected, rtol=1e-3, atol=1e-3))
+
+
+def _run(fn, rewards: torch.Tensor, group_size: int):
+    """(result as a float64 tensor, None) or (None, a message saying what went wrong)."""
+    try:
+        result = fn(rewards.clone(), group_size)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # the reader's code: report any failure rather than crash the cell
+        return None, f"your function raised {type(error).__name__}: {error}"
+    try:
+        result = torch.as_tensor(result, dtype=DTYPE).detach().reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        return None, f"your function returned a {type(result).__name__}; return a (B,) tensor of advantages"
+    if result.shape != rewards.shape:
+        return None, f"return one advantage per reward, shape {tuple(rewards.shape)}; got {tuple(result.shape)}"
+    return result, None
+
+
+def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong answers for this batch, each with the hint that names it."""
+    groups = rewards.view(-1, group_size)
+    interleaved = rewards.view(group_size, -1).T.reshape(-1)  # groups read as rows 0, n, 2n, … by mistake
+    undo = torch.arange(rewards.numel()).view(group_size, -1).T.reshape(-1).argsort()
+    return {
+        "bessel": (group_advantages(rewards, group_size, "grpo", unbiased_std=True),
+                   "you used Bessel's std (divide by G − 1, torch's default `.std()`). GRPO here uses the "
+                   "population std (divide by G, `.std(correction=0)`): for [1, 1, 1, 0] σ ≈ 0.433, not 0.5, "
+                   "and the advantages are +0.577 / −1.732, not +0.5 / −1.5."),
+        "batch": (batch_normalize(rewards),
+                  "you normalised over the whole batch instead of within each group: μ and σ must be each "
+                  "prompt's own, from its G samples (`rewards.view(-1, G)`), so an easy prompt and a hard "
+                  "one are not compared with each other."),
+        "batch_bessel": (batch_normalize(rewards, unbiased_std=True),
+                         "you normalised over the whole batch (with Bessel's std) instead of within each group "
+                         "of G: reshape to (n_prompts, G) and take μ and σ along the group."),
+        "no_std": (group_advantages(rewards, group_size, "dr_grpo"),
+                   "you subtracted the group mean but did not divide by the group's σ (that is Dr.GRPO's "
+                   "advantage, lesson 10)."),
+        "rloo": (group_advantages(rewards, group_size, "rloo"),
+                 "that is RLOO's leave-one-out advantage, not GRPO's (r − μ) / σ."),
+        "sign": (-group_advantages(rewards, group_size, "grpo"),
+                 "the sign is flipped: a reward above the group mean must get a positive advantage."),
+        "not_centred": (torch.where(groups.std(1, correction=0, keepdim=True) > 0,
+                                    groups / groups.std(1, correction=0, keepdim=True).clamp_min(1e-12),
+                                    torch.zeros_like(groups)).reshape(-1),
+                        "the group mean was not subtracted: A = (r − μ) / σ."),
+        "interleaved": (group_advantages(interleaved, group_size, "grpo")[undo],
+                        "your groups are the wrong rows: each prompt's G samples are *contiguous* "
+                        "(rows 0…G−1 are the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
+    }
+
+
+def check_group_advantages(fn) -> bool:
+    """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against GRPO's, naming the mistake.
+
+    Returns True when every case matches; prints what is wrong otherwise.
+    """
+    try:
+        answers = [(rewards, group_size, *_run(fn, rewards, group_size)) for rewards, group_size in GROUP_CASES]
+    except NotImplementedError:
+        print("Not attempted yet: replace the `raise NotImplementedError` with your group advantages.")
+        return False
+    for rewards, group_size, result, error in answers:
+        if error:
+            return _verdict(False, "", error)
+        expected = group_advantages(rewards, group_size, "grpo")
+        flat = (rewards.view(-1, group_size) == rewards.view(-1, group_size)[:, :1]).all(1)
+        flat_rows = flat.repeat_interleave(group_size)
+        if not torch.isfinite(result).all():
+            where = "in a group whose rewards are all equal" if not torch.isfinite(result[flat_rows]).all() else ""
+            return _verdict(False, "", f"your advantages contain NaN or inf {where}: a zero-variance group has σ = 0, "
+                                       "and 0 / 0 is NaN. Give such a group advantage 0 (it carries no signal), "
+                                       "or divide by σ + ε.")
+        if _close(result, expected):
+            continue
+        if _close(result[~flat_rows], expected[~flat_rows]):
+            return _verdict(False, "", "the varied groups are right, but a zero-variance group (all rewards "
+                                       "equal) must get advantage exactly 0: it carries no signal.")
+        for candidate, hint in _group_mistakes(rewards, group_size).values():
+            if _close(result, candidate):
+                return _verdict(False, "", hint)
+        return _verdict(False, "", f"not GRPO's advantages for rewards {rewards.tolist()} (G = {group_size}): "
+                                   f"expected {[round(v, 3) for v in expected.tolist()]}, "
+                                   f"got {[round(v, 3) for v in result.tolist()]}")
+    return _verdict(True, f"your group advantages match rlbook's on all {len(GROUP_CASES)} batches", "")

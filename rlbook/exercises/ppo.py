@@ -1,0 +1,213 @@
+"""Checkers for the exercises of lesson 03 (PPO).
+
+==============================  ==============================================  ==========
+checker                         the reader writes                               lesson
+==============================  ==============================================  ==========
+``check_clipped_objective``     PPO's clipped objective for one token           03
+``check_gae``                   GAE's advantages for one trajectory             03
+==============================  ==============================================  ==========
+
+Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
+with the library (``rlbook.losses.clipped_surrogate``, ``rlbook.advantages.gae``), and when they
+differ tries the usual mistakes one by one and names the one the reader's answer matches. It prints
+its verdict and returns True / False, or None when the exercise is not attempted yet (``None``, or
+a function that raises ``NotImplementedError``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from rlbook.advantages import gae
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _not_attempted, _verdict
+from rlbook.losses import clipped_surrogate
+
+__all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes"]
+
+# Ratios on both sides of both bounds, advantages of both signs, symmetric and asymmetric bounds.
+RATIOS = (0.3, 0.75, 0.85, 1.0, 1.1, 1.25, 1.5, 2.5)
+ADVANTAGES = (1.5, -0.7)
+BOUNDS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3))
+CLIP_CASES = list(itertools.product(RATIOS, ADVANTAGES, BOUNDS))
+
+
+def _reference_objective(r: float, a: float, eps_low: float, eps_high: float) -> float:
+    """The library's per-token objective min(r A, clip(r, 1 − ε_low, 1 + ε_high) A) (minus its loss)."""
+    ratio, advantage = torch.tensor([r], dtype=DTYPE), torch.tensor([a], dtype=DTYPE)
+    return -float(clipped_surrogate(ratio, advantage, eps_low=eps_low, eps_high=eps_high))
+
+
+def _clip(x: float, low: float, high: float) -> float:
+    return min(max(x, low), high)
+
+
+def clipped_objective_mistakes() -> dict[str, tuple]:
+    """The usual wrong versions of the one-token objective, each with the hint that names it.
+
+    Maps a name to ``(fn(r, a, eps_low, eps_high), hint)``.
+    """
+    return {
+        "max": (lambda r, a, lo, hi: max(r * a, _clip(r, 1 - lo, 1 + hi) * a),
+                "you took the max of the two terms: PPO takes the MIN, the pessimistic one, so that moving "
+                "r past the bound can never raise the objective (a max rewards the policy for moving further)."),
+        "no_clip": (lambda r, a, lo, hi: r * a,
+                    "there is no clipping: this is the plain importance-weighted surrogate r·A."),
+        "clip_only": (lambda r, a, lo, hi: _clip(r, 1 - lo, 1 + hi) * a,
+                      "you returned only the clipped term clip(r)·A: take the min with the unclipped r·A, "
+                      "otherwise a token whose ratio went the WRONG way (r < 1 − ε for A > 0) loses its "
+                      "gradient and cannot be pulled back."),
+        "clipped_product": (lambda r, a, lo, hi: min(r * a, _clip(r * a, 1 - lo, 1 + hi)),
+                            "you clipped the product r·A (or the advantage) instead of the ratio r: the "
+                            "bounds 1 − ε and 1 + ε are on r = π_θ/π_old; A multiplies the clipped ratio."),
+        "clipped_advantage": (lambda r, a, lo, hi: min(r * a, r * _clip(a, 1 - lo, 1 + hi)),
+                              "you clipped the advantage A instead of the ratio r: the bounds are on "
+                              "r = π_θ/π_old; A multiplies clip(r, 1 − ε_low, 1 + ε_high)."),
+        "factored_advantage": (lambda r, a, lo, hi: min(r, _clip(r, 1 - lo, 1 + hi)) * a,
+                               "you factored A out of the min, min(r, clip(r))·A: that is right for A > 0 only. "
+                               "For A < 0 multiplying by A flips the order, so min(r, clip r)·A becomes the max "
+                               "of the two products; keep the min over the products r·A and clip(r)·A."),
+        "abs_advantage": (lambda r, a, lo, hi: min(r * abs(a), _clip(r, 1 - lo, 1 + hi) * abs(a)),
+                          "you used |A|: the sign of the advantage matters (for A < 0 the objective falls as r "
+                          "rises, and the clip binds at 1 − ε_low instead of 1 + ε_high)."),
+        "symmetric_low": (lambda r, a, lo, hi: min(r * a, _clip(r, 1 - lo, 1 + lo) * a),
+                          "your bounds are symmetric, 1 ± ε_low: the upper bound is 1 + ε_high (the two can "
+                          "differ, as in DAPO's clip-higher 0.2 / 0.28)."),
+        "symmetric_high": (lambda r, a, lo, hi: min(r * a, _clip(r, 1 - hi, 1 + hi) * a),
+                           "your bounds are symmetric, 1 ± ε_high: the lower bound is 1 − ε_low."),
+        "swapped_bounds": (lambda r, a, lo, hi: min(r * a, _clip(r, 1 - hi, 1 + lo) * a),
+                           "ε_low and ε_high are swapped: the interval is [1 − ε_low, 1 + ε_high]."),
+        "loss_sign": (lambda r, a, lo, hi: -min(r * a, _clip(r, 1 - lo, 1 + hi) * a),
+                      "you returned the loss (minus the objective): the exercise asks for the objective J, "
+                      "which PPO maximises."),
+    }
+
+
+def check_clipped_objective(objective_fn) -> bool | None:
+    """Check ``objective_fn(r, advantage, eps_low, eps_high) -> float``, PPO's objective for one token.
+
+    J = min(r A, clip(r, 1 − ε_low, 1 + ε_high) A) (Schulman et al. 2017, arXiv:1707.06347, eq. 7,
+    with DAPO's separate bounds), compared with ``−rlbook.losses.clipped_surrogate`` on
+    ratios either side of both bounds, A of both signs, and symmetric and asymmetric bounds.
+    """
+    if _not_attempted(objective_fn, "clipped objective") or _raises_not_implemented(objective_fn, 1.0, 1.0, 0.2, 0.2):
+        return None
+    answers = []
+    for r, a, (lo, hi) in CLIP_CASES:
+        result, error = _call(objective_fn, r, a, lo, hi)
+        if error:
+            return _verdict(False, "", error)
+        if result.numel() != 1:
+            return _verdict(False, "", f"return one number for one token, got shape {tuple(result.shape)}")
+        answers.append(float(result.reshape(())))
+    wrong = [(case, got) for case, got in zip(CLIP_CASES, answers) if abs(got - _reference_objective(*_flat(case))) > 1e-6]
+    if not wrong:
+        return _verdict(True, f"your clipped objective matches the library on all {len(CLIP_CASES)} cases "
+                              "(both signs of A, both bounds, asymmetric ε)", "")
+    for fn, hint in clipped_objective_mistakes().values():
+        if all(abs(got - fn(*_flat(case))) < 1e-6 for case, got in zip(CLIP_CASES, answers)):
+            return _verdict(False, "", hint)
+    (r, a, (lo, hi)), got = wrong[0]
+    return _verdict(False, "", f"wrong on {len(wrong)} of {len(CLIP_CASES)} cases, e.g. r={r}, A={a}, "
+                               f"ε_low={lo}, ε_high={hi}: expected {_reference_objective(r, a, lo, hi):.4f}, got {got:.4f}")
+
+
+def _advantages_only(result):
+    """The advantages, also when the reader returns (advantages, returns) as the library does."""
+    return result[0] if isinstance(result, tuple) else result
+
+
+def _raises_not_implemented(fn, *args) -> bool:
+    """True (and says so) when the reader's function is still the stub raising NotImplementedError."""
+    try:
+        fn(*args)
+    except NotImplementedError:
+        print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
+        return True
+    except Exception:  # any other failure is reported by the checker itself
+        return False
+    return False
+
+
+def _flat(case) -> tuple[float, float, float, float]:
+    r, a, (lo, hi) = case
+    return r, a, lo, hi
+
+
+# ----------------------------------------------------------------------------------------------
+# GAE for one trajectory
+
+GAE_SETTINGS = ((1.0, 0.95), (0.9, 0.5), (0.99, 0.0), (0.95, 1.0))
+
+
+def _gae_trajectories():
+    """Two fixed (rewards, values) trajectories of 7 tokens: small KL penalties, a final reward."""
+    generator = torch.Generator().manual_seed(3)
+    cases = []
+    for final in (1.0, 0.0):
+        rewards = -0.05 * torch.rand(7, dtype=DTYPE, generator=generator)
+        rewards[-1] += final
+        values = torch.rand(7, dtype=DTYPE, generator=generator)
+        cases.append((rewards, values))
+    return cases
+
+
+def _gae_mistakes(rewards, values, gamma, lam):
+    """Advantages of the usual wrong recursions, each with the hint that names the mistake."""
+    def recursion(next_value_of, weight):
+        advantages, running = torch.zeros_like(rewards), 0.0
+        for t in reversed(range(len(rewards))):
+            delta = rewards[t] + gamma * next_value_of(t) - values[t]
+            running = delta + weight * running
+            advantages[t] = running
+        return advantages
+
+    following = lambda t: values[t + 1] if t + 1 < len(values) else 0.0  # noqa: E731
+    returns_to_go = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + gamma * running
+        returns_to_go[t] = running
+    return {
+        "lambda_only": (recursion(following, lam),
+                        "the recursion uses λ alone: the weight of the next advantage is γλ, not λ."),
+        "gamma_only": (recursion(following, gamma),
+                       "the recursion uses γ alone: that is λ = 1 (the Monte Carlo return minus V) whatever λ is; "
+                       "the weight is γλ."),
+        "no_bootstrap": (recursion(lambda t: 0.0, gamma * lam),
+                         "δ_t is missing γ V_{t+1}: the TD error is r_t + γ V_{t+1} − V_t."),
+        "returns": (returns_to_go,
+                    "these are the discounted returns, not advantages: subtract the value V_t (λ = 1 gives "
+                    "return − V_t)."),
+        "forward": (recursion(following, gamma * lam).flip(0),
+                    "the advantages come out reversed: run the recursion from the LAST token backwards and "
+                    "store A_t at position t."),
+    }
+
+
+def check_gae(gae_fn) -> bool | None:
+    """Check ``gae_fn(rewards, values, gamma, lam) -> advantages`` for one (T,) trajectory that ended.
+
+    A_t = δ_t + γλ A_{t+1}, δ_t = r_t + γ V_{t+1} − V_t, V_T = 0 (Schulman et al. 2015,
+    arXiv:1506.02438, eq. 16), compared with ``rlbook.advantages.gae``.
+    """
+    trajectories = _gae_trajectories()
+    rewards, values = trajectories[0]
+    if _not_attempted(gae_fn, "GAE") or _raises_not_implemented(gae_fn, rewards.clone(), values.clone(), 1.0, 0.95):
+        return None
+    for (rewards, values), (gamma, lam) in itertools.product(trajectories, GAE_SETTINGS):
+        result, error = _call(lambda *args: _advantages_only(gae_fn(*args)), rewards.clone(), values.clone(), gamma, lam)
+        if error:
+            return _verdict(False, "", error)
+        reference, _ = gae(rewards, values, gamma, lam)
+        if result.shape != reference.shape:
+            return _verdict(False, "", f"return one advantage per token, shape {tuple(reference.shape)}, "
+                                       f"got {tuple(result.shape)}")
+        if not _close(result, reference):
+            for candidate, hint in _gae_mistakes(rewards, values, gamma, lam).values():
+                if _close(result, candidate):
+                    return _verdict(False, "", f"at γ={gamma}, λ={lam}: {hint}")
+            return _verdict(False, "", f"at γ={gamma}, λ={lam}: expected {[round(v, 4) for v in reference.tolist()]}, "
+                                       f"got {[round(v, 4) for v in result.double().tolist()]}")
+    return _verdict(True, "your GAE matches rlbook.advantages.gae on every trajectory and (γ, λ)", "")

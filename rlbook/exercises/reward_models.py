@@ -1,0 +1,72 @@
+"""Self-checking exercise of lesson 04 (reward models): the Bradley–Terry loss.
+
+``check_bradley_terry_loss(fn)`` runs the reader's ``fn(chosen_rewards, rejected_rewards)`` on a
+few fixed batches, compares it with ``rlbook.trainers.reward_model.bradley_terry_loss`` and, when
+it differs, names the usual mistake it matches. It prints its verdict and returns True / False,
+or None when the exercise is not attempted yet (``None``, or a function that raises
+``NotImplementedError``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _verdict
+from rlbook.trainers.reward_model import bradley_terry_loss
+
+__all__ = ["check_bradley_terry_loss"]
+
+
+def _cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Three fixed batches of (chosen, rejected) rewards, B = 5, margins of both signs and one large."""
+    generator = torch.Generator().manual_seed(404)
+    cases = [(2.0 * torch.randn(5, dtype=DTYPE, generator=generator), 2.0 * torch.randn(5, dtype=DTYPE, generator=generator))
+             for _ in range(2)]
+    cases.append((torch.tensor([30.0, 0.5, -1.0, 2.0, 0.0], dtype=DTYPE), torch.tensor([-5.0, 0.0, 1.0, 2.5, 0.1], dtype=DTYPE)))
+    return cases
+
+
+def _mistakes(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, tuple[torch.Tensor, str]]:
+    margin = chosen - rejected
+    return {
+        "swapped": (-F.logsigmoid(-margin).mean(),
+                    "chosen and rejected are swapped: the likelihood of the label is σ(r_chosen − r_rejected)."),
+        "no_minus": (F.logsigmoid(margin).mean(),
+                     "this is the log-likelihood itself; the loss to minimise is its negative."),
+        "sum": (-F.logsigmoid(margin).sum(),
+                "the loss sums over the pairs instead of averaging: divide by the batch size B."),
+        "no_log": (-torch.sigmoid(margin).mean(),
+                   "σ(Δr) was used without the log: maximum likelihood maximises log σ(Δr)."),
+        "hinge": (torch.relu(1.0 - margin).mean(),
+                  "this is a hinge (margin ranking) loss, not the Bradley–Terry likelihood."),
+    }
+
+
+def check_bradley_terry_loss(fn) -> bool | None:
+    """Check ``fn(chosen_rewards, rejected_rewards) -> scalar loss`` against the library's Bradley–Terry loss."""
+    if fn is None:
+        print("Not attempted yet: replace None with your function and run this cell again.")
+        return None
+    if not callable(fn):
+        raise ValueError(f"pass your loss as a function, got {type(fn).__name__}")
+    for chosen, rejected in _cases():
+        result, error = _call(fn, chosen.clone(), rejected.clone())
+        if error and "NotImplementedError" in error:
+            print("Not attempted yet: replace the `raise NotImplementedError` with your loss.")
+            return None
+        if error:
+            return _verdict(False, "", error)
+        if result.numel() != 1:
+            return _verdict(False, "", f"the loss must be one number (mean over the pairs), got shape "
+                                       f"{tuple(result.shape)}")
+        result = result.reshape(()).to(DTYPE)
+        reference = bradley_terry_loss(chosen, rejected)
+        if not _close(result, reference):
+            for candidate, hint in _mistakes(chosen, rejected).values():
+                if torch.isfinite(candidate) and _close(result, candidate):
+                    return _verdict(False, "", hint)
+            if not torch.isfinite(result):
+                return _verdict(False, "", "the loss is not finite for a large margin: use F.logsigmoid, which is stable")
+            return _verdict(False, "", f"expected {reference.item():.6f}, got {result.item():.6f}")
+    return _verdict(True, f"Correct on all {len(_cases())} batches.", "")

@@ -1,0 +1,206 @@
+"""Figures and widgets for lesson 10 (Dr.GRPO): the weight each aggregation mode gives each token.
+
+``rlbook.aggregation.token_weights`` says how much token t of response i counts in the loss
+Σ w[i, t] · ℓ[i, t]. These functions draw it for a batch of responses of mixed lengths:
+
+- ``plot_token_weights``: one panel per mode, one row per response, one cell per token, coloured
+  by its weight, with each response's total weight Σ_t w[i, t] written beside its row;
+- ``plot_length_bias``: the per-token weight a response gets as a function of its own length,
+  which is where GRPO's 1/|o| length bias (Liu et al. 2025, arXiv:2503.20783, §3.1) shows;
+- ``token_weights_widget``: the lengths and the budget L as sliders over ``plot_token_weights``;
+- ``one_step_logprob_change`` / ``plot_push_by_length``: on a real batch, how much one gradient
+  step under each mode lowers the per-token log-probability of each wrong answer, by its length.
+
+Every function draws a new figure and returns it; end a notebook line with ``;`` so Jupyter shows
+it once.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from rlbook._checks import check_int
+from rlbook.aggregation import AGGREGATION_MODES, token_weights
+from rlbook.losses import policy_loss
+from rlbook.rollout import completion_logprobs
+
+__all__ = ["MODE_LABELS", "lengths_mask", "token_weight_table", "plot_token_weights", "plot_length_bias",
+           "token_weights_widget", "one_step_logprob_change", "plot_push_by_length"]
+
+MODE_LABELS = {
+    "seq_mean_token_mean": "GRPO: 1/(B·|o_i|)",
+    "token_mean": "DAPO: 1/Σ_j |o_j|",
+    "seq_mean_token_sum": "sum: 1/B",
+    "seq_mean_token_sum_norm": "Dr.GRPO: 1/(B·L)",
+}
+
+
+def lengths_mask(lengths, width: int | None = None) -> torch.Tensor:
+    """The (B, width) 0/1 response mask of responses with the given lengths (right-padded)."""
+    lengths = [check_int("lengths", int(n), minimum=1) for n in lengths]
+    if not lengths:
+        raise ValueError("lengths must hold at least one length")
+    width = max(lengths) if width is None else check_int("width", width, minimum=max(lengths))
+    return (torch.arange(width).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).float()
+
+
+def token_weight_table(lengths, *, max_len: int) -> pd.DataFrame:
+    """One row per response: its length, and under each mode its per-token and total weight.
+
+    ``max_len`` is Dr.GRPO's constant L (the generation budget); it must be ≥ the longest length.
+    """
+    max_len = check_int("max_len", max_len, minimum=1)
+    mask = lengths_mask(lengths)
+    if mask.shape[1] > max_len:
+        raise ValueError(f"max_len must be >= the longest length {mask.shape[1]}, got {max_len}")
+    table = pd.DataFrame({"length": mask.sum(1).long().numpy()})
+    for mode in AGGREGATION_MODES:
+        weights = token_weights(mask, mode, max_len=max_len)
+        table[f"{mode} per token"] = weights[:, 0].numpy()
+        table[f"{mode} total"] = weights.sum(1).numpy()
+    return table
+
+
+def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGREGATION_MODES):
+    """Each token's weight under each mode for responses of ``lengths``: one panel per mode.
+
+    Cells are tokens (grey: padding, weight 0); the colour scale is shared by all panels, so
+    a darker cell is a token that moves the model more. Each row is labelled with the response's
+    total weight Σ_t w; under GRPO's mode every row totals 1/B whatever its length.
+    """
+    modes = list(modes)
+    for mode in modes:
+        if mode not in AGGREGATION_MODES:
+            raise ValueError(f"modes must be drawn from {AGGREGATION_MODES}, got {mode!r}")
+    table = token_weight_table(lengths, max_len=max_len)
+    mask = lengths_mask(lengths, width=max_len)
+    weights = {mode: token_weights(mask, mode, max_len=max_len).numpy() for mode in modes}
+    top = max(w.max() for w in weights.values())
+    fig, axes = plt.subplots(len(modes), 1, figsize=(9, 1.0 + 0.42 * len(table) * len(modes)), squeeze=False)
+    for ax, mode in zip(axes[:, 0], modes):
+        shown = np.ma.masked_where(mask.numpy() == 0, weights[mode])
+        cmap = plt.get_cmap("viridis_r").copy()
+        cmap.set_bad("0.92")
+        ax.imshow(shown, aspect="auto", cmap=cmap, vmin=0, vmax=top, interpolation="nearest")
+        ax.set_yticks(range(len(table)))
+        ax.set_yticklabels([f"|o|={n}  Σw={t:.3f}" for n, t in zip(table["length"], table[f"{mode} total"])],
+                           fontsize=8)
+        ax.set_xticks([])
+        ax.set_title(f"{MODE_LABELS[mode]}   (per-token weight of row 1: {weights[mode][0, 0]:.4f})",
+                     fontsize=9.5, loc="left")
+    axes[-1, 0].set_xlabel(f"token position (budget L = {max_len}; grey = padding)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_length_bias(*, max_len: int = 64, batch_lengths=(8, 16, 32), ax=None):
+    """The per-token weight (× B) of one response against its own length |o|, for each mode.
+
+    The response sits in a batch with others of ``batch_lengths``. GRPO's 1/|o| falls with length:
+    a long wrong answer (A < 0) has each of its tokens pushed down less than a short one
+    (Liu et al. 2025, arXiv:2503.20783). Dr.GRPO's 1/L and the plain sum are flat; DAPO's token
+    mean is flat within a batch and only shifts with the batch's total length.
+    """
+    max_len = check_int("max_len", max_len, minimum=2)
+    others = [check_int("batch_lengths", int(n), minimum=1) for n in batch_lengths]
+    if any(n > max_len for n in others):
+        raise ValueError(f"batch_lengths must be <= max_len={max_len}, got {others}")
+    lengths = np.arange(1, max_len + 1)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    n_seqs = len(others) + 1
+    for mode in AGGREGATION_MODES:
+        per_token = [float(token_weights(lengths_mask([n, *others], width=max_len), mode, max_len=max_len)[0, 0])
+                     for n in lengths]
+        ax.plot(lengths, n_seqs * np.array(per_token), label=MODE_LABELS[mode], lw=2)
+    ax.set(xlabel="length |o| of the response", ylabel="B × weight of each of its tokens", yscale="log",
+           title=f"how hard each token of one response is pushed (B = {n_seqs})")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def token_weights_widget(*, max_len: int = 64):
+    """Four response lengths and the budget L as sliders over ``plot_token_weights``."""
+    import ipywidgets as widgets
+
+    def draw(length_1, length_2, length_3, length_4, budget):
+        lengths = [min(n, budget) for n in (length_1, length_2, length_3, length_4)]
+        plot_token_weights(lengths, max_len=budget)
+        plt.show()
+
+    sliders = {f"length_{i + 1}": widgets.IntSlider(value=v, min=1, max=max_len, description=f"|o_{i + 1}|")
+               for i, v in enumerate((4, 10, 24, 48))}
+    budget = widgets.IntSlider(value=max_len, min=8, max=4 * max_len, step=8, description="budget L")
+    return widgets.interact(draw, **sliders, budget=budget)
+
+
+def one_step_logprob_change(model, rollout, advantages, mode: str, *, max_len: int, step_size: float = 0.02):
+    """Per-token mean change of log π of each completion after one normalised gradient step.
+
+    The policy-gradient loss of ``rollout`` with ``advantages`` is aggregated with ``mode``
+    (``rlbook.losses.policy_loss``, on-policy so the ratio is 1 and no clip acts), and the weights
+    move by θ ← θ − step_size · g / ‖g‖: the same distance for every mode, so modes that differ
+    only by a constant factor (token_mean and seq_mean_token_sum_norm within one batch) give the
+    same step. Returns a (B,) tensor Δ_i = (1/|o_i|) Σ_t [log π_new − log π_old]; the model's
+    weights are restored before returning.
+    """
+    step_size = float(step_size)
+    if not step_size > 0:
+        raise ValueError(f"step_size must be > 0, got {step_size}")
+    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+    mask = rollout.completion_mask.float()
+    params = [p for p in model.parameters() if p.requires_grad]
+    saved = [p.detach().clone() for p in params]
+    with torch.no_grad():
+        old_logp = completion_logprobs(model, *tensors)
+    try:
+        model.zero_grad(set_to_none=True)
+        loss, _ = policy_loss(completion_logprobs(model, *tensors), old_logp, advantages, mask, variant="dr_grpo",
+                              aggregation=mode, max_len=max_len)
+        loss.backward()
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params if p.grad is not None))
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    p -= step_size * p.grad / norm
+            new_logp = completion_logprobs(model, *tensors)
+    finally:
+        with torch.no_grad():
+            for p, value in zip(params, saved):
+                p.copy_(value)
+        model.zero_grad(set_to_none=True)
+    return ((new_logp - old_logp) * mask).sum(1) / mask.sum(1)
+
+
+def plot_push_by_length(lengths, changes: dict, selected, *, ax=None):
+    """Scatter of the per-token log-prob change of the ``selected`` completions against their length.
+
+    ``changes`` maps a mode to its (B,) changes (``one_step_logprob_change``); one colour per mode,
+    with each mode's mean change in the short and the long half (split at the median length).
+    """
+    lengths = torch.as_tensor(lengths).float()
+    selected = torch.as_tensor(selected, dtype=torch.bool)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+    median = lengths[selected].median()
+    rng = np.random.default_rng(0)
+    for k, (mode, change) in enumerate(changes.items()):
+        change = torch.as_tensor(change).float()
+        x = lengths[selected].numpy() + rng.uniform(-0.3, 0.3, int(selected.sum())) + 0.35 * (k - 0.5)
+        points = ax.scatter(x, change[selected].numpy(), s=10, alpha=0.6, label=MODE_LABELS.get(mode, mode))
+        for half in (lengths <= median, lengths > median):
+            rows = selected & half
+            if rows.any():
+                span = lengths[rows]
+                ax.hlines(change[rows].mean().item(), span.min().item(), span.max().item(), color=points.get_facecolor()[0],
+                          lw=2.5)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set(xlabel="length |o| of the wrong answer", ylabel="per-token change of log π after one step",
+           title="one step on a real batch: how hard each wrong answer is pushed down")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax.figure

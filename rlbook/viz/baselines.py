@@ -1,0 +1,100 @@
+"""Figures and widgets for lesson 09 (baselines): the variance and bias of each baseline's gradient.
+
+The numbers come from ``rlbook.gradients.baseline_statistics``: per-completion gradients of the
+output layer, grouped into G-sample estimates, compared with a high-sample reference gradient.
+``plot_baseline_comparison`` draws one group size; ``plot_variance_vs_group_size`` the sweep over G;
+``group_size_widget`` puts G on a slider.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from rlbook.gradients import baseline_statistics
+
+__all__ = ["BASELINE_COLOURS", "as_table", "plot_baseline_comparison", "plot_variance_vs_group_size",
+           "sweep_group_sizes", "group_size_widget"]
+
+BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", "grpo": "tab:blue",
+                    "critic": "tab:purple"}
+
+
+def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None):
+    """Three panels over the baselines: the variance of the batch gradient, its noise-to-signal
+    (variance / ‖E ĝ‖², which a rescaling of the estimator does not change), and its scale along
+    the reference gradient (1 = unbiased), with ±2 noise bars from the finite sample."""
+    if not statistics:
+        raise ValueError("statistics must hold at least one baseline")
+    names = list(statistics)
+    colours = [BASELINE_COLOURS.get(name, "tab:olive") for name in names]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    axes[0].bar(names, [statistics[n]["variance"] for n in names], color=colours)
+    axes[0].set(title="variance E‖ĝ − E ĝ‖²", yscale="log")
+    axes[1].bar(names, [statistics[n]["relative_variance"] for n in names], color=colours)
+    axes[1].set(title="noise-to-signal  variance / ‖E ĝ‖²", yscale="log")
+    scales = [statistics[n]["scale"] for n in names]
+    noise = [2 * statistics[n]["mean_noise"] for n in names]
+    axes[2].bar(names, scales, yerr=noise, capsize=3, color=colours)
+    axes[2].axhline(1, color="black", lw=1, ls="--")
+    axes[2].set(title="scale ⟨E ĝ, ∇J⟩ / ‖∇J‖²  (1 = unbiased)")
+    for ax in axes:
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    if group_size is not None:
+        fig.suptitle(f"one batch, groups of G = {group_size}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_group_sizes(scores, rewards, reference, *, group_sizes, n_prompts: int, value_terms=None):
+    """{G: baseline_statistics at G} for every G in ``group_sizes`` (the same completions each time)."""
+    return {int(g): baseline_statistics(scores, rewards, reference, group_size=int(g), n_prompts=n_prompts,
+                                        value_terms=value_terms)
+            for g in group_sizes}
+
+
+def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *, key: str = "relative_variance",
+                                highlight: int | None = None):
+    """``key`` (default the noise-to-signal) of each baseline against G, on log-log axes, with the 1/G
+    slope of an average of G independent samples for comparison; ``highlight`` marks one G."""
+    if not sweep:
+        raise ValueError("sweep must hold at least one group size")
+    sizes = sorted(sweep)
+    fig, ax = plt.subplots(figsize=(5.4, 3.8))
+    for name in sweep[sizes[0]]:
+        values = [sweep[g][name][key] for g in sizes]
+        ax.plot(sizes, values, "o-", color=BASELINE_COLOURS.get(name, "tab:olive"), label=name, ms=4)
+    first = sweep[sizes[0]]["none"][key] if "none" in sweep[sizes[0]] else None
+    if first is not None:
+        ax.plot(sizes, [first * sizes[0] / g for g in sizes], ":", color="black", lw=1, label="∝ 1/G")
+    if highlight is not None:
+        ax.axvline(highlight, color="0.5", lw=1, ls="--")
+    ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)", ylabel=key.replace("_", " "))
+    ax.minorticks_off()
+    ax.set_xticks(sizes, [str(g) for g in sizes])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def group_size_widget(sweep: dict[int, dict[str, dict[str, float]]]):
+    """A slider over the measured group sizes: the sweep with G marked, and the three panels at G."""
+    import ipywidgets as widgets
+
+    sizes = sorted(sweep)
+
+    def draw(group_size):
+        plot_variance_vs_group_size(sweep, highlight=group_size)
+        plot_baseline_comparison(sweep[group_size], group_size=group_size)
+        plt.show()
+
+    return widgets.interact(draw, group_size=widgets.SelectionSlider(options=sizes, value=sizes[len(sizes) // 2]))
+
+
+def as_table(statistics: dict[str, dict[str, float]]):
+    """The statistics as a pandas DataFrame, one row per baseline (for display)."""
+    import pandas as pd
+
+    return pd.DataFrame(statistics).T[["variance", "relative_variance", "scale", "cosine", "relative_bias",
+                                       "mean_noise"]]

@@ -1,0 +1,203 @@
+"""Figures and widgets for lesson 11 (DAPO, Yu et al. 2025, arXiv:2503.14476).
+
+- ``plot_overlong_penalty``: the soft overlong punishment (``rlbook.shaping.soft_overlong_penalty``)
+  against length, with the lengths of a real batch under it;
+- ``upclip_stats`` / ``plot_clip_higher`` / ``clip_higher_widget``: the clip region of
+  ``rlbook.losses.clipped_surrogate`` for ε_low / ε_high, and the tokens of a real batch whose
+  probability rose past π_old · (1 + ε_high), i.e. the tokens clip-higher frees;
+- ``policy_after_updates``: a real batch for those pictures: a rollout, its group advantages, and
+  the log-probs after a few minibatch updates of a policy loss;
+- ``plot_ablation_bars``: one bar chart per metric of an ablation table.
+
+A real batch is a dict of tensors: ``old_logp`` (B, T) of the sampling policy, ``logp`` (B, T)
+after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook._checks import as_float_tensor, check_positive
+from rlbook.aggregation import response_mask
+from rlbook.losses import clipped_surrogate, policy_loss
+from rlbook.rollout import completion_logprobs
+from rlbook.shaping import soft_overlong_penalty
+
+__all__ = ["plot_overlong_penalty", "policy_after_updates", "upclip_stats", "plot_clip_higher", "clip_higher_widget",
+           "plot_ablation_bars"]
+
+
+def plot_overlong_penalty(max_len: int = 64, cache_len: int = 16, *, lengths=None, ax=None):
+    """DAPO's soft overlong penalty R(|y|) for the budget ``max_len`` and window ``cache_len``.
+
+    With ``lengths`` (completion lengths of a real batch), their histogram is drawn under the curve.
+    """
+    grid = torch.arange(0, max_len + max(8, max_len // 8) + 1)
+    penalty = soft_overlong_penalty(grid, max_len, cache_len)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(grid.numpy(), penalty.numpy(), color="tab:red", lw=2, label="soft overlong penalty")
+    ax.axvspan(max_len - cache_len, max_len, color="tab:red", alpha=0.08, label=f"window L_cache = {cache_len}")
+    ax.axvline(max_len, color="black", ls="--", lw=1, label=f"budget L_max = {max_len}")
+    if lengths is not None:
+        counts = np.asarray(torch.as_tensor(lengths).float().flatten())
+        twin = ax.twinx()
+        twin.hist(counts, bins=np.arange(0, grid[-1].item() + 2, 2), color="tab:blue", alpha=0.35)
+        twin.set_ylabel("completions (a real batch)", color="tab:blue")
+    ax.set(xlabel="response length |y| (tokens)", ylabel="reward added", ylim=(-1.1, 0.15),
+           title="DAPO's soft overlong punishment")
+    ax.legend(fontsize=8, loc="lower left")
+    return ax.figure
+
+
+def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,
+                         lr: float = 3e-4, eps_low: float = 0.2, eps_high: float = 0.28, seed: int = 0) -> dict:
+    """A real batch for the clip pictures: ``updates`` AdamW steps of DAPO's loss on minibatches of
+    ``rollout``, then every token's log-prob under the moved policy.
+
+    This is what an off-policy PPO-style update does between two samplings (lesson 03): the first
+    minibatch sees r = 1, later ones see ratios that have drifted. ``model`` is trained in place
+    (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``.
+    """
+    if not isinstance(updates, int) or updates < 1:
+        raise ValueError(f"updates must be a positive int, got {updates!r}")
+    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+    mask = rollout.completion_mask.float()
+    old_logp = rollout.logprobs.detach()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    generator = torch.Generator().manual_seed(seed)
+    rows = mask.shape[0]
+    for update in range(updates):
+        if update % max(1, rows // minibatch_size) == 0:
+            order = torch.randperm(rows, generator=generator)
+        start = (update % max(1, rows // minibatch_size)) * minibatch_size
+        chosen = order[start:start + minibatch_size]
+        logp = completion_logprobs(model, *(t[chosen] for t in tensors))
+        loss, _ = policy_loss(logp, old_logp[chosen], advantages[chosen], mask[chosen], variant="dapo",
+                              eps_low=eps_low, eps_high=eps_high)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        logp = completion_logprobs(model, *tensors)
+    return {"old_logp": old_logp, "logp": logp, "advantages": advantages, "mask": mask}
+
+
+def _batch_tensors(batch: dict):
+    """(old_prob, new_prob, token advantages, mask) as float tensors from a real-batch dict."""
+    missing = {"old_logp", "logp", "advantages", "mask"} - set(batch)
+    if missing:
+        raise ValueError(f"batch must have keys old_logp, logp, advantages, mask; missing {sorted(missing)}")
+    old_logp = as_float_tensor("batch['old_logp']", batch["old_logp"], ndim=(2,)).detach()
+    logp = as_float_tensor("batch['logp']", batch["logp"], ndim=(2,)).detach()
+    mask = response_mask(batch["mask"], name="batch['mask']")
+    advantages = as_float_tensor("batch['advantages']", batch["advantages"], ndim=(1, 2)).detach()
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1).expand_as(logp)
+    if not (old_logp.shape == logp.shape == mask.shape == advantages.shape):
+        raise ValueError("batch tensors must share one (B, T) shape (advantages may be (B,))")
+    return old_logp.exp(), logp.exp(), advantages, mask > 0
+
+
+def upclip_stats(batch: dict, eps_high: float) -> dict:
+    """Which tokens with A > 0 rose past π_old · (1 + ε_high): the tokens the upper clip stops.
+
+    Returns the number of A > 0 tokens, the fraction up-clipped, and the median and maximum π_old
+    of the up-clipped ones (NaN when none are). DAPO's Figure 3b: these are low-probability tokens.
+    """
+    eps_high = check_positive("eps_high", eps_high, allow_zero=True)
+    old_prob, new_prob, advantages, mask = _batch_tensors(batch)
+    positive = mask & (advantages > 0)
+    clipped = positive & (new_prob > old_prob * (1 + eps_high))
+    chosen = old_prob[clipped]
+    return {
+        "positive_tokens": int(positive.sum()),
+        "upclip_frac": float(clipped.sum() / positive.sum().clamp(min=1)),
+        "median_old_prob": float(chosen.median()) if chosen.numel() else float("nan"),
+        "max_old_prob": float(chosen.max()) if chosen.numel() else float("nan"),
+    }
+
+
+def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dict | None = None):
+    """Left: the clipped objective vs r = π_θ/π_old for A = ±1. Right: how far π can rise.
+
+    The right panel plots π_θ against π_old on log axes: the upper clip stops the gradient of an
+    A > 0 token above the line π_θ = π_old (1 + ε_high), so a token at 0.01 can rise to 0.012
+    under ε = 0.2 while one at 0.5 can rise to 0.6. With ``batch``, its A > 0 tokens are drawn:
+    red ones lie above the line (up-clipped: no more gradient), blue ones below it.
+    """
+    eps_low = check_positive("eps_low", eps_low, allow_zero=True)
+    eps_high = check_positive("eps_high", eps_high, allow_zero=True)
+    if eps_low >= 1:
+        raise ValueError(f"eps_low must be < 1, got {eps_low}")
+    fig, (ax_obj, ax_prob) = plt.subplots(1, 2, figsize=(11, 3.8))
+    ratio = torch.linspace(0.3, 1.8, 400)
+    for sign, colour in ((1.0, "tab:green"), (-1.0, "tab:red")):
+        objective = -clipped_surrogate(ratio, torch.full_like(ratio, sign), eps_low=eps_low, eps_high=eps_high)
+        ax_obj.plot(ratio.numpy(), objective.numpy(), color=colour, lw=2, label=f"A = {sign:+.0f}")
+    ax_obj.axvspan(1 - eps_low, 1 + eps_high, color="0.85", alpha=0.6, label="trust region")
+    for edge in (1 - eps_low, 1 + eps_high):
+        ax_obj.axvline(edge, color="black", lw=0.8, ls=":")
+    ax_obj.set(xlabel="ratio r = π_θ / π_old", ylabel="objective min(rA, clip(r)A)",
+               title=f"clip region: [1 − {eps_low:.2f}, 1 + {eps_high:.2f}]")
+    ax_obj.legend(fontsize=8)
+    ax_obj.grid(alpha=0.3)
+
+    old = np.geomspace(1e-4, 1, 200)
+    ax_prob.plot(old, np.minimum(1, old * (1 + eps_high)), color="black", lw=1.5,
+                 label=f"π_old · (1 + ε_high), ε_high = {eps_high:.2f}")
+    ax_prob.plot(old, old, color="0.6", lw=1, ls="--", label="π_θ = π_old")
+    title = "π can rise only by a factor 1 + ε_high"
+    if batch is not None:
+        old_prob, new_prob, advantages, mask = _batch_tensors(batch)
+        positive = mask & (advantages > 0)
+        above = positive & (new_prob > old_prob * (1 + eps_high))
+        below = positive & ~above
+        ax_prob.scatter(old_prob[below].numpy(), new_prob[below].numpy(), s=6, color="tab:blue", alpha=0.4,
+                        label="A > 0 tokens, inside the clip")
+        ax_prob.scatter(old_prob[above].numpy(), new_prob[above].numpy(), s=12, color="tab:red",
+                        label="A > 0 tokens, up-clipped")
+        stats = upclip_stats(batch, eps_high)
+        title = (f"{stats['upclip_frac']:.1%} of A > 0 tokens up-clipped; "
+                 f"their π_old ≤ {stats['max_old_prob']:.2f}")
+    ax_prob.set(xscale="log", yscale="log", xlim=(1e-4, 1.05), ylim=(1e-4, 1.05), xlabel="π_old(token)",
+                ylabel="π_θ(token) after the updates", title=title)
+    ax_prob.legend(fontsize=7.5, loc="lower right")
+    ax_prob.grid(alpha=0.3, which="major")
+    fig.tight_layout()
+    return fig
+
+
+def clip_higher_widget(batch: dict | None = None):
+    """ε_low and ε_high as sliders over ``plot_clip_higher`` (on ``batch``'s tokens when given)."""
+    import ipywidgets as widgets
+
+    def draw(eps_low, eps_high):
+        plot_clip_higher(eps_low, max(eps_high, eps_low), batch=batch)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        eps_low=widgets.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_low"),
+        eps_high=widgets.FloatSlider(value=0.28, min=0.0, max=1.0, step=0.01, description="ε_high"),
+    )
+
+
+def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect")):
+    """One horizontal bar chart per metric (column of ``table``, indexed by run label)."""
+    metrics = list(metrics)
+    missing = [m for m in metrics if m not in table.columns]
+    if missing:
+        raise ValueError(f"metrics {missing} are not columns of table (it has {list(table.columns)})")
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 0.6 + 0.4 * len(table)), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        ax.barh([str(label) for label in table.index], table[metric].to_numpy(dtype=float), color="tab:blue")
+        ax.set_title(metric, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+        ax.invert_yaxis()
+    for ax in axes[0, 1:]:
+        ax.set_yticklabels([])
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,112 @@
+"""Figures and widgets for lesson 08 (GRPO and RLVR): group advantages, and the models each method keeps.
+
+``plot_group_advantages`` draws the advantages of one group of 0/1 rewards under GRPO's σ
+(population or Bessel), the plain group mean and RLOO, beside the advantage of a right and a wrong
+answer as the number of right answers in the group changes; ``group_advantages_widget`` puts its
+knobs on sliders. ``plot_models_in_memory`` compares the models PPO and GRPO keep.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook._checks import check_int
+from rlbook.advantages import group_advantages
+
+__all__ = ["ADVANTAGE_RULES", "plot_group_advantages", "group_advantages_widget", "plot_models_in_memory"]
+
+# label → (method, unbiased_std) of rlbook.advantages.group_advantages
+ADVANTAGE_RULES = {
+    "GRPO, population σ": ("grpo", False),
+    "GRPO, Bessel σ": ("grpo", True),
+    "mean only (Dr.GRPO)": ("dr_grpo", False),
+    "RLOO": ("rloo", False),
+}
+RULE_COLOURS = ("tab:blue", "tab:orange", "tab:gray", "tab:green")
+
+
+def _binary_group(n_correct: int, group_size: int) -> torch.Tensor:
+    """Rewards of a group of ``group_size`` with ``n_correct`` ones first, then zeros."""
+    return torch.tensor([1.0] * n_correct + [0.0] * (group_size - n_correct))
+
+
+def plot_group_advantages(n_correct: int = 3, group_size: int = 4):
+    """Left: the advantage of every member of a group with ``n_correct`` right answers out of
+    ``group_size``, under each rule of ``ADVANTAGE_RULES``. Right: the advantage of a right and of a
+    wrong answer against the number right, k = 0 … G (k = 0 and k = G are zero-variance groups)."""
+    group_size = check_int("group_size", group_size, minimum=2)
+    n_correct = check_int("n_correct", n_correct, minimum=0)
+    if n_correct > group_size:
+        raise ValueError(f"n_correct must be at most group_size={group_size}, got {n_correct}")
+    rewards = _binary_group(n_correct, group_size)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    width = 0.8 / len(ADVANTAGE_RULES)
+    for j, ((label, (method, bessel)), colour) in enumerate(zip(ADVANTAGE_RULES.items(), RULE_COLOURS)):
+        advantages = group_advantages(rewards, group_size, method, bessel)
+        left.bar(np.arange(group_size) + (j - 1.5) * width, advantages.numpy(), width, label=label, color=colour)
+        ks = np.arange(group_size + 1)
+        right_answer, wrong_answer = [], []
+        for k in ks:
+            a = group_advantages(_binary_group(int(k), group_size), group_size, method, bessel)
+            right_answer.append(a[0].item() if k > 0 else np.nan)
+            wrong_answer.append(a[-1].item() if k < group_size else np.nan)
+        right.plot(ks, right_answer, "o-", color=colour, ms=4, label=label)
+        right.plot(ks, wrong_answer, "s--", color=colour, ms=4)
+    left.axhline(0, color="black", lw=0.8)
+    left.set_xticks(range(group_size), [f"r={int(r)}" for r in rewards.tolist()], fontsize=8)
+    left.set(ylabel="advantage A_i", title=f"one group: {n_correct} right out of G = {group_size}")
+    left.legend(fontsize=7)
+    right.axhline(0, color="black", lw=0.8)
+    right.axvline(n_correct, color="0.6", lw=1, ls=":")
+    right.set(xlabel="k = right answers in the group", ylabel="advantage",
+              title="right answers (●, solid) and wrong ones (■, dashed)")
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def group_advantages_widget(max_group_size: int = 16):
+    """``plot_group_advantages`` with sliders for the group size and the number of right answers."""
+    import ipywidgets as widgets
+
+    def draw(group_size, n_correct):
+        plot_group_advantages(min(n_correct, group_size), group_size)
+        plt.show()
+
+    return widgets.interact(draw, group_size=widgets.IntSlider(value=4, min=2, max=max_group_size),
+                            n_correct=widgets.IntSlider(value=3, min=0, max=max_group_size))
+
+
+def plot_models_in_memory(models: dict[str, dict[str, int]], *, bytes_per_parameter: int = 2, unit: float = 1e9,
+                          unit_name: str = "GB", title: str | None = None):
+    """Stacked bars: for each method, the parameters each model it keeps holds, in memory.
+
+    ``models``: method → {role (policy, reference, critic, reward model, optimizer state …): parameters}.
+    Each parameter costs ``bytes_per_parameter`` bytes; the axis is in ``unit_name``.
+    """
+    if not models:
+        raise ValueError("models must name at least one method")
+    roles = list(dict.fromkeys(role for parts in models.values() for role in parts))
+    colours = dict(zip(roles, plt.get_cmap("tab10").colors))
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.7 * len(models)))
+    for row, (method, parts) in enumerate(models.items()):
+        left = 0.0
+        for role in roles:
+            size = parts.get(role, 0) * bytes_per_parameter / unit
+            if size:
+                ax.barh(row, size, left=left, color=colours[role], edgecolor="white", label=role)
+                left += size
+        ax.text(left, row, f"  {left:.3g} {unit_name}", va="center", fontsize=8)
+    ax.set_yticks(range(len(models)), list(models))
+    ax.invert_yaxis()
+    ax.set_xlabel(f"memory ({unit_name}, {bytes_per_parameter} bytes per parameter)")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))  # one legend entry per role
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="lower right")
+    ax.margins(x=0.18)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,320 @@
+"""Figures and widgets for lessons 06 (DPO) and 07 (the preference zoo).
+
+Every ``plot_*`` function draws a new figure and returns it; end a notebook line with ``;`` so
+Jupyter shows it once. The ``*_widget`` functions wrap a plotting function in
+``ipywidgets.interact``. The losses drawn are the library's own (``rlbook.losses``), evaluated on
+a grid of margins, so a picture can never disagree with the code that trains.
+
+``kl_regularised_optimum`` and ``toy_margin_dynamics`` are the two exactly solvable toys the
+lessons use: the closed-form optimum π* ∝ π_ref · exp(r/β) on a handful of responses, and
+gradient descent on one preference pair with a tabular policy, where DPO's margin grows without
+bound while IPO's stops at 1/(2τ).
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook import losses
+from rlbook._checks import check_int, check_positive
+
+__all__ = [
+    "LOSS_COLOURS",
+    "kl_regularised_optimum",
+    "plot_kl_regularised_optimum",
+    "optimum_widget",
+    "plot_dpo_loss_and_weight",
+    "dpo_beta_widget",
+    "plot_preference_history",
+    "pair_losses_vs_margin",
+    "plot_losses_vs_margin",
+    "losses_vs_margin_widget",
+    "toy_margin_dynamics",
+    "plot_margin_trajectories",
+]
+
+LOSS_COLOURS = {"dpo": "tab:blue", "ipo": "tab:orange", "kto": "tab:green", "simpo": "tab:red",
+                "orpo": "tab:purple", "cpo": "tab:brown"}
+
+
+# ----------------------------------------------------------------------------- lesson 06: the closed form
+
+
+def kl_regularised_optimum(ref_probs, rewards, beta: float) -> torch.Tensor:
+    """The maximiser of E_π[r] − β KL(π ‖ π_ref) over distributions on a finite set of responses.
+
+        π*(y) = π_ref(y) exp(r(y)/β) / Z,    Z = Σ_y π_ref(y) exp(r(y)/β)
+
+    (Rafailov et al. 2023, arXiv:2305.18290, eq. 4; computed as a softmax of log π_ref + r/β so
+    that a small β does not overflow.) ``ref_probs`` and ``rewards`` are 1-D and of equal length.
+    """
+    ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    if ref_probs.dim() != 1 or ref_probs.numel() < 2:
+        raise ValueError(f"ref_probs must be a 1-D tensor of at least 2 probabilities, got shape {tuple(ref_probs.shape)}")
+    if rewards.shape != ref_probs.shape:
+        raise ValueError(f"rewards must have the shape of ref_probs {tuple(ref_probs.shape)}, got {tuple(rewards.shape)}")
+    if (ref_probs <= 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-6:
+        raise ValueError("ref_probs must be positive and sum to 1")
+    beta = check_positive("beta", beta)
+    return torch.softmax(ref_probs.log() + rewards / beta, dim=0)
+
+
+def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2, 0.12, 0.08),
+                                rewards=(0.0, 1.0, -1.0, 2.0, 0.5)):
+    """Bars of π_ref and of π* ∝ π_ref exp(r/β) on five responses, with each response's reward.
+
+    Large β keeps π* near π_ref; small β piles the mass on the best response.
+    """
+    ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    optimum = kl_regularised_optimum(ref_probs, rewards, beta)
+    kl = float((optimum * (optimum / ref_probs).log()).sum())
+    x = np.arange(len(ref_probs))
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    ax.bar(x - 0.2, ref_probs.numpy(), width=0.4, color="0.6", label="π_ref")
+    ax.bar(x + 0.2, optimum.numpy(), width=0.4, color="tab:blue", label=f"π* (β = {beta:.3g})")
+    ax.set_xticks(x, [f"y{i + 1}\nr = {float(r):+.1f}" for i, r in enumerate(rewards)])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("probability")
+    ax.set_title(f"π* ∝ π_ref · exp(r/β):  E_π*[r] = {float((optimum * rewards).sum()):.2f},  "
+                 f"KL(π* ‖ π_ref) = {kl:.2f}", fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def optimum_widget():
+    """β as a knob of ``plot_kl_regularised_optimum`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(beta):
+        plot_kl_regularised_optimum(beta)
+        plt.show()
+
+    return widgets.interact(draw, beta=widgets.FloatLogSlider(value=1.0, base=10, min=-1.5, max=1.5, step=0.05,
+                                                               description="β"))
+
+
+def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, compare_betas=(0.05, 0.1, 0.5, 1.0)):
+    """DPO's loss −log σ(β h) and each pair's gradient weight β σ(−β h), against the log-ratio margin h.
+
+    h = log π(y_w)/π_ref(y_w) − log π(y_l)/π_ref(y_l). The loss is computed by
+    ``rlbook.losses.dpo_loss`` and the weight by autograd through it (−∂L/∂h), so the picture is
+    the library's. Faint curves show ``compare_betas``; the bold one is ``beta``.
+    """
+    beta = check_positive("beta", beta)
+    margin_range = check_positive("margin_range", margin_range)
+    h = torch.linspace(-margin_range, margin_range, 801, dtype=torch.float64)
+    fig, (ax_loss, ax_weight) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for b in sorted(set(compare_betas) | {beta}):
+        loss, weight = _dpo_loss_and_weight(h, b)
+        bold = b == beta
+        style = dict(lw=2.4 if bold else 1.0, alpha=1.0 if bold else 0.45, color="tab:blue" if bold else "0.4")
+        ax_loss.plot(h, loss, label=f"β = {b:g}", **style)
+        ax_weight.plot(h, weight, label=f"β = {b:g}", **style)
+    ax_loss.axhline(math.log(2), color="black", ls=":", lw=1)
+    ax_loss.annotate("ln 2 at h = 0 (π = π_ref)", (0, math.log(2)), xytext=(6, 12), textcoords="offset points",
+                     fontsize=8.5)
+    ax_loss.set_ylim(0, min(8.0, float(_dpo_loss_and_weight(h[:1], max(compare_betas + (beta,)))[0][0]) + 0.5))
+    ax_loss.set_xlabel("log-ratio margin h")
+    ax_loss.set_ylabel("−log σ(β h)")
+    ax_loss.set_title("the loss", fontsize=10)
+    ax_loss.legend(fontsize=8)
+    ax_weight.set_xlabel("log-ratio margin h")
+    ax_weight.set_ylabel("−∂L/∂h = β σ(−β h)")
+    ax_weight.set_title("each pair's gradient weight: large while the pair is mis-ordered", fontsize=10)
+    for ax in (ax_loss, ax_weight):
+        ax.axvline(0, color="black", lw=0.6)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _dpo_loss_and_weight(h: torch.Tensor, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """DPO's per-pair loss at margins ``h`` and −∂loss/∂h, through ``rlbook.losses.dpo_loss``."""
+    h = h.clone().requires_grad_(True)
+    zeros = torch.zeros_like(h)
+    loss = losses.dpo_loss(h, zeros, zeros, zeros, beta)
+    (grad,) = torch.autograd.grad(loss.sum(), h)
+    return loss.detach().numpy(), (-grad).numpy()
+
+
+def dpo_beta_widget():
+    """β as a knob of ``plot_dpo_loss_and_weight`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(beta):
+        plot_dpo_loss_and_weight(beta)
+        plt.show()
+
+    return widgets.interact(draw, beta=widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.05,
+                                                               description="β"))
+
+
+def plot_preference_history(history, *, title: str = "DPO on review-base"):
+    """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
+    and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected."""
+    frame = history.to_pandas() if hasattr(history, "to_pandas") else history
+    missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
+               if k not in frame]
+    if missing:
+        raise ValueError(f"history must hold a PreferenceTrainer's metrics; missing {missing}")
+    evals = frame.dropna(subset=["eval/rewards/accuracies"]) if "eval/rewards/accuracies" in frame else None
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
+    axes[0].plot(frame["step"], frame["loss"], color="tab:blue", lw=1)
+    axes[0].axhline(math.log(2), color="black", ls=":", lw=1, label="ln 2")
+    axes[0].set_title("loss", fontsize=10)
+    axes[0].legend(fontsize=8)
+    axes[1].plot(frame["step"], frame["rewards/accuracies"], color="0.6", lw=1, label="train batch")
+    if evals is not None:
+        axes[1].plot(evals["step"], evals["eval/rewards/accuracies"], "o-", color="tab:green", label="held-out")
+    axes[1].set_ylim(-0.02, 1.02)
+    axes[1].set_title("preference accuracy", fontsize=10)
+    axes[1].legend(fontsize=8)
+    axes[2].plot(frame["step"], frame["rewards/margins"], color="0.6", lw=1, label="train batch")
+    if evals is not None:
+        axes[2].plot(evals["step"], evals["eval/rewards/margins"], "o-", color="tab:green", label="held-out")
+    axes[2].set_title("implicit-reward margin β·h", fontsize=10)
+    axes[2].legend(fontsize=8)
+    axes[3].plot(frame["step"], frame["logps/chosen"], color="tab:blue", label="chosen  log π(y_w|x)")
+    axes[3].plot(frame["step"], frame["logps/rejected"], color="tab:red", label="rejected  log π(y_l|x)")
+    axes[3].set_title("policy log-probs (batch means)", fontsize=10)
+    axes[3].legend(fontsize=8)
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- lesson 07: the zoo
+
+
+def pair_losses_vs_margin(margins, *, beta: float = 0.1, tau: float = 0.1, gamma: float = 0.5,
+                          simpo_beta: float = 2.0) -> dict[str, np.ndarray]:
+    """Each loss of one pair as a function of its margin, through ``rlbook.losses``.
+
+    The margin is the quantity each loss is built on (the x-axis of the lesson's figure):
+    DPO and IPO the log-ratio margin h; KTO the same h split evenly, r_w = h/2 = −r_l, with z0 = 0,
+    summing the desirable and undesirable terms; SimPO the length-averaged log-prob margin (a pair
+    of one-token responses); ORPO the log odds ratio (its NLL term does not depend on the margin,
+    so only λ's term −log σ(h) is drawn, with λ = 1).
+    """
+    h = torch.as_tensor(margins, dtype=torch.float64)
+    if h.dim() != 1 or h.numel() == 0:
+        raise ValueError(f"margins must be a non-empty 1-D array, got shape {tuple(h.shape)}")
+    zeros, ones = torch.zeros_like(h), torch.ones_like(h)
+    kto_rewards = torch.cat([h / 2, -h / 2])
+    kto = losses.kto_loss(kto_rewards, torch.zeros_like(kto_rewards), torch.cat([ones, zeros]), torch.tensor(0.0),
+                          beta)
+    return {
+        "dpo": losses.dpo_loss(h, zeros, zeros, zeros, beta).numpy(),
+        "ipo": losses.ipo_loss(h, zeros, zeros, zeros, tau).numpy(),
+        "kto": (kto[: len(h)] + kto[len(h):]).numpy(),
+        "simpo": losses.simpo_loss(h, zeros, ones, ones, simpo_beta, gamma).numpy(),
+        "orpo": -torch.nn.functional.logsigmoid(h).numpy(),
+    }
+
+
+def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.5, *, simpo_beta: float = 2.0,
+                          margin_range: float = 20.0):
+    """The zoo's losses against the margin (left) and the pull −∂L/∂margin (right).
+
+    Where the pull reaches zero the margin stops moving: only IPO's does, at h = 1/(2τ); DPO's,
+    SimPO's and ORPO's pull decays but never vanishes, so their margins keep growing; KTO's
+    saturates on both sides.
+    """
+    h = torch.linspace(-margin_range, margin_range, 801, dtype=torch.float64)
+    curves = pair_losses_vs_margin(h, beta=beta, tau=tau, gamma=gamma, simpo_beta=simpo_beta)
+    names = {"dpo": f"DPO (β={beta:g})", "ipo": f"IPO (τ={tau:g})", "kto": f"KTO (β={beta:g}, z0=0)",
+             "simpo": f"SimPO (β={simpo_beta:g}, γ={gamma:g})", "orpo": "ORPO odds-ratio term"}
+    fig, (ax_loss, ax_pull) = plt.subplots(1, 2, figsize=(12, 3.8))
+    hs = h.numpy()
+    for name, loss in curves.items():
+        pull = -np.gradient(loss, hs)
+        ax_loss.plot(hs, loss, color=LOSS_COLOURS[name], label=names[name])
+        ax_pull.plot(hs, pull, color=LOSS_COLOURS[name], label=names[name])
+    target = 1 / (2 * tau)
+    for ax in (ax_loss, ax_pull):
+        ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_xlabel("margin")
+        ax.grid(alpha=0.3)
+    ax_loss.set_ylim(-0.1, 4)
+    ax_loss.set_title(f"loss of one pair (IPO's target 1/(2τ) = {target:.3g} dotted)", fontsize=10)
+    ax_pull.set_ylim(-0.6, 1.2)
+    ax_pull.set_title("pull on the margin, −∂L/∂margin: zero means it stops", fontsize=10)
+    ax_loss.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def losses_vs_margin_widget():
+    """β, τ and γ as knobs of ``plot_losses_vs_margin`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(beta, tau, gamma):
+        plot_losses_vs_margin(beta, tau, gamma)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        beta=widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.05, description="β"),
+        tau=widgets.FloatLogSlider(value=0.1, base=10, min=-1.5, max=0.5, step=0.05, description="τ (IPO)"),
+        gamma=widgets.FloatSlider(value=0.5, min=0.0, max=3.0, step=0.1, description="γ (SimPO)"),
+    )
+
+
+def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: float = 0.5, tau: float = 0.25,
+                        n_responses: int = 4) -> np.ndarray:
+    """The log-ratio margin h after each of ``steps`` gradient steps on one preference pair.
+
+    The toy: one prompt, ``n_responses`` responses, a tabular policy π = softmax(θ) starting at
+    π_ref (uniform), the pair (y_w = response 0, y_l = response 1), plain gradient descent with
+    step ``lr`` on ``rlbook.losses.dpo_loss`` (``loss="dpo"``, with ``beta``) or ``ipo_loss``
+    (``loss="ipo"``, with ``tau``). DPO's margin keeps growing (its gradient β σ(−β h) is never
+    zero), IPO's converges to 1/(2τ). Returns (steps,) margins.
+    """
+    if loss not in ("dpo", "ipo"):
+        raise ValueError(f"loss must be 'dpo' or 'ipo', got {loss!r}")
+    steps = check_int("steps", steps, minimum=1)
+    lr = check_positive("lr", lr)
+    n_responses = check_int("n_responses", n_responses, minimum=2)
+    logits = torch.zeros(n_responses, dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.zeros(n_responses, dtype=torch.float64), 0)
+    margins = np.empty(steps)
+    for step in range(steps):
+        logp = torch.log_softmax(logits, 0)
+        args = (logp[:1], logp[1:2], ref[:1], ref[1:2])
+        value = losses.dpo_loss(*args, beta) if loss == "dpo" else losses.ipo_loss(*args, tau)
+        (grad,) = torch.autograd.grad(value.sum(), logits)
+        with torch.no_grad():
+            logits -= lr * grad
+        margins[step] = float(((logp[0] - ref[0]) - (logp[1] - ref[1])).detach())
+    return margins
+
+
+def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlabel: str = "step",
+                             title: str = "log-ratio margin h during training"):
+    """Margin curves, one per loss (``{name: (steps,) array}``), with IPO's target 1/(2τ) dotted."""
+    if not margins:
+        raise ValueError("margins must map at least one loss name to its margin curve")
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for name, values in margins.items():
+        values = np.asarray(values, dtype=float)
+        ax.plot(np.arange(1, len(values) + 1), values, color=LOSS_COLOURS.get(name.lower(), None), label=name)
+    if target is not None:
+        ax.axhline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("h = log π/π_ref (chosen − rejected)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,246 @@
+"""Figures and widgets for lesson 12: token ratios vs GSPO's sequence ratio and GMPO's geometric mean.
+
+The lesson looks at *real* off-policy ratios. ``off_policy_batch`` makes them the way a
+minibatched trainer does (``rlbook.trainers.preset("gspo")`` splits each batch of 64 completions
+into minibatches of 32, so every minibatch after the first is scored by a policy that has already
+moved): sample a batch, take a few AdamW steps on it, and recompute the log-probs of the same
+tokens after each step. The figures then compare the spread of
+
+    token ratios      r_t = π_θ(y_t)/π_old(y_t)                      (PPO, arXiv:1707.06347)
+    sequence ratios   s_i = (π_θ(y_i)/π_old(y_i))^{1/|y_i|}          (GSPO, arXiv:2507.18071)
+
+and what fraction of them each method's clip range cuts off. Every function draws a new figure and
+returns it; end a notebook line with ``;`` so Jupyter shows it once.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from rlbook._checks import check_int, check_positive
+from rlbook.advantages import group_advantages
+from rlbook.losses import policy_loss
+from rlbook.ratios import gspo_sequence_ratio
+from rlbook.rollout import completion_logprobs, sample
+
+__all__ = [
+    "OffPolicyBatch",
+    "off_policy_batch",
+    "log_ratios",
+    "clip_fraction_table",
+    "plot_clip_fractions",
+    "plot_ratio_spread",
+    "ratio_spread_widget",
+    "plot_histories",
+]
+
+# |log ratio| below this is drawn at this value on the log axis (ratios equal to 1 up to float error).
+FLOOR = 1e-7
+
+
+@dataclass
+class OffPolicyBatch:
+    """One sampled batch and its log-probs as the policy moves (rows = n_prompts × G, groups contiguous).
+
+    ``old_logp`` (B, C) is the sampling policy's log-prob of each token; ``logps[k]`` (B, C) the
+    same tokens' log-prob after k optimizer steps (``logps[0]`` equals ``old_logp`` up to float
+    rounding). ``mask`` (B, C) marks completion tokens; ``rewards`` and ``advantages`` are (B,).
+    """
+
+    texts: list[str]
+    mask: torch.Tensor
+    old_logp: torch.Tensor
+    logps: list[torch.Tensor]
+    rewards: torch.Tensor
+    advantages: torch.Tensor
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """(B,) completion lengths |y_i| in tokens."""
+        return self.mask.sum(dim=1)
+
+    @property
+    def updates(self) -> int:
+        """How many optimizer steps the last snapshot is behind the sampling policy."""
+        return len(self.logps) - 1
+
+
+def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: int = 8, updates: int = 4,
+                     minibatch_size: int = 32, lr: float = 2e-4, variant: str = "grpo", max_new_tokens: int = 64,
+                     seed: int = 0) -> OffPolicyBatch:
+    """Sample a batch from ``model`` and record how its tokens' log-probs move over ``updates`` steps.
+
+    A copy of ``model`` is trained (the given model is left as it is): the batch is shuffled into
+    minibatches of ``minibatch_size`` completions, and each of the ``updates`` AdamW steps (at
+    ``lr``, gradients clipped to norm 1, as the trainers do) minimises ``policy_loss(variant=...)``
+    on the next minibatch, cycling through them. After each step the whole batch is re-scored.
+    Prompts are ``task``'s training prompts; advantages are GRPO's group advantages of
+    ``task.reward``.
+    """
+    check_int("n_prompts", n_prompts, minimum=1)
+    check_int("group_size", group_size, minimum=2)
+    check_int("updates", updates, minimum=0)
+    check_int("minibatch_size", minibatch_size, minimum=1)
+    check_positive("lr", lr)
+    policy = copy.deepcopy(model).eval()
+    examples = list(task.dataset(n_prompts, seed=seed, split="train"))
+    rollout = sample(policy, tokenizer, [e["prompt"] for e in examples], num_samples=group_size,
+                     max_new_tokens=max_new_tokens, seed=seed)
+    repeated = [e for e in examples for _ in range(group_size)]
+    rewards = torch.tensor([float(task.reward(text, e)) for text, e in zip(rollout.texts, repeated)])
+    advantages = group_advantages(rewards, group_size)
+    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+
+    def score(rows=slice(None)):
+        return completion_logprobs(policy, *(t[rows] for t in tensors))
+
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
+    order = torch.randperm(len(rollout), generator=torch.Generator().manual_seed(seed))
+    minibatches = order.split(minibatch_size)
+    with torch.no_grad():
+        logps = [score()]
+    for step in range(updates):
+        rows = minibatches[step % len(minibatches)]
+        loss, _ = policy_loss(score(rows), rollout.logprobs[rows], advantages[rows], rollout.completion_mask[rows],
+                              variant=variant)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        optimizer.step()
+        with torch.no_grad():
+            logps.append(score())
+    return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
+                          logps=logps, rewards=rewards, advantages=advantages)
+
+
+def log_ratios(batch: OffPolicyBatch, update: int) -> tuple[np.ndarray, np.ndarray]:
+    """(log r_t of every completion token, log s_i of every sequence) after ``update`` steps, as arrays."""
+    if not 0 <= update <= batch.updates:
+        raise ValueError(f"update must be in [0, {batch.updates}], got {update}")
+    new = batch.logps[update]
+    token = (new - batch.old_logp)[batch.mask > 0]
+    sequence = gspo_sequence_ratio(new, batch.old_logp, batch.mask).log()
+    return token.numpy(), sequence.numpy()
+
+
+def clip_fraction_table(batch: OffPolicyBatch) -> pd.DataFrame:
+    """One row per number of updates k: the spread of the log-ratios and each method's clip fraction.
+
+    Spreads are standard deviations of log r_t (over tokens) and log s_i (over sequences). The
+    clip fractions are ``policy_loss``'s own metric (the fraction of tokens whose gradient the
+    clip zeroes) on the same tensors: GRPO at ε = 0.2 on token ratios, GSPO at (3e-4, 4e-4) on
+    sequence ratios, GMPO at ±0.4 in log space.
+    """
+    rows = []
+    for update, logp in enumerate(batch.logps):
+        token, sequence = log_ratios(batch, update)
+        row = {"updates": update, "std log r_t": token.std(), "std log s_i": sequence.std()}
+        for variant in ("grpo", "gspo", "gmpo"):
+            _, metrics = policy_loss(logp, batch.old_logp, batch.advantages, batch.mask, variant=variant)
+            row[f"clip {variant}"] = metrics["clip_frac"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("updates")
+
+
+def plot_clip_fractions(table: pd.DataFrame):
+    """Clip fraction of GRPO, GSPO and GMPO against the number of updates since sampling."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    styles = {"clip grpo": ("GRPO, token ratio, ε = 0.2", "tab:blue"),
+              "clip gspo": ("GSPO, sequence ratio, ε = 3e-4 / 4e-4", "tab:red"),
+              "clip gmpo": ("GMPO, log-clip ±0.4", "tab:green")}
+    for column, (label, colour) in styles.items():
+        ax.plot(table.index, table[column], "o-", color=colour, label=label)
+    ax.set(xlabel="optimizer steps since the batch was sampled", ylabel="fraction of tokens clipped",
+           ylim=(-0.03, 1.03), xticks=list(table.index))
+    ax.set_title("Who clips what, on the same real tokens", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: float = 0.2, eps_sequence: float = 4e-4):
+    """|log r_t| of every token and |log s_i| of every sequence after ``update`` steps, and s_i vs length.
+
+    Left: histograms on a log axis, with the clip bands log(1 + ε) of PPO/GRPO (``eps_token``) and
+    GSPO (``eps_sequence``) as vertical lines: whatever lies right of a line is outside its band.
+    Right: |log s_i| against the completion length |y_i|. Values below 1e-7 (ratios equal to 1 up
+    to float error) are drawn at 1e-7.
+    """
+    eps_token = check_positive("eps_token", eps_token)
+    eps_sequence = check_positive("eps_sequence", eps_sequence)
+    token, sequence = log_ratios(batch, update)
+    token, sequence = np.maximum(np.abs(token), FLOOR), np.maximum(np.abs(sequence), FLOOR)
+    bins = np.geomspace(FLOOR, 10, 57)
+    fig, (ax_hist, ax_len) = plt.subplots(1, 2, figsize=(11, 3.6))
+    ax_hist.hist(token, bins=bins, alpha=0.6, color="tab:blue", density=False,
+                 weights=np.full(token.size, 1 / token.size), label=f"tokens |log r_t|  ({token.size})")
+    ax_hist.hist(sequence, bins=bins, alpha=0.6, color="tab:red",
+                 weights=np.full(sequence.size, 1 / sequence.size), label=f"sequences |log s_i|  ({sequence.size})")
+    for eps, colour, name in ((eps_token, "tab:blue", "token band"), (eps_sequence, "tab:red", "GSPO band")):
+        outside = (token if name == "token band" else sequence) > np.log1p(eps)
+        ax_hist.axvline(np.log1p(eps), color=colour, ls="--",
+                        label=f"{name} log(1+{eps:.2g}): {outside.mean():.0%} outside")
+    ax_hist.set(xscale="log", xlabel="|log ratio|", ylabel="fraction")
+    ax_hist.set_title(f"after {update} update(s): spread of token vs sequence ratios", fontsize=10)
+    ax_hist.legend(fontsize=7.5, loc="upper left")
+    lengths = batch.lengths.numpy()
+    correct = batch.rewards.numpy() == 1
+    ax_len.scatter(lengths[correct], sequence[correct], s=14, color="tab:green", label="correct")
+    ax_len.scatter(lengths[~correct], sequence[~correct], s=14, color="tab:gray", label="incorrect")
+    ax_len.axhline(np.log1p(eps_sequence), color="tab:red", ls="--", label="GSPO band")
+    ax_len.axhline(np.log1p(eps_token), color="tab:blue", ls="--", label="token band")
+    ax_len.set(yscale="log", xlabel="completion length |y_i| (tokens)", ylabel="|log s_i|")
+    ax_len.set_title("the sequence ratio is an average: long answers drift less", fontsize=10)
+    ax_len.legend(fontsize=7.5)
+    for ax in (ax_hist, ax_len):
+        ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+def ratio_spread_widget(batch: OffPolicyBatch):
+    """The number of updates and GSPO's ε as knobs of ``plot_ratio_spread`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(update, eps_sequence):
+        plot_ratio_spread(batch, update, eps_sequence=eps_sequence)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        update=widgets.IntSlider(value=1, min=0, max=batch.updates, description="updates"),
+        eps_sequence=widgets.FloatLogSlider(value=4e-4, base=10, min=-5, max=0, step=0.25, description="GSPO ε"),
+    )
+
+
+def plot_histories(histories: dict[str, pd.DataFrame], keys, *, title: str | None = None):
+    """One panel per metric in ``keys``, each run of ``histories`` (name → ``History.to_pandas()``) a line.
+
+    A run that did not log a metric is left out of that panel.
+    """
+    keys = list(keys)
+    if not keys:
+        raise ValueError("keys must name at least one metric")
+    missing = [key for key in keys if not any(key in frame for frame in histories.values())]
+    if missing:
+        raise ValueError(f"no run logged {missing}")
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.0), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for name, frame in histories.items():
+            if key in frame:
+                ax.plot(frame["step"], frame[key], "o-", ms=3, label=name)
+        ax.set_title(key, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig

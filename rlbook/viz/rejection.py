@@ -1,0 +1,129 @@
+"""Figures and widgets for lesson 05: E[max of K], the best-of-n distribution and its KL, RS-SFT rounds.
+
+Every function draws a new figure and returns it; end a notebook line with ``;`` so Jupyter shows
+it once. ``best_of_n_toy_widget`` wraps ``plot_best_of_n_toy`` in ``ipywidgets.interact``.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook._checks import check_int, check_positive
+from rlbook.metrics import best_of_n_kl
+from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl
+
+__all__ = ["toy_policy", "plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
+           "plot_rejection_sampling_history"]
+
+
+def toy_policy(num_outcomes: int = 30, *, temperature: float = 1.0, reward_levels: int | None = None,
+               seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A toy policy π = softmax(z / T) over ``num_outcomes`` outcomes, z ~ N(0, 1) fixed by ``seed``,
+    and rewards 0, 1, …: distinct, or only ``reward_levels`` distinct values (ties) when given.
+
+    Rewards are independent of π, like a reward the policy was never trained on."""
+    num_outcomes = check_int("num_outcomes", num_outcomes, minimum=2)
+    temperature = check_positive("temperature", temperature)
+    generator = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(torch.randn(num_outcomes, dtype=torch.float64, generator=generator) / temperature, dim=0)
+    rewards = torch.randperm(num_outcomes, generator=generator).double()
+    if reward_levels is not None:
+        rewards = torch.div(rewards * check_int("reward_levels", reward_levels, minimum=1), num_outcomes,
+                            rounding_mode="floor")
+    return probs, rewards
+
+
+def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
+    """E[max of K standard normals] (exact, by quadrature) against √(2 log K), and their ratio.
+
+    ``monte_carlo`` (optional) maps K to (mean, standard error) of a sampled estimate."""
+    ks, exact = np.asarray(ks, dtype=float), np.asarray(exact, dtype=float)
+    bound = np.sqrt(2 * np.log(ks))
+    fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    ax.plot(ks, bound, "--", color="black", label="√(2 log K)")
+    ax.plot(ks, exact, color="tab:blue", lw=2, label="E[max of K] (exact)")
+    if monte_carlo:
+        k_mc = sorted(monte_carlo)
+        ax.errorbar(k_mc, [monte_carlo[k][0] for k in k_mc], yerr=[2 * monte_carlo[k][1] for k in k_mc], fmt="o",
+                    color="tab:orange", ms=4, label="Monte Carlo (± 2 s.e.)")
+    ax.set(xscale="log", xlabel="K", ylabel="reward (in σ above the mean)", title="best-of-K of N(0, 1) rewards")
+    ax.legend(fontsize=8)
+    ratio_at = ks > 1
+    ax_ratio.plot(ks[ratio_at], exact[ratio_at] / bound[ratio_at], color="tab:blue")
+    ax_ratio.axhline(1.0, color="black", ls="--", lw=0.8)
+    ax_ratio.set(xscale="log", xlabel="K", ylabel="E[max] / √(2 log K)", ylim=(0.4, 1.05),
+                 title="the bound is approached, slowly")
+    fig.tight_layout()
+    return fig
+
+
+def plot_best_of_n_toy(n: int = 8, temperature: float = 1.0, *, num_outcomes: int = 30,
+                       reward_levels: int | None = None, seed: int = 0):
+    """π and the exact best-of-``n`` distribution on ``toy_policy``, outcomes sorted by reward;
+    the title compares the exact KL with log n − (n − 1)/n."""
+    probs, rewards = toy_policy(num_outcomes, temperature=temperature, reward_levels=reward_levels, seed=seed)
+    best = best_of_n_distribution(probs, rewards, n)
+    order = torch.sort(rewards, stable=True).indices
+    x = np.arange(num_outcomes)
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    ax.bar(x - 0.2, probs[order].numpy(), 0.4, color="lightgrey", label="π")
+    ax.bar(x + 0.2, best[order].numpy(), 0.4, color="tab:blue", label=f"best-of-{n}")
+    ax.set_xticks(x, [f"{r:g}" for r in rewards[order].tolist()], fontsize=7)
+    ties = "" if reward_levels is None else f", {reward_levels} reward levels (ties)"
+    ax.set(xlabel="outcome, labelled by its reward (sorted)", ylabel="probability",
+           title=f"T = {temperature:g}{ties}: exact KL = {best_of_n_exact_kl(probs, rewards, n):.3f} "
+                 f"≤ log n − (n−1)/n = {best_of_n_kl(n):.3f}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def best_of_n_toy_widget(*, num_outcomes: int = 30, seed: int = 0):
+    """n, the toy policy's temperature and the number of reward levels as knobs of ``plot_best_of_n_toy``."""
+    import ipywidgets as widgets
+
+    def draw(n, temperature, reward_levels):
+        plot_best_of_n_toy(n, temperature, num_outcomes=num_outcomes,
+                           reward_levels=None if reward_levels == num_outcomes else reward_levels, seed=seed)
+
+    return widgets.interact(
+        draw,
+        n=widgets.SelectionSlider(options=[1, 2, 4, 8, 16, 32, 64, 128], value=8, description="n"),
+        temperature=widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="T of π"),
+        reward_levels=widgets.IntSlider(value=num_outcomes, min=2, max=num_outcomes, description="reward levels"),
+    )
+
+
+def plot_kl_against_bound(ns, measured: dict[str, list[float]]):
+    """log n − (n − 1)/n against n, with each measured KL curve of ``measured`` (label → KL per n)."""
+    ns = np.asarray(ns)
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    ax.plot(ns, [best_of_n_kl(int(n)) for n in ns], "k--", lw=2, label="log n − (n − 1)/n")
+    for label, values in measured.items():
+        ax.plot(ns, values, "o-", ms=4, label=label)
+    ax.set(xscale="log", xlabel="n", ylabel="KL(π_best-of-n ‖ π) (nats)", title="the best-of-n KL: formula vs exact")
+    ax.set_xticks(ns, [str(int(n)) for n in ns])
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_rejection_sampling_history(history):
+    """Held-out pass@1 per round of ``rejection_sampling_finetune``, with the sampled and best-of-n rewards."""
+    frame = history.to_pandas() if hasattr(history, "to_pandas") else history
+    fig, (ax_pass, ax_reward) = plt.subplots(1, 2, figsize=(10, 3.4))
+    ax_pass.plot(frame["round"], frame["eval/pass@1"], "o-", color="tab:blue", lw=2)
+    ax_pass.set(xlabel="round (0 = before training)", ylabel="held-out pass@1", ylim=(0, 1),
+                title="rejection-sampling SFT, round by round")
+    ax_pass.set_xticks(frame["round"])
+    trained = frame.dropna(subset=["sample_reward"])
+    ax_reward.plot(trained["round"], trained["sample_reward"], "o-", color="grey", label="mean sampled reward")
+    ax_reward.plot(trained["round"], trained["best_of_n_reward"], "o-", color="tab:green", label="best-of-n reward (kept)")
+    ax_reward.set(xlabel="round", ylabel="training reward", ylim=(0, 1.05), title="what each round distils")
+    ax_reward.set_xticks(trained["round"])
+    ax_reward.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+

@@ -1,0 +1,152 @@
+"""Figures and widgets for lesson 04: the Bradley–Terry model, reward-model training, over-optimisation.
+
+Every function draws a new figure and returns it; end a notebook line with ``;`` so Jupyter shows
+it once. The two widgets wrap ``plot_bradley_terry`` and ``plot_best_of_n_winners`` in
+``ipywidgets.interact``.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook.metrics import best_of_n_kl
+from rlbook.trainers.rejection import best_of_n_expectation
+
+__all__ = ["plot_bradley_terry", "bradley_terry_widget", "plot_reward_model_history", "overoptimisation_curves",
+           "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
+
+PROXY_COLOUR, GOLD_COLOUR, ORACLE_COLOUR = "tab:orange", "tab:blue", "tab:green"
+
+
+def plot_bradley_terry(temperature: float = 0.5):
+    """Left: the gold labeller's P(a ≻ b) = σ(Δgold / T) against the gold gap Δgold, at ``temperature``.
+    Right: the reward model's loss −log σ(Δr) and the size of its gradient σ(−Δr) against its margin Δr."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    gap = np.linspace(-4, 4, 401)
+    fig, (ax_label, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.4))
+    for t, style in ((0.5, ":"), (2.0, "--")):
+        ax_label.plot(gap, 1 / (1 + np.exp(-gap / t)), color="grey", ls=style, lw=1, label=f"T = {t}")
+    ax_label.plot(gap, 1 / (1 + np.exp(-gap / temperature)), color=GOLD_COLOUR, lw=2.2, label=f"T = {temperature:.2f}")
+    for g in (1.0, 0.5):
+        p = 1 / (1 + np.exp(-g / temperature))
+        ax_label.plot([g], [p], "o", color=GOLD_COLOUR)
+        ax_label.annotate(f"Δgold={g}: {p:.2f}", (g, p), textcoords="offset points", xytext=(8, -12), fontsize=8)
+    ax_label.set(xlabel="gold(a) − gold(b)", ylabel="P(label says a ≻ b)", title="the labeller: Bradley–Terry")
+    ax_label.legend(fontsize=8)
+    margin = np.linspace(-6, 6, 401)
+    ax_loss.plot(margin, np.logaddexp(0, -margin), color="black", lw=2, label="loss −log σ(Δr)")
+    ax_loss.plot(margin, 1 / (1 + np.exp(margin)), color="tab:red", lw=1.5, label="|∂loss/∂Δr| = σ(−Δr)")
+    ax_loss.axhline(np.log(2), color="grey", lw=0.8, ls=":")
+    ax_loss.annotate("ln 2 at Δr = 0", (0, np.log(2)), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylim=(0, 4), title="the reward model's loss")
+    ax_loss.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def bradley_terry_widget():
+    """The labeller's temperature T as a knob of ``plot_bradley_terry``."""
+    import ipywidgets as widgets
+
+    return widgets.interact(lambda temperature: plot_bradley_terry(temperature),
+                            temperature=widgets.FloatLogSlider(value=0.5, base=10, min=-1.3, max=0.7, step=0.05,
+                                                               description="T"))
+
+
+def plot_reward_model_history(history):
+    """Training loss, batch accuracy and held-out accuracy of ``train_reward_model`` (a History or DataFrame)."""
+    frame = history.to_pandas() if hasattr(history, "to_pandas") else history
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.2))
+    ax_loss.plot(frame["step"], frame["loss"], color="black")
+    ax_loss.axhline(np.log(2), color="grey", ls=":", lw=1)
+    ax_loss.set(xlabel="step", ylabel="Bradley–Terry loss", title="loss (ln 2 = a coin flip)")
+    ax_acc.plot(frame["step"], frame["accuracy"], color="grey", alpha=0.6, label="training batch")
+    if "eval/accuracy" in frame:
+        held_out = frame.dropna(subset=["eval/accuracy"])
+        ax_acc.plot(held_out["step"], held_out["eval/accuracy"], "o-", color=PROXY_COLOUR, label="held-out pairs")
+    ax_acc.axhline(0.5, color="grey", ls=":", lw=1)
+    ax_acc.set(xlabel="step", ylabel="pairwise accuracy", ylim=(0.3, 1.0), title="accuracy")
+    ax_acc.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def overoptimisation_curves(proxy, gold, ns) -> dict[str, np.ndarray]:
+    """Best-of-n curves from one pool: proxy and gold reward of the proxy's winner, and the gold reward of
+    gold's own winner, for each n in ``ns``, averaged over prompts; with √KL = √(log n − (n − 1)/n).
+
+    ``proxy`` and ``gold`` are (P, N) rewards of the same N samples of P prompts. Gold's own
+    selection breaks its ties by position, like ``best_of_n``."""
+    proxy, gold = torch.as_tensor(proxy), torch.as_tensor(gold)
+    curves = {"n": np.asarray(ns), "sqrt_kl": np.sqrt([best_of_n_kl(int(n)) for n in ns])}
+    curves["proxy"] = np.array([best_of_n_expectation(proxy, proxy, int(n)).mean().item() for n in ns])
+    curves["gold"] = np.array([best_of_n_expectation(proxy, gold, int(n)).mean().item() for n in ns])
+    curves["gold_oracle"] = np.array([best_of_n_expectation(gold, gold, int(n)).mean().item() for n in ns])
+    return curves
+
+
+def plot_overoptimisation(curves: dict, *, fit: bool = True):
+    """Proxy and gold reward of best-of-n under the proxy, as gains over n = 1, against √KL (Gao et al. 2022).
+
+    With ``fit`` the gold curve is fitted by Gao et al.'s best-of-n form d (α − β d), d = √KL
+    (least squares), drawn dashed. The green curve is best-of-n under gold itself (no proxy)."""
+    d = curves["sqrt_kl"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.plot(d, curves["proxy"] - curves["proxy"][0], "o-", color=PROXY_COLOUR, label="proxy RM reward (what is optimised)")
+    ax.plot(d, curves["gold"] - curves["gold"][0], "o-", color=GOLD_COLOUR, label="gold reward of the proxy's pick")
+    ax.plot(d, curves["gold_oracle"] - curves["gold_oracle"][0], ":", color=ORACLE_COLOUR,
+            label="gold reward of best-of-n under gold itself")
+    if fit:
+        design = np.stack([d, -d ** 2], axis=1)
+        (alpha, beta), *_ = np.linalg.lstsq(design, curves["gold"] - curves["gold"][0], rcond=None)
+        grid = np.linspace(0, d.max(), 100)
+        ax.plot(grid, grid * (alpha - beta * grid), "--", color=GOLD_COLOUR, alpha=0.6,
+                label=f"fit d(α − βd): α={alpha:.2f}, β={beta:.2f}")
+    peak = int(np.argmax(curves["gold"]))
+    ax.axvline(d[peak], color=GOLD_COLOUR, lw=0.8, ls=":")
+    ax.annotate(f"gold peaks at n = {curves['n'][peak]}", (d[peak], curves["gold"][peak] - curves["gold"][0]),
+                textcoords="offset points", xytext=(-40, 12), fontsize=8)
+    top = ax.secondary_xaxis("top", functions=(lambda x: x ** 2, lambda k: np.sqrt(np.maximum(k, 0))))
+    top.set_xlabel("KL(π_best-of-n ‖ π) (nats)")
+    ax.set(xlabel="d = √KL,  KL = log n − (n − 1)/n", ylabel="reward gain over n = 1",
+           title="best-of-n against an imperfect reward model")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_best_of_n_winners(proxy, gold, n: int):
+    """The distribution of the gold reward of the best-of-``n`` winner, picked by the proxy and by gold.
+
+    Probabilities are exact over the pool (``best_of_n_expectation`` of each level's indicator)."""
+    proxy, gold = torch.as_tensor(proxy), torch.as_tensor(gold)
+    levels = torch.unique(gold)
+    by_proxy = [best_of_n_expectation(proxy, (gold == v).double(), n).mean().item() for v in levels]
+    by_gold = [best_of_n_expectation(gold, (gold == v).double(), n).mean().item() for v in levels]
+    base = [(gold == v).double().mean().item() for v in levels]
+    x = np.arange(len(levels))
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    ax.bar(x - 0.27, base, 0.27, color="lightgrey", label="π (n = 1)")
+    ax.bar(x, by_proxy, 0.27, color=PROXY_COLOUR, label=f"best-of-{n} by the proxy")
+    ax.bar(x + 0.27, by_gold, 0.27, color=ORACLE_COLOUR, label=f"best-of-{n} by gold")
+    ax.set_xticks(x, [f"{v:g}" for v in levels.tolist()], fontsize=8)
+    mean_proxy = float(np.dot(by_proxy, levels.tolist()))
+    mean_gold = float(np.dot(by_gold, levels.tolist()))
+    ax.set(xlabel="gold reward of the winner", ylabel="probability", ylim=(0, 1),
+           title=f"n = {n}: mean gold of the winner {mean_proxy:+.2f} (proxy picks) vs {mean_gold:+.2f} (gold picks)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def best_of_n_winners_widget(proxy, gold):
+    """n (powers of two up to the pool size) as a knob of ``plot_best_of_n_winners``."""
+    import ipywidgets as widgets
+
+    pool = torch.as_tensor(proxy).shape[1]
+    options = [2 ** i for i in range(int(np.log2(pool)) + 1)]
+    return widgets.interact(lambda n: plot_best_of_n_winners(proxy, gold, n),
+                            n=widgets.SelectionSlider(options=options, value=options[len(options) // 2], description="n"))

@@ -1,0 +1,172 @@
+"""Figures and widgets for lesson 15: Gantt charts of generation and training, sync vs async.
+
+A timeline is a list of entries ``{"phase": "generate" | "train", "start": s, "end": s, "version": v}``
+— what ``AsyncTrainer.timeline`` records for a real run, and what
+``rlbook.trainers.async_rl.pipeline_schedule`` computes for an ideal one. ``plot_timelines`` draws
+one Gantt panel per timeline (a lane for the generator, one for the learner), bars coloured by
+the policy version that sampled or produced them. ``schedule_widget`` turns η and the spread of
+generation times into knobs of ``plot_schedule``. ``plot_stale_token_weights`` shows the gradient
+weight a stale token gets from the naive and the decoupled objective (knobs: ε and the cap).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook.losses import clipped_surrogate
+from rlbook.ratios import decoupled_behaviour_weight
+from rlbook.trainers.async_rl import pipeline_schedule
+
+__all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "busy_fraction", "example_durations",
+           "plot_stale_token_weights", "stale_token_weights_widget"]
+
+LANES = ("generate", "train")
+
+
+def busy_fraction(timeline: list[dict]) -> dict:
+    """Fraction of the timeline's span each lane is busy, and the span itself (seconds)."""
+    _check_timeline(timeline)
+    start, end = min(e["start"] for e in timeline), max(e["end"] for e in timeline)
+    span = max(end - start, 1e-12)
+    busy = {lane: sum(e["end"] - e["start"] for e in timeline if e["phase"] == lane) / span for lane in LANES}
+    return {**busy, "span": end - start}
+
+
+def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
+    """One Gantt panel per labelled timeline (label → list of entries), sharing the time axis.
+
+    Each panel has two lanes, generator and learner; a bar's colour is its policy version (a
+    generation bar: the version that sampled; a training bar: the version it produced, minus one,
+    i.e. the version it started from), so a stale batch is a generation bar whose colour is older
+    than the training bar that uses it.
+    """
+    if not isinstance(timelines, dict) or not timelines:
+        raise ValueError("timelines must be a non-empty dict of label -> list of timeline entries")
+    for timeline in timelines.values():
+        _check_timeline(timeline)
+    if axes is None:
+        fig, axes = plt.subplots(len(timelines), 1, figsize=(10, 1.25 + 1.1 * len(timelines)), sharex=True,
+                                 squeeze=False)
+        axes = axes[:, 0]
+    else:
+        axes = np.atleast_1d(axes)
+        fig = axes[0].figure
+    colours = plt.get_cmap("viridis")
+    for ax, (label, timeline) in zip(axes, timelines.items()):
+        origin = min(e["start"] for e in timeline)
+        for entry in timeline:
+            lane = LANES.index(entry["phase"])
+            version = entry["version"] - (1 if entry["phase"] == "train" else 0)
+            ax.barh(lane, entry["end"] - entry["start"], left=entry["start"] - origin, height=0.7,
+                    color=colours((version % max_versions) / max(max_versions - 1, 1)), edgecolor="black", lw=0.5)
+        busy = busy_fraction(timeline)
+        ax.set_yticks([0, 1], ["generator", "learner"])
+        ax.set_ylim(-0.6, 1.6)
+        ax.invert_yaxis()
+        ax.set_title(f"{label}: {busy['span']:.2f} s; generator busy {busy['generate']:.0%}, "
+                     f"learner busy {busy['train']:.0%}", fontsize=9.5)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time (s)")
+    fig.tight_layout()
+    return fig
+
+
+def example_durations(steps: int = 8, *, spread: float = 0.5, train_seconds: float = 1.0, seed: int = 0):
+    """Generation and training times of an example run with mixed lengths.
+
+    A round's generation lasts as long as its longest completion: here 1 + spread × (the
+    maximum of 16 exponential lengths, divided by its mean), so a larger ``spread`` gives more
+    uneven rounds. Training takes ``train_seconds`` per step. Returns two lists of ``steps`` floats.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    if spread < 0:
+        raise ValueError(f"spread must be >= 0, got {spread}")
+    rng = np.random.default_rng(seed)
+    longest = rng.exponential(size=(steps, 16)).max(axis=1)
+    generate = 1.0 + spread * (longest / longest.mean() - 1.0) if spread else np.ones(steps)
+    return [float(g) for g in np.maximum(generate, 0.05)], [float(train_seconds)] * steps
+
+
+def plot_schedule(staleness: int = 1, spread: float = 0.5, *, steps: int = 8, train_seconds: float = 1.0,
+                  seed: int = 0):
+    """The ideal Gantt charts of the same rounds synchronously (η = 0) and with bound ``staleness``."""
+    generate, train = example_durations(steps, spread=spread, train_seconds=train_seconds, seed=seed)
+    timelines = {"synchronous (η = 0)": pipeline_schedule(generate, train, 0)}
+    if staleness > 0:
+        timelines[f"asynchronous, η = {staleness}"] = pipeline_schedule(generate, train, staleness)
+    return plot_timelines(timelines)
+
+
+def schedule_widget(*, steps: int = 8, seed: int = 0):
+    """η and the spread of generation times as knobs of ``plot_schedule`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(staleness, spread, train_seconds):
+        plot_schedule(staleness, spread, steps=steps, train_seconds=train_seconds, seed=seed)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        staleness=widgets.IntSlider(value=1, min=0, max=4, description="η"),
+        spread=widgets.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="length spread"),
+        train_seconds=widgets.FloatSlider(value=1.0, min=0.2, max=3.0, step=0.1, description="train s/step"))
+
+
+def plot_stale_token_weights(eps: float = 0.2, cap: float | None = 5.0):
+    """Gradient weight of one stale token at the start of a step, against r = π_θ/π_behav.
+
+    At the start of a step π_θ = π_prox, so the token's ratio to the behaviour policy is
+    r = π_prox/π_behav. Its gradient is (weight) · A · ∇log π_θ with weight, from
+    ``rlbook.losses.policy_loss``:
+
+    - naive (clip r around 1): r where the unclipped branch of the min is active (A > 0: r ≤ 1 + ε;
+      A < 0: r ≥ 1 − ε), else 0;
+    - decoupled (clip u = π_θ/π_prox = 1, weight w = r): r for every token, 0 where r > cap.
+
+    The importance weight r itself is what an unbiased correction would use (dashed).
+    """
+    ratios = torch.logspace(-1.3, 1.3, 400, dtype=torch.float64)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.3), sharey=True)
+    for ax, sign in zip(axes, (1.0, -1.0)):
+        advantages = torch.full_like(ratios, sign)
+        naive_ratio = ratios.clone().requires_grad_(True)
+        clipped_surrogate(naive_ratio, advantages, eps_low=eps, eps_high=eps).sum().backward()
+        naive = (-naive_ratio.grad * sign * ratios).numpy()  # d loss / d log π_θ = r · d loss / d r
+        weight = decoupled_behaviour_weight(torch.zeros_like(ratios), -ratios.log(), cap=cap).numpy()
+        ax.plot(ratios, ratios, color="gray", ls="--", lw=1, label="importance weight r")
+        ax.plot(ratios, naive, color="tab:red", lw=2, label=f"naive (clip r to 1 ± {eps:g})")
+        ax.plot(ratios, weight, color="tab:blue", lw=2, ls=(0, (4, 2)),
+                label="decoupled (weight r" + (f", dropped above {cap:g})" if cap else ")"))
+        ax.set(xscale="log", xlabel="r = π_prox / π_behav (how stale the token is)",
+               title=f"A {'> 0' if sign > 0 else '< 0'}: gradient weight at the start of a step")
+        ax.set_ylim(-0.2, min(12.0, 1.2 * float(ratios.max())))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("weight of A · ∇log π_θ")
+    axes[1].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def stale_token_weights_widget():
+    """ε and the behaviour-weight cap as knobs of ``plot_stale_token_weights`` (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(eps, cap):
+        plot_stale_token_weights(eps, cap if cap > 0 else None)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        eps=widgets.FloatSlider(value=0.2, min=0.05, max=0.5, step=0.05, description="ε"),
+        cap=widgets.FloatSlider(value=5.0, min=0.0, max=10.0, step=0.5, description="cap (0: none)"))
+
+
+def _check_timeline(timeline) -> None:
+    if not isinstance(timeline, (list, tuple)) or not timeline:
+        raise ValueError("timeline must be a non-empty list of {'phase', 'start', 'end', 'version'} entries")
+    for entry in timeline:
+        if not isinstance(entry, dict) or entry.get("phase") not in LANES or entry["end"] < entry["start"]:
+            raise ValueError(f"timeline entries must have phase in {LANES} and end >= start, got {entry!r}")

@@ -1,0 +1,79 @@
+"""The checkers of lessons 10 and 11: they pass the reference, and name each classic mistake."""
+
+import pytest
+import torch
+
+from rlbook.aggregation import token_weights
+from rlbook.exercises.aggregation import check_token_weights
+from rlbook.exercises.dapo import check_soft_overlong_penalty
+from rlbook.shaping import soft_overlong_penalty
+
+
+def _capture(capsys, checker, fn):
+    result = checker(fn)
+    return result, capsys.readouterr().out
+
+
+def _not_implemented(*args):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("checker", [check_token_weights, check_soft_overlong_penalty])
+def test_unattempted_exercises_are_skipped(capsys, checker):
+    for fn in (None, _not_implemented):
+        result, out = _capture(capsys, checker, fn)
+        assert result is None and ("Nothing to check yet" in out or "Not attempted yet" in out)
+    with pytest.raises(ValueError, match="function"):
+        checker(3)
+
+
+def test_token_weights_reference_passes(capsys):
+    result, out = _capture(capsys, check_token_weights, lambda m, mode, L: token_weights(m, mode, max_len=L))
+    assert result is True and out.startswith("✓")
+
+
+def _swap(mode_for):
+    return lambda m, mode, L: token_weights(m, mode_for.get(mode, mode), max_len=L)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_swap({"seq_mean_token_sum_norm": "seq_mean_token_mean"}), "GRPO's seq_mean_token_mean"),
+    (_swap({"token_mean": "seq_mean_token_mean"}), "GRPO's seq_mean_token_mean"),
+    (_swap({"seq_mean_token_mean": "token_mean"}), "DAPO's token_mean"),
+    (_swap({"seq_mean_token_sum_norm": "seq_mean_token_sum"}), "seq_mean_token_sum (1/B"),
+    (lambda m, mode, L: (m / (m.shape[0] * m.shape[1]) if mode == "seq_mean_token_sum_norm"
+                         else token_weights(m, mode, max_len=L)), "padded width T"),
+    (lambda m, mode, L: token_weights(m, mode, max_len=L) * (m.shape[0] if mode != "token_mean" else 1),
+     "divide by B"),
+    (lambda m, mode, L: torch.ones_like(m) / m.numel() if mode == "token_mean" else token_weights(m, mode, max_len=L),
+     "padding tokens got a weight"),
+    (lambda m, mode, L: token_weights(m, mode, max_len=L)[:, :3], "expected shape"),
+    (lambda m, mode, L: 1 / 0, "ZeroDivisionError"),
+])
+def test_token_weight_mistakes_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, check_token_weights, wrong)
+    assert result is False and words in out, out
+
+
+def test_penalty_reference_passes(capsys):
+    result, out = _capture(capsys, check_soft_overlong_penalty, soft_overlong_penalty)
+    assert result is True and out.startswith("✓")
+
+
+def _ramp(n, max_len, cache_len):
+    return (max_len - cache_len - n) / cache_len
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda n, L, c: -soft_overlong_penalty(n, L, c), "sign is flipped"),
+    (lambda n, L, c: 0.0 if n <= L - c + 1 else soft_overlong_penalty(n, L, c), "one token late"),
+    (lambda n, L, c: -1 / c if n == L - c else soft_overlong_penalty(n, L, c), "one token early"),
+    (lambda n, L, c: _ramp(n, L, c) if n > L - c else 0.0, "exactly −1 for every |y| > L_max"),
+    (lambda n, L, c: max(-1.0, (L - c - n) / L) if n > L - c else 0.0, "divides by L_cache"),
+    (lambda n, L, c: (L - n) / c if L - c < n <= L else soft_overlong_penalty(n, L, c), "measured from L_max"),
+    (lambda n, L, c: 0.5, "expected 0.0000, got 0.5000"),
+    (lambda n, L, c: [0.0, 1.0], "one number"),
+])
+def test_penalty_mistakes_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, check_soft_overlong_penalty, wrong)
+    assert result is False and words in out, out

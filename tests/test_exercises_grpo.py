@@ -1,0 +1,68 @@
+"""The self-checking exercises of lessons 08 (group advantages) and 09 (RLOO) accept the right answer
+and name the usual mistakes."""
+
+import pytest
+import torch
+
+from rlbook.advantages import batch_normalize, group_advantages
+from rlbook.exercises.baselines import check_rloo_advantages
+from rlbook.exercises.grpo import check_group_advantages
+
+
+def _grouped(fn):
+    """fn(groups (n, G)) -> (n, G) as a reader's (rewards, G) -> (B,) function."""
+    return lambda rewards, group_size: fn(rewards.view(-1, group_size)).reshape(-1)
+
+
+def _centred(groups):
+    return groups - groups.mean(1, keepdim=True)
+
+
+def _not_attempted(rewards, group_size):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("answer", [
+    lambda r, g: group_advantages(r, g),
+    _grouped(lambda x: _centred(x) / (x.std(1, correction=0, keepdim=True) + 1e-8)),
+    _grouped(lambda x: _centred(x) / (x.std(1, correction=0, keepdim=True) + 1e-4)),
+])
+def test_group_advantages_accepts_right_answers(answer, capsys):
+    assert check_group_advantages(answer) is True
+    assert "match" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, phrase", [
+    (_grouped(lambda x: _centred(x) / (x.std(1, keepdim=True) + 1e-8)), "Bessel"),
+    (_grouped(lambda x: _centred(x) / x.std(1, correction=0, keepdim=True)), "zero-variance"),
+    (_grouped(lambda x: torch.where(x.std(1, keepdim=True) > 0, _centred(x) / (x.std(1, correction=0, keepdim=True)
+                                                                                 + 1e-8), 1.0)), "exactly 0"),
+    (lambda r, g: batch_normalize(r), "whole batch"),
+    (lambda r, g: (r - r.mean()) / r.std(), "whole batch"),
+    (_grouped(_centred), "did not divide"),
+    (lambda r, g: group_advantages(r, g, "rloo"), "RLOO"),
+    (lambda r, g: -group_advantages(r, g), "sign"),
+    (lambda r, g: torch.zeros(3), "one advantage per reward"),
+    (lambda r, g: 1 / 0, "ZeroDivisionError"),
+])
+def test_group_advantages_names_the_mistake(answer, phrase, capsys):
+    assert check_group_advantages(answer) is False
+    assert phrase in capsys.readouterr().out
+
+
+def test_not_attempted(capsys):
+    assert check_group_advantages(_not_attempted) is False
+    assert check_rloo_advantages(_not_attempted) is False
+    assert capsys.readouterr().out.count("Not attempted yet") == 2
+
+
+@pytest.mark.parametrize("answer, phrase", [
+    (lambda r, g: group_advantages(r, g, "rloo"), "match"),
+    (lambda r, g: group_advantages(r, g, "dr_grpo"), "(G − 1)/G"),
+    (_grouped(lambda x: x - (x.sum(1, keepdim=True) - x) / x.shape[1]), "divided the others' sum by G"),
+    (lambda r, g: r - (r.sum() - r) / (len(r) - 1), "same prompt"),
+    (lambda r, g: group_advantages(r, g), "GRPO"),
+])
+def test_rloo_checker(answer, phrase, capsys):
+    assert check_rloo_advantages(answer) is (phrase == "match")
+    assert phrase in capsys.readouterr().out

@@ -1,0 +1,67 @@
+"""Lesson 03's checkers accept the reference, name each typical mistake, and tolerate unanswered stubs."""
+
+import pytest
+import torch
+
+from rlbook.advantages import gae
+from rlbook.exercises import ppo as exercises
+
+
+def correct_objective(r, a, eps_low, eps_high):
+    return min(r * a, min(max(r, 1 - eps_low), 1 + eps_high) * a)
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_clipped_objective_accepts_correct_answers(capsys):
+    assert exercises.check_clipped_objective(correct_objective) is True
+    as_tensor = lambda r, a, lo, hi: torch.minimum(torch.tensor(r * a), torch.tensor(r).clamp(1 - lo, 1 + hi) * a)  # noqa: E731
+    assert exercises.check_clipped_objective(as_tensor) is True
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(exercises.clipped_objective_mistakes()))
+def test_clipped_objective_names_each_mistake(name, capsys):
+    wrong, hint = exercises.clipped_objective_mistakes()[name]
+    assert exercises.check_clipped_objective(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_clipped_objective_not_attempted_and_broken(capsys):
+    assert exercises.check_clipped_objective(None) is None
+    assert exercises.check_clipped_objective(stub) is None
+    assert "Not attempted" in capsys.readouterr().out
+    assert exercises.check_clipped_objective(lambda r, a, lo, hi: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert exercises.check_clipped_objective(lambda r, a, lo, hi: 0.0) is False
+    assert "expected" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="function"):
+        exercises.check_clipped_objective(3.0)
+
+
+def test_gae_checker(capsys):
+    assert exercises.check_gae(lambda r, v, g, l: gae(r, v, g, l)[0]) is True
+    assert exercises.check_gae(lambda r, v, g, l: gae(r, v, g, l)) is True  # (advantages, returns) also accepted
+    assert exercises.check_gae(None) is None
+    assert exercises.check_gae(stub) is None
+    capsys.readouterr()
+    rewards, values = exercises._gae_trajectories()[0]
+    for name, (candidate, hint) in exercises._gae_mistakes(rewards, values, 0.9, 0.5).items():
+        assert not torch.allclose(candidate, gae(rewards, values, 0.9, 0.5)[0]), name
+
+
+def test_gae_checker_names_the_lambda_only_recursion(capsys):
+    def lambda_only(rewards, values, gamma, lam):
+        advantages, running = torch.zeros_like(rewards), 0.0
+        for t in reversed(range(len(rewards))):
+            following = values[t + 1] if t + 1 < len(values) else 0.0
+            running = rewards[t] + gamma * following - values[t] + lam * running
+            advantages[t] = running
+        return advantages
+
+    assert exercises.check_gae(lambda_only) is False
+    assert "γλ, not λ" in capsys.readouterr().out
+    assert exercises.check_gae(lambda r, v, g, l: torch.zeros(3)) is False
+    assert "shape" in capsys.readouterr().out

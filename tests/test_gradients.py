@@ -1,0 +1,118 @@
+"""rlbook.gradients: the closed-form output-layer gradients match autograd; the estimators and their statistics."""
+
+import copy
+
+import pytest
+import torch
+
+from rlbook.advantages import group_advantages
+from rlbook.gradients import (
+    BASELINES,
+    baseline_statistics,
+    fit_critic_head,
+    gradient_statistics,
+    group_gradient_estimates,
+    output_layer_gradients,
+)
+from rlbook.models import build_char_tokenizer, build_tiny_model
+from rlbook.rollout import completion_logprobs, sample
+from rlbook.trainers import Critic
+
+
+@pytest.fixture(scope="module")
+def batch():
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, shape="test", seed=1).eval()
+    rollout = sample(model, tokenizer, ["1+2", "3+4"], num_samples=3, max_new_tokens=6, seed=0)
+    return model, tokenizer, rollout
+
+
+def test_output_layer_gradients_match_autograd(batch):
+    model, _, r = batch
+    weights = torch.linspace(-1.0, 2.0, len(r))
+    closed_form = output_layer_gradients(model, r.prompt_ids, r.prompt_mask, r.completion_ids, r.completion_mask,
+                                         token_weights=weights, temperature=0.7, batch_size=4)
+    untied = copy.deepcopy(model)
+    untied.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    for i in range(len(r)):
+        rows = slice(i, i + 1)
+        logp = completion_logprobs(untied, r.prompt_ids[rows], r.prompt_mask[rows], r.completion_ids[rows],
+                                   r.completion_mask[rows], temperature=0.7)
+        (gradient,) = torch.autograd.grad(weights[i] * logp.sum(), untied.lm_head.weight)
+        assert torch.allclose(closed_form[i].float(), gradient.flatten(), atol=1e-5)
+
+
+def test_per_token_weights_and_bad_shapes(batch):
+    model, _, r = batch
+    args = (model, r.prompt_ids, r.prompt_mask, r.completion_ids, r.completion_mask)
+    per_row = output_layer_gradients(*args, token_weights=torch.full((len(r),), 2.0))
+    per_token = output_layer_gradients(*args, token_weights=torch.full(r.completion_ids.shape, 2.0))
+    assert torch.allclose(per_row, per_token)
+    with pytest.raises(ValueError, match="token_weights"):
+        output_layer_gradients(*args, token_weights=torch.ones(len(r) + 1))
+    with pytest.raises(ValueError, match="temperature"):
+        output_layer_gradients(*args, temperature=0.0)
+
+
+def test_rloo_estimate_is_g_over_g_minus_1_times_the_mean_baseline():
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(24, 5, generator=generator, dtype=torch.float64)
+    rewards = (torch.rand(24, generator=generator) > 0.5).double()
+    for g in (2, 3, 4, 6):
+        rloo = group_gradient_estimates(scores, rewards, g, baseline="rloo")
+        mean = group_gradient_estimates(scores, rewards, g, baseline="mean")
+        assert torch.allclose(rloo, g / (g - 1) * mean)
+    none = group_gradient_estimates(scores, rewards, 4, baseline="none")
+    assert torch.allclose(none, (rewards[:, None] * scores).view(-1, 4, 5).mean(1))
+    grpo = group_gradient_estimates(scores, rewards, 4, baseline="grpo")
+    expected = (group_advantages(rewards, 4)[:, None] * scores).view(-1, 4, 5).mean(1)
+    assert torch.allclose(grpo, expected)
+
+
+def test_estimator_errors():
+    scores, rewards = torch.zeros(8, 3), torch.zeros(8)
+    with pytest.raises(ValueError, match="value_terms"):
+        group_gradient_estimates(scores, rewards, 4, baseline="critic")
+    with pytest.raises(ValueError, match="group_size"):
+        group_gradient_estimates(scores, rewards, 3, baseline="rloo")
+    with pytest.raises(ValueError, match="baseline"):
+        group_gradient_estimates(scores, rewards, 4, baseline="median")
+    with pytest.raises(ValueError, match="rewards"):
+        group_gradient_estimates(scores, torch.zeros(7), 4)
+
+
+def test_statistics_of_a_known_estimator():
+    # Estimates = reference + unit Gaussian noise in D dims: variance ≈ D / P per batch, scale ≈ 1.
+    generator = torch.Generator().manual_seed(1)
+    prompts, groups, dims = 4, 4000, 3
+    reference = torch.tensor([3.0, 0.0, 4.0], dtype=torch.float64)
+    estimates = reference + torch.randn(prompts * groups, dims, generator=generator, dtype=torch.float64)
+    stats = gradient_statistics(estimates, reference, n_prompts=prompts)
+    assert stats["variance"] == pytest.approx(dims / prompts, rel=0.05)
+    assert stats["scale"] == pytest.approx(1.0, abs=0.01)
+    assert stats["relative_bias"] < 3 * stats["mean_noise"] + 1e-3
+    shrunk = gradient_statistics(0.5 * estimates, reference, n_prompts=prompts)
+    assert shrunk["scale"] == pytest.approx(0.5, abs=0.01)
+    assert shrunk["relative_variance"] == pytest.approx(stats["relative_variance"])
+    with pytest.raises(ValueError, match="reference"):
+        gradient_statistics(estimates, torch.zeros(2), n_prompts=prompts)
+
+
+def test_baseline_statistics_and_critic(batch):
+    model, _, r = batch
+    args = (r.prompt_ids, r.prompt_mask, r.completion_ids, r.completion_mask)
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    critic = Critic(model)
+    explained = fit_critic_head(critic, *args, rewards, ridge=1e-2)
+    assert 0.0 <= explained <= 1.0
+    with torch.no_grad():
+        values = critic(*args)
+    assert values.abs().sum() > 0  # the head is no longer zero
+    scores = output_layer_gradients(model, *args)
+    value_terms = output_layer_gradients(model, *args, token_weights=values)
+    reference = group_gradient_estimates(scores, rewards, 3, baseline="rloo").mean(0)
+    stats = baseline_statistics(scores.repeat(2, 1), rewards.repeat(2), reference, group_size=3, n_prompts=2,
+                                value_terms=value_terms.repeat(2, 1))
+    assert set(stats) == set(BASELINES)
+    assert "critic" not in baseline_statistics(scores, rewards, reference, group_size=1, n_prompts=2,
+                                               baselines=("none", "critic"))

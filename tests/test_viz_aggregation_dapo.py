@@ -1,0 +1,106 @@
+"""Figures and widgets of lessons 10 (aggregation) and 11 (DAPO): they draw, and check their input."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook.viz import aggregation as agg_viz  # noqa: E402
+from rlbook.viz import dapo as dapo_viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_lengths_mask_and_table():
+    mask = agg_viz.lengths_mask([2, 4], width=5)
+    assert mask.tolist() == [[1, 1, 0, 0, 0], [1, 1, 1, 1, 0]]
+    table = agg_viz.token_weight_table([2, 4], max_len=8)
+    assert table["seq_mean_token_mean total"].tolist() == pytest.approx([0.5, 0.5])
+    assert table["seq_mean_token_mean per token"].tolist() == pytest.approx([0.25, 0.125])
+    assert table["token_mean per token"].tolist() == pytest.approx([1 / 6, 1 / 6])
+    assert table["seq_mean_token_sum_norm per token"].tolist() == pytest.approx([1 / 16, 1 / 16])
+    with pytest.raises(ValueError, match="max_len"):
+        agg_viz.token_weight_table([2, 10], max_len=8)
+    with pytest.raises(ValueError, match="lengths"):
+        agg_viz.lengths_mask([])
+    with pytest.raises(ValueError, match="lengths"):
+        agg_viz.lengths_mask([0, 3])
+
+
+def test_token_weight_figures_draw():
+    fig = agg_viz.plot_token_weights([3, 9, 20], max_len=24)
+    assert len(fig.axes) == 4
+    fig = agg_viz.plot_length_bias(max_len=32, batch_lengths=(4, 8))
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4
+    grpo = lines[0].get_ydata()
+    assert grpo[0] > grpo[-1], "GRPO's per-token weight must fall with length"
+    with pytest.raises(ValueError, match="modes"):
+        agg_viz.plot_token_weights([3], modes=["nope"])
+    with pytest.raises(ValueError, match="batch_lengths"):
+        agg_viz.plot_length_bias(max_len=8, batch_lengths=(20,))
+
+
+def _batch():
+    generator = torch.Generator().manual_seed(0)
+    old_logp = -3 * torch.rand(4, 6, generator=generator)
+    logp = old_logp + 0.4 * torch.randn(4, 6, generator=generator)
+    mask = torch.ones(4, 6)
+    mask[0, 4:] = 0
+    return {"old_logp": old_logp, "logp": logp, "advantages": torch.tensor([1.0, -1.0, 0.5, 0.0]), "mask": mask}
+
+
+def test_upclip_stats_counts_tokens_above_the_line():
+    batch = _batch()
+    stats = dapo_viz.upclip_stats(batch, 0.2)
+    old, new = batch["old_logp"].exp(), batch["logp"].exp()
+    positive = (batch["mask"] > 0) & (batch["advantages"] > 0).unsqueeze(1)
+    expected = (positive & (new > 1.2 * old)).sum() / positive.sum()
+    assert stats["positive_tokens"] == int(positive.sum()) == 10
+    assert stats["upclip_frac"] == pytest.approx(float(expected))
+    assert dapo_viz.upclip_stats(batch, 0.28)["upclip_frac"] <= stats["upclip_frac"]
+    assert dapo_viz.upclip_stats(batch, 100.0)["upclip_frac"] == 0.0
+    with pytest.raises(ValueError, match="missing"):
+        dapo_viz.upclip_stats({"logp": batch["logp"]}, 0.2)
+    with pytest.raises(ValueError, match="eps_high"):
+        dapo_viz.upclip_stats(batch, -0.1)
+
+
+def test_dapo_figures_draw():
+    fig = dapo_viz.plot_overlong_penalty(64, 16, lengths=torch.tensor([10, 50, 60, 64]))
+    curve = fig.axes[0].get_lines()[0]
+    assert min(curve.get_ydata()) == -1.0 and max(curve.get_ydata()) == 0.0
+    fig = dapo_viz.plot_clip_higher(0.2, 0.28, batch=_batch())
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="eps_low"):
+        dapo_viz.plot_clip_higher(1.5, 2.0)
+    table = pd.DataFrame({"reward": [0.5, 0.6], "entropy": [0.2, 0.3]}, index=["a", "b"])
+    assert len(dapo_viz.plot_ablation_bars(table, ("reward", "entropy")).axes) == 2
+    with pytest.raises(ValueError, match="metrics"):
+        dapo_viz.plot_ablation_bars(table, ("nope",))
+
+
+def test_widgets_build():
+    pytest.importorskip("ipywidgets")
+    agg_viz.token_weights_widget(max_len=16)
+    dapo_viz.clip_higher_widget(_batch())
+
+
+def test_the_trainer_logs_flat_groups_of_the_trained_batch():
+    from rlbook.models import load_model
+    from rlbook.tasks import get_task
+    from rlbook.trainers import OnlineTrainer, preset
+
+    model, tokenizer = load_model("arith-base")
+    config = preset("dapo", group_size=4, prompts_per_step=2, max_new_tokens=16, max_resample_rounds=3)
+    row = OnlineTrainer(model, tokenizer, get_task("arithmetic", digits=3), config).train(1, progress=False)[-1]
+    trained = row["frac_zero_adv_groups_trained"]
+    assert trained == 0.0 or (row["trained_samples"] == 0 and trained != trained)

@@ -1,0 +1,83 @@
+"""Lesson 03's figures: the clip regions come from the library's loss, and the GAE plot draws its limits."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook.advantages import gae  # noqa: E402
+from rlbook.viz import ppo as ppo_viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("advantage", [1.0, -0.5])
+@pytest.mark.parametrize("knobs", [dict(eps_low=0.2, eps_high=0.2), dict(eps_low=0.1, eps_high=0.28),
+                                   dict(eps_low=0.2, eps_high=0.2, dual_clip=3.0)])
+def test_curves_match_the_closed_form(advantage, knobs):
+    r, objective, slope = ppo_viz.clipped_objective_curves(advantage, r_max=5.0, **knobs)
+    low, high = 1 - knobs["eps_low"], 1 + knobs["eps_high"]
+    expected = np.minimum(r * advantage, np.clip(r, low, high) * advantage)
+    if knobs.get("dual_clip") and advantage < 0:
+        expected = np.maximum(expected, knobs["dual_clip"] * advantage)
+    np.testing.assert_allclose(objective, expected, atol=1e-12)
+    # The slope is the objective's derivative: advantage where the gradient flows, 0 where clipped.
+    flows = (r * advantage == expected) & ~np.isclose(r, low) & ~np.isclose(r, high)
+    if knobs.get("dual_clip"):
+        flows &= ~np.isclose(r, knobs["dual_clip"])
+    np.testing.assert_allclose(slope[flows], advantage)
+    assert (slope[~flows & ~np.isclose(r, low) & ~np.isclose(r, high)] == 0).all()
+
+
+def test_clip_regions_are_shaded_where_the_gradient_is_zero():
+    fig = ppo_viz.plot_clipped_objective(0.2, 0.28)
+    axes = np.array(fig.axes).reshape(2, 2)
+    positive_span = [p for p in axes[0, 0].patches]
+    assert len(positive_span) == 1  # one zero-gradient region for A > 0: r > 1.28
+    x_left = positive_span[0].get_x()
+    assert x_left == pytest.approx(1.28, abs=0.01)
+    assert len(axes[0, 1].patches) == 1  # and one for A < 0: r < 0.8
+    fig = ppo_viz.plot_clipped_objective(0.2, 0.2, 3.0)
+    assert len(np.array(fig.axes).reshape(2, 2)[0, 1].patches) == 2  # the dual clip adds r > c
+
+
+def test_overlay_on_given_axes_and_bad_axes():
+    fig = ppo_viz.plot_clipped_objective()
+    axes = np.array(fig.axes).reshape(2, 2)
+    same = ppo_viz.plot_clipped_objective(0.2, 0.28, ax=axes, shade=False, label="clip-higher", colour="tab:purple")
+    assert same is fig
+    assert "clip-higher" in [t.get_text() for t in axes[0, 0].get_legend().get_texts()]
+    with pytest.raises(ValueError, match="ax"):
+        ppo_viz.plot_clipped_objective(ax=[axes[0, 0]])
+    with pytest.raises(ValueError, match="advantage"):
+        ppo_viz.clipped_objective_curves(0.0)
+    with pytest.raises(ValueError, match="dual_clip"):
+        ppo_viz.plot_clipped_objective(dual_clip=0.5)
+
+
+def test_widgets_build():
+    assert ppo_viz.clipped_objective_widget() is not None
+    assert ppo_viz.gae_widget(torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.7])) is not None
+
+
+def test_gae_plot_draws_the_two_limits():
+    rewards = torch.tensor([-0.01, -0.02, 0.0, 1.0])
+    values = torch.tensor([0.6, 0.7, 0.65, 0.9])
+    fig = ppo_viz.plot_gae(rewards, values, 1.0, 0.5, tokens=["<think>", "1", "\n", "<|im_end|>"])
+    bottom = fig.axes[1]
+    td_line, monte_carlo_line = bottom.lines[0], bottom.lines[1]
+    np.testing.assert_allclose(td_line.get_ydata(), gae(rewards, values, 1.0, 0.0)[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(monte_carlo_line.get_ydata(), gae(rewards, values, 1.0, 1.0)[0].numpy(), atol=1e-6)
+    assert [t.get_text() for t in bottom.get_xticklabels()] == ["<t>", "1", "↵", "end"]
+    with pytest.raises(ValueError, match="tokens"):
+        ppo_viz.plot_gae(rewards, values, tokens=["a"])
+    with pytest.raises(ValueError, match="lam"):
+        ppo_viz.plot_gae(rewards, values, lam=1.5)

@@ -1,0 +1,131 @@
+"""The figures, widgets and helpers of lessons 12 (GSPO/GMPO) and 13 (SAPO/CISPO)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook.models import load_model  # noqa: E402
+from rlbook.tasks import get_task  # noqa: E402
+from rlbook.viz import gates as gate_viz  # noqa: E402
+from rlbook.viz import ratios as ratio_viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def batch_and_model():
+    model, tokenizer = load_model("arith-base")
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    batch = ratio_viz.off_policy_batch(model, tokenizer, get_task("arithmetic", digits=3), n_prompts=2, group_size=4,
+                                       updates=2, minibatch_size=4, max_new_tokens=40, seed=3)
+    return batch, model, before
+
+
+def test_off_policy_batch_records_snapshots_and_leaves_the_model_alone(batch_and_model):
+    batch, model, before = batch_and_model
+    assert batch.updates == 2 and len(batch.logps) == 3
+    assert batch.old_logp.shape == batch.mask.shape == batch.logps[0].shape
+    assert batch.rewards.shape == batch.advantages.shape == (8,)
+    on_policy = (batch.logps[0] - batch.old_logp) * batch.mask
+    assert on_policy.abs().max() < 1e-4  # re-scoring before any step reproduces the sampling log-probs
+    assert ((batch.logps[2] - batch.old_logp) * batch.mask).abs().max() > 1e-4  # the steps moved the policy
+    assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
+
+
+def test_off_policy_batch_validates_arguments():
+    with pytest.raises(ValueError, match="updates"):
+        ratio_viz.off_policy_batch(None, None, None, updates=-1)
+    with pytest.raises(ValueError, match="group_size"):
+        ratio_viz.off_policy_batch(None, None, None, group_size=1)
+
+
+def test_clip_fraction_table_starts_unclipped(batch_and_model):
+    batch, _, _ = batch_and_model
+    table = ratio_viz.clip_fraction_table(batch)
+    assert list(table.index) == [0, 1, 2]
+    assert table.loc[0, ["clip grpo", "clip gspo", "clip gmpo"]].abs().max() < 1e-6
+    token, sequence = ratio_viz.log_ratios(batch, 2)
+    assert token.shape == (int(batch.mask.sum()),) and sequence.shape == (8,)
+    with pytest.raises(ValueError, match="update"):
+        ratio_viz.log_ratios(batch, 3)
+    fig = ratio_viz.plot_clip_fractions(table)
+    assert len(fig.axes[0].lines) == 3
+
+
+def test_ratio_spread_plot_and_widget(batch_and_model):
+    batch, _, _ = batch_and_model
+    fig = ratio_viz.plot_ratio_spread(batch, 1, eps_sequence=1e-3)
+    assert len(fig.axes) == 2 and fig.axes[0].get_xscale() == "log"
+    with pytest.raises(ValueError, match="eps_token"):
+        ratio_viz.plot_ratio_spread(batch, 1, eps_token=0)
+    assert ratio_viz.ratio_spread_widget(batch) is not None
+
+
+def test_plot_histories_overlays_runs():
+    runs = {"a": pd.DataFrame({"step": [1, 2], "reward": [0.1, 0.3], "gate_mean": [2.0, 1.9]}),
+            "b": pd.DataFrame({"step": [1, 2], "reward": [0.2, 0.4]})}
+    fig = ratio_viz.plot_histories(runs, ["reward", "gate_mean"])
+    assert len(fig.axes[0].lines) == 2 and len(fig.axes[1].lines) == 1
+    with pytest.raises(ValueError, match="entropy"):
+        ratio_viz.plot_histories(runs, ["entropy"])
+
+
+R = torch.tensor([0.5, 1.0, 1.5, 7.0], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("variant, sign, expected", [
+    ("ppo", 1, [0.5, 1.0, 0.0, 0.0]),
+    ("ppo", -1, [0.0, 1.0, 1.5, 7.0]),
+    ("cispo", 1, [0.5, 1.0, 1.5, 5.0]),
+    ("cispo", -1, [0.5, 1.0, 1.5, 5.0]),
+])
+def test_gradient_coefficient_matches_the_closed_forms(variant, sign, expected):
+    got = gate_viz.gradient_coefficient(R, sign, variant=variant)
+    assert torch.allclose(got, torch.tensor(expected, dtype=torch.float64), atol=1e-12)
+
+
+def test_sapo_coefficient_is_r_times_sech_squared():
+    for sign, tau in ((1, 2.0), (-1, 3.0)):
+        got = gate_viz.gradient_coefficient(R, sign, variant="sapo", tau_pos=2.0, tau_neg=3.0)
+        assert torch.allclose(got, R / torch.cosh(tau * (R - 1) / 2) ** 2, atol=1e-12)
+
+
+def test_gradient_coefficient_validates():
+    with pytest.raises(ValueError, match="ratio"):
+        gate_viz.gradient_coefficient(torch.tensor([0.0, 1.0]), 1, variant="ppo")
+    with pytest.raises(ValueError, match="advantage"):
+        gate_viz.gradient_coefficient(R, 0, variant="ppo")
+
+
+def test_token_loss_gradients_ignore_padding():
+    logp = torch.log(torch.tensor([[0.5, 0.9, 0.3], [0.2, 0.4, 0.7]]))
+    old = logp + torch.tensor([[0.0, -0.5, 0.0], [0.3, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    grads = gate_viz.token_loss_gradients(logp, old, torch.tensor([1.0, -1.0]), mask, variant="ppo")
+    assert grads.shape == (2, 3) and grads[0, 2] == 0
+    assert grads[0, 1] == 0  # r = e^0.5 > 1.2 with A > 0: clipped
+    cispo = gate_viz.token_loss_gradients(logp, old, torch.tensor([1.0, -1.0]), mask, variant="cispo")
+    assert (cispo[mask > 0] != 0).all()
+
+
+def test_gate_plots_and_widget():
+    fig = gate_viz.plot_gate_weights(2.0, 4.0, r_max=3.0)
+    assert len(fig.axes) == 3
+    assert len(fig.axes[1].lines) == 5  # importance sampling, PPO, SAPO, CISPO, the r = 1 marker
+    with pytest.raises(ValueError, match="tau_pos"):
+        gate_viz.plot_gate_weights(0.0, 1.0)
+    assert gate_viz.gate_widget() is not None
+    ratio = torch.tensor([0.5, 1.0, 1.4, 2.0])
+    advantages = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    fig = gate_viz.plot_token_coefficients(ratio, advantages, {"ppo": torch.tensor([0.5, 1.0, 0.0, 2.0]),
+                                                               "cispo": torch.tensor([0.5, 1.0, 1.4, 2.0])})
+    assert len(fig.axes) == 2
