@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name rlbook --display-name "Python (rlbook)" >/dev/null
 	@touch $(STAMP)
 
+# Jupyter refuses to start as root unless told to (containers and CI machines often run as root).
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
 
 test: unit notebooks
 
