@@ -60,6 +60,27 @@ def test_penalty_reference_passes(capsys):
     assert result is True and out.startswith("✓")
 
 
+def _plain_python_penalty(n, max_len, cache_len):
+    if n <= max_len - cache_len:
+        return 0.0
+    if n <= max_len:
+        return (max_len - cache_len - n) / cache_len
+    return -1.0
+
+
+def test_a_plain_python_penalty_passes(capsys):
+    """The library computes in float32; an exact float64 answer must still pass."""
+    result, out = _capture(capsys, check_soft_overlong_penalty, _plain_python_penalty)
+    assert result is True and out.startswith("✓"), out
+
+
+def test_a_plain_python_late_ramp_is_named(capsys):
+    def late(n, max_len, cache_len):
+        return 0.0 if n <= max_len - cache_len + 1 else max(-1.0, (max_len - cache_len - n) / cache_len)
+    result, out = _capture(capsys, check_soft_overlong_penalty, late)
+    assert result is False and "one token late" in out, out
+
+
 def _ramp(n, max_len, cache_len):
     return (max_len - cache_len - n) / cache_len
 

@@ -68,10 +68,43 @@ def test_upclip_stats_counts_tokens_above_the_line():
     assert stats["upclip_frac"] == pytest.approx(float(expected))
     assert dapo_viz.upclip_stats(batch, 0.28)["upclip_frac"] <= stats["upclip_frac"]
     assert dapo_viz.upclip_stats(batch, 100.0)["upclip_frac"] == 0.0
+    assert stats["positive_median_old_prob"] == pytest.approx(float(old[positive].median()))
     with pytest.raises(ValueError, match="missing"):
         dapo_viz.upclip_stats({"logp": batch["logp"]}, 0.2)
     with pytest.raises(ValueError, match="eps_high"):
         dapo_viz.upclip_stats(batch, -0.1)
+
+
+class _CharTokenizer:
+    def decode(self, ids):
+        return "".join(chr(ord("a") + i) for i in ids)
+
+
+def test_upclipped_tokens_lists_the_tokens_above_the_line():
+    batch = _batch()
+    completion_ids = torch.arange(24).view(4, 6) % 26
+    table = dapo_viz.upclipped_tokens(batch, completion_ids, _CharTokenizer(), 0.2)
+    stats = dapo_viz.upclip_stats(batch, 0.2)
+    assert len(table) == round(stats["upclip_frac"] * stats["positive_tokens"])
+    assert (table["ratio"] > 1.2).all() and (table["advantage"] > 0).all()
+    assert table["old_prob"].is_monotonic_increasing
+    for _, row in table.iterrows():
+        assert row["token"] == chr(ord("a") + int(completion_ids[row["row"], row["position"]]))
+        assert batch["mask"][row["row"], row["position"]] == 1
+    assert dapo_viz.upclipped_tokens(batch, completion_ids, _CharTokenizer(), 100.0).empty
+    with pytest.raises(ValueError, match="completion_ids"):
+        dapo_viz.upclipped_tokens(batch, completion_ids[:, :3], _CharTokenizer(), 0.2)
+
+
+def test_dynamic_sampling_figure():
+    frame = pd.DataFrame({"step": [1, 2, 1, 2], "frac_zero_adv_groups": [0.5, 0.25, 0.0, 0.25],
+                          "frac_zero_adv_groups_trained": [0.0] * 4, "extra_samples": [32, 0, 0, 32]})
+    fig = dapo_viz.plot_dynamic_sampling(frame, batch_size=32)
+    before, after = fig.axes[0].get_lines()[:2]
+    assert list(before.get_ydata()) == [0.25, 0.25] and list(after.get_ydata()) == [0.0, 0.0]
+    assert [bar.get_height() for bar in fig.axes[1].patches] == [48, 48]
+    with pytest.raises(ValueError, match="extra_samples"):
+        dapo_viz.plot_dynamic_sampling(frame.drop(columns="extra_samples"), batch_size=32)
 
 
 def test_dapo_figures_draw():

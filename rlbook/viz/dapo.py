@@ -7,6 +7,9 @@
   probability rose past π_old · (1 + ε_high), i.e. the tokens clip-higher frees;
 - ``policy_after_updates``: a real batch for those pictures: a rollout, its group advantages, and
   the log-probs after a few minibatch updates of a policy loss;
+- ``upclipped_tokens``: the up-clipped tokens of a real batch as a table (which token, where, how likely);
+- ``plot_dynamic_sampling``: DAPO's dynamic sampling in a run: flat groups before and after the filter,
+  and the samples it cost;
 - ``plot_ablation_bars``: one bar chart per metric of an ablation table.
 
 A real batch is a dict of tensors: ``old_logp`` (B, T) of the sampling policy, ``logp`` (B, T)
@@ -25,8 +28,8 @@ from rlbook.losses import clipped_surrogate, policy_loss
 from rlbook.rollout import completion_logprobs
 from rlbook.shaping import soft_overlong_penalty
 
-__all__ = ["plot_overlong_penalty", "policy_after_updates", "upclip_stats", "plot_clip_higher", "clip_higher_widget",
-           "plot_ablation_bars"]
+__all__ = ["plot_overlong_penalty", "policy_after_updates", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
+           "clip_higher_widget", "plot_dynamic_sampling", "plot_ablation_bars"]
 
 
 def plot_overlong_penalty(max_len: int = 64, cache_len: int = 16, *, lengths=None, ax=None):
@@ -104,8 +107,9 @@ def _batch_tensors(batch: dict):
 def upclip_stats(batch: dict, eps_high: float) -> dict:
     """Which tokens with A > 0 rose past π_old · (1 + ε_high): the tokens the upper clip stops.
 
-    Returns the number of A > 0 tokens, the fraction up-clipped, and the median and maximum π_old
-    of the up-clipped ones (NaN when none are). DAPO's Figure 3b: these are low-probability tokens.
+    Returns the number of A > 0 tokens, the fraction up-clipped, the median and maximum π_old of the
+    up-clipped ones (NaN when none are), and the median π_old of all A > 0 tokens for comparison.
+    DAPO's Figure 3a: the up-clipped tokens are low-probability ones.
     """
     eps_high = check_positive("eps_high", eps_high, allow_zero=True)
     old_prob, new_prob, advantages, mask = _batch_tensors(batch)
@@ -117,7 +121,35 @@ def upclip_stats(batch: dict, eps_high: float) -> dict:
         "upclip_frac": float(clipped.sum() / positive.sum().clamp(min=1)),
         "median_old_prob": float(chosen.median()) if chosen.numel() else float("nan"),
         "max_old_prob": float(chosen.max()) if chosen.numel() else float("nan"),
+        "positive_median_old_prob": float(old_prob[positive].median()) if positive.any() else float("nan"),
     }
+
+
+def upclipped_tokens(batch: dict, completion_ids, tokenizer, eps_high: float):
+    """A table of the up-clipped tokens of ``batch``: one row per A > 0 token with π_θ > π_old (1 + ε_high).
+
+    Columns: ``row`` and ``position`` in the batch, the ``token`` (decoded), ``old_prob``, ``new_prob``,
+    ``ratio`` and ``advantage``; sorted by ``old_prob``. ``completion_ids`` is the batch's (B, T) tokens.
+    """
+    import pandas as pd
+
+    eps_high = check_positive("eps_high", eps_high, allow_zero=True)
+    old_prob, new_prob, advantages, mask = _batch_tensors(batch)
+    completion_ids = torch.as_tensor(completion_ids)
+    if tuple(completion_ids.shape) != tuple(mask.shape):
+        raise ValueError(f"completion_ids must have shape {tuple(mask.shape)}, got {tuple(completion_ids.shape)}")
+    clipped = mask & (advantages > 0) & (new_prob > old_prob * (1 + eps_high))
+    rows, positions = clipped.nonzero(as_tuple=True)
+    table = pd.DataFrame({
+        "row": rows.tolist(),
+        "position": positions.tolist(),
+        "token": [tokenizer.decode([int(completion_ids[r, t])]) for r, t in zip(rows, positions)],
+        "old_prob": old_prob[rows, positions].tolist(),
+        "new_prob": new_prob[rows, positions].tolist(),
+        "ratio": (new_prob[rows, positions] / old_prob[rows, positions]).tolist(),
+        "advantage": advantages[rows, positions].tolist(),
+    })
+    return table.sort_values("old_prob", kind="stable").reset_index(drop=True)
 
 
 def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dict | None = None):
@@ -183,6 +215,38 @@ def clip_higher_widget(batch: dict | None = None):
         eps_low=widgets.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_low"),
         eps_high=widgets.FloatSlider(value=0.28, min=0.0, max=1.0, step=0.01, description="ε_high"),
     )
+
+
+def plot_dynamic_sampling(frame, *, batch_size: int):
+    """Dynamic sampling in a run, from its history ``frame`` (one seed, or several: averaged by step).
+
+    Left: the fraction of groups with all-equal rewards in the first round of sampling (what GRPO
+    would train on) and in the batch actually trained on. Right: completions sampled per step, the
+    ``batch_size`` of one round plus the extra rounds that refilled the batch.
+    """
+    needed = {"step", "frac_zero_adv_groups", "frac_zero_adv_groups_trained", "extra_samples"}
+    missing = needed - set(frame.columns)
+    if missing:
+        raise ValueError(f"frame must have columns {sorted(needed)}; missing {sorted(missing)}")
+    batch_size = check_positive("batch_size", batch_size)
+    by_step = frame.groupby("step")[sorted(needed - {"step"})].mean()
+    fig, (ax_flat, ax_cost) = plt.subplots(1, 2, figsize=(10, 3.2))
+    ax_flat.plot(by_step.index, by_step["frac_zero_adv_groups"], "o-", color="tab:red", ms=3,
+                 label="first round (before the filter)")
+    ax_flat.plot(by_step.index, by_step["frac_zero_adv_groups_trained"], "o-", color="tab:green", ms=3,
+                 label="trained batch (after)")
+    ax_flat.set(xlabel="step", ylabel="fraction of groups", ylim=(-0.05, 1.05),
+                title="groups with zero advantage (all rewards equal)")
+    ax_flat.legend(fontsize=8)
+    samples = batch_size + by_step["extra_samples"]
+    ax_cost.bar(by_step.index, samples, color="tab:blue", alpha=0.6, label="sampled")
+    ax_cost.axhline(batch_size, color="black", ls="--", lw=1, label=f"one round = {batch_size:g}")
+    ax_cost.set(xlabel="step", ylabel="completions sampled", title="the cost: extra rounds of sampling")
+    ax_cost.legend(fontsize=8)
+    for ax in (ax_flat, ax_cost):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
 
 
 def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect")):
