@@ -60,6 +60,7 @@ def plot_group_advantages(n_correct: int = 3, group_size: int = 4):
     left.legend(fontsize=7)
     right.axhline(0, color="black", lw=0.8)
     right.axvline(n_correct, color="0.6", lw=1, ls=":")
+    right.set_xticks(range(group_size + 1) if group_size <= 16 else range(0, group_size + 1, group_size // 8))
     right.set(xlabel="k = right answers in the group", ylabel="advantage",
               title="right answers (●, solid) and wrong ones (■, dashed)")
     right.grid(alpha=0.3)
