@@ -14,8 +14,8 @@ import torch
 from rlbook.metrics import best_of_n_kl
 from rlbook.trainers.rejection import best_of_n_expectation
 
-__all__ = ["plot_bradley_terry", "bradley_terry_widget", "plot_reward_model_history", "overoptimisation_curves",
-           "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
+__all__ = ["plot_bradley_terry", "bradley_terry_widget", "plot_reward_model_history", "plot_proxy_against_gold",
+           "overoptimisation_curves", "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
 
 PROXY_COLOUR, GOLD_COLOUR, ORACLE_COLOUR = "tab:orange", "tab:blue", "tab:green"
 
@@ -70,6 +70,34 @@ def plot_reward_model_history(history):
     ax_acc.axhline(0.5, color="grey", ls=":", lw=1)
     ax_acc.set(xlabel="step", ylabel="pairwise accuracy", ylim=(0.3, 1.0), title="accuracy")
     ax_acc.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_proxy_against_gold(proxy, gold, *, top: int = 50):
+    """The proxy reward of every sample of a pool against its gold reward, one column per gold level.
+
+    Points are jittered sideways; the ``top`` samples with the highest proxy reward (where best-of-n
+    with a large n takes its winners) are ringed in red, with their gold levels counted in the title."""
+    proxy, gold = torch.as_tensor(proxy).flatten().double(), torch.as_tensor(gold).flatten().double()
+    if proxy.shape != gold.shape:
+        raise ValueError(f"proxy and gold must hold the same samples, got {tuple(proxy.shape)} and {tuple(gold.shape)}")
+    top = min(int(top), proxy.numel())
+    levels = torch.unique(gold)
+    column = torch.searchsorted(levels, gold).numpy()
+    jitter = np.random.default_rng(0).uniform(-0.3, 0.3, size=proxy.numel())
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    ax.scatter(column + jitter, proxy.numpy(), s=3, alpha=0.25, color=PROXY_COLOUR, rasterized=True)
+    means = [proxy[gold == v].mean().item() for v in levels]
+    ax.plot(np.arange(len(levels)), means, "k_", ms=18, mew=2, label="mean proxy per gold level")
+    best = torch.argsort(proxy, descending=True, stable=True)[:top]
+    ax.scatter(column[best] + jitter[best.numpy()], proxy[best].numpy(), s=22, facecolors="none", edgecolors="tab:red",
+               label=f"the {top} highest proxy rewards")
+    ax.set_xticks(np.arange(len(levels)), [f"{v:g}" for v in levels.tolist()], fontsize=8)
+    counts = {v: int((gold[best] == v).sum()) for v in levels.tolist() if (gold[best] == v).any()}
+    ax.set(xlabel="gold reward", ylabel="proxy reward (learned RM)",
+           title="top by proxy, gold levels: " + ", ".join(f"{v:g}×{k}" for v, k in sorted(counts.items())))
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 

@@ -1,0 +1,109 @@
+"""Lessons 04 and 05's checkers accept correct answers, name each typical mistake, and tolerate unanswered stubs."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rlbook.exercises import rejection as rejection_exercises
+from rlbook.exercises import reward_models as rm_exercises
+from rlbook.trainers.rejection import best_of_n_distribution
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------ Bradley–Terry loss
+
+
+def test_bradley_terry_checker_accepts_correct_answers(capsys):
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: -F.logsigmoid(c - r).mean()) is True
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: F.softplus(r - c).mean()) is True
+    # the textbook form, log(1 + exp(−Δ)), is fine at these margins too
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: torch.log1p(torch.exp(-(c - r))).mean()) is True
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge"])
+def test_bradley_terry_checker_names_each_mistake(name, capsys):
+    def wrong(chosen, rejected):
+        return rm_exercises._mistakes(chosen, rejected)[name][0]
+
+    chosen, rejected = rm_exercises._cases()[0]
+    hint = rm_exercises._mistakes(chosen, rejected)[name][1]
+    assert rm_exercises.check_bradley_terry_loss(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_bradley_terry_checker_other_failures(capsys):
+    assert rm_exercises.check_bradley_terry_loss(None) is None
+    assert rm_exercises.check_bradley_terry_loss(stub) is None
+    assert "Not attempted" in capsys.readouterr().out
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: -F.logsigmoid(c - r)) is False  # per-pair, not a mean
+    assert "one number" in capsys.readouterr().out
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: c.sum() / 0) is False
+    assert "not finite" in capsys.readouterr().out
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: (c - r).mean()) is False
+    assert "expected" in capsys.readouterr().out
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="function"):
+        rm_exercises.check_bradley_terry_loss(0.5)
+
+
+def test_bradley_terry_mistakes_all_differ_from_the_reference():
+    from rlbook.trainers.reward_model import bradley_terry_loss
+
+    for chosen, rejected in rm_exercises._cases():
+        reference = bradley_terry_loss(chosen, rejected)
+        for name, (candidate, _) in rm_exercises._mistakes(chosen, rejected).items():
+            assert not torch.allclose(candidate, reference), name
+
+
+# ------------------------------------------------------------------------------ best-of-n distribution
+
+
+def _by_hand(probs, rewards, n):
+    """F(y)^n − (F(y) − π(y))^n with F summed over the outcomes of reward ≤ r(y) (distinct rewards)."""
+    cdf = torch.stack([probs[rewards <= r].sum() for r in rewards])
+    return cdf ** n - (cdf - probs) ** n
+
+
+def test_best_of_n_checker_accepts_correct_answers(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(_by_hand) is True
+    assert rejection_exercises.check_best_of_n_probabilities(best_of_n_distribution) is True
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: _by_hand(p, r, n).tolist()) is True
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["continuous", "cdf", "strict_cdf", "pi_times", "unsorted"])
+def test_best_of_n_checker_names_each_mistake(name, capsys):
+    def wrong(probs, rewards, n):
+        return rejection_exercises._mistakes(probs, rewards, n)[name][0]
+
+    probs, rewards, n = rejection_exercises._cases()[0]
+    hint = rejection_exercises._mistakes(probs, rewards, n)[name][1]
+    assert rejection_exercises.check_best_of_n_probabilities(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_best_of_n_checker_other_failures(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(None) is None
+    assert rejection_exercises.check_best_of_n_probabilities(stub) is None
+    assert "Not attempted" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: p) is False
+    assert "expected" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: p[:3]) is False
+    assert "shape" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: {}) is False
+    assert "your function" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="function"):
+        rejection_exercises.check_best_of_n_probabilities("F^n")
+
+
+def test_best_of_n_cases_have_distinct_rewards_and_distinguishable_mistakes():
+    for probs, rewards, n in rejection_exercises._cases():
+        assert len(set(rewards.tolist())) == len(rewards)
+        reference = best_of_n_distribution(probs, rewards, n)
+        for name, (candidate, _) in rejection_exercises._mistakes(probs, rewards, n).items():
+            assert not torch.allclose(candidate, reference), name

@@ -1,0 +1,165 @@
+"""The figures and widgets of lessons 04 (reward models) and 05 (rejection sampling) draw what they claim."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook.metrics import best_of_n_kl  # noqa: E402
+from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl, expected_max_of_normals  # noqa: E402
+from rlbook.viz import rejection as rejection_viz  # noqa: E402
+from rlbook.viz import reward_models as rm_viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+# ------------------------------------------------------------------------------ lesson 04
+
+
+def test_bradley_terry_figure_marks_the_labellers_probability():
+    fig = rm_viz.plot_bradley_terry(0.5)
+    ax_label, ax_loss = fig.axes
+    marked = [line for line in ax_label.lines if line.get_marker() == "o"]
+    assert [float(line.get_xdata()[0]) for line in marked] == [1.0, 0.5]
+    assert float(marked[0].get_ydata()[0]) == pytest.approx(1 / (1 + math.exp(-1.0 / 0.5)))
+    loss_line = ax_loss.lines[0]
+    at_zero = np.argmin(np.abs(loss_line.get_xdata()))
+    assert loss_line.get_ydata()[at_zero] == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="temperature"):
+        rm_viz.plot_bradley_terry(0.0)
+
+
+def test_reward_model_history_plots_held_out_points_only_where_measured():
+    frame = pd.DataFrame({"step": [0, 1, 2, 3], "loss": [0.7, 0.6, 0.5, 0.4], "accuracy": [0.5, 0.6, 0.7, 0.8],
+                          "eval/accuracy": [0.55, np.nan, np.nan, 0.85]})
+    fig = rm_viz.plot_reward_model_history(frame)
+    held_out = fig.axes[1].lines[1]
+    np.testing.assert_allclose(held_out.get_xdata(), [0, 3])
+    np.testing.assert_allclose(held_out.get_ydata(), [0.55, 0.85])
+
+
+def _pool_with_a_hack():
+    """Two prompts × 12 samples; the proxy loves the last sample, which gold hates, and otherwise agrees with gold."""
+    gold = torch.tensor([[0.0, 1, 2, 3, 1, 0, 2, 1, 0, 3, 1, -3], [1.0, 0, 3, 2, 0, 1, 1, 2, 0, 3, 0, -3]])
+    proxy = gold.clone()
+    proxy[:, -1] = 10.0
+    return proxy, gold
+
+
+def test_overoptimisation_curves_from_one_pool():
+    proxy, gold = _pool_with_a_hack()
+    ns = [1, 2, 3, 12]
+    curves = rm_viz.overoptimisation_curves(proxy, gold, ns)
+    np.testing.assert_allclose(curves["sqrt_kl"], [math.sqrt(best_of_n_kl(n)) for n in ns])
+    assert curves["gold"][0] == pytest.approx(gold.mean().item())  # n = 1 is π itself
+    assert curves["proxy"][-1] == pytest.approx(10.0) and curves["gold"][-1] == pytest.approx(-3.0)  # n = N: the top
+    assert (np.diff(curves["proxy"]) > 0).all()  # E[max] grows with n
+    assert curves["gold"][1] > curves["gold"][0] > curves["gold"][-1]  # gold rises, then falls to the hack
+    assert (np.diff(curves["gold_oracle"]) > 0).all() and curves["gold_oracle"][-1] == pytest.approx(3.0)
+    honest = rm_viz.overoptimisation_curves(gold, gold, ns)
+    np.testing.assert_allclose(honest["gold"], honest["gold_oracle"])
+
+
+def test_proxy_against_gold_rings_the_proxys_top_samples():
+    proxy, gold = _pool_with_a_hack()
+    fig = rm_viz.plot_proxy_against_gold(proxy, gold, top=2)
+    ax = fig.axes[0]
+    ringed = ax.collections[1].get_offsets()
+    np.testing.assert_allclose(np.asarray(ringed)[:, 1], [10.0, 10.0])  # the two hacks
+    assert "-3×2" in ax.get_title()
+    means = ax.lines[0].get_ydata()
+    assert len(means) == len(torch.unique(gold)) and means[0] == pytest.approx(10.0)  # gold −3: only the hacks
+    with pytest.raises(ValueError, match="same samples"):
+        rm_viz.plot_proxy_against_gold(proxy, gold[:, :3])
+
+
+def test_overoptimisation_plot_draws_gains_and_marks_the_peak():
+    proxy, gold = _pool_with_a_hack()
+    curves = rm_viz.overoptimisation_curves(proxy, gold, [1, 2, 3, 4, 12])
+    fig = rm_viz.plot_overoptimisation(curves)
+    ax = fig.axes[0]
+    proxy_line, gold_line = ax.lines[0], ax.lines[1]
+    assert proxy_line.get_ydata()[0] == 0 and gold_line.get_ydata()[0] == 0  # gains over n = 1
+    np.testing.assert_allclose(gold_line.get_ydata(), curves["gold"] - curves["gold"][0])
+    peak = int(np.argmax(curves["gold"]))
+    assert any(f"n = {curves['n'][peak]}" in text.get_text() for text in ax.texts)
+    assert len(rm_viz.plot_overoptimisation(curves, fit=False).axes[0].lines) == len(ax.lines) - 1
+
+
+def test_winners_distribution_is_a_distribution_and_n1_is_the_policy():
+    proxy, gold = _pool_with_a_hack()
+    fig = rm_viz.plot_best_of_n_winners(proxy, gold, 1)
+    bars = fig.axes[0].patches
+    levels = torch.unique(gold)
+    base, by_proxy, by_gold = (np.array([b.get_height() for b in bars[i * len(levels):(i + 1) * len(levels)]])
+                               for i in range(3))
+    for heights in (base, by_proxy, by_gold):
+        assert heights.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(by_proxy, base)  # best-of-1 is a plain sample
+    fig = rm_viz.plot_best_of_n_winners(proxy, gold, 12)
+    heights = np.array([b.get_height() for b in fig.axes[0].patches])
+    hack_level = int((levels == -3.0).nonzero())
+    assert heights[len(levels) + hack_level] == pytest.approx(1.0)  # the proxy's best-of-12 is always the hack
+
+
+# ------------------------------------------------------------------------------ lesson 05
+
+
+def test_toy_policy_is_a_distribution_with_the_asked_reward_levels():
+    probs, rewards = rejection_viz.toy_policy(12, temperature=0.5, seed=3)
+    assert probs.sum().item() == pytest.approx(1.0) and (probs > 0).all()
+    assert sorted(rewards.tolist()) == list(range(12))
+    _, tied = rejection_viz.toy_policy(12, reward_levels=3, seed=3)
+    assert sorted(set(tied.tolist())) == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="temperature"):
+        rejection_viz.toy_policy(12, temperature=0.0)
+
+
+def test_expected_max_plot_draws_the_bound_and_the_ratio():
+    ks = [1, 2, 4, 16, 256]
+    exact = [expected_max_of_normals(k) for k in ks]
+    fig = rejection_viz.plot_expected_max(ks, exact, monte_carlo={4: (1.03, 0.01)})
+    ax, ax_ratio = fig.axes
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), np.sqrt(2 * np.log(ks)))
+    ratio = ax_ratio.lines[0].get_ydata()
+    assert len(ratio) == len(ks) - 1 and (ratio < 1).all() and (np.diff(ratio) > 0).all()
+
+
+def test_best_of_n_toy_plot_shows_both_distributions_sorted_by_reward():
+    fig = rejection_viz.plot_best_of_n_toy(4, 1.0, num_outcomes=8, seed=1)
+    probs, rewards = rejection_viz.toy_policy(8, seed=1)
+    order = torch.sort(rewards).indices
+    heights = np.array([b.get_height() for b in fig.axes[0].patches])
+    np.testing.assert_allclose(heights[:8], probs[order].numpy())
+    np.testing.assert_allclose(heights[8:], best_of_n_distribution(probs, rewards, 4)[order].numpy())
+    assert f"{best_of_n_exact_kl(probs, rewards, 4):.3f}" in fig.axes[0].get_title()
+
+
+def test_kl_plot_and_history_plot():
+    ns = [1, 2, 4, 8]
+    fig = rejection_viz.plot_kl_against_bound(ns, {"toy": [0.0, 0.1, 0.5, 1.0]})
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [best_of_n_kl(n) for n in ns])
+    history = pd.DataFrame({"round": [0, 1, 2], "eval/pass@1": [0.3, 0.5, 0.6], "sample_reward": [np.nan, 0.3, 0.5],
+                            "best_of_n_reward": [np.nan, 0.9, 0.95]})
+    fig = rejection_viz.plot_rejection_sampling_history(history)
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [0.3, 0.5, 0.6])
+    np.testing.assert_allclose(fig.axes[1].lines[1].get_ydata(), [0.9, 0.95])
+
+
+def test_widgets_build():
+    pytest.importorskip("ipywidgets")
+    assert rm_viz.bradley_terry_widget() is not None
+    proxy, gold = _pool_with_a_hack()
+    assert rm_viz.best_of_n_winners_widget(proxy, gold) is not None
+    assert rejection_viz.best_of_n_toy_widget(num_outcomes=6) is not None
