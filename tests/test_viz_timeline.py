@@ -12,7 +12,8 @@ import pytest  # noqa: E402
 
 from rlbook.trainers.async_rl import pipeline_schedule  # noqa: E402
 from rlbook.viz.throughput import flat_group_probability, plot_advantage_noise, plot_flat_groups  # noqa: E402
-from rlbook.viz.timeline import busy_fraction, example_durations, plot_schedule, plot_timelines  # noqa: E402
+from rlbook.viz.timeline import (busy_fraction, example_durations, overlap_seconds, plot_schedule,  # noqa: E402
+                                 plot_timelines, timeline_durations)
 
 
 def span(timeline):
@@ -81,4 +82,67 @@ def test_stale_token_weights_figure():
     decoupled_negative = figure.axes[1].lines[2].get_ydata()
     assert decoupled_negative[ratios > 5.01].max() == 0 and decoupled_negative[ratios < 4.9].min() > 0
     assert plot_stale_token_weights(0.3, None).axes
+    plt.close("all")
+
+
+def test_overlap_and_durations_of_a_timeline():
+    generate, train = [1.0, 2.0, 0.5, 1.5], [1.0, 1.0, 1.0, 1.0]
+    synchronous = pipeline_schedule(generate, train, 0)
+    assert overlap_seconds(synchronous) == 0.0
+    assert timeline_durations(synchronous) == (generate, train)
+    asynchronous = pipeline_schedule(generate, train, 1)
+    assert timeline_durations(asynchronous) == (generate, train)
+    # busy time of the two lanes = span + time both were busy (the schedule leaves no gap here)
+    busy = busy_fraction(asynchronous)
+    both = sum(generate) + sum(train)
+    assert overlap_seconds(asynchronous) == pytest.approx(both - busy["span"])
+    assert overlap_seconds(asynchronous) > 0
+    with pytest.raises(ValueError, match="one generation round per step"):
+        timeline_durations(synchronous[:-1])
+
+
+def test_update_gradient_of_kept_rows_is_the_scaled_full_gradient():
+    import torch
+
+    from rlbook.models import build_char_tokenizer, build_tiny_model
+    from rlbook.rollout import sample
+    from rlbook.viz.throughput import update_gradient, update_seconds
+
+    torch.manual_seed(0)
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, shape="test")
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=4, max_new_tokens=6, seed=0)
+    advantages = torch.tensor([0.5, -0.5, 0.25, -0.25, 0.0, 0.0, 0.0, 0.0])  # the second group is flat
+    kept, flat, every = torch.arange(4), torch.arange(4, 8), torch.arange(8)
+    full = update_gradient(model, rollout, advantages, every, max_len=6)
+    filtered = update_gradient(model, rollout, advantages, kept, max_len=6)
+    assert update_gradient(model, rollout, advantages, flat, max_len=6).abs().max() == 0
+    assert torch.allclose(filtered, 2.0 * full, rtol=1e-4, atol=1e-7)  # B/K = 8/4
+    assert full.abs().max() > 0
+    seconds = update_seconds(model, rollout, advantages, {"all": every, "kept": kept}, max_len=6, repeats=2)
+    assert set(seconds) == {"all", "kept"} and all(0 < s < 60 for s in seconds.values())
+    with pytest.raises(ValueError, match="rows"):
+        update_gradient(model, rollout, advantages, torch.tensor([], dtype=torch.long), max_len=6)
+
+
+def test_equal_time_table_reads_each_run_at_the_fastest_runs_total():
+    import pandas as pd
+
+    from rlbook.viz.throughput import equal_time_table
+
+    rows = []
+    for label, seconds in (("slow", 2.0), ("fast", 1.0)):
+        for step in range(1, 5):
+            rows.append({"label": label, "seed": 0, "step": step, "wall_time": step * seconds, "step_time": seconds,
+                         "pass@1": step / 10})
+    table = equal_time_table(pd.DataFrame(rows), window=2)
+    assert table.loc["fast", "steps_done"] == 4 and table.loc["slow", "steps_done"] == 2
+    assert table.loc["slow", "pass@1 (last 2)"] == pytest.approx(0.15)
+    assert table["budget_s"].unique().tolist() == [4.0]
+
+    from rlbook.viz.throughput import plot_reward_per_work
+
+    frame = pd.DataFrame(rows).assign(trained_samples=8)
+    figure = plot_reward_per_work(frame, smooth=1)
+    assert [line.get_xdata().tolist() for line in figure.axes[0].lines] == [[8, 16, 24, 32]] * 2
     plt.close("all")

@@ -19,8 +19,8 @@ from rlbook.losses import clipped_surrogate
 from rlbook.ratios import decoupled_behaviour_weight
 from rlbook.trainers.async_rl import pipeline_schedule
 
-__all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "busy_fraction", "example_durations",
-           "plot_stale_token_weights", "stale_token_weights_widget"]
+__all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "busy_fraction", "overlap_seconds",
+           "timeline_durations", "example_durations", "plot_stale_token_weights", "stale_token_weights_widget"]
 
 LANES = ("generate", "train")
 
@@ -32,6 +32,30 @@ def busy_fraction(timeline: list[dict]) -> dict:
     span = max(end - start, 1e-12)
     busy = {lane: sum(e["end"] - e["start"] for e in timeline if e["phase"] == lane) / span for lane in LANES}
     return {**busy, "span": end - start}
+
+
+def overlap_seconds(timeline: list[dict]) -> float:
+    """Seconds during which the generator and the learner were both busy (0 for a synchronous loop).
+
+    The sum, over every pair of a generation entry and a training entry, of the length of their
+    intersection; entries of one lane never overlap each other, so no second is counted twice.
+    """
+    _check_timeline(timeline)
+    generate = [e for e in timeline if e["phase"] == "generate"]
+    train = [e for e in timeline if e["phase"] == "train"]
+    return sum(max(0.0, min(g["end"], t["end"]) - max(g["start"], t["start"])) for g in generate for t in train)
+
+
+def timeline_durations(timeline: list[dict]) -> tuple[list[float], list[float]]:
+    """(generation seconds per round, training seconds per step), in order, of a measured timeline:
+    the inputs ``pipeline_schedule`` needs to replay the same work under another staleness bound."""
+    _check_timeline(timeline)
+    generate = [e["end"] - e["start"] for e in timeline if e["phase"] == "generate"]
+    train = [e["end"] - e["start"] for e in timeline if e["phase"] == "train"]
+    if len(generate) != len(train):
+        raise ValueError(f"the timeline must hold one generation round per step, got {len(generate)} rounds "
+                         f"and {len(train)} steps")
+    return generate, train
 
 
 def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
