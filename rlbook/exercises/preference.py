@@ -1,9 +1,19 @@
-"""Self-checking exercises of lessons 06 (DPO) and 07 (the preference zoo).
+"""Checkers for the exercises of lessons 06 (DPO) and 07 (the preference zoo).
 
-Each checker calls the reader's function on fixed cases, compares it with the library's
-reference, and, when they differ, tries the classic wrong answers to name the likely mistake.
-A function that raises ``NotImplementedError`` counts as not attempted yet. Checkers return
-True (all cases match) or False.
+==========================  ==================================================  ==========
+checker                     the reader writes                                   lesson
+==========================  ==================================================  ==========
+``check_optimal_policy``    π* ∝ π_ref · exp(r/β) on a finite set of responses  06
+``check_dpo_loss``          DPO's per-pair loss from sequence log-probs         06
+``check_ipo_loss``          IPO's per-pair loss from sequence log-probs         07
+==========================  ==================================================  ==========
+
+Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
+with the library (``rlbook.viz.preference.kl_regularised_optimum``, ``rlbook.losses.dpo_loss``,
+``rlbook.losses.ipo_loss``), and when they differ tries the usual mistakes one by one and names
+the one the reader's answer matches. It prints its verdict (✓ or ✗) and returns True / False, or
+None when the exercise is not attempted yet (``None``, or a function that raises
+``NotImplementedError``).
 """
 
 from __future__ import annotations
@@ -11,130 +21,164 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _not_attempted, _verdict
 from rlbook.losses import dpo_loss, ipo_loss
 from rlbook.viz.preference import kl_regularised_optimum
 
-__all__ = ["check_optimal_policy", "check_dpo_loss", "check_ipo_loss"]
+__all__ = ["check_optimal_policy", "check_dpo_loss", "check_ipo_loss", "optimal_policy_mistakes",
+           "dpo_loss_mistakes", "ipo_loss_mistakes"]
 
-# Sequence log-probs of 6 pairs: chosen, rejected, and the reference's of each.
-_PAIRS = (
-    torch.tensor([-12.0, -30.5, -8.2, -20.0, -15.0, -40.0], dtype=torch.float64),
-    torch.tensor([-14.0, -28.0, -9.9, -26.0, -15.0, -35.0], dtype=torch.float64),
-    torch.tensor([-13.0, -29.0, -8.0, -22.5, -16.0, -41.0], dtype=torch.float64),
-    torch.tensor([-13.5, -29.5, -9.0, -23.0, -14.0, -34.0], dtype=torch.float64),
+# Sequence log-probs of 6 pairs: chosen, rejected, and the reference's of each. Pair 5 has h = 0.
+PAIRS = (
+    torch.tensor([-12.0, -30.5, -8.2, -20.0, -15.0, -40.0], dtype=DTYPE),
+    torch.tensor([-14.0, -28.0, -9.9, -26.0, -15.0, -35.0], dtype=DTYPE),
+    torch.tensor([-13.0, -29.0, -8.0, -22.5, -16.0, -41.0], dtype=DTYPE),
+    torch.tensor([-13.5, -29.5, -9.0, -23.0, -16.0, -34.0], dtype=DTYPE),
 )
-_REF_PROBS = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
-_REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=torch.float64)
+REF_PROBS = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=DTYPE)
+REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=DTYPE)
+OPTIMUM_BETAS = (0.5, 1.0, 2.0)
+DPO_BETAS = (0.1, 0.5)
+IPO_TAUS = (0.1, 0.5)
 
 
-def _call(fn, *args):
-    """The reader's answer as a float64 tensor, or None when not attempted (message printed)."""
-    if not callable(fn):
-        raise ValueError(f"fn must be a function, got {type(fn).__name__}")
+def _raises_not_implemented(fn, *args) -> bool:
+    """True (and says so) when the reader's function is still the stub raising NotImplementedError."""
     try:
-        answer = fn(*args)
+        fn(*args)
     except NotImplementedError:
         print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
+        return True
+    except Exception:  # any other failure is reported by the checker itself
+        return False
+    return False
+
+
+def _shown(values: torch.Tensor) -> list[float]:
+    return [round(v, 4) for v in values.detach().to(DTYPE).flatten().tolist()]
+
+
+def _check_cases(fn, cases, reference, mistakes, *, knob: str, success: str, generic: str) -> bool:
+    """Run ``fn`` on each case, compare with ``reference(*case)``; on a difference name the mistake.
+
+    ``cases`` are argument tuples whose last entry is the knob (β or τ); ``mistakes(*case)`` maps a
+    name to ``(wrong answer, hint)``.
+    """
+    for case in cases:
+        got, error = _call(fn, *(a.clone() if isinstance(a, torch.Tensor) else a for a in case))
+        if error:
+            return _verdict(False, "", error)
+        want = reference(*case)
+        if _close(got, want):
+            continue
+        if got.dim() == 0 and want.dim() == 1:
+            return _verdict(False, "", "you returned one number where one value per pair was asked: return the "
+                                       "(B,) per-pair losses, without .mean()")
+        hint = next((hint for wrong, hint in mistakes(*case).values() if _close(got, wrong)), generic)
+        return _verdict(False, "", f"{knob} = {case[-1]}: expected {_shown(want)}, got {_shown(got)}: {hint}")
+    return _verdict(True, success, "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 06: the KL-regularised optimum
+
+
+def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong versions of π*, each with the hint that names it."""
+    return {
+        "unnormalised": (ref_probs * torch.exp(rewards / beta),
+                         "not normalised: divide by Z = Σ_y π_ref(y) exp(r(y)/β) so that the probabilities "
+                         "sum to 1"),
+        "beta_times_reward": (torch.softmax(ref_probs.log() + beta * rewards, 0),
+                              "β multiplies the reward instead of dividing it: the optimum is π_ref · exp(r/β), "
+                              "so a small β (a weak KL penalty) makes π* greedier, not flatter"),
+        "no_reference": (torch.softmax(rewards / beta, 0),
+                         "π_ref is missing: the KL penalty pulls π* towards π_ref, so π* ∝ π_ref(y) exp(r(y)/β), "
+                         "not softmax(r/β)"),
+        "minus_reward": (torch.softmax(ref_probs.log() - rewards / beta, 0),
+                         "exp(−r/β) favours the worst responses: maximising the reward gives exp(+r/β)"),
+    }
+
+
+def check_optimal_policy(fn) -> bool | None:
+    """Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
+    E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2."""
+    if _not_attempted(fn, "optimal policy") or _raises_not_implemented(fn, REF_PROBS.clone(), REWARDS.clone(), 1.0):
         return None
-    return torch.as_tensor(answer, dtype=torch.float64).detach()
+    return _check_cases(
+        fn, [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], kl_regularised_optimum, optimal_policy_mistakes,
+        knob="β", success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}",
+        generic="compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)")
 
 
-def _close(a, b) -> bool:
-    return a.shape == b.shape and torch.allclose(a, b, atol=1e-6, rtol=1e-6)
+# ----------------------------------------------------------------------------------------------
+# Lesson 06: the DPO loss
 
 
-def _diagnose(got, mistakes: list[tuple[str, torch.Tensor]], fallback: str) -> str:
-    for hint, wrong in mistakes:
-        if _close(got, wrong):
-            return hint
-    return fallback
+def _log_ratio_margin(chosen, rejected, ref_chosen, ref_rejected) -> torch.Tensor:
+    return (chosen - ref_chosen) - (rejected - ref_rejected)
 
 
-def check_optimal_policy(fn) -> bool:
-    """Check ``fn(ref_probs, rewards, beta)`` → π* ∝ π_ref exp(r/β) against ``kl_regularised_optimum``."""
-    for beta in (0.5, 1.0, 2.0):
-        got = _call(fn, _REF_PROBS.clone(), _REWARDS.clone(), beta)
-        if got is None:
-            return False
-        want = kl_regularised_optimum(_REF_PROBS, _REWARDS, beta)
-        if _close(got, want):
-            continue
-        unnormalised = _REF_PROBS * torch.exp(_REWARDS / beta)
-        mistakes = [
-            ("not normalised: divide by Z = Σ_y π_ref(y) exp(r(y)/β) so the probabilities sum to 1", unnormalised),
-            ("β multiplies the reward instead of dividing it: the optimum is π_ref · exp(r/β) — a small β "
-             "(weak KL penalty) must make π* greedier, not flatter", torch.softmax(_REF_PROBS.log() + beta * _REWARDS, 0)),
-            ("π_ref is missing: the KL penalty pulls π* toward π_ref, so π* ∝ π_ref(y) exp(r(y)/β), not "
-             "softmax(r/β)", torch.softmax(_REWARDS / beta, 0)),
-            ("exp(−r/β) prefers the worst responses: maximising reward gives exp(+r/β)",
-             torch.softmax(_REF_PROBS.log() - _REWARDS / beta, 0)),
-        ]
-        hint = _diagnose(got, mistakes, "compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)")
-        print(f"β = {beta}: expected {[round(v, 4) for v in want.tolist()]}, got "
-              f"{[round(v, 4) for v in got.flatten().tolist()]}: {hint}")
-        return False
-    print("Correct: π* = π_ref · exp(r/β) / Z at β = 0.5, 1 and 2.")
-    return True
+def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong versions of the DPO loss, each with the hint that names it."""
+    h = _log_ratio_margin(chosen, rejected, ref_chosen, ref_rejected)
+    return {
+        "no_reference": (-F.logsigmoid(beta * (chosen - rejected)),
+                         "the reference is missing: the implicit reward is β log π/π_ref, so h subtracts the "
+                         "reference's log-prob of each response"),
+        "flipped": (-F.logsigmoid(-beta * h),
+                    "the sign is flipped: −log σ(−β h) rewards the rejected response; chosen minus rejected goes "
+                    "inside σ"),
+        "no_beta": (-F.logsigmoid(h), "β is missing: the implicit-reward margin is β·h, not h"),
+        "no_minus": (F.logsigmoid(beta * h), "the minus sign is missing: the loss is −log σ(β h), which is ≥ 0"),
+        "weight": (torch.sigmoid(-beta * h),
+                   "this is σ(−β h), the gradient's weight, not the loss; the loss is −log σ(β h)"),
+        "ratio_of_ratios": (-F.logsigmoid(beta * (chosen / ref_chosen - rejected / ref_rejected)),
+                            "you divided log-probs: the log-ratio is log π − log π_ref (a difference of logs), "
+                            "not log π / log π_ref"),
+    }
 
 
-def check_dpo_loss(fn) -> bool:
-    """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → per-pair DPO loss against
-    ``rlbook.losses.dpo_loss``."""
-    chosen, rejected, ref_chosen, ref_rejected = _PAIRS
-    for beta in (0.1, 0.5):
-        got = _call(fn, chosen.clone(), rejected.clone(), ref_chosen.clone(), ref_rejected.clone(), beta)
-        if got is None:
-            return False
-        want = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
-        if _close(got, want):
-            continue
-        h = (chosen - ref_chosen) - (rejected - ref_rejected)
-        mistakes = [
-            ("the reference is missing: the implicit reward is β log π/π_ref, so h subtracts the reference's "
-             "log-probs of each response", -F.logsigmoid(beta * (chosen - rejected))),
-            ("the sign is flipped: −log σ(−β h) rewards the rejected response; chosen minus rejected goes "
-             "inside σ", -F.logsigmoid(-beta * h)),
-            ("β is missing: the margin is β·h, not h", -F.logsigmoid(h)),
-            ("the minus sign is missing: the loss is −log σ(β h), which is ≥ 0", F.logsigmoid(beta * h)),
-            ("this is σ(−β h), the gradient's weight, not the loss; the loss is −log σ(β h)",
-             torch.sigmoid(-beta * h)),
-        ]
-        if got.dim() == 0:
-            hint = "a scalar where one loss per pair was asked: return the per-pair losses (B,), without .mean()"
-        else:
-            hint = _diagnose(got, mistakes, "compare with −log σ(β [(log π_w − log π_ref,w) − "
-                                                "(log π_l − log π_ref,l)])")
-        print(f"β = {beta}: expected {[round(v, 4) for v in want.tolist()]}, got "
-              f"{[round(v, 4) for v in got.flatten().tolist()]}: {hint}")
-        return False
-    print("Correct on 6 pairs at β = 0.1 and 0.5 (note the pair with h = 0: its loss is ln 2).")
-    return True
+def check_dpo_loss(fn) -> bool | None:
+    """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → the (B,) per-pair DPO loss
+    −log σ(β h) against ``rlbook.losses.dpo_loss`` on 6 pairs at β = 0.1 and 0.5."""
+    if _not_attempted(fn, "DPO loss") or _raises_not_implemented(fn, *(t.clone() for t in PAIRS), 0.1):
+        return None
+    return _check_cases(
+        fn, [(*PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β",
+        success="your DPO loss matches rlbook.losses.dpo_loss on 6 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
+                "scores ln 2)",
+        generic="compare with −log σ(β [(log π_w − log π_ref,w) − (log π_l − log π_ref,l)])")
 
 
-def check_ipo_loss(fn) -> bool:
-    """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, tau)`` → per-pair IPO loss against
-    ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation)."""
-    chosen, rejected, ref_chosen, ref_rejected = _PAIRS
-    for tau in (0.1, 0.5):
-        got = _call(fn, chosen.clone(), rejected.clone(), ref_chosen.clone(), ref_rejected.clone(), tau)
-        if got is None:
-            return False
-        want = ipo_loss(chosen, rejected, ref_chosen, ref_rejected, tau)
-        if _close(got, want):
-            continue
-        h = (chosen - ref_chosen) - (rejected - ref_rejected)
-        mistakes = [
-            ("the target is 1/τ; IPO's is 1/(2τ) (Azar et al. 2023, eq. 17)", (h - 1 / tau) ** 2),
-            ("the target is τ itself; it is 1/(2τ): a weaker regulariser (small τ) means a larger margin",
-             (h - tau) ** 2),
-            ("the square is missing: IPO regresses the margin onto its target, (h − 1/(2τ))²", h - 1 / (2 * tau)),
-            ("the reference is missing: h is a difference of log-ratios log π/π_ref",
-             (chosen - rejected - 1 / (2 * tau)) ** 2),
-            ("this is the DPO loss −log σ(τ h), not IPO's squared loss", -F.logsigmoid(tau * h)),
-        ]
-        hint = _diagnose(got, mistakes, "compare with (h − 1/(2τ))², h the difference of the log-ratios")
-        print(f"τ = {tau}: expected {[round(v, 4) for v in want.tolist()]}, got "
-              f"{[round(v, 4) for v in got.flatten().tolist()]}: {hint}")
-        return False
-    print("Correct on 6 pairs at τ = 0.1 and 0.5.")
-    return True
+# ----------------------------------------------------------------------------------------------
+# Lesson 07: the IPO loss
+
+
+def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong versions of the IPO loss, each with the hint that names it."""
+    h = _log_ratio_margin(chosen, rejected, ref_chosen, ref_rejected)
+    return {
+        "target_one_over_tau": ((h - 1 / tau) ** 2, "the target is 1/τ; IPO's is 1/(2τ) (Azar et al. 2023, eq. 17)"),
+        "target_tau": ((h - tau) ** 2,
+                       "the target is τ itself; it is 1/(2τ): a weaker regulariser (small τ) means a larger margin"),
+        "no_square": (h - 1 / (2 * tau),
+                      "the square is missing: IPO regresses the margin onto its target, (h − 1/(2τ))²"),
+        "no_reference": ((chosen - rejected - 1 / (2 * tau)) ** 2,
+                         "the reference is missing: h is a difference of log-ratios log π − log π_ref"),
+        "dpo": (-F.logsigmoid(tau * h), "this is the DPO loss −log σ(τ h), not IPO's squared loss"),
+        "scaled_margin": ((tau * h - 1 / 2) ** 2,
+                          "you regressed τ·h onto ½: that is τ² times IPO's loss, (h − 1/(2τ))²; the scale "
+                          "changes the effective step size"),
+    }
+
+
+def check_ipo_loss(fn) -> bool | None:
+    """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, tau)`` → the (B,) per-pair IPO loss
+    (h − 1/(2τ))² against ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation)."""
+    if _not_attempted(fn, "IPO loss") or _raises_not_implemented(fn, *(t.clone() for t in PAIRS), 0.1):
+        return None
+    return _check_cases(
+        fn, [(*PAIRS, tau) for tau in IPO_TAUS], ipo_loss, ipo_loss_mistakes, knob="τ",
+        success="your IPO loss matches rlbook.losses.ipo_loss on 6 pairs at τ = 0.1 and 0.5",
+        generic="compare with (h − 1/(2τ))², h the difference of the log-ratios log π − log π_ref")

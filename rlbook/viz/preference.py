@@ -120,7 +120,7 @@ def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, c
     ax_loss.axhline(math.log(2), color="black", ls=":", lw=1)
     ax_loss.annotate("ln 2 at h = 0 (π = π_ref)", (0, math.log(2)), xytext=(6, 12), textcoords="offset points",
                      fontsize=8.5)
-    ax_loss.set_ylim(0, min(8.0, float(_dpo_loss_and_weight(h[:1], max(compare_betas + (beta,)))[0][0]) + 0.5))
+    ax_loss.set_ylim(0, min(8.0, float(_dpo_loss_and_weight(h[:1], max(tuple(compare_betas) + (beta,)))[0][0]) + 0.5))
     ax_loss.set_xlabel("log-ratio margin h")
     ax_loss.set_ylabel("−log σ(β h)")
     ax_loss.set_title("the loss", fontsize=10)
@@ -158,7 +158,8 @@ def dpo_beta_widget():
 
 def plot_preference_history(history, *, title: str = "DPO on review-base"):
     """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
-    and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected."""
+    and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected
+    (train-batch means, faint, and the held-out means, which are always the same pairs)."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
                if k not in frame]
@@ -181,9 +182,14 @@ def plot_preference_history(history, *, title: str = "DPO on review-base"):
         axes[2].plot(evals["step"], evals["eval/rewards/margins"], "o-", color="tab:green", label="held-out")
     axes[2].set_title("implicit-reward margin β·h", fontsize=10)
     axes[2].legend(fontsize=8)
-    axes[3].plot(frame["step"], frame["logps/chosen"], color="tab:blue", label="chosen  log π(y_w|x)")
-    axes[3].plot(frame["step"], frame["logps/rejected"], color="tab:red", label="rejected  log π(y_l|x)")
-    axes[3].set_title("policy log-probs (batch means)", fontsize=10)
+    has_eval_logps = evals is not None and "eval/logps/chosen" in frame
+    faint = dict(lw=0.8, alpha=0.35) if has_eval_logps else dict(lw=1.2)
+    axes[3].plot(frame["step"], frame["logps/chosen"], color="tab:blue", label="chosen, train batch", **faint)
+    axes[3].plot(frame["step"], frame["logps/rejected"], color="tab:red", label="rejected, train batch", **faint)
+    if has_eval_logps:
+        axes[3].plot(evals["step"], evals["eval/logps/chosen"], "o-", color="tab:blue", label="chosen, held-out")
+        axes[3].plot(evals["step"], evals["eval/logps/rejected"], "o-", color="tab:red", label="rejected, held-out")
+    axes[3].set_title("policy log-probs log π(y|x) (means)", fontsize=10)
     axes[3].legend(fontsize=8)
     for ax in axes:
         ax.set_xlabel("step")
@@ -273,13 +279,13 @@ def losses_vs_margin_widget():
 
 def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: float = 0.5, tau: float = 0.25,
                         n_responses: int = 4) -> np.ndarray:
-    """The log-ratio margin h after each of ``steps`` gradient steps on one preference pair.
+    """The log-ratio margin h at the start of each of ``steps`` gradient steps on one preference pair.
 
     The toy: one prompt, ``n_responses`` responses, a tabular policy π = softmax(θ) starting at
     π_ref (uniform), the pair (y_w = response 0, y_l = response 1), plain gradient descent with
     step ``lr`` on ``rlbook.losses.dpo_loss`` (``loss="dpo"``, with ``beta``) or ``ipo_loss``
     (``loss="ipo"``, with ``tau``). DPO's margin keeps growing (its gradient β σ(−β h) is never
-    zero), IPO's converges to 1/(2τ). Returns (steps,) margins.
+    zero), IPO's converges to 1/(2τ). Returns (steps,) margins; the first is 0 (π = π_ref).
     """
     if loss not in ("dpo", "ipo"):
         raise ValueError(f"loss must be 'dpo' or 'ipo', got {loss!r}")

@@ -1,0 +1,112 @@
+"""Lessons 06 and 07's checkers accept the reference, name each typical mistake, and tolerate unanswered stubs."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rlbook.exercises import preference as exercises
+from rlbook.losses import dpo_loss, ipo_loss
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def correct_optimum(ref_probs, rewards, beta):
+    weights = ref_probs * torch.exp(rewards / beta)
+    return weights / weights.sum()
+
+
+def correct_dpo(chosen, rejected, ref_chosen, ref_rejected, beta):
+    return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected)))
+
+
+def correct_ipo(chosen, rejected, ref_chosen, ref_rejected, tau):
+    return ((chosen - ref_chosen) - (rejected - ref_rejected) - 1 / (2 * tau)) ** 2
+
+
+CHECKERS = [
+    (exercises.check_optimal_policy, correct_optimum),
+    (exercises.check_dpo_loss, correct_dpo),
+    (exercises.check_ipo_loss, correct_ipo),
+]
+
+
+@pytest.mark.parametrize("checker, correct", CHECKERS)
+def test_correct_answers_pass(checker, correct, capsys):
+    assert checker(correct) is True
+    assert "✓" in capsys.readouterr().out
+    as_lists = lambda *args: correct(*args).tolist()  # noqa: E731  (a list of floats is accepted too)
+    assert checker(as_lists) is True
+
+
+@pytest.mark.parametrize("checker, correct", CHECKERS)
+def test_unanswered_and_broken_answers(checker, correct, capsys):
+    assert checker(None) is None
+    assert checker(stub) is None
+    assert "Not attempted" in capsys.readouterr().out
+    assert checker(lambda *args: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="function"):
+        checker(3.0)
+
+
+def test_the_library_is_what_the_checkers_compare_with():
+    chosen, rejected, ref_chosen, ref_rejected = exercises.PAIRS
+    torch.testing.assert_close(correct_dpo(*exercises.PAIRS, 0.1), dpo_loss(*exercises.PAIRS, 0.1))
+    torch.testing.assert_close(correct_ipo(*exercises.PAIRS, 0.1), ipo_loss(*exercises.PAIRS, 0.1))
+    # The fixed pairs include one with h = 0, whose DPO loss is ln 2.
+    h = (chosen - ref_chosen) - (rejected - ref_rejected)
+    assert (h == 0).sum() == 1
+    assert torch.isclose(dpo_loss(*exercises.PAIRS, 0.5)[h == 0], torch.tensor(0.6931471805599453, dtype=h.dtype))
+
+
+@pytest.mark.parametrize("name", list(exercises.optimal_policy_mistakes(exercises.REF_PROBS, exercises.REWARDS, 1.0)))
+def test_optimal_policy_names_each_mistake(name, capsys):
+    def wrong(ref_probs, rewards, beta):
+        return exercises.optimal_policy_mistakes(ref_probs, rewards, beta)[name][0]
+
+    hint = exercises.optimal_policy_mistakes(exercises.REF_PROBS, exercises.REWARDS, 1.0)[name][1]
+    assert exercises.check_optimal_policy(wrong) is False
+    out = capsys.readouterr().out
+    assert hint in out and "✗" in out
+
+
+@pytest.mark.parametrize("name", list(exercises.dpo_loss_mistakes(*exercises.PAIRS, 0.1)))
+def test_dpo_loss_names_each_mistake(name, capsys):
+    def wrong(*args):
+        return exercises.dpo_loss_mistakes(*args)[name][0]
+
+    assert exercises.check_dpo_loss(wrong) is False
+    assert exercises.dpo_loss_mistakes(*exercises.PAIRS, 0.1)[name][1] in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(exercises.ipo_loss_mistakes(*exercises.PAIRS, 0.1)))
+def test_ipo_loss_names_each_mistake(name, capsys):
+    def wrong(*args):
+        return exercises.ipo_loss_mistakes(*args)[name][0]
+
+    assert exercises.check_ipo_loss(wrong) is False
+    assert exercises.ipo_loss_mistakes(*exercises.PAIRS, 0.1)[name][1] in capsys.readouterr().out
+
+
+def test_mistakes_differ_from_the_reference():
+    # A hint is only useful if its wrong answer really differs from the right one on the fixed cases
+    # (β·r and r/β coincide at β = 1, so the optimum's mistakes are required to differ at β = 0.5, checked first).
+    beta = exercises.OPTIMUM_BETAS[0]
+    want = correct_optimum(exercises.REF_PROBS, exercises.REWARDS, beta)
+    for wrong, _ in exercises.optimal_policy_mistakes(exercises.REF_PROBS, exercises.REWARDS, beta).values():
+        assert not torch.allclose(wrong, want)
+    for beta in exercises.DPO_BETAS:
+        for wrong, _ in exercises.dpo_loss_mistakes(*exercises.PAIRS, beta).values():
+            assert not torch.allclose(wrong, dpo_loss(*exercises.PAIRS, beta))
+    for tau in exercises.IPO_TAUS:
+        for wrong, _ in exercises.ipo_loss_mistakes(*exercises.PAIRS, tau).values():
+            assert not torch.allclose(wrong, ipo_loss(*exercises.PAIRS, tau))
+
+
+def test_a_batch_mean_gets_its_own_hint(capsys):
+    assert exercises.check_dpo_loss(lambda *args: correct_dpo(*args).mean()) is False
+    assert "without .mean()" in capsys.readouterr().out
+    assert exercises.check_ipo_loss(lambda *args: correct_ipo(*args) + 1.0) is False
+    assert "compare with" in capsys.readouterr().out
