@@ -21,6 +21,7 @@ import itertools
 import torch
 
 from rlbook.advantages import gae
+from rlbook.exercises import raises_not_implemented
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _not_attempted, _verdict
 from rlbook.losses import clipped_surrogate
 
@@ -91,7 +92,7 @@ def check_clipped_objective(objective_fn) -> bool | None:
     with DAPO's separate bounds), compared with ``−rlbook.losses.clipped_surrogate`` on
     ratios either side of both bounds, A of both signs, and symmetric and asymmetric bounds.
     """
-    if _not_attempted(objective_fn, "clipped objective") or _raises_not_implemented(objective_fn, 1.0, 1.0, 0.2, 0.2):
+    if _not_attempted(objective_fn, "clipped objective") or raises_not_implemented(objective_fn, 1.0, 1.0, 0.2, 0.2):
         return None
     answers = []
     for r, a, (lo, hi) in CLIP_CASES:
@@ -116,18 +117,6 @@ def check_clipped_objective(objective_fn) -> bool | None:
 def _advantages_only(result):
     """The advantages, also when the reader returns (advantages, returns) as the library does."""
     return result[0] if isinstance(result, tuple) else result
-
-
-def _raises_not_implemented(fn, *args) -> bool:
-    """True (and says so) when the reader's function is still the stub raising NotImplementedError."""
-    try:
-        fn(*args)
-    except NotImplementedError:
-        print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
-        return True
-    except Exception:  # any other failure is reported by the checker itself
-        return False
-    return False
 
 
 def _flat(case) -> tuple[float, float, float, float]:
@@ -194,7 +183,7 @@ def check_gae(gae_fn) -> bool | None:
     """
     trajectories = _gae_trajectories()
     rewards, values = trajectories[0]
-    if _not_attempted(gae_fn, "GAE") or _raises_not_implemented(gae_fn, rewards.clone(), values.clone(), 1.0, 0.95):
+    if _not_attempted(gae_fn, "GAE") or raises_not_implemented(gae_fn, rewards.clone(), values.clone(), 1.0, 0.95):
         return None
     for (rewards, values), (gamma, lam) in itertools.product(trajectories, GAE_SETTINGS):
         result, error = _call(lambda *args: _advantages_only(gae_fn(*args)), rewards.clone(), values.clone(), gamma, lam)

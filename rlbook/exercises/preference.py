@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlbook.exercises import raises_not_implemented
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _not_attempted, _verdict
 from rlbook.losses import dpo_loss, ipo_loss
 from rlbook.viz.preference import kl_regularised_optimum
@@ -40,18 +41,6 @@ REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=DTYPE)
 OPTIMUM_BETAS = (0.5, 1.0, 2.0)
 DPO_BETAS = (0.1, 0.5)
 IPO_TAUS = (0.1, 0.5)
-
-
-def _raises_not_implemented(fn, *args) -> bool:
-    """True (and says so) when the reader's function is still the stub raising NotImplementedError."""
-    try:
-        fn(*args)
-    except NotImplementedError:
-        print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
-        return True
-    except Exception:  # any other failure is reported by the checker itself
-        return False
-    return False
 
 
 def _shown(values: torch.Tensor) -> list[float]:
@@ -103,7 +92,7 @@ def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.T
 def check_optimal_policy(fn) -> bool | None:
     """Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
     E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2."""
-    if _not_attempted(fn, "optimal policy") or _raises_not_implemented(fn, REF_PROBS.clone(), REWARDS.clone(), 1.0):
+    if _not_attempted(fn, "optimal policy") or raises_not_implemented(fn, REF_PROBS.clone(), REWARDS.clone(), 1.0):
         return None
     return _check_cases(
         fn, [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], kl_regularised_optimum, optimal_policy_mistakes,
@@ -142,7 +131,7 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
 def check_dpo_loss(fn) -> bool | None:
     """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → the (B,) per-pair DPO loss
     −log σ(β h) against ``rlbook.losses.dpo_loss`` on 6 pairs at β = 0.1 and 0.5."""
-    if _not_attempted(fn, "DPO loss") or _raises_not_implemented(fn, *(t.clone() for t in PAIRS), 0.1):
+    if _not_attempted(fn, "DPO loss") or raises_not_implemented(fn, *(t.clone() for t in PAIRS), 0.1):
         return None
     return _check_cases(
         fn, [(*PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β",
@@ -176,7 +165,7 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
 def check_ipo_loss(fn) -> bool | None:
     """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, tau)`` → the (B,) per-pair IPO loss
     (h − 1/(2τ))² against ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation)."""
-    if _not_attempted(fn, "IPO loss") or _raises_not_implemented(fn, *(t.clone() for t in PAIRS), 0.1):
+    if _not_attempted(fn, "IPO loss") or raises_not_implemented(fn, *(t.clone() for t in PAIRS), 0.1):
         return None
     return _check_cases(
         fn, [(*PAIRS, tau) for tau in IPO_TAUS], ipo_loss, ipo_loss_mistakes, knob="τ",
