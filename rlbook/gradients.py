@@ -37,23 +37,27 @@ from rlbook.advantages import group_advantages
 from rlbook.rollout import _position_ids
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "fit_critic_head",
-           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients"]
+           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "value_head_outputs"]
 
 # "none": A = R (Williams 1992); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
 # "rloo": A = R − mean of the other G − 1 (Kool et al. 2019; Ahmadian et al. 2024); "grpo": (R − μ)/σ
-# (Shao et al. 2024); "critic": w_t = R − V_t with a learned value model (pass ``value_terms``).
-BASELINES = ("none", "mean", "rloo", "grpo", "critic")
+# (Shao et al. 2024); "value": A = R − V(x) with the prompt's value known (pass ``prompt_values``, e.g.
+# measured on an independent sample: the best constant-per-prompt baseline, for comparison);
+# "critic": w_t = R − V_t with a learned value model (pass ``value_terms``).
+BASELINES = ("none", "mean", "rloo", "grpo", "value", "critic")
 _GROUP_METHOD = {"mean": "dr_grpo", "rloo": "rloo", "grpo": "grpo"}
 
 
 def output_layer_gradients(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *, token_weights=None,
-                           temperature: float = 1.0, batch_size: int = 64) -> torch.Tensor:
+                           temperature: float = 1.0, batch_size: int = 64, hidden_states=None) -> torch.Tensor:
     """g_i = Σ_t w_{i,t} ∇_W log π(y_{i,t} | x_i, y_{i,<t}) for every completion i, flattened: (B, V·H).
 
     W is the output layer (``model.get_output_embeddings().weight``, shape (V, H)); the gradient is
     the closed form (e_y − p) hᵀ / T of the module docstring, float64. ``token_weights``: (B,) one
     weight per completion, (B, C) one per token, or None (all 1: the score function of the whole
     completion). Padding (``completion_mask`` 0) never counts. Inputs as in ``rlbook.rollout.Rollout``.
+    ``hidden_states``: this model's ``completion_hidden_states`` of the same batch, when already
+    computed (the forward pass is most of the cost; several weightings can share it).
     """
     check_positive("temperature", temperature)
     check_int("batch_size", batch_size, minimum=1)
@@ -62,21 +66,23 @@ def output_layer_gradients(model, prompt_ids, prompt_mask, completion_ids, compl
                          f"{tuple(completion_ids.shape)} and {tuple(completion_mask.shape)}")
     mask = completion_mask.to(torch.float64)
     weights = _token_weights(token_weights, mask)
+    _check_hidden_states(hidden_states, completion_ids)
     head = model.get_output_embeddings().weight.detach()
-    parts = []
+    gradients = torch.empty(completion_ids.shape[0], head.numel(), dtype=torch.float64)  # filled in place
     for start in range(0, completion_ids.shape[0], batch_size):
         rows = slice(start, start + batch_size)
-        hidden = completion_hidden_states(model, prompt_ids[rows], prompt_mask[rows], completion_ids[rows],
-                                     completion_mask[rows]).to(torch.float64)
+        hidden = (hidden_states[rows] if hidden_states is not None else
+                  completion_hidden_states(model, prompt_ids[rows], prompt_mask[rows], completion_ids[rows],
+                                           completion_mask[rows])).to(torch.float64)
         probs = torch.softmax(hidden @ head.to(torch.float64).T / temperature, dim=-1)
         residual = torch.nn.functional.one_hot(completion_ids[rows], head.shape[0]).to(torch.float64) - probs
         residual = residual * (weights[rows] * mask[rows]).unsqueeze(-1) / temperature
-        parts.append(torch.einsum("btv,bth->bvh", residual, hidden).flatten(1))
-    return torch.cat(parts)
+        gradients[rows] = torch.einsum("btv,bth->bvh", residual, hidden).flatten(1).cpu()
+    return gradients
 
 
 def group_gradient_estimates(scores, rewards, group_size: int, *, baseline: str = "rloo",
-                             value_terms=None) -> torch.Tensor:
+                             value_terms=None, prompt_values=None) -> torch.Tensor:
     """Each group's gradient estimate (1/G) Σ_i A_i s_i, shaped (B / G, D), prompt-major.
 
     ``scores`` (B, D): each completion's score function s_i = ∇log π(y_i) (``output_layer_gradients``
@@ -85,6 +91,7 @@ def group_gradient_estimates(scores, rewards, group_size: int, *, baseline: str 
     ``rlbook.advantages.group_advantages`` ("mean" = its "dr_grpo", "rloo", "grpo"; "none": A = R).
     "critic" needs ``value_terms`` (B, D), Σ_t V_t ∇log π(y_t) (``output_layer_gradients`` with the
     critic's values as token weights): each completion then contributes R_i s_i − value_terms_i.
+    "value" needs ``prompt_values`` (B,), the value V(x) of each completion's prompt: A_i = R_i − V(x_i).
     Pass ``group_size`` = N with one block per prompt for the whole sample of each prompt.
     """
     check_choice("baseline", baseline, BASELINES)
@@ -96,17 +103,32 @@ def group_gradient_estimates(scores, rewards, group_size: int, *, baseline: str 
     if scores.shape[0] % group_size:
         raise ValueError(f"group_size must divide the number of completions {scores.shape[0]}, got {group_size}")
     if baseline == "critic":
-        if value_terms is None:
-            raise ValueError("value_terms is required for baseline 'critic' (Σ_t V_t ∇log π(y_t) per completion)")
-        value_terms = as_float_tensor("value_terms", value_terms, ndim=(2,)).to(torch.float64)
-        if value_terms.shape != scores.shape:
-            raise ValueError(f"value_terms must have the shape of scores {tuple(scores.shape)}, "
-                             f"got {tuple(value_terms.shape)}")
-        terms = rewards.unsqueeze(1) * scores - value_terms
-    else:
-        advantages = rewards if baseline == "none" else group_advantages(rewards, group_size, _GROUP_METHOD[baseline])
-        terms = advantages.unsqueeze(1) * scores
-    return terms.view(-1, group_size, scores.shape[1]).mean(dim=1)
+        value_terms = _required_like("value_terms", value_terms, scores, "scores", baseline,
+                                     "Σ_t V_t ∇log π(y_t) per completion")
+        return _group_mean(rewards, scores, group_size) - value_terms.view(-1, group_size, scores.shape[1]).mean(dim=1)
+    if baseline == "value":
+        prompt_values = _required_like("prompt_values", prompt_values, rewards, "rewards", baseline,
+                                       "V(x) of each completion's prompt")
+        return _group_mean(rewards - prompt_values, scores, group_size)
+    advantages = rewards if baseline == "none" else group_advantages(rewards, group_size, _GROUP_METHOD[baseline])
+    return _group_mean(advantages, scores, group_size)
+
+
+def _required_like(name: str, value, like: torch.Tensor, like_name: str, baseline: str, meaning: str) -> torch.Tensor:
+    """``value`` as float64 with the shape of ``like``; a ValueError naming ``name`` when missing or misshapen."""
+    if value is None:
+        raise ValueError(f"{name} is required for baseline {baseline!r} ({meaning})")
+    value = as_float_tensor(name, value, ndim=(like.dim(),)).to(torch.float64)
+    if value.shape != like.shape:
+        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(value.shape)}")
+    return value
+
+
+def _group_mean(advantages: torch.Tensor, scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(1/G) Σ_i A_i s_i for every group of G consecutive rows, as one batched matrix product
+    (no (B, D) temporary: the scores of a large batch take hundreds of megabytes)."""
+    groups = scores.view(-1, group_size, scores.shape[1])
+    return torch.bmm(advantages.view(-1, 1, group_size), groups).squeeze(1) / group_size
 
 
 def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, float]:
@@ -119,6 +141,8 @@ def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, fl
     - ``variance``: E‖ĝ − E ĝ‖² = (1/P²) Σ_x tr Cov(ĝ_x), each Cov from the M groups (divide by M − 1);
     - ``mean_norm``, ``reference_norm``: ‖E ĝ‖ (E ĝ estimated by the mean over all groups) and ‖∇J‖;
     - ``scale``: ⟨E ĝ, ∇J⟩ / ‖∇J‖² (1 for an unbiased estimator), ``cosine`` between the two;
+    - ``scale_noise``: the standard error of ``scale`` from the finite sample (the spread of the M
+      groups' projections on ∇J), so an unbiased estimator has |scale − 1| within a few of it;
     - ``relative_bias``: ‖E ĝ − ∇J‖ / ‖∇J‖; ``mean_noise``: √(variance / M) / ‖∇J‖, how much of that
       an unbiased estimator shows from the finite sample alone;
     - ``relative_variance``: variance / ‖E ĝ‖², the noise-to-signal of one batch (scale-free).
@@ -137,12 +161,15 @@ def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, fl
     mean = per_prompt_mean.mean(dim=0)
     reference_norm = float(reference.norm())
     mean_norm = float(mean.norm())
+    projections = estimates @ reference / reference_norm**2  # (P, M): each group's scale along ∇J
+    scale_noise = float(projections.var(dim=1, correction=1).sum() / groups) ** 0.5 / n_prompts
     return {
         "variance": variance,
         "relative_variance": variance / mean_norm**2,
         "mean_norm": mean_norm,
         "reference_norm": reference_norm,
         "scale": float(mean @ reference) / reference_norm**2,
+        "scale_noise": scale_noise,
         "cosine": float(mean @ reference) / (mean_norm * reference_norm),
         "relative_bias": float((mean - reference).norm()) / reference_norm,
         "mean_noise": (variance / groups) ** 0.5 / reference_norm,
@@ -163,28 +190,52 @@ def _token_weights(token_weights, mask: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def completion_hidden_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+def completion_hidden_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *,
+                             batch_size: int = 64) -> torch.Tensor:
     """(B, C, H): the last hidden state (after the final norm) that predicts each completion token.
 
     Entry t is the state in which token t is chosen: what the output layer, or a critic's value
-    head (``rlbook.trainers.Critic``), reads.
+    head (``rlbook.trainers.Critic``), reads. Computed ``batch_size`` rows at a time.
     """
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
-    output = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_position_ids(attention_mask),
-                   output_hidden_states=True, use_cache=False, logits_to_keep=1)
+    check_int("batch_size", batch_size, minimum=1)
     width = completion_ids.shape[1]
-    return output.hidden_states[-1][:, -width - 1:-1]
+    parts = []
+    for start in range(0, completion_ids.shape[0], batch_size):
+        rows = slice(start, start + batch_size)
+        input_ids = torch.cat([prompt_ids[rows], completion_ids[rows]], dim=1)
+        attention_mask = torch.cat([prompt_mask[rows], completion_mask[rows]], dim=1).long()
+        output = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_position_ids(attention_mask),
+                       output_hidden_states=True, use_cache=False, logits_to_keep=1)
+        parts.append(output.hidden_states[-1][:, -width - 1:-1])
+    return torch.cat(parts)
+
+
+def _check_hidden_states(hidden_states, completion_ids) -> None:
+    if hidden_states is not None and (hidden_states.dim() != 3 or hidden_states.shape[:2] != completion_ids.shape):
+        raise ValueError(f"hidden_states must be (B, C, H) with (B, C) = {tuple(completion_ids.shape)}, "
+                         f"got {tuple(hidden_states.shape)}")
+
+
+@torch.no_grad()
+def value_head_outputs(critic, hidden_states, completion_mask) -> torch.Tensor:
+    """(B, C) values of a ``rlbook.trainers.Critic`` from its body's hidden states: what ``critic(...)``
+    returns (0 on padding), without a second forward pass when the hidden states are at hand."""
+    if hidden_states.dim() != 3 or hidden_states.shape[:2] != completion_mask.shape:
+        raise ValueError(f"hidden_states must be (B, C, H) with (B, C) = {tuple(completion_mask.shape)}, "
+                         f"got {tuple(hidden_states.shape)}")
+    return critic.head(hidden_states).squeeze(-1) * completion_mask.to(hidden_states.dtype)
 
 
 def fit_critic_head(critic, prompt_ids, prompt_mask, completion_ids, completion_mask, rewards, *,
-                    ridge: float = 1e-3):
+                    ridge: float = 1e-3, hidden_states=None):
     """Fit a ``rlbook.trainers.Critic``'s value head by ridge regression; its body stays frozen. In place.
 
     The target at every completion token is the final reward R (the return with γ = 1, the reward
     paid at the end), so V(x, y_<t) ≈ E[R | x, y_<t]: the least-squares solution of
     min_{w,c} Σ_{i,t} (wᵀh_{i,t} + c − R_i)² + ridge · ‖w‖², over the critic body's hidden states.
     This is what many gradient steps on ``value_loss`` with a frozen body converge to, in one solve.
+    ``hidden_states``: the body's ``completion_hidden_states`` of this batch, when already computed
+    (a fresh ``Critic(model)``'s body is a copy of ``model``, so its hidden states are the model's).
     Returns the fraction of the reward's variance (over tokens) that the fitted values explain.
     """
     check_positive("ridge", ridge, allow_zero=True)
@@ -192,9 +243,11 @@ def fit_critic_head(critic, prompt_ids, prompt_mask, completion_ids, completion_
     if rewards.shape[0] != completion_ids.shape[0]:
         raise ValueError(f"rewards must have one entry per completion ({completion_ids.shape[0]}), "
                          f"got {rewards.shape[0]}")
+    _check_hidden_states(hidden_states, completion_ids)
     real = completion_mask.bool()
-    features = completion_hidden_states(critic.body, prompt_ids, prompt_mask, completion_ids,
-                                        completion_mask)[real].to(torch.float64)
+    if hidden_states is None:
+        hidden_states = completion_hidden_states(critic.body, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    features = hidden_states[real].to(torch.float64)
     targets = rewards.unsqueeze(1).expand_as(completion_mask)[real]
     design = torch.cat([features, torch.ones(features.shape[0], 1, dtype=torch.float64)], dim=1)
     penalty = ridge * torch.eye(design.shape[1], dtype=torch.float64)
@@ -208,14 +261,17 @@ def fit_critic_head(critic, prompt_ids, prompt_mask, completion_ids, completion_
 
 
 def baseline_statistics(scores, rewards, reference, *, group_size: int, n_prompts: int, value_terms=None,
-                        baselines=BASELINES) -> dict[str, dict[str, float]]:
+                        prompt_values=None, baselines=BASELINES) -> dict[str, dict[str, float]]:
     """``gradient_statistics`` of each baseline's estimate at group size G, on the same completions.
 
-    ``scores``, ``rewards``, ``value_terms`` as in ``group_gradient_estimates`` (n_prompts blocks of
-    N completions; G must divide N and leave at least 2 groups per prompt); "critic" is skipped when
-    ``value_terms`` is None. Returns {baseline: statistics}.
+    ``scores``, ``rewards``, ``value_terms``, ``prompt_values`` as in ``group_gradient_estimates``
+    (n_prompts blocks of N completions; G must divide N and leave at least 2 groups per prompt);
+    "critic" is skipped when ``value_terms`` is None, "value" when ``prompt_values`` is None.
+    Returns {baseline: statistics}.
     """
+    given = {"critic": value_terms is not None, "value": prompt_values is not None}
     return {baseline: gradient_statistics(group_gradient_estimates(scores, rewards, group_size, baseline=baseline,
-                                                                   value_terms=value_terms),
+                                                                   value_terms=value_terms,
+                                                                   prompt_values=prompt_values),
                                           reference, n_prompts=n_prompts)
-            for baseline in baselines if baseline != "critic" or value_terms is not None}
+            for baseline in baselines if given.get(baseline, True)}

@@ -9,10 +9,12 @@ from rlbook.advantages import group_advantages
 from rlbook.gradients import (
     BASELINES,
     baseline_statistics,
+    completion_hidden_states,
     fit_critic_head,
     gradient_statistics,
     group_gradient_estimates,
     output_layer_gradients,
+    value_head_outputs,
 )
 from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.rollout import completion_logprobs, sample
@@ -73,6 +75,10 @@ def test_estimator_errors():
     scores, rewards = torch.zeros(8, 3), torch.zeros(8)
     with pytest.raises(ValueError, match="value_terms"):
         group_gradient_estimates(scores, rewards, 4, baseline="critic")
+    with pytest.raises(ValueError, match="prompt_values"):
+        group_gradient_estimates(scores, rewards, 4, baseline="value")
+    with pytest.raises(ValueError, match="prompt_values"):
+        group_gradient_estimates(scores, rewards, 4, baseline="value", prompt_values=torch.zeros(7))
     with pytest.raises(ValueError, match="group_size"):
         group_gradient_estimates(scores, rewards, 3, baseline="rloo")
     with pytest.raises(ValueError, match="baseline"):
@@ -91,6 +97,9 @@ def test_statistics_of_a_known_estimator():
     assert stats["variance"] == pytest.approx(dims / prompts, rel=0.05)
     assert stats["scale"] == pytest.approx(1.0, abs=0.01)
     assert stats["relative_bias"] < 3 * stats["mean_noise"] + 1e-3
+    # Each group's projection on ∇J/‖∇J‖² has std 1/‖∇J‖ = 0.2: the scale's standard error is 0.2/√(P·M).
+    assert stats["scale_noise"] == pytest.approx(0.2 / (prompts * groups) ** 0.5, rel=0.05)
+    assert abs(stats["scale"] - 1) < 4 * stats["scale_noise"]
     shrunk = gradient_statistics(0.5 * estimates, reference, n_prompts=prompts)
     assert shrunk["scale"] == pytest.approx(0.5, abs=0.01)
     assert shrunk["relative_variance"] == pytest.approx(stats["relative_variance"])
@@ -108,11 +117,34 @@ def test_baseline_statistics_and_critic(batch):
     with torch.no_grad():
         values = critic(*args)
     assert values.abs().sum() > 0  # the head is no longer zero
+    hidden = completion_hidden_states(model, *args, batch_size=4)
+    assert torch.allclose(value_head_outputs(critic, hidden, r.completion_mask), values, atol=1e-6)
     scores = output_layer_gradients(model, *args)
+    assert torch.allclose(output_layer_gradients(model, *args, hidden_states=hidden), scores, atol=1e-8)
+    refit = Critic(model)
+    assert fit_critic_head(refit, *args, rewards, ridge=1e-2, hidden_states=hidden) == pytest.approx(explained, abs=1e-6)
+    with pytest.raises(ValueError, match="hidden_states"):
+        output_layer_gradients(model, *args, hidden_states=hidden[:, :-1])
     value_terms = output_layer_gradients(model, *args, token_weights=values)
     reference = group_gradient_estimates(scores, rewards, 3, baseline="rloo").mean(0)
     stats = baseline_statistics(scores.repeat(2, 1), rewards.repeat(2), reference, group_size=3, n_prompts=2,
-                                value_terms=value_terms.repeat(2, 1))
+                                value_terms=value_terms.repeat(2, 1), prompt_values=torch.full((12,), 0.5))
     assert set(stats) == set(BASELINES)
+    assert all(stats[name]["scale_noise"] >= 0 for name in stats)
     assert "critic" not in baseline_statistics(scores, rewards, reference, group_size=1, n_prompts=2,
                                                baselines=("none", "critic"))
+
+
+def test_value_baseline_subtracts_the_prompt_value():
+    generator = torch.Generator().manual_seed(2)
+    scores = torch.randn(12, 4, generator=generator, dtype=torch.float64)
+    rewards = (torch.rand(12, generator=generator) > 0.5).double()
+    values = torch.tensor([0.25, 0.75]).repeat_interleave(6)
+    value = group_gradient_estimates(scores, rewards, 3, baseline="value", prompt_values=values)
+    assert torch.allclose(value, ((rewards - values)[:, None] * scores).view(-1, 3, 4).mean(1))
+    # A constant added to every reward moves the no-baseline estimate, never a group baseline's.
+    for baseline in ("mean", "rloo", "grpo"):
+        shifted = group_gradient_estimates(scores, rewards + 1.0, 3, baseline=baseline)
+        assert torch.allclose(shifted, group_gradient_estimates(scores, rewards, 3, baseline=baseline))
+    none_shifted = group_gradient_estimates(scores, rewards + 1.0, 3, baseline="none")
+    assert not torch.allclose(none_shifted, group_gradient_estimates(scores, rewards, 3, baseline="none"))

@@ -149,3 +149,34 @@ def test_margin_trajectories_figure():
     assert labels[:2] == ["dpo", "ipo"] and any("1/(2τ)" in label for label in labels)
     with pytest.raises(ValueError, match="margins"):
         viz.plot_margin_trajectories({})
+
+
+def test_pair_sequence_logps_score_pairs_as_the_trainer_does():
+    from datasets import Dataset
+
+    from rlbook.models import build_char_tokenizer, build_tiny_model
+    from rlbook.trainers import PreferenceTrainer
+
+    tokenizer = build_char_tokenizer()
+    pairs = Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"Review {film}."}] for film in ("Dune", "Up", "Jaws")],
+        "chosen": ["the plot was great.", "the cast was fun, the music was superb.", "the ending was moving."],
+        "rejected": ["the plot was dull.", "the cast was weak.", "the music was bland, the pace was slow."],
+    })
+    model = build_tiny_model(tokenizer, shape="test", seed=0)
+    chosen, rejected = viz.pair_sequence_logps(model, tokenizer, pairs, batch_size=2)
+    assert chosen.shape == rejected.shape == (3,)
+    assert (chosen < 0).all() and (rejected < 0).all()
+    means = PreferenceTrainer(model, tokenizer, pairs, steps=1, progress=False).evaluate(pairs)
+    assert float(chosen.mean()) == pytest.approx(means["logps/chosen"], abs=1e-4)
+    assert float(rejected.mean()) == pytest.approx(means["logps/rejected"], abs=1e-4)
+
+
+def test_margin_histograms_figure():
+    generator = np.random.default_rng(0)
+    fig = viz.plot_margin_histograms({"DPO": generator.normal(5, 3, 200), "IPO": generator.normal(1, 1, 200)},
+                                     target=2.0)
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert any(label.startswith("DPO: median") for label in labels) and any("1/(2τ)" in label for label in labels)
+    with pytest.raises(ValueError, match="margins"):
+        viz.plot_margin_histograms({})

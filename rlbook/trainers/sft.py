@@ -33,7 +33,7 @@ def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int
     """
     chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
     step_losses = train_on_chats(model, tokenizer, chats, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
-                                 max_length=max_length, seed=seed, progress=progress)
+                                 max_length=max_length, seed=seed, progress=progress, desc="sft")
     return History([{"step": step, "loss": loss} for step, loss in enumerate(step_losses)])
 
 

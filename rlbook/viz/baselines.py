@@ -12,17 +12,18 @@ import matplotlib.pyplot as plt
 
 from rlbook.gradients import baseline_statistics
 
-__all__ = ["BASELINE_COLOURS", "as_table", "plot_baseline_comparison", "plot_variance_vs_group_size",
-           "sweep_group_sizes", "group_size_widget"]
+__all__ = ["BASELINE_COLOURS", "as_table", "plot_baseline_comparison", "plot_noise_by_setting",
+           "plot_variance_vs_group_size", "sweep_group_sizes", "group_size_widget"]
 
+_LABELS = {"relative_variance": "noise-to-signal  variance / ‖E ĝ‖²", "variance": "variance E‖ĝ − E ĝ‖²"}
 BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", "grpo": "tab:blue",
-                    "critic": "tab:purple"}
+                    "value": "tab:orange", "critic": "tab:purple"}
 
 
 def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None):
     """Three panels over the baselines: the variance of the batch gradient, its noise-to-signal
     (variance / ‖E ĝ‖², which a rescaling of the estimator does not change), and its scale along
-    the reference gradient (1 = unbiased), with ±2 noise bars from the finite sample."""
+    the reference gradient (1 = unbiased), with ±2 standard errors (``scale_noise``) from the finite sample."""
     if not statistics:
         raise ValueError("statistics must hold at least one baseline")
     names = list(statistics)
@@ -33,7 +34,7 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     axes[1].bar(names, [statistics[n]["relative_variance"] for n in names], color=colours)
     axes[1].set(title="noise-to-signal  variance / ‖E ĝ‖²", yscale="log")
     scales = [statistics[n]["scale"] for n in names]
-    noise = [2 * statistics[n]["mean_noise"] for n in names]
+    noise = [2 * statistics[n]["scale_noise"] for n in names]
     axes[2].bar(names, scales, yerr=noise, capsize=3, color=colours)
     axes[2].axhline(1, color="black", lw=1, ls="--")
     axes[2].set(title="scale ⟨E ĝ, ∇J⟩ / ‖∇J‖²  (1 = unbiased)")
@@ -46,11 +47,38 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     return fig
 
 
-def sweep_group_sizes(scores, rewards, reference, *, group_sizes, n_prompts: int, value_terms=None):
+def sweep_group_sizes(scores, rewards, reference, *, group_sizes, n_prompts: int, value_terms=None,
+                      prompt_values=None):
     """{G: baseline_statistics at G} for every G in ``group_sizes`` (the same completions each time)."""
     return {int(g): baseline_statistics(scores, rewards, reference, group_size=int(g), n_prompts=n_prompts,
-                                        value_terms=value_terms)
+                                        value_terms=value_terms, prompt_values=prompt_values)
             for g in group_sizes}
+
+
+def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, key: str = "relative_variance",
+                          title: str | None = None):
+    """Grouped bars of ``key`` (default the noise-to-signal) for each baseline, one bar per setting.
+
+    ``settings``: label → ``baseline_statistics`` output (e.g. the same batch with two reward
+    definitions); baselines missing from a setting are left out of its bars.
+    """
+    if not settings:
+        raise ValueError("settings must hold at least one labelled set of statistics")
+    names = list(dict.fromkeys(name for statistics in settings.values() for name in statistics))
+    width = 0.8 / len(settings)
+    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(names), 3.4))
+    for j, (label, statistics) in enumerate(settings.items()):
+        positions = [i + (j - (len(settings) - 1) / 2) * width for i, name in enumerate(names) if name in statistics]
+        values = [statistics[name][key] for name in names if name in statistics]
+        ax.bar(positions, values, width, label=label, color=plt.get_cmap("tab10")(j), alpha=0.85)
+    ax.set_xticks(range(len(names)), names)
+    ax.set(yscale="log", ylabel=_LABELS.get(key, key))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *, key: str = "relative_variance",
@@ -63,13 +91,14 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
     fig, ax = plt.subplots(figsize=(5.4, 3.8))
     for name in sweep[sizes[0]]:
         values = [sweep[g][name][key] for g in sizes]
-        ax.plot(sizes, values, "o-", color=BASELINE_COLOURS.get(name, "tab:olive"), label=name, ms=4)
+        style = "o--" if name == "mean" else "o-"  # mean and RLOO share their noise-to-signal: keep both visible
+        ax.plot(sizes, values, style, color=BASELINE_COLOURS.get(name, "tab:olive"), label=name, ms=4)
     first = sweep[sizes[0]]["none"][key] if "none" in sweep[sizes[0]] else None
     if first is not None:
         ax.plot(sizes, [first * sizes[0] / g for g in sizes], ":", color="black", lw=1, label="∝ 1/G")
     if highlight is not None:
         ax.axvline(highlight, color="0.5", lw=1, ls="--")
-    ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)", ylabel=key.replace("_", " "))
+    ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)", ylabel=_LABELS.get(key, key))
     ax.minorticks_off()
     ax.set_xticks(sizes, [str(g) for g in sizes])
     ax.grid(alpha=0.3)
@@ -96,5 +125,5 @@ def as_table(statistics: dict[str, dict[str, float]]):
     """The statistics as a pandas DataFrame, one row per baseline (for display)."""
     import pandas as pd
 
-    return pd.DataFrame(statistics).T[["variance", "relative_variance", "scale", "cosine", "relative_bias",
-                                       "mean_noise"]]
+    return pd.DataFrame(statistics).T[["variance", "relative_variance", "scale", "scale_noise", "cosine",
+                                       "relative_bias", "mean_noise"]]

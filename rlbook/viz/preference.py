@@ -21,6 +21,8 @@ import torch
 
 from rlbook import losses
 from rlbook._checks import check_int, check_positive
+from rlbook.rollout import completion_logprobs
+from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
 __all__ = [
     "LOSS_COLOURS",
@@ -30,6 +32,8 @@ __all__ = [
     "plot_dpo_loss_and_weight",
     "dpo_beta_widget",
     "plot_preference_history",
+    "pair_sequence_logps",
+    "plot_margin_histograms",
     "pair_losses_vs_margin",
     "plot_losses_vs_margin",
     "losses_vs_margin_widget",
@@ -195,6 +199,56 @@ def plot_preference_history(history, *, title: str = "DPO on review-base"):
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+@torch.no_grad()
+def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π(y_w|x) and log π(y_l|x), each (N,), for every pair of ``pairs`` (prompt, chosen, rejected).
+
+    Scored as ``PreferenceTrainer`` scores them (the completion followed by end-of-sequence, the
+    token log-probs summed over the completion), so per-pair log-ratio margins of any two models are
+    ``(chosen − ref_chosen) − (rejected − ref_rejected)``. The trainer's ``evaluate`` reports only
+    batch means; this gives the whole distribution.
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    prompts = list(pairs["prompt"])
+    model.eval()
+    device = next(model.parameters()).device
+    scores = []
+    for column in ("chosen", "rejected"):
+        encoded = encode_prompt_completions(tokenizer, prompts, list(pairs[column]))
+        parts = []
+        for start in range(0, len(encoded), batch_size):
+            batch = collate_prompt_completions(encoded[start:start + batch_size], tokenizer.pad_token_id, device)
+            token_logps = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                              batch.completion_mask)
+            parts.append(losses.sequence_logps(token_logps, batch.completion_mask).cpu())
+        scores.append(torch.cat(parts))
+    return scores[0], scores[1]
+
+
+def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: int = 40,
+                           title: str = "per-pair log-ratio margin h on held-out pairs"):
+    """Histograms of per-pair margins, one per run (``{name: (N,) array}``), IPO's target dotted."""
+    if not margins:
+        raise ValueError("margins must map at least one run name to its per-pair margins")
+    values = {name: np.asarray(v, dtype=float) for name, v in margins.items()}
+    low = min(float(v.min()) for v in values.values())
+    high = max(float(v.max()) for v in values.values())
+    edges = np.linspace(low, high, bins + 1)
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for name, v in values.items():
+        ax.hist(v, bins=edges, histtype="step", lw=1.8, color=LOSS_COLOURS.get(name.split()[0].lower()),
+                label=f"{name}: median {np.median(v):.2f}")
+    if target is not None:
+        ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_xlabel("h = log π/π_ref (chosen) − log π/π_ref (rejected)")
+    ax.set_ylabel("pairs")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -120,7 +120,8 @@ def plot_rejection_sampling_history(history):
     ax_pass.set_xticks(frame["round"])
     trained = frame.dropna(subset=["sample_reward"])
     ax_reward.plot(trained["round"], trained["sample_reward"], "o-", color="grey", label="mean sampled reward")
-    ax_reward.plot(trained["round"], trained["best_of_n_reward"], "o-", color="tab:green", label="best-of-n reward (kept)")
+    ax_reward.plot(trained["round"], trained["best_of_n_reward"], "o-", color="tab:green",
+                   label="best-of-n reward (what is distilled)")
     ax_reward.set(xlabel="round", ylabel="training reward", ylim=(0, 1.05), title="what each round distils")
     ax_reward.set_xticks(trained["round"])
     ax_reward.legend(fontsize=8)

@@ -69,8 +69,10 @@ def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
 
 def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int, batch_size: int = 64,
                    lr: float = 3e-3, weight_decay: float = 0.01, warmup: int = 50, max_length: int = 256,
-                   seed: int = 0, progress: bool = True) -> list[float]:
+                   seed: int = 0, progress: bool = True, desc: str = "pretrain") -> list[float]:
     """Train ``model`` in place on ``chats`` for ``steps`` AdamW steps; returns the loss per step.
+
+    ``desc`` labels the progress bar (``rlbook.trainers.sft`` passes "sft").
 
     Batches are drawn by a seeded shuffle, so the same seed and corpus give the same weights.
     """
@@ -86,7 +88,7 @@ def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int
     model.train()
     batches = _shuffled_batches(len(encoded), batch_size, rng)
     losses = []
-    bar = tqdm(range(steps), desc="pretrain", disable=not progress)
+    bar = tqdm(range(steps), desc=desc, disable=not progress)
     for step in bar:
         batch = [encoded[i] for i in next(batches)]
         input_ids, attention, labels = collate(batch, tokenizer.pad_token_id)
