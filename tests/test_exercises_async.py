@@ -17,6 +17,12 @@ def right_filter(rewards, group_size):
 def test_advantage_filter_checker(capsys):
     assert check_advantage_filter(None) is None
     assert "Nothing to check yet" in capsys.readouterr().out
+
+    def stub(rewards, group_size):
+        raise NotImplementedError
+
+    assert check_advantage_filter(stub) is None
+    assert "Not attempted yet" in capsys.readouterr().out
     assert check_advantage_filter(right_filter) is True
     cases = {
         "rewarded completions": lambda r, g: r > 0,

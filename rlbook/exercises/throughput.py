@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import group_advantages
+from rlbook.exercises import raises_not_implemented
 from rlbook.exercises.pg_kl import _call, _not_attempted, _verdict
 from rlbook.shaping import advantage_filter_mask
 
@@ -22,7 +23,7 @@ REWARDS = torch.tensor([0., 0., 0., 0., 1., 1., 1., 1., 1., 0., 0., 1., .5, .5, 
 
 def check_advantage_filter(fn) -> bool | None:
     """Check ``fn(rewards, group_size) -> (B,) bool``: True where the completion's group advantage is non-zero."""
-    if _not_attempted(fn, "mask of the completions to keep"):
+    if _not_attempted(fn, "mask of the completions to keep") or raises_not_implemented(fn, REWARDS.clone(), GROUP_SIZE):
         return None
     result, error = _call(fn, REWARDS.clone(), GROUP_SIZE)
     if error:
