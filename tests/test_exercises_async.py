@@ -45,6 +45,12 @@ def decoupled(logp, prox, behaviour, advantages, eps):
 def test_decoupled_loss_checker(capsys):
     assert check_decoupled_loss(None) is None
     capsys.readouterr()
+
+    def stub(logp, prox, behaviour, advantages, eps):
+        raise NotImplementedError
+
+    assert check_decoupled_loss(stub) is None
+    assert "Not attempted yet" in capsys.readouterr().out
     assert check_decoupled_loss(decoupled) is True
     assert "match" in capsys.readouterr().out
 
