@@ -7,6 +7,10 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 # The CI size: every notebook and test reads RLBOOK_SIZE (see rlbook/runtime.py).
 TEST_SIZE ?= ci
+# One PyTorch thread per process unless you say otherwise (OMP_NUM_THREADS=4 make lab): the zoo models
+# are too small to gain from a second thread, and with two threads on two cores any other busy program
+# makes every step wait for a descheduled thread (measured 30-50x slower; see README, "Hardware tiers").
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: lab test unit notebooks execute bench zoo clean
 
