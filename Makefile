@@ -7,10 +7,10 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 # The CI size: every notebook and test reads RLBOOK_SIZE (see rlbook/runtime.py).
 TEST_SIZE ?= ci
-# One PyTorch thread per process unless you say otherwise (OMP_NUM_THREADS=4 make lab): the zoo models
-# are too small to gain from a second thread, and with two threads on two cores any other busy program
-# makes every step wait for a descheduled thread (measured 30-50x slower; see README, "Hardware tiers").
-export OMP_NUM_THREADS ?= 1
+# OpenMP threads that sleep, not spin, while they wait (override: OMP_WAIT_POLICY=active make ...). With
+# the default spinning, two PyTorch threads on a 2-core machine wait on each other whenever any other
+# program is busy: four Dr.GRPO steps took 127 s instead of 2 s (see README, "Hardware tiers").
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: lab test unit notebooks execute bench zoo clean
 
