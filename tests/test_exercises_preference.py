@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from rlbook.exercises import preference as exercises
-from rlbook.losses import dpo_loss, ipo_loss
+from rlbook.losses import dpo_loss, ipo_loss, simpo_loss
 
 
 def stub(*args):
@@ -25,11 +25,17 @@ def correct_ipo(chosen, rejected, ref_chosen, ref_rejected, tau):
     return ((chosen - ref_chosen) - (rejected - ref_rejected) - 1 / (2 * tau)) ** 2
 
 
+def correct_simpo(chosen, rejected, chosen_lens, rejected_lens, beta, gamma):
+    return -F.logsigmoid(beta * chosen / chosen_lens - beta * rejected / rejected_lens - gamma)
+
+
 CHECKERS = [
     (exercises.check_optimal_policy, correct_optimum),
     (exercises.check_dpo_loss, correct_dpo),
     (exercises.check_ipo_loss, correct_ipo),
+    (exercises.check_simpo_loss, correct_simpo),
 ]
+SIMPO_CASE = (*exercises.PAIRS[:2], *exercises.LENGTHS, *exercises.SIMPO_SETTINGS[0])
 
 
 @pytest.mark.parametrize("checker, correct", CHECKERS)
@@ -90,6 +96,28 @@ def test_ipo_loss_names_each_mistake(name, capsys):
     assert exercises.ipo_loss_mistakes(*exercises.PAIRS, 0.1)[name][1] in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("name", list(exercises.simpo_loss_mistakes(*SIMPO_CASE)))
+def test_simpo_loss_names_each_mistake(name, capsys):
+    def wrong(*args):
+        return exercises.simpo_loss_mistakes(*args)[name][0]
+
+    assert exercises.check_simpo_loss(wrong) is False
+    out = capsys.readouterr().out
+    assert exercises.simpo_loss_mistakes(*SIMPO_CASE)[name][1] in out
+    assert "(β, γ) = (2.0, 0.5)" in out  # the message names both knobs of the failing case
+
+
+def test_simpo_cases_make_length_matter():
+    # In some pairs the summed log-probs and the per-token averages disagree on which response is better,
+    # so a loss on sums cannot pass by accident.
+    chosen, rejected = exercises.PAIRS[:2]
+    chosen_lens, rejected_lens = exercises.LENGTHS
+    by_sum = chosen > rejected
+    by_average = chosen / chosen_lens > rejected / rejected_lens
+    assert (by_sum != by_average).any() and (by_sum == by_average).any()
+    torch.testing.assert_close(correct_simpo(*SIMPO_CASE), simpo_loss(*SIMPO_CASE))
+
+
 def test_mistakes_differ_from_the_reference():
     # A hint is only useful if its wrong answer really differs from the right one on the fixed cases
     # (β·r and r/β coincide at β = 1, so the optimum's mistakes are required to differ at β = 0.5, checked first).
@@ -103,6 +131,10 @@ def test_mistakes_differ_from_the_reference():
     for tau in exercises.IPO_TAUS:
         for wrong, _ in exercises.ipo_loss_mistakes(*exercises.PAIRS, tau).values():
             assert not torch.allclose(wrong, ipo_loss(*exercises.PAIRS, tau))
+    for beta, gamma in exercises.SIMPO_SETTINGS:
+        case = (*exercises.PAIRS[:2], *exercises.LENGTHS, beta, gamma)
+        for wrong, _ in exercises.simpo_loss_mistakes(*case).values():
+            assert not torch.allclose(wrong, simpo_loss(*case))
 
 
 def test_a_batch_mean_gets_its_own_hint(capsys):

@@ -132,6 +132,29 @@ def test_losses_vs_margin_figure():
     assert (dpo.get_ydata() > 0).all()  # DPO's pull never does
 
 
+def test_kto_value_figure_is_the_library_loss_and_its_pull():
+    fig = viz.plot_kto_value(0.5, 2.0, undesirable_weight=1.5)
+    loss_ax, pull_ax = fig.axes
+    lines = {line.get_label().split(" ")[0]: line for line in loss_ax.get_lines() if line.get_label()[0] != "_"}
+    r = torch.as_tensor(lines["desirable"].get_xdata())
+    z0 = torch.tensor(2.0, dtype=torch.float64)
+    for name, flag, weight in (("desirable", 1.0, 1.0), ("undesirable", 0.0, 1.5)):
+        want = losses.kto_loss(r, torch.zeros_like(r), torch.full_like(r, flag), z0, 0.5,
+                               undesirable_weight=1.5).numpy()
+        np.testing.assert_allclose(lines[name].get_ydata(), want)
+        assert want.max() <= weight + 1e-12  # the loss is bounded by λ
+    pulls = {line.get_label().split(":")[0]: line for line in pull_ax.get_lines() if ":" in line.get_label()}
+    x = pulls["desirable"].get_xdata()
+    for name, weight in (("desirable", 1.0), ("undesirable", 1.5)):
+        pull = np.abs(pulls[name].get_ydata())
+        assert x[np.argmax(pull)] == pytest.approx(2.0, abs=0.06)  # largest at the reference point…
+        assert pull.max() == pytest.approx(weight * 0.5 / 4, rel=1e-3)  # …where it is λβ/4
+        assert pull[0] < 0.01 * pull.max() and pull[-1] < 0.01 * pull.max()  # and it fades on both sides
+    assert (pulls["desirable"].get_ydata() > 0).all() and (pulls["undesirable"].get_ydata() < 0).all()
+    with pytest.raises(ValueError, match="beta"):
+        viz.plot_kto_value(0.0)
+
+
 def test_toy_margin_dynamics_dpo_grows_and_ipo_settles():
     dpo = viz.toy_margin_dynamics("dpo", steps=800, beta=0.5)
     ipo = viz.toy_margin_dynamics("ipo", steps=800, tau=0.25)

@@ -6,14 +6,15 @@ checker                     the reader writes                                   
 ``check_optimal_policy``    π* ∝ π_ref · exp(r/β) on a finite set of responses  06
 ``check_dpo_loss``          DPO's per-pair loss from sequence log-probs         06
 ``check_ipo_loss``          IPO's per-pair loss from sequence log-probs         07
+``check_simpo_loss``        SimPO's per-pair loss from log-probs and lengths    07
 ==========================  ==================================================  ==========
 
 Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
 with the library (``rlbook.viz.preference.kl_regularised_optimum``, ``rlbook.losses.dpo_loss``,
-``rlbook.losses.ipo_loss``), and when they differ tries the usual mistakes one by one and names
-the one the reader's answer matches. It prints its verdict (✓ or ✗) and returns True / False, or
-None when the exercise is not attempted yet (``None``, or a function that raises
-``NotImplementedError``).
+``rlbook.losses.ipo_loss``, ``rlbook.losses.simpo_loss``), and when they differ tries the usual
+mistakes one by one and names the one the reader's answer matches. It prints its verdict (✓ or ✗)
+and returns True / False, or None when the exercise is not attempted yet (``None``, or a function
+that raises ``NotImplementedError``).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import torch.nn.functional as F
 
 from rlbook.exercises import raises_not_implemented
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _not_attempted, _verdict
-from rlbook.losses import dpo_loss, ipo_loss
+from rlbook.losses import dpo_loss, ipo_loss, simpo_loss
 from rlbook.viz.preference import kl_regularised_optimum
 
-__all__ = ["check_optimal_policy", "check_dpo_loss", "check_ipo_loss", "optimal_policy_mistakes",
-           "dpo_loss_mistakes", "ipo_loss_mistakes"]
+__all__ = ["check_optimal_policy", "check_dpo_loss", "check_ipo_loss", "check_simpo_loss",
+           "optimal_policy_mistakes", "dpo_loss_mistakes", "ipo_loss_mistakes", "simpo_loss_mistakes"]
 
 # Sequence log-probs of 6 pairs: chosen, rejected, and the reference's of each. Pair 5 has h = 0.
 PAIRS = (
@@ -41,17 +42,24 @@ REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=DTYPE)
 OPTIMUM_BETAS = (0.5, 1.0, 2.0)
 DPO_BETAS = (0.1, 0.5)
 IPO_TAUS = (0.1, 0.5)
+# Response lengths |y_w| and |y_l| of the same 6 pairs (for SimPO), and its (β, γ) cases.
+LENGTHS = (
+    torch.tensor([20.0, 61.0, 16.0, 25.0, 30.0, 100.0], dtype=DTYPE),
+    torch.tensor([35.0, 40.0, 11.0, 52.0, 20.0, 50.0], dtype=DTYPE),
+)
+SIMPO_SETTINGS = ((2.0, 0.5), (10.0, 1.0))
 
 
 def _shown(values: torch.Tensor) -> list[float]:
     return [round(v, 4) for v in values.detach().to(DTYPE).flatten().tolist()]
 
 
-def _check_cases(fn, cases, reference, mistakes, *, knob: str, success: str, generic: str) -> bool:
+def _check_cases(fn, cases, reference, mistakes, *, knob: str, success: str, generic: str,
+                 knobs: int = 1) -> bool:
     """Run ``fn`` on each case, compare with ``reference(*case)``; on a difference name the mistake.
 
-    ``cases`` are argument tuples whose last entry is the knob (β or τ); ``mistakes(*case)`` maps a
-    name to ``(wrong answer, hint)``.
+    ``cases`` are argument tuples whose last ``knobs`` entries are the knobs (β, τ, or SimPO's β
+    and γ), named together by ``knob``; ``mistakes(*case)`` maps a name to ``(wrong answer, hint)``.
     """
     for case in cases:
         got, error = _call(fn, *(a.clone() if isinstance(a, torch.Tensor) else a for a in case))
@@ -64,7 +72,8 @@ def _check_cases(fn, cases, reference, mistakes, *, knob: str, success: str, gen
             return _verdict(False, "", "you returned one number where one value per pair was asked: return the "
                                        "(B,) per-pair losses, without .mean()")
         hint = next((hint for wrong, hint in mistakes(*case).values() if _close(got, wrong)), generic)
-        return _verdict(False, "", f"{knob} = {case[-1]}: expected {_shown(want)}, got {_shown(got)}: {hint}")
+        setting = case[-1] if knobs == 1 else tuple(case[-knobs:])
+        return _verdict(False, "", f"{knob} = {setting}: expected {_shown(want)}, got {_shown(got)}: {hint}")
     return _verdict(True, success, "")
 
 
@@ -171,3 +180,44 @@ def check_ipo_loss(fn) -> bool | None:
         fn, [(*PAIRS, tau) for tau in IPO_TAUS], ipo_loss, ipo_loss_mistakes, knob="τ",
         success="your IPO loss matches rlbook.losses.ipo_loss on 6 pairs at τ = 0.1 and 0.5",
         generic="compare with (h − 1/(2τ))², h the difference of the log-ratios log π − log π_ref")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 07: the SimPO loss
+
+
+def simpo_loss_mistakes(chosen, rejected, chosen_lens, rejected_lens, beta,
+                        gamma) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong versions of the SimPO loss, each with the hint that names it."""
+    average_margin = chosen / chosen_lens - rejected / rejected_lens
+    return {
+        "sums": (-F.logsigmoid(beta * (chosen - rejected) - gamma),
+                 "you used the summed log-probs: SimPO's reward is the per-token average β/|y| · log π(y|x), so "
+                 "each response's log-prob is divided by its own length"),
+        "common_length": (-F.logsigmoid(beta * (chosen - rejected) / ((chosen_lens + rejected_lens) / 2) - gamma),
+                          "you divided the difference by one common length: each response's log-prob is divided by "
+                          "its own length, log π(y_w)/|y_w| − log π(y_l)/|y_l|"),
+        "gamma_scaled": (-F.logsigmoid(beta * (average_margin - gamma)),
+                         "γ is multiplied by β: the target margin is subtracted after scaling, β·Δ − γ "
+                         "(TRL writes it β(Δ − γ/β))"),
+        "no_gamma": (-F.logsigmoid(beta * average_margin),
+                     "the target margin γ is missing: SimPO asks the reward margin to exceed γ, "
+                     "−log σ(β·Δ − γ)"),
+        "plus_gamma": (-F.logsigmoid(beta * average_margin + gamma),
+                       "γ has the wrong sign: the margin must *exceed* γ, so γ is subtracted inside σ"),
+        "flipped": (-F.logsigmoid(-beta * average_margin - gamma),
+                    "chosen and rejected are swapped: the chosen response's average log-prob comes first"),
+    }
+
+
+def check_simpo_loss(fn) -> bool | None:
+    """Check ``fn(chosen, rejected, chosen_lens, rejected_lens, beta, gamma)`` → the (B,) per-pair SimPO loss
+    −log σ(β log π(y_w)/|y_w| − β log π(y_l)/|y_l| − γ) against ``rlbook.losses.simpo_loss``."""
+    first = (*(t.clone() for t in PAIRS[:2]), *(t.clone() for t in LENGTHS), *SIMPO_SETTINGS[0])
+    if _not_attempted(fn, "SimPO loss") or raises_not_implemented(fn, *first):
+        return None
+    shown = " and ".join(f"β = {b:g}, γ = {g:g}" for b, g in SIMPO_SETTINGS)
+    return _check_cases(
+        fn, [(*PAIRS[:2], *LENGTHS, beta, gamma) for beta, gamma in SIMPO_SETTINGS], simpo_loss, simpo_loss_mistakes,
+        knob="(β, γ)", knobs=2, success=f"your SimPO loss matches rlbook.losses.simpo_loss on 6 pairs at {shown}",
+        generic="compare with −log σ(β [log π(y_w)/|y_w| − log π(y_l)/|y_l|] − γ)")

@@ -37,6 +37,8 @@ __all__ = [
     "pair_losses_vs_margin",
     "plot_losses_vs_margin",
     "losses_vs_margin_widget",
+    "plot_kto_value",
+    "kto_value_widget",
     "toy_margin_dynamics",
     "plot_margin_trajectories",
 ]
@@ -328,6 +330,58 @@ def losses_vs_margin_widget():
         beta=widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.05, description="β"),
         tau=widgets.FloatLogSlider(value=0.1, base=10, min=-1.5, max=0.5, step=0.05, description="τ (IPO)"),
         gamma=widgets.FloatSlider(value=0.5, min=0.0, max=3.0, step=0.1, description="γ (SimPO)"),
+    )
+
+
+def plot_kto_value(beta: float = 0.5, reference_point: float = 0.0, *, desirable_weight: float = 1.0,
+                   undesirable_weight: float = 1.0, reward_range: float = 15.0):
+    """KTO's per-example loss (left) and its pull −∂L/∂r (right) against the implicit reward r = log π/π_ref.
+
+    One curve for a desirable response and one for an undesirable one, both through
+    ``rlbook.losses.kto_loss`` (the pull by autograd), with the reference point z0 dotted. A
+    desirable response is pushed up past z0, an undesirable one down below it; the pull peaks at
+    r = z0 (λβ/4) and fades on *both* sides, so examples far from z0 — well learned, or hopelessly
+    wrong — stop pulling.
+    """
+    beta = check_positive("beta", beta)
+    reward_range = check_positive("reward_range", reward_range)
+    r = torch.linspace(reference_point - reward_range, reference_point + reward_range, 601,
+                       dtype=torch.float64).requires_grad_(True)
+    z0 = torch.tensor(float(reference_point), dtype=torch.float64)
+    fig, (ax_loss, ax_pull) = plt.subplots(1, 2, figsize=(11, 3.6))
+    kinds = (("desirable", 1.0, "tab:green", desirable_weight), ("undesirable", 0.0, "tab:red", undesirable_weight))
+    for label, flag, colour, weight in kinds:
+        loss = losses.kto_loss(r, torch.zeros_like(r), torch.full_like(r, flag), z0, beta,
+                               desirable_weight=desirable_weight, undesirable_weight=undesirable_weight)
+        (grad,) = torch.autograd.grad(loss.sum(), r)
+        xs = r.detach().numpy()
+        ax_loss.plot(xs, loss.detach().numpy(), color=colour, label=f"{label} (λ = {weight:g})")
+        ax_pull.plot(xs, (-grad).numpy(), color=colour, label=f"{label}: pushed {'up' if flag else 'down'}")
+    for ax in (ax_loss, ax_pull):
+        ax.axvline(float(z0), color="black", ls=":", lw=1)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_xlabel("implicit reward r = log π(y|x) − log π_ref(y|x)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax_loss.set_title(f"KTO loss λ − v  (β = {beta:g}, reference point z0 = {float(z0):g} dotted)", fontsize=10)
+    ax_pull.set_title("pull on r, −∂L/∂r: largest at z0, fading on both sides", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def kto_value_widget():
+    """β, the reference point z0 and the undesirable weight λ_U as knobs of ``plot_kto_value``."""
+    import ipywidgets as widgets
+
+    def draw(beta, reference_point, undesirable_weight):
+        plot_kto_value(beta, reference_point, undesirable_weight=undesirable_weight)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        beta=widgets.FloatLogSlider(value=0.5, base=10, min=-1.5, max=0.5, step=0.05, description="β"),
+        reference_point=widgets.FloatSlider(value=0.0, min=0.0, max=8.0, step=0.5, description="z0"),
+        undesirable_weight=widgets.FloatSlider(value=1.0, min=0.25, max=3.0, step=0.25, description="λ_U"),
     )
 
 
