@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 
 from rlbook.models import build_char_tokenizer, build_tiny_model
-from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer
+from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer, scheduled_lr
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +101,47 @@ def test_epochs_set_the_number_of_steps(tokenizer, pairs):
     (dict(steps=0), "steps"),
     (dict(lora="yes"), "lora"),
     (dict(loss="kto", batch_size=1), "batch_size"),
+    (dict(lr_schedule="step"), "lr_schedule"),
+    (dict(group_by_length="yes"), "group_by_length"),
+    (dict(precompute_reference="auto"), "precompute_reference"),
 ])
 def test_bad_arguments_name_themselves(tokenizer, pairs, kwargs, name):
     with pytest.raises(ValueError, match=name):
         _trainer(tokenizer, pairs, **kwargs)
+
+
+@pytest.mark.parametrize("loss", ["dpo", "ipo"])
+def test_precomputed_reference_gives_the_same_run(tokenizer, pairs, loss):
+    """Scoring the pairs with π_ref once, before training, changes the cost, not the numbers."""
+    settings = dict(loss=loss, steps=4, batch_size=2, group_by_length=True)
+    once = _trainer(tokenizer, pairs, precompute_reference=True, **settings)
+    every_step = _trainer(tokenizer, pairs, precompute_reference=False, **settings)
+    assert once.precompute_reference and not every_step.precompute_reference
+    once.train(), every_step.train()
+    for a, b in zip(once.history.rows, every_step.history.rows, strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
+
+
+def test_reference_is_precomputed_only_when_pairs_repeat(tokenizer, pairs):
+    assert _trainer(tokenizer, pairs, steps=2, batch_size=2).precompute_reference is False  # one pass: no saving
+    assert _trainer(tokenizer, pairs, steps=3, batch_size=2).precompute_reference is True
+    assert _trainer(tokenizer, pairs, loss="simpo", steps=9, precompute_reference=True).precompute_reference is False
+
+
+def test_learning_rate_schedules():
+    assert [scheduled_lr(1.0, s, 4, 0, "constant") for s in range(4)] == [1.0] * 4
+    assert [scheduled_lr(1.0, s, 4, 2, "constant") for s in range(4)] == [0.5, 1.0, 1.0, 1.0]
+    assert [scheduled_lr(1.0, s, 4, 0, "linear") for s in range(4)] == pytest.approx([1.0, 0.75, 0.5, 0.25])
+    assert [scheduled_lr(1.0, s, 6, 2, "linear") for s in range(6)] == pytest.approx([0.5, 1.0, 1.0, 0.75, 0.5, 0.25])
+    cosine = [scheduled_lr(2.0, s, 4, 0, "cosine") for s in range(4)]
+    assert cosine == pytest.approx([2.0 * 0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)])
+    assert cosine[2] == pytest.approx(1.0)  # half-way through, half the rate
+
+
+def test_a_decaying_schedule_resumes_only_with_the_same_budget(tokenizer, pairs, tmp_path):
+    _trainer(tokenizer, pairs, steps=2, lr_schedule="linear").train(checkpoint_dir=tmp_path)
+    with pytest.raises(ValueError, match="steps"):
+        _trainer(tokenizer, pairs, steps=4, lr_schedule="linear").train(resume_from=tmp_path)
 
 
 def test_empty_or_malformed_pairs_are_refused(tokenizer, pairs):

@@ -107,15 +107,34 @@ def check_columns(name: str, dataset, columns: tuple[str, ...]) -> None:
         raise ValueError(f"{name} is empty: it must hold at least one row")
 
 
-def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random):
+def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random, *, lengths=None, group_size: int = 50):
     """Endless batches of row indices: each epoch a fresh seeded shuffle, cut into ``batch_size``
-    pieces (the last one of an epoch may be shorter). Yields ``(epoch, indices)``."""
+    pieces (the last one of an epoch may be shorter). Yields ``(epoch, indices)``.
+
+    With ``lengths`` (one number per row, e.g. its token count) rows of similar length are batched
+    together, as ``group_by_length`` does in Hugging Face's Trainer: the epoch's shuffled order is
+    cut into groups of ``group_size`` batches, each group is sorted by length and cut into
+    batches, and the batches are shuffled. Every row is still seen once per epoch; a batch is
+    padded to its longest row, so this wastes far less compute on padding when lengths vary.
+    """
+    if lengths is not None and len(lengths) != n_rows:
+        raise ValueError(f"lengths must have one entry per row ({n_rows}), got {len(lengths)}")
+    check_int("group_size", group_size, minimum=1)
     epoch = 0
     while True:
         order = list(range(n_rows))
         rng.shuffle(order)
-        for start in range(0, n_rows, batch_size):
-            yield epoch, order[start:start + batch_size]
+        if lengths is None:
+            batches = [order[start:start + batch_size] for start in range(0, n_rows, batch_size)]
+        else:
+            span = batch_size * group_size
+            batches = []
+            for start in range(0, n_rows, span):
+                group = sorted(order[start:start + span], key=lambda i: lengths[i], reverse=True)
+                batches += [group[k:k + batch_size] for k in range(0, len(group), batch_size)]
+            rng.shuffle(batches)
+        for indices in batches:
+            yield epoch, indices
         epoch += 1
 
 

@@ -21,9 +21,12 @@ Papers: DPO, Rafailov et al. 2023 (arXiv:2305.18290); IPO, Azar et al. 2023 (arX
 KTO, Ethayarajh et al. 2024 (arXiv:2402.01306); SimPO, Meng et al. 2024 (arXiv:2405.14734);
 CPO, Xu et al. 2024 (arXiv:2401.08417); ORPO, Hong et al. 2024 (arXiv:2403.07691).
 
-Simplified on purpose, compared with TRL's ``DPOTrainer`` and friends: a constant learning rate
-(after an optional linear warm-up), AdamW, gradient clipping at 1.0, no gradient accumulation,
-no mixed precision, one process. KTO is run on the preference pairs *unpaired* (each chosen
+Simplified on purpose, compared with TRL's ``DPOTrainer`` and friends: AdamW with an optional
+linear warm-up and a constant, linear or cosine learning rate after it, gradient clipping at 1.0,
+no gradient accumulation, no mixed precision, one process. Two of TRL's speed options are here:
+the reference's log-probs of the training pairs can be computed once, before training
+(``precompute_ref_log_probs``), and pairs of similar length can be batched together
+(``group_by_length``), which cuts the compute spent on padding. KTO is run on the preference pairs *unpaired* (each chosen
 response is a desirable example, each rejected one undesirable), and its reference point z0 comes
 from mismatched pairs inside the batch: example i's prompt with example i+1's response (TRL's
 "KL" completions). With LoRA the reference is the base model itself (adapters switched off), so
@@ -48,9 +51,10 @@ from rlbook.trainers.checkpoint import load_checkpoint, rng_state, save_checkpoi
 from rlbook.trainers.data import check_columns, collate_prompt_completions, encode_prompt_completions, shuffled_batches
 from rlbook.trainers.history import History
 
-__all__ = ["PREFERENCE_LOSSES", "PreferenceTrainer"]
+__all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "scheduled_lr"]
 
 PREFERENCE_LOSSES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
+LR_SCHEDULES = ("constant", "linear", "cosine")
 LOSSES_WITH_REFERENCE = ("dpo", "ipo", "kto")
 PAIR_COLUMNS = ("prompt", "chosen", "rejected")
 
@@ -72,6 +76,13 @@ class PreferenceTrainer:
     True for ``add_lora``'s defaults or a dict of its arguments; only the adapters then train.
     The same ``seed`` (and model) gives the same history.
 
+    Speed and schedule: ``lr_schedule`` is "constant", "linear" (to zero at the last step) or
+    "cosine" (to zero), after ``warmup_steps``. ``group_by_length`` batches pairs of similar
+    length together (``shuffled_batches``). ``precompute_reference`` scores every training pair
+    with π_ref once, before the first step, instead of in every step: True, False, or None (the
+    default) to do it when the run sees some pairs more than once, the only case where it saves
+    work. Either way the reference's numbers are the same, up to floating-point rounding.
+
     ``train()`` returns a ``History`` (``.to_pandas()``); ``self.model`` is the trained policy.
     """
 
@@ -79,6 +90,7 @@ class PreferenceTrainer:
                  gamma: float = 0.5, lam: float = 0.1, lr: float = 1e-4, warmup_steps: int = 0, batch_size: int = 16,
                  epochs: int = 1, steps: int | None = None, reference=None, lora=None, eval_pairs=None,
                  eval_every: int = 50, max_prompt_length: int = 256, max_completion_length: int = 256,
+                 lr_schedule: str = "constant", group_by_length: bool = False, precompute_reference: bool | None = None,
                  seed: int = 0, progress: bool = True):
         self.loss = check_choice("loss", loss, PREFERENCE_LOSSES)
         self.beta = check_positive("beta", beta)
@@ -87,6 +99,12 @@ class PreferenceTrainer:
         self.lam = check_positive("lam", lam, allow_zero=True)
         self.lr = check_positive("lr", lr)
         self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
+        self.lr_schedule = check_choice("lr_schedule", lr_schedule, LR_SCHEDULES)
+        if not isinstance(group_by_length, bool):
+            raise ValueError(f"group_by_length must be True or False, got {group_by_length!r}")
+        if precompute_reference not in (None, True, False):
+            raise ValueError(f"precompute_reference must be True, False or None, got {precompute_reference!r}")
+        self.group_by_length = group_by_length
         self.batch_size = check_int("batch_size", batch_size, minimum=2 if loss == "kto" else 1)
         self.eval_every = check_int("eval_every", eval_every, minimum=1)
         self.seed = check_int("seed", seed)
@@ -102,6 +120,10 @@ class PreferenceTrainer:
         self.model = _with_lora(model, lora)
         self.needs_reference = self.loss in LOSSES_WITH_REFERENCE
         self.reference = self._make_reference(model, reference, lora)
+        if precompute_reference is None:
+            precompute_reference = self.steps * self.batch_size > len(self.train_pairs[0])
+        self.precompute_reference = precompute_reference and self.needs_reference
+        self._train_reference_logps = None
         self._eval_reference_logps = None
         self.history = History()
 
@@ -141,7 +163,9 @@ class PreferenceTrainer:
         logps, lengths = self._sequence_logps(self.model, rows_prompts, rows_completions)
         n = len(indices)
         out = {"chosen": logps[:n], "rejected": logps[n:], "chosen_lens": lengths[:n], "rejected_lens": lengths[n:]}
-        if with_reference and self.needs_reference:
+        if with_reference and self.needs_reference and pairs is self.train_pairs and self._train_reference_logps is not None:
+            out["ref_chosen"], out["ref_rejected"] = (cached[indices] for cached in self._train_reference_logps)
+        elif with_reference and self.needs_reference:
             reference = self._reference_logps(rows_prompts, rows_completions)
             out["ref_chosen"], out["ref_rejected"] = reference[:n], reference[n:]
         if with_reference and self.loss == "kto":
@@ -209,14 +233,22 @@ class PreferenceTrainer:
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(parameters, lr=self.lr)
         start = self._resume(resume_from, optimizer) if resume_from is not None else 0
-        batches = shuffled_batches(len(self.train_pairs[0]), self.batch_size, random.Random(self.seed))
+        lengths = None
+        if self.group_by_length:
+            prompts, chosen, rejected = self.train_pairs
+            lengths = [len(p) + max(len(c), len(r)) for p, c, r in zip(prompts, chosen, rejected)]
+        batches = shuffled_batches(len(self.train_pairs[0]), self.batch_size, random.Random(self.seed), lengths=lengths)
         for _ in range(start):  # the batches the restored steps already used
             next(batches)
+        if self.precompute_reference and self._train_reference_logps is None:
+            chunks = [list(range(i, min(i + 64, len(self.train_pairs[0])))) for i in range(0, len(self.train_pairs[0]), 64)]
+            self.model.eval()
+            self._train_reference_logps = self._reference_pair_logps(self.train_pairs, chunks)
         bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
         for step in bar:
             epoch, indices = next(batches)
             for group in optimizer.param_groups:
-                group["lr"] = self.lr * min(1.0, (step + 1) / max(1, self.warmup_steps))
+                group["lr"] = scheduled_lr(self.lr, step, self.steps, self.warmup_steps, self.lr_schedule)
             row = {"step": step, "epoch": epoch, **self._train_step(optimizer, parameters, indices)}
             if self.eval_pairs is not None and (step % self.eval_every == 0 or step == self.steps - 1):
                 row.update({f"eval/{k}": v for k, v in self.evaluate().items()})
@@ -233,9 +265,13 @@ class PreferenceTrainer:
 
     def _settings(self) -> dict:
         """What a resumed run must share with the saved one (the step budget may differ)."""
-        return {"loss": self.loss, "beta": self.beta, "tau": self.tau, "gamma": self.gamma, "lam": self.lam,
-                "lr": self.lr, "warmup_steps": self.warmup_steps, "batch_size": self.batch_size, "seed": self.seed,
-                "n_pairs": len(self.train_pairs[0]), **self._lengths}
+        settings = {"loss": self.loss, "beta": self.beta, "tau": self.tau, "gamma": self.gamma, "lam": self.lam,
+                    "lr": self.lr, "warmup_steps": self.warmup_steps, "lr_schedule": self.lr_schedule,
+                    "group_by_length": self.group_by_length, "batch_size": self.batch_size, "seed": self.seed,
+                    "n_pairs": len(self.train_pairs[0]), **self._lengths}
+        if self.lr_schedule != "constant":  # a decaying schedule is fixed by the step budget
+            settings["steps"] = self.steps
+        return settings
 
     def _save(self, directory, optimizer, step: int) -> str:
         """An atomic checkpoint after ``step`` steps; returns its folder."""
@@ -319,6 +355,18 @@ class PreferenceTrainer:
 
 
 # ---------------------------------------------------------------------------------- helpers
+
+
+def scheduled_lr(lr: float, step: int, steps: int, warmup_steps: int, schedule: str) -> float:
+    """The learning rate of (0-based) ``step`` of ``steps``: a linear warm-up over ``warmup_steps``
+    steps, then constant, or decaying towards zero (reached just after the last step) linearly or
+    along a half cosine, as Hugging Face's linear and cosine schedules do."""
+    warmup = min(1.0, (step + 1) / max(1, warmup_steps))
+    if schedule == "constant" or step < warmup_steps:
+        return lr * warmup
+    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
+    decay = 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+    return lr * warmup * max(0.0, decay)
 
 
 def _encode_pairs(tokenizer, pairs, **lengths) -> tuple[list, list, list]:
