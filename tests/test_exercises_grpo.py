@@ -50,10 +50,15 @@ def test_group_advantages_names_the_mistake(answer, phrase, capsys):
     assert phrase in capsys.readouterr().out
 
 
-def test_not_attempted(capsys):
-    assert check_group_advantages(_not_attempted) is False
-    assert check_rloo_advantages(_not_attempted) is False
-    assert capsys.readouterr().out.count("Not attempted yet") == 2
+@pytest.mark.parametrize("checker", [check_group_advantages, check_rloo_advantages])
+def test_not_attempted(checker, capsys):
+    assert checker(_not_attempted) is None
+    out = capsys.readouterr().out
+    assert "Not attempted yet" in out and "✗" not in out
+    assert checker(None) is None
+    assert "Nothing to check yet" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="function"):
+        checker(3.0)
 
 
 @pytest.mark.parametrize("answer, phrase", [

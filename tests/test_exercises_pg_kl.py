@@ -21,13 +21,32 @@ def _value(t, means):
     return (_log_softmax(t).exp() * means).sum()
 
 
-def test_checkers_skip_an_unattempted_exercise(capsys):
-    for checker in (pg_kl.check_reinforce_loss, pg_kl.check_optimal_baseline, pg_kl.check_k3,
-                    pg_kl.check_expected_gradient):
-        result, out = _capture(capsys, checker, None)
-        assert result is None and "Nothing to check yet" in out
+def _stub(*args):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("checker", [pg_kl.check_reinforce_loss, pg_kl.check_optimal_baseline, pg_kl.check_k3,
+                                     pg_kl.check_expected_gradient])
+def test_checkers_skip_an_unattempted_exercise(capsys, checker):
+    result, out = _capture(capsys, checker, None)
+    assert result is None and "Nothing to check yet" in out
+    result, out = _capture(capsys, checker, _stub)
+    assert result is None and "Not attempted yet" in out and "✗" not in out
     with pytest.raises(ValueError, match="function"):
-        pg_kl.check_k3(3)
+        checker(3)
+
+
+def test_call_tells_the_stub_from_other_failures(capsys):
+    assert pg_kl._call(_stub, 1.0) == (None, pg_kl.NOT_ATTEMPTED)
+    assert pg_kl._failed(pg_kl.NOT_ATTEMPTED, "case 1: ") is None
+    assert capsys.readouterr().out == pg_kl.NOT_ATTEMPTED + "\n"
+    _, error = pg_kl._call(lambda x: x / 0, 1)
+    assert error == "your function raised ZeroDivisionError: division by zero"
+    assert pg_kl._failed(error, "case 1: ") is False
+    assert capsys.readouterr().out == f"✗ case 1: {error}\n"
+    # Only the stub's own exception counts as not attempted, not a message that mentions it.
+    assert pg_kl._failed("your function raised ValueError: NotImplementedError") is False
+    assert "✗" in capsys.readouterr().out
 
 
 def test_reinforce_loss_reference_passes(capsys):

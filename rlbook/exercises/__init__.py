@@ -2,18 +2,8 @@
 
 A checker runs the reader's function on test inputs, compares it with the library's reference,
 and when they differ names the likely mistake (a missing ``detach``, the wrong KL direction, …).
-It returns True or False and prints its verdict; given ``None`` (the exercise not yet attempted)
-it says so and returns None, so a notebook with unanswered exercises still runs.
+It returns True or False and prints its verdict; given ``None`` or a function still raising
+``NotImplementedError`` (the exercise not yet attempted) it says so and returns None, so a
+notebook with unanswered exercises still runs. The plumbing every checker shares (``_call``,
+``_failed``, ``_not_attempted``) is in ``rlbook.exercises.pg_kl``.
 """
-
-
-def raises_not_implemented(fn, *args) -> bool:
-    """True (and says so) when the reader's function is still the stub raising NotImplementedError."""
-    try:
-        fn(*args)
-    except NotImplementedError:
-        print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
-        return True
-    except Exception:  # any other failure is reported by the checker itself
-        return False
-    return False

@@ -3,7 +3,9 @@
 ``check_rloo_advantages(fn)`` runs ``fn(rewards, group_size)`` on the batches of
 ``rlbook.exercises.grpo.GROUP_CASES`` and compares it with
 ``rlbook.advantages.group_advantages(rewards, G, "rloo")``: A_i = r_i − (1/(G−1)) Σ_{j≠i} r_j
-(Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740), naming the likely mistake.
+(Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740), naming the likely mistake. It returns
+True / False, or None when the exercise is not attempted yet (``None``, or a function that raises
+``NotImplementedError``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import torch
 
 from rlbook.advantages import group_advantages
 from rlbook.exercises.grpo import GROUP_CASES, _close, _run
-from rlbook.exercises.pg_kl import _verdict
+from rlbook.exercises.pg_kl import _failed, _not_attempted, _verdict
 
 __all__ = ["check_rloo_advantages"]
 
@@ -36,16 +38,18 @@ def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[to
     }
 
 
-def check_rloo_advantages(fn) -> bool:
-    """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake."""
-    try:
-        answers = [(rewards, group_size, *_run(fn, rewards, group_size)) for rewards, group_size in GROUP_CASES]
-    except NotImplementedError:
-        print("Not attempted yet: replace the `raise NotImplementedError` with your leave-one-out advantages.")
-        return False
-    for rewards, group_size, result, error in answers:
+def check_rloo_advantages(fn) -> bool | None:
+    """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake.
+
+    Returns True when every case matches, False (printing what is wrong) otherwise, and None when
+    the exercise is not attempted yet (``fn`` is None or raises ``NotImplementedError``).
+    """
+    if _not_attempted(fn, "leave-one-out advantages"):
+        return None
+    for rewards, group_size in GROUP_CASES:
+        result, error = _run(fn, rewards, group_size)
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         expected = group_advantages(rewards, group_size, "rloo")
         if _close(result, expected):
             continue

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _verdict
-from rlbook.exercises.ratios import not_attempted_yet
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
 from rlbook.ratios import sapo_gate
 
 __all__ = ["check_sapo_gate_weight", "reference_gate_weight"]
@@ -60,13 +59,13 @@ def _gate_mistakes(ratio, advantages, tau_pos, tau_neg):
 
 def check_sapo_gate_weight(fn) -> bool | None:
     """Check ``fn(ratio, advantages, tau_pos, tau_neg) -> (N,)`` against autograd's derivative of ``sapo_gate``."""
-    ratio, advantages = _inputs()
-    if not_attempted_yet(fn, (ratio.clone(), advantages.clone(), *CASES[0]), "SAPO gate weight"):
+    if _not_attempted(fn, "SAPO gate weight"):
         return None
+    ratio, advantages = _inputs()
     for tau_pos, tau_neg in CASES:
         result, error = _call(fn, ratio.clone(), advantages.clone(), tau_pos, tau_neg)
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         reference = reference_gate_weight(ratio, advantages, tau_pos, tau_neg)
         if not _close(result.detach(), reference):
             hint = _diagnose(result, reference, _gate_mistakes(ratio, advantages, tau_pos, tau_neg))

@@ -4,8 +4,8 @@
 rewards, each prompt's G contiguous, one group with all rewards equal) and compares it with
 ``rlbook.advantages.group_advantages(rewards, G, "grpo")``: A_i = (r_i − μ) / σ with the population
 σ (divide by G), and 0 for a zero-variance group. When the answer differs, it tries the usual
-mistakes and names the one the answer matches. A function that raises ``NotImplementedError`` counts
-as not attempted yet.
+mistakes and names the one the answer matches. It returns True / False, or None when the exercise is
+not attempted yet (``None``, or a function that raises ``NotImplementedError``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import batch_normalize, group_advantages
-from rlbook.exercises.pg_kl import _verdict
+from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
 
 __all__ = ["check_group_advantages", "GROUP_CASES"]
 
@@ -32,17 +32,14 @@ def _close(result: torch.Tensor, expected: torch.Tensor) -> bool:
 
 
 def _run(fn, rewards: torch.Tensor, group_size: int):
-    """(result as a float64 tensor, None) or (None, a message saying what went wrong)."""
-    try:
-        result = fn(rewards.clone(), group_size)
-    except NotImplementedError:
-        raise
-    except Exception as error:  # the reader's code: report any failure rather than crash the cell
-        return None, f"your function raised {type(error).__name__}: {error}"
-    try:
-        result = torch.as_tensor(result, dtype=DTYPE).detach().reshape(-1)
-    except (TypeError, ValueError, RuntimeError):
-        return None, f"your function returned a {type(result).__name__}; return a (B,) tensor of advantages"
+    """(result as a flat float64 tensor, None) or (None, a message saying what went wrong).
+
+    ``fn`` runs through ``pg_kl._call``, so the stub's message is ``NOT_ATTEMPTED``: pass it to ``_failed``.
+    """
+    result, error = _call(fn, rewards.clone(), group_size)
+    if error:
+        return None, error
+    result = result.detach().to(DTYPE).reshape(-1)
     if result.shape != rewards.shape:
         return None, f"return one advantage per reward, shape {tuple(rewards.shape)}; got {tuple(result.shape)}"
     return result, None
@@ -82,19 +79,18 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
     }
 
 
-def check_group_advantages(fn) -> bool:
+def check_group_advantages(fn) -> bool | None:
     """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against GRPO's, naming the mistake.
 
-    Returns True when every case matches; prints what is wrong otherwise.
+    Returns True when every case matches, False (printing what is wrong) otherwise, and None when
+    the exercise is not attempted yet (``fn`` is None or raises ``NotImplementedError``).
     """
-    try:
-        answers = [(rewards, group_size, *_run(fn, rewards, group_size)) for rewards, group_size in GROUP_CASES]
-    except NotImplementedError:
-        print("Not attempted yet: replace the `raise NotImplementedError` with your group advantages.")
-        return False
-    for rewards, group_size, result, error in answers:
+    if _not_attempted(fn, "group advantages"):
+        return None
+    for rewards, group_size in GROUP_CASES:
+        result, error = _run(fn, rewards, group_size)
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         expected = group_advantages(rewards, group_size, "grpo")
         flat = (rewards.view(-1, group_size) == rewards.view(-1, group_size)[:, :1]).all(1)
         flat_rows = flat.repeat_interleave(group_size)

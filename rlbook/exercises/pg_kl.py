@@ -3,7 +3,12 @@
 Each ``check_*`` runs the reader's function on a few fixed random inputs, compares it with the
 reference, and when it differs tries the usual mistakes one by one: if the reader's output
 matches a mistake, the feedback names it. It prints its verdict and returns True / False, or
-None when given ``None`` (the exercise not attempted yet).
+None when the exercise is not attempted yet (``None``, or a function still raising
+``NotImplementedError``).
+
+The shared plumbing below is what every lesson's checker uses: ``_not_attempted`` for ``None``,
+``_call`` to run the reader's function (it returns the error ``NOT_ATTEMPTED`` for the stub), and
+``_failed`` to turn an error into the verdict (None and a note for the stub, False otherwise).
 
 ============================  ===============================================  ==========
 checker                       the reader writes                                lesson
@@ -27,6 +32,8 @@ __all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_
 
 DTYPE = torch.float64
 TOLERANCE = dict(rtol=1e-6, atol=1e-9)
+# The error ``_call`` returns when the reader's function is still the stub raising NotImplementedError.
+NOT_ATTEMPTED = "Not attempted yet: replace the `raise NotImplementedError` with your answer."
 
 
 # ----------------------------------------------------------------------------------------------
@@ -34,6 +41,7 @@ TOLERANCE = dict(rtol=1e-6, atol=1e-9)
 
 
 def _not_attempted(fn, name: str) -> bool:
+    """True (and says so) when ``fn`` is None; a ValueError when it is not a function."""
     if fn is None:
         print(f"Nothing to check yet: replace None with your {name} and run this cell again.")
         return True
@@ -43,9 +51,15 @@ def _not_attempted(fn, name: str) -> bool:
 
 
 def _call(fn, *args):
-    """The reader's result as a float64 tensor, or an error message."""
+    """``(result, None)`` with the reader's result as a tensor, or ``(None, error message)``.
+
+    A number or a list is converted to a float64 tensor. A function still raising
+    ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to ``_failed``).
+    """
     try:
         result = fn(*args)
+    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
+        return None, NOT_ATTEMPTED
     except Exception as error:  # the reader's code: report any failure rather than crash the cell
         return None, f"your function raised {type(error).__name__}: {error}"
     if not isinstance(result, torch.Tensor):
@@ -59,6 +73,14 @@ def _call(fn, *args):
 def _verdict(ok: bool, success: str, failure: str) -> bool:
     print(f"✓ {success}" if ok else f"✗ {failure}")
     return ok
+
+
+def _failed(error: str, context: str = "") -> bool | None:
+    """The verdict on an error from ``_call``: None and a note for the stub, else False and ``context + error``."""
+    if error is NOT_ATTEMPTED:
+        print(NOT_ATTEMPTED)
+        return None
+    return _verdict(False, "", context + error)
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -158,7 +180,7 @@ def check_reinforce_loss(loss_fn) -> bool | None:
     for logits, arms, rewards, means in _bandit_cases():
         gradient, error = _loss_gradient(loss_fn, logits, arms, rewards, means)
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         reference, _ = _loss_gradient(reference_reinforce_loss, logits, arms, rewards, means)
         if not _close(gradient, reference):
             hint = _diagnose(gradient, reference, _reinforce_mistakes(logits, arms, rewards, means))
@@ -180,7 +202,7 @@ def check_optimal_baseline(baseline_fn) -> bool | None:
     for logits, _, _, means in _bandit_cases():
         result, error = _call(baseline_fn, logits.clone(), means.clone())
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         if result.numel() != 1:
             return _verdict(False, "", f"return one number (the baseline), got shape {tuple(result.shape)}")
         result = result.reshape(()).to(DTYPE)
@@ -224,7 +246,7 @@ def check_k3(k3_fn) -> bool | None:
     logp, ref_logp = _token_cases()
     result, error = _call(k3_fn, logp.clone(), ref_logp.clone())
     if error:
-        return _verdict(False, "", error)
+        return _failed(error)
     reference = k3(logp, ref_logp)
     if result.shape != reference.shape:
         return _verdict(False, "", f"return one value per token, shape {tuple(reference.shape)} like logp; got "
@@ -282,7 +304,7 @@ def check_expected_gradient(gradient_fn) -> bool | None:
         for name, estimator in (("k1", k1), ("k2", k2), ("k3", k3)):
             result, error = _call(gradient_fn, logits.clone(), ref_probs.clone(), estimator)
             if error:
-                return _verdict(False, "", error)
+                return _failed(error)
             reference = _enumerated_gradient(logits, ref_probs, estimator, weights="detached")
             if _close(result, reference):
                 continue

@@ -11,24 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _not_attempted, _verdict
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
 from rlbook.ratios import gspo_sequence_ratio
 
-__all__ = ["check_gspo_sequence_ratio", "not_attempted_yet"]
-
-
-def not_attempted_yet(fn, args, name: str) -> bool:
-    """True (and a message) when ``fn`` is None or still raises ``NotImplementedError`` on ``args``."""
-    if _not_attempted(fn, name):
-        return True
-    try:
-        fn(*args)
-    except NotImplementedError:
-        print(f"Not attempted yet: replace the `raise NotImplementedError` with your {name}.")
-        return True
-    except Exception:  # the reader's bug: reported by the checker itself
-        return False
-    return False
+__all__ = ["check_gspo_sequence_ratio"]
 
 
 def _ratio_cases():
@@ -70,13 +56,13 @@ def _sequence_ratio_mistakes(logp, old_logp, mask):
 
 def check_gspo_sequence_ratio(fn) -> bool | None:
     """Check ``fn(logp, old_logp, mask) -> (B,)`` against GSPO's s_i = exp((1/|y_i|) Σ_t mask · (logp − old_logp))."""
-    cases = _ratio_cases()
-    if not_attempted_yet(fn, tuple(t.clone() for t in cases[0]), "GSPO sequence ratio"):
+    if _not_attempted(fn, "GSPO sequence ratio"):
         return None
+    cases = _ratio_cases()
     for logp, old_logp, mask in cases:
         result, error = _call(fn, logp.clone(), old_logp.clone(), mask.clone())
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         if result.dim() == 2:
             return _verdict(False, "", f"return one ratio per sequence, shape ({logp.shape[0]},); got "
                             f"{tuple(result.shape)} — per-token ratios must be averaged over each row")

@@ -3,14 +3,15 @@
 ``check_best_of_n_probabilities(fn)`` runs the reader's ``fn(probs, rewards, n)`` (outcomes with
 distinct rewards) on fixed cases, compares it with
 ``rlbook.trainers.rejection.best_of_n_distribution`` and, when it differs, names the usual mistake
-it matches. It prints its verdict and returns True / False, or None when not attempted yet.
+it matches. It prints its verdict and returns True / False, or None when not attempted yet
+(``None``, or a function that raises ``NotImplementedError``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _verdict
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
 from rlbook.trainers.rejection import best_of_n_distribution
 
 __all__ = ["check_best_of_n_probabilities"]
@@ -50,18 +51,12 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
 
 def check_best_of_n_probabilities(fn) -> bool | None:
     """Check ``fn(probs, rewards, n) -> (V,) probabilities`` of the best-of-n winner (distinct rewards)."""
-    if fn is None:
-        print("Not attempted yet: replace None with your function and run this cell again.")
+    if _not_attempted(fn, "best-of-n probabilities"):
         return None
-    if not callable(fn):
-        raise ValueError(f"pass your function as a function, got {type(fn).__name__}")
     for probs, rewards, n in _cases():
         result, error = _call(fn, probs.clone(), rewards.clone(), n)
-        if error and "NotImplementedError" in error:
-            print("Not attempted yet: replace the `raise NotImplementedError` with your function.")
-            return None
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         reference = best_of_n_distribution(probs, rewards, n)
         if result.shape != reference.shape:
             return _verdict(False, "", f"expected one probability per outcome, shape {tuple(reference.shape)}, "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _verdict
+from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
 from rlbook.trainers.reward_model import bradley_terry_loss
 
 __all__ = ["check_bradley_terry_loss"]
@@ -45,18 +45,12 @@ def _mistakes(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, tuple[t
 
 def check_bradley_terry_loss(fn) -> bool | None:
     """Check ``fn(chosen_rewards, rejected_rewards) -> scalar loss`` against the library's Bradley–Terry loss."""
-    if fn is None:
-        print("Not attempted yet: replace None with your function and run this cell again.")
+    if _not_attempted(fn, "Bradley–Terry loss"):
         return None
-    if not callable(fn):
-        raise ValueError(f"pass your loss as a function, got {type(fn).__name__}")
     for chosen, rejected in _cases():
         result, error = _call(fn, chosen.clone(), rejected.clone())
-        if error and "NotImplementedError" in error:
-            print("Not attempted yet: replace the `raise NotImplementedError` with your loss.")
-            return None
         if error:
-            return _verdict(False, "", error)
+            return _failed(error)
         if result.numel() != 1:
             return _verdict(False, "", f"the loss must be one number (mean over the pairs), got shape "
                                        f"{tuple(result.shape)}")

@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.exercises import raises_not_implemented
-from rlbook.exercises.pg_kl import _call, _not_attempted, _verdict
+from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
 from rlbook.shaping import advantage_filter_mask
 
 __all__ = ["check_advantage_filter"]
@@ -23,11 +22,11 @@ REWARDS = torch.tensor([0., 0., 0., 0., 1., 1., 1., 1., 1., 0., 0., 1., .5, .5, 
 
 def check_advantage_filter(fn) -> bool | None:
     """Check ``fn(rewards, group_size) -> (B,) bool``: True where the completion's group advantage is non-zero."""
-    if _not_attempted(fn, "mask of the completions to keep") or raises_not_implemented(fn, REWARDS.clone(), GROUP_SIZE):
+    if _not_attempted(fn, "mask of the completions to keep"):
         return None
     result, error = _call(fn, REWARDS.clone(), GROUP_SIZE)
     if error:
-        return _verdict(False, "", error)
+        return _failed(error)
     reference = advantage_filter_mask(group_advantages(REWARDS, GROUP_SIZE, "grpo"))
     if result.shape != reference.shape:
         hint = (" — one entry per group: the filter needs one per completion (repeat each group's verdict G times)"
