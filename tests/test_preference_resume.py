@@ -32,14 +32,18 @@ def fresh_trainer(tokenizer, pairs, steps, **kwargs):
     return PreferenceTrainer(model, tokenizer, pairs, **{**settings, **kwargs})
 
 
-@pytest.mark.parametrize("loss", ["dpo", "simpo"])  # with and without a reference model
-def test_resume_gives_the_uninterrupted_run(tokenizer, pairs, tmp_path, loss):
-    straight = fresh_trainer(tokenizer, pairs, 4, loss=loss)
+SPEED_OPTIONS = dict(precompute_reference=True, group_by_length=True)
+
+
+@pytest.mark.parametrize("loss, options", [("dpo", {}), ("simpo", {}), ("dpo", SPEED_OPTIONS)],
+                         ids=["dpo", "simpo", "dpo-precomputed-grouped"])  # with and without a reference model
+def test_resume_gives_the_uninterrupted_run(tokenizer, pairs, tmp_path, loss, options):
+    straight = fresh_trainer(tokenizer, pairs, 4, loss=loss, **options)
     straight.train()
 
-    fresh_trainer(tokenizer, pairs, 2, loss=loss).train(checkpoint_dir=tmp_path)
+    fresh_trainer(tokenizer, pairs, 2, loss=loss, **options).train(checkpoint_dir=tmp_path)
     torch.manual_seed(12345)  # the new process's global random state is unrelated
-    resumed = fresh_trainer(tokenizer, pairs, 4, loss=loss)
+    resumed = fresh_trainer(tokenizer, pairs, 4, loss=loss, **options)
     resumed.train(resume_from=tmp_path)
 
     assert len(resumed.history) == 4

@@ -122,10 +122,10 @@ def test_precomputed_reference_gives_the_same_run(tokenizer, pairs, loss):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
 
 
-def test_reference_is_precomputed_only_when_pairs_repeat(tokenizer, pairs):
-    assert _trainer(tokenizer, pairs, steps=2, batch_size=2).precompute_reference is False  # one pass: no saving
-    assert _trainer(tokenizer, pairs, steps=3, batch_size=2).precompute_reference is True
-    assert _trainer(tokenizer, pairs, loss="simpo", steps=9, precompute_reference=True).precompute_reference is False
+def test_reference_is_precomputed_only_when_asked_and_there_is_one(tokenizer, pairs):
+    assert _trainer(tokenizer, pairs).precompute_reference is False
+    assert _trainer(tokenizer, pairs, precompute_reference=True).precompute_reference is True
+    assert _trainer(tokenizer, pairs, loss="simpo", precompute_reference=True).precompute_reference is False
 
 
 def test_learning_rate_schedules():

@@ -79,9 +79,9 @@ class PreferenceTrainer:
     Speed and schedule: ``lr_schedule`` is "constant", "linear" (to zero at the last step) or
     "cosine" (to zero), after ``warmup_steps``. ``group_by_length`` batches pairs of similar
     length together (``shuffled_batches``). ``precompute_reference`` scores every training pair
-    with π_ref once, before the first step, instead of in every step: True, False, or None (the
-    default) to do it when the run sees some pairs more than once, the only case where it saves
-    work. Either way the reference's numbers are the same, up to floating-point rounding.
+    with π_ref once, before the first step, instead of in every step (TRL's
+    ``precompute_ref_log_probs``); it saves work when the run sees pairs more than once. Either
+    way the reference's numbers are the same, up to floating-point rounding.
 
     ``train()`` returns a ``History`` (``.to_pandas()``); ``self.model`` is the trained policy.
     """
@@ -90,7 +90,7 @@ class PreferenceTrainer:
                  gamma: float = 0.5, lam: float = 0.1, lr: float = 1e-4, warmup_steps: int = 0, batch_size: int = 16,
                  epochs: int = 1, steps: int | None = None, reference=None, lora=None, eval_pairs=None,
                  eval_every: int = 50, max_prompt_length: int = 256, max_completion_length: int = 256,
-                 lr_schedule: str = "constant", group_by_length: bool = False, precompute_reference: bool | None = None,
+                 lr_schedule: str = "constant", group_by_length: bool = False, precompute_reference: bool = False,
                  seed: int = 0, progress: bool = True):
         self.loss = check_choice("loss", loss, PREFERENCE_LOSSES)
         self.beta = check_positive("beta", beta)
@@ -102,8 +102,8 @@ class PreferenceTrainer:
         self.lr_schedule = check_choice("lr_schedule", lr_schedule, LR_SCHEDULES)
         if not isinstance(group_by_length, bool):
             raise ValueError(f"group_by_length must be True or False, got {group_by_length!r}")
-        if precompute_reference not in (None, True, False):
-            raise ValueError(f"precompute_reference must be True, False or None, got {precompute_reference!r}")
+        if not isinstance(precompute_reference, bool):
+            raise ValueError(f"precompute_reference must be True or False, got {precompute_reference!r}")
         self.group_by_length = group_by_length
         self.batch_size = check_int("batch_size", batch_size, minimum=2 if loss == "kto" else 1)
         self.eval_every = check_int("eval_every", eval_every, minimum=1)
@@ -120,8 +120,6 @@ class PreferenceTrainer:
         self.model = _with_lora(model, lora)
         self.needs_reference = self.loss in LOSSES_WITH_REFERENCE
         self.reference = self._make_reference(model, reference, lora)
-        if precompute_reference is None:
-            precompute_reference = self.steps * self.batch_size > len(self.train_pairs[0])
         self.precompute_reference = precompute_reference and self.needs_reference
         self._train_reference_logps = None
         self._eval_reference_logps = None
