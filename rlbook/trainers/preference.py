@@ -26,10 +26,11 @@ linear warm-up and a constant, linear or cosine learning rate after it, gradient
 no gradient accumulation, no mixed precision, one process. Two of TRL's speed options are here:
 the reference's log-probs of the training pairs can be computed once, before training
 (``precompute_ref_log_probs``), and pairs of similar length can be batched together
-(``group_by_length``), which cuts the compute spent on padding. KTO is run on the preference pairs *unpaired* (each chosen
-response is a desirable example, each rejected one undesirable), and its reference point z0 comes
-from mismatched pairs inside the batch: example i's prompt with example i+1's response (TRL's
-"KL" completions). With LoRA the reference is the base model itself (adapters switched off), so
+(``group_by_length``), which cuts the compute spent on padding.
+
+KTO is run on the preference pairs *unpaired* (each chosen response is a desirable example, each
+rejected one undesirable), and its reference point z0 comes from mismatched pairs inside the
+batch: example i's prompt with example i+1's response (TRL's "KL" completions). With LoRA the reference is the base model itself (adapters switched off), so
 no copy is made.
 """
 
@@ -76,8 +77,8 @@ class PreferenceTrainer:
     True for ``add_lora``'s defaults or a dict of its arguments; only the adapters then train.
     The same ``seed`` (and model) gives the same history.
 
-    Speed and schedule: ``lr_schedule`` is "constant", "linear" (to zero at the last step) or
-    "cosine" (to zero), after ``warmup_steps``. ``group_by_length`` batches pairs of similar
+    Speed and schedule: ``lr_schedule`` is "constant", or "linear" or "cosine" (falling towards
+    zero at the end of the run), after ``warmup_steps`` (``scheduled_lr``). ``group_by_length`` batches pairs of similar
     length together (``shuffled_batches``). ``precompute_reference`` scores every training pair
     with π_ref once, before the first step, instead of in every step (TRL's
     ``precompute_ref_log_probs``); it saves work when the run sees pairs more than once. Either
@@ -161,8 +162,9 @@ class PreferenceTrainer:
         logps, lengths = self._sequence_logps(self.model, rows_prompts, rows_completions)
         n = len(indices)
         out = {"chosen": logps[:n], "rejected": logps[n:], "chosen_lens": lengths[:n], "rejected_lens": lengths[n:]}
-        if with_reference and self.needs_reference and pairs is self.train_pairs and self._train_reference_logps is not None:
-            out["ref_chosen"], out["ref_rejected"] = (cached[indices] for cached in self._train_reference_logps)
+        cached = self._train_reference_logps if pairs is self.train_pairs else None
+        if with_reference and self.needs_reference and cached is not None:
+            out["ref_chosen"], out["ref_rejected"] = cached[0][indices], cached[1][indices]
         elif with_reference and self.needs_reference:
             reference = self._reference_logps(rows_prompts, rows_completions)
             out["ref_chosen"], out["ref_rejected"] = reference[:n], reference[n:]
@@ -239,7 +241,8 @@ class PreferenceTrainer:
         for _ in range(start):  # the batches the restored steps already used
             next(batches)
         if self.precompute_reference and self._train_reference_logps is None:
-            chunks = [list(range(i, min(i + 64, len(self.train_pairs[0])))) for i in range(0, len(self.train_pairs[0]), 64)]
+            n_pairs = len(self.train_pairs[0])
+            chunks = [list(range(i, min(i + 64, n_pairs))) for i in range(0, n_pairs, 64)]
             self.model.eval()
             self._train_reference_logps = self._reference_pair_logps(self.train_pairs, chunks)
         bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
@@ -262,7 +265,8 @@ class PreferenceTrainer:
     # ------------------------------------------------------------------------------ checkpoints
 
     def _settings(self) -> dict:
-        """What a resumed run must share with the saved one (the step budget may differ)."""
+        """What a resumed run must share with the saved one (the step budget may differ, unless the
+        learning rate decays over it)."""
         settings = {"loss": self.loss, "beta": self.beta, "tau": self.tau, "gamma": self.gamma, "lam": self.lam,
                     "lr": self.lr, "warmup_steps": self.warmup_steps, "lr_schedule": self.lr_schedule,
                     "group_by_length": self.group_by_length, "batch_size": self.batch_size, "seed": self.seed,
