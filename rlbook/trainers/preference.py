@@ -30,8 +30,8 @@ the reference's log-probs of the training pairs can be computed once, before tra
 
 KTO is run on the preference pairs *unpaired* (each chosen response is a desirable example, each
 rejected one undesirable), and its reference point z0 comes from mismatched pairs inside the
-batch: example i's prompt with example i+1's response (TRL's "KL" completions). With LoRA the reference is the base model itself (adapters switched off), so
-no copy is made.
+batch: example i's prompt with example i+1's response (TRL's "KL" completions). With LoRA the
+reference is the base model itself (adapters switched off), so no copy is made.
 """
 
 from __future__ import annotations
@@ -241,10 +241,9 @@ class PreferenceTrainer:
         for _ in range(start):  # the batches the restored steps already used
             next(batches)
         if self.precompute_reference and self._train_reference_logps is None:
-            n_pairs = len(self.train_pairs[0])
-            chunks = [list(range(i, min(i + 64, n_pairs))) for i in range(0, n_pairs, 64)]
             self.model.eval()
-            self._train_reference_logps = self._reference_pair_logps(self.train_pairs, chunks)
+            self._train_reference_logps = self._reference_pair_logps(self.train_pairs,
+                                                                     _chunks(len(self.train_pairs[0]), 64))
         bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
         for step in bar:
             epoch, indices = next(batches)
@@ -332,8 +331,7 @@ class PreferenceTrainer:
             check_columns("pairs", pairs, PAIR_COLUMNS)
         encoded = self.eval_pairs if pairs is None else _encode_pairs(self.tokenizer, pairs, **self._lengths)
         self.model.eval()
-        n = len(encoded[0])
-        chunks = [list(range(start, min(n, start + batch_size))) for start in range(0, n, batch_size)]
+        chunks = _chunks(len(encoded[0]), batch_size)
         scored = [self._pair_logps(encoded, chunk, with_reference=False) for chunk in chunks]
         logps = {key: torch.cat([s[key] for s in scored]) for key in ("chosen", "rejected", "chosen_lens",
                                                                         "rejected_lens")}
@@ -363,12 +361,16 @@ def scheduled_lr(lr: float, step: int, steps: int, warmup_steps: int, schedule: 
     """The learning rate of (0-based) ``step`` of ``steps``: a linear warm-up over ``warmup_steps``
     steps, then constant, or decaying towards zero (reached just after the last step) linearly or
     along a half cosine, as Hugging Face's linear and cosine schedules do."""
-    warmup = min(1.0, (step + 1) / max(1, warmup_steps))
     if schedule == "constant" or step < warmup_steps:
-        return lr * warmup
+        return lr * min(1.0, (step + 1) / max(1, warmup_steps))
     progress = (step - warmup_steps) / max(1, steps - warmup_steps)
     decay = 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
-    return lr * warmup * max(0.0, decay)
+    return lr * max(0.0, decay)
+
+
+def _chunks(n: int, size: int) -> list[list[int]]:
+    """Row indices 0 … n−1 cut into consecutive lists of at most ``size``."""
+    return [list(range(start, min(n, start + size))) for start in range(0, n, size)]
 
 
 def _encode_pairs(tokenizer, pairs, **lengths) -> tuple[list, list, list]:
