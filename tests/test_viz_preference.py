@@ -195,6 +195,42 @@ def test_pair_sequence_logps_score_pairs_as_the_trainer_does():
     assert float(rejected.mean()) == pytest.approx(means["logps/rejected"], abs=1e-4)
 
 
+def test_clause_credit_splits_the_implicit_reward_and_the_gold_reward_exactly():
+    from rlbook.models import build_char_tokenizer, build_tiny_model
+    from rlbook.tasks.reviews import gold_reward
+
+    tokenizer = build_char_tokenizer()
+    reference = build_tiny_model(tokenizer, shape="test", seed=0)
+    model = build_tiny_model(tokenizer, shape="test", seed=1)
+    texts = ["the plot was great, the plot was dull.", "not a review", " the cast was fun, the music was odd, "
+             "the sets was weak, the pace was slow.", "the ending was moving."]
+    prompts = [[{"role": "user", "content": "Review Up."}]] * len(texts)
+    credit = viz.clause_credit(model, reference, tokenizer, prompts, texts, beta=0.5, batch_size=2)
+    assert sorted(set(credit["text"])) == [0, 2, 3]  # the unparsable text is skipped
+    # Each text's clause credits sum to its implicit reward β (log π − log π_ref), and its gold terms to its gold.
+    pairs = {"prompt": prompts[:2], "chosen": [texts[0], texts[2]], "rejected": [texts[3], texts[3]]}
+    chosen, rejected = viz.pair_sequence_logps(model, tokenizer, pairs)
+    ref_chosen, ref_rejected = viz.pair_sequence_logps(reference, tokenizer, pairs)
+    implicit = {0: chosen[0] - ref_chosen[0], 2: chosen[1] - ref_chosen[1], 3: rejected[0] - ref_rejected[0]}
+    for i, frame in credit.groupby("text"):
+        assert frame["credit"].sum() == pytest.approx(0.5 * float(implicit[i]), abs=1e-4)
+        assert frame["gold"].sum() == pytest.approx(gold_reward(texts[i]))
+    second = credit[credit["text"] == 0].iloc[1]
+    assert bool(second["repeat"]) and second["gold"] == -1 - 1.5
+    fourth = credit[credit["text"] == 2].iloc[3]
+    assert bool(fourth["past_limit"]) and not fourth["repeat"] and fourth["gold"] == -1 - 1.0
+    table = viz.clause_credit_table(credit)
+    assert list(table.index) == ["positive", "neutral", "negative"]
+    assert table.loc["negative", ("clauses", "repeat")] == 1
+    assert table.loc["negative", ("gold", "past the limit")] == -2.0
+    fig = viz.plot_clause_credit(credit)
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="beta"):
+        viz.clause_credit(model, reference, tokenizer, prompts, texts, beta=0)
+    with pytest.raises(ValueError, match="texts"):
+        viz.clause_credit(model, reference, tokenizer, prompts, texts[:2], beta=0.5)
+
+
 def test_margin_histograms_figure():
     generator = np.random.default_rng(0)
     fig = viz.plot_margin_histograms({"DPO": generator.normal(5, 3, 200), "IPO": generator.normal(1, 1, 200)},

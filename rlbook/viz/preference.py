@@ -17,11 +17,14 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import torch
 
 from rlbook import losses
 from rlbook._checks import check_int, check_positive
 from rlbook.rollout import completion_logprobs
+from rlbook.tasks import reviews
+from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
 __all__ = [
@@ -33,6 +36,9 @@ __all__ = [
     "dpo_beta_widget",
     "plot_preference_history",
     "pair_sequence_logps",
+    "clause_credit",
+    "clause_credit_table",
+    "plot_clause_credit",
     "plot_margin_histograms",
     "pair_losses_vs_margin",
     "plot_losses_vs_margin",
@@ -229,6 +235,127 @@ def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tup
             parts.append(losses.sequence_logps(token_logps, batch.completion_mask).cpu())
         scores.append(torch.cat(parts))
     return scores[0], scores[1]
+
+
+def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, batch_size: int = 64) -> pd.DataFrame:
+    """Split each review's implicit reward β·log π/π_ref among its clauses: what a DPO policy learned.
+
+    A response's implicit reward (Rafailov et al. 2023, "Direct Preference Optimization",
+    arXiv:2305.18290, eq. 5, up to the prompt's constant β log Z) is β times a sum over its tokens of
+    log π(y_t|x, y_<t) − log π_ref(y_t|x, y_<t), so it splits exactly into per-clause parts: clause k of
+    a review (``rlbook.tasks.reviews``) takes its own tokens, its trailing ", " or ".", and, for the
+    last clause, the end-of-sequence token. Setting each clause's part beside its term in the gold
+    reward shows which of the labeller's rules the policy's implicit reward has picked up.
+
+    Returns one row per clause of every text that parses as a review (others are skipped): ``text``
+    (index into ``texts``), ``position`` (0-based), ``aspect``, ``adjective``, ``sentiment`` (+1 / 0 / −1),
+    ``repeat`` (the aspect or the adjective was used earlier in the review), ``past_limit`` (position ≥
+    ``reviews.MAX_CLAUSES``), ``gold`` (the clause's term of ``gold_reward``; a text's terms sum to it)
+    and ``credit`` (the clause's part of the implicit reward; a text's parts sum to it).
+    """
+    beta = check_positive("beta", beta)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    prompts, texts = list(prompts), list(texts)
+    if len(prompts) != len(texts):
+        raise ValueError(f"texts must have one entry per prompt ({len(prompts)}), got {len(texts)}")
+    parsed = [(i, reviews.parse_review(text)) for i, text in enumerate(texts)]
+    parsed = [(i, clauses) for i, clauses in parsed if clauses is not None]
+    encoded = encode_prompt_completions(tokenizer, [prompts[i] for i, _ in parsed], [texts[i] for i, _ in parsed])
+    log_ratios = []
+    for network in (model, reference):
+        network.eval()
+        device = next(network.parameters()).device
+        rows = []
+        for start in range(0, len(encoded), batch_size):
+            batch = collate_prompt_completions(encoded[start:start + batch_size], tokenizer.pad_token_id, device)
+            with torch.no_grad():
+                token_logps = completion_logprobs(network, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                                  batch.completion_mask).cpu()
+            rows.extend(token_logps[r, :len(encoded[start + r][1])] for r in range(token_logps.shape[0]))
+        log_ratios.append(rows)
+    records = []
+    for (i, clauses), (_, completion_ids), policy_logps, reference_logps in zip(parsed, encoded, *log_ratios):
+        token_credit = beta * (policy_logps - reference_logps).double()
+        clause_of_token = _clause_of_each_token(tokenizer, texts[i], completion_ids)
+        credit = torch.zeros(len(clauses), dtype=torch.float64).index_add_(0, torch.tensor(clause_of_token),
+                                                                          token_credit)
+        seen_aspects, seen_adjectives = set(), set()
+        for position, (aspect, adjective) in enumerate(clauses):
+            repeat = aspect in seen_aspects or adjective in seen_adjectives
+            seen_aspects.add(aspect)
+            seen_adjectives.add(adjective)
+            past_limit = position >= reviews.MAX_CLAUSES
+            gold = (reviews.SENTIMENT[adjective] - reviews.REPEAT_PENALTY * repeat
+                    - reviews.LENGTH_PENALTY * past_limit)
+            records.append({"text": i, "position": position, "aspect": aspect, "adjective": adjective,
+                            "sentiment": int(reviews.SENTIMENT[adjective]), "repeat": repeat,
+                            "past_limit": past_limit, "gold": gold, "credit": credit[position].item()})
+    return pd.DataFrame.from_records(records, columns=["text", "position", "aspect", "adjective", "sentiment",
+                                                       "repeat", "past_limit", "gold", "credit"])
+
+
+def _clause_of_each_token(tokenizer, text: str, completion_ids: list[int]) -> list[int]:
+    """The clause index of each completion token (the last, end-of-sequence, goes to the last clause)."""
+    text = completion_text(text)
+    stripped = text.strip()
+    bounds, end = [], len(text) - len(text.lstrip())
+    for clause in stripped[:-1].split(", "):
+        end += len(clause) + 2  # the clause and its ", " (the last one: its "." and nothing more)
+        bounds.append(end)
+    owners, position = [], 0
+    for token in completion_ids[:-1]:
+        owners.append(min(int(np.searchsorted(bounds, position, side="right")), len(bounds) - 1))
+        position += len(tokenizer.decode([token]))
+    if position != len(text):
+        raise ValueError(f"cannot align the tokens of {text!r} with its characters: they decode to {position} of "
+                         f"{len(text)}")
+    return owners + [len(bounds) - 1]
+
+
+CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
+
+
+def clause_credit_table(credit: pd.DataFrame) -> pd.DataFrame:
+    """Mean clause credit and gold term by sentiment (rows) and kind of clause (columns), with counts.
+
+    The kinds: ``first 3, new`` (a clause among the first ``MAX_CLAUSES`` that repeats nothing),
+    ``repeat`` (repeats an aspect or adjective, within the first ``MAX_CLAUSES``) and ``past the limit``
+    (a new clause after them). Clauses both repeating and past the limit are left out: the table is
+    for reading one rule at a time.
+    """
+    kinds = np.select([~credit["repeat"] & ~credit["past_limit"], credit["repeat"] & ~credit["past_limit"],
+                       ~credit["repeat"] & credit["past_limit"]], list(CLAUSE_KINDS), default="")
+    frame = credit.assign(kind=kinds)
+    frame = frame[frame["kind"] != ""]
+    table = frame.groupby(["sentiment", "kind"]).agg(credit=("credit", "mean"), gold=("gold", "mean"),
+                                                     clauses=("credit", "size"))
+    present = [kind for kind in CLAUSE_KINDS if kind in set(frame["kind"])]
+    columns = pd.MultiIndex.from_product([["credit", "gold", "clauses"], present])
+    table = table.unstack("kind").reindex(index=[1, 0, -1], columns=columns)
+    return table.rename(index={1: "positive", 0: "neutral", -1: "negative"})
+
+
+def plot_clause_credit(credit: pd.DataFrame, *, title: str = "what the implicit reward learned, clause by clause"):
+    """Mean clause credit (left) beside the gold reward's own term (right), by sentiment and kind of clause."""
+    table = clause_credit_table(credit)
+    kinds = list(table["credit"].columns)
+    colours = {"first 3, new": "tab:blue", "repeat": "tab:orange", "past the limit": "tab:gray"}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    width = 0.8 / max(len(kinds), 1)
+    for ax, column, label in ((axes[0], "credit", "mean credit: β · Σ log π/π_ref over the clause"),
+                              (axes[1], "gold", "the gold reward's term for the clause")):
+        for k, kind in enumerate(kinds):
+            xs = np.arange(len(table)) + (k - (len(kinds) - 1) / 2) * width
+            ax.bar(xs, table[column][kind].to_numpy(), width, color=colours[kind], label=kind)
+        ax.set_xticks(np.arange(len(table)), table.index)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_ylabel(label, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].set_title(title, fontsize=10)
+    axes[1].set_title("what the labeller wanted", fontsize=10)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: int = 40,
