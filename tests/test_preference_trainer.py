@@ -173,3 +173,16 @@ def test_cli_preference_writes_history_summary_and_model(tokenizer, pairs, tmp_p
                  "--set", "batch_size=2", "--set", "progress=false"])
     assert code == 0
     assert {"history.csv", "history.json", "summary.json", "model", "pairs.jsonl"} <= {p.name for p in out.iterdir()}
+
+
+def test_one_schedule_serves_every_loop():
+    from rlbook.schedules import scheduled_lr as shared
+
+    assert scheduled_lr is shared
+    # The zoo's pretraining: warm-up, then a half cosine to 10 % of the peak.
+    values = [shared(2.0, s, 10, 2, "cosine", floor=0.1) for s in range(10)]
+    assert values[:3] == [1.0, 2.0, 2.0] and values[-1] > 0.2
+    assert shared(2.0, 10, 10, 2, "cosine", floor=0.1) == pytest.approx(0.2)  # reached just after the last step
+    assert all(a >= b for a, b in zip(values[1:], values[2:]))
+    with pytest.raises(ValueError, match="schedule"):
+        shared(1.0, 0, 4, 0, "step")

@@ -51,6 +51,7 @@ from rlbook.losses.policy import policy_loss, value_loss
 from rlbook.metrics import mean_length_by_correctness, pass_at_k
 from rlbook.models.lora import add_lora
 from rlbook.rollout import Rollout, completion_logprobs, sample
+from rlbook.schedules import scheduled_lr
 from rlbook.shaping import (
     add_advantage_noise,
     advantage_filter_mask,
@@ -122,7 +123,9 @@ class OnlineTrainer:
         self.policy = (add_lora(model, r=config.lora) if config.lora else model).eval()
         self.optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad],
                                            lr=config.lr, weight_decay=0.0)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup(config.warmup_steps))
+        # A linear warm-up, then constant: the factor LambdaLR multiplies config.lr by.
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: scheduled_lr(1.0, step, step + 1, config.warmup_steps))
         self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
                                  if self.critic is not None else None)
         self.history = History()
@@ -542,11 +545,6 @@ def _verifier_of(task_or_reward, reward_model):
         return None, task_or_reward
     raise ValueError(f"task_or_reward must be a task, a function (text, example) -> float, or None; "
                      f"got {type(task_or_reward).__name__}")
-
-
-def _warmup(steps: int):
-    """The LambdaLR factor of a linear warm-up over ``steps`` steps, then constant."""
-    return lambda step: min(1.0, (step + 1) / steps) if steps > 0 else 1.0
 
 
 def _optimizer_step(optimizer, loss, parameters, max_grad_norm) -> float:

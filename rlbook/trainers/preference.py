@@ -48,6 +48,8 @@ from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.models.lora import add_lora
 from rlbook.rollout import completion_logprobs
 from rlbook.runtime import seed_everything
+from rlbook.schedules import SCHEDULES as LR_SCHEDULES
+from rlbook.schedules import scheduled_lr
 from rlbook.trainers.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlbook.trainers.data import check_columns, collate_prompt_completions, encode_prompt_completions, shuffled_batches
 from rlbook.trainers.history import History
@@ -55,7 +57,6 @@ from rlbook.trainers.history import History
 __all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "scheduled_lr"]
 
 PREFERENCE_LOSSES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
-LR_SCHEDULES = ("constant", "linear", "cosine")
 LOSSES_WITH_REFERENCE = ("dpo", "ipo", "kto")
 PAIR_COLUMNS = ("prompt", "chosen", "rejected")
 
@@ -355,17 +356,6 @@ class PreferenceTrainer:
 
 
 # ---------------------------------------------------------------------------------- helpers
-
-
-def scheduled_lr(lr: float, step: int, steps: int, warmup_steps: int, schedule: str) -> float:
-    """The learning rate of (0-based) ``step`` of ``steps``: a linear warm-up over ``warmup_steps``
-    steps, then constant, or decaying towards zero (reached just after the last step) linearly or
-    along a half cosine, as Hugging Face's linear and cosine schedules do."""
-    if schedule == "constant" or step < warmup_steps:
-        return lr * min(1.0, (step + 1) / max(1, warmup_steps))
-    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
-    decay = 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
-    return lr * max(0.0, decay)
 
 
 def _chunks(n: int, size: int) -> list[list[int]]:

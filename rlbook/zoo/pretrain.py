@@ -14,13 +14,13 @@ operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when t
 
 from __future__ import annotations
 
-import math
 import random
 
 import torch
 from tqdm.auto import tqdm
 
 from rlbook._checks import check_int, check_positive
+from rlbook.schedules import scheduled_lr
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
@@ -45,14 +45,6 @@ def collate(batch: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tens
         attention[row, : len(ids)] = 1
         labels[row, start : len(ids)] = torch.tensor(ids[start:])
     return input_ids, attention, labels
-
-
-def cosine_lr(step: int, total: int, peak: float, warmup: int) -> float:
-    """Linear warm-up to ``peak`` then cosine decay to 10 % of it."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
@@ -93,7 +85,7 @@ def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int
         batch = [encoded[i] for i in next(batches)]
         input_ids, attention, labels = collate(batch, tokenizer.pad_token_id)
         for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, steps, lr, warmup)
+            group["lr"] = scheduled_lr(lr, step, steps, warmup, "cosine", floor=0.1)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
