@@ -123,9 +123,9 @@ class OnlineTrainer:
         self.policy = (add_lora(model, r=config.lora) if config.lora else model).eval()
         self.optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad],
                                            lr=config.lr, weight_decay=0.0)
-        # A linear warm-up, then constant: the factor LambdaLR multiplies config.lr by.
+        # The factor LambdaLR multiplies config.lr by: a linear warm-up, then constant (which needs no step budget).
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: scheduled_lr(1.0, step, step + 1, config.warmup_steps))
+            self.optimizer, lambda step: scheduled_lr(1.0, step, 0, config.warmup_steps))
         self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
                                  if self.critic is not None else None)
         self.history = History()

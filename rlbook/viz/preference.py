@@ -273,10 +273,13 @@ def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, b
                                                   batch.completion_mask).cpu()
             rows.extend(token_logps[r, :len(encoded[start + r][1])] for r in range(token_logps.shape[0]))
         log_ratios.append(rows)
-    records = []
+    records, token_chars = [], {}
     for (i, clauses), (_, completion_ids), policy_logps, reference_logps in zip(parsed, encoded, *log_ratios):
         token_credit = beta * (policy_logps - reference_logps).double()
-        clause_of_token = _clause_of_each_token(tokenizer, texts[i], completion_ids)
+        for token in completion_ids[:-1]:
+            if token not in token_chars:
+                token_chars[token] = len(tokenizer.decode([token]))
+        clause_of_token = _clause_of_each_token(texts[i], [token_chars[t] for t in completion_ids[:-1]])
         credit = torch.zeros(len(clauses), dtype=torch.float64).index_add_(0, torch.tensor(clause_of_token),
                                                                           token_credit)
         seen_aspects, seen_adjectives = set(), set()
@@ -294,8 +297,9 @@ def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, b
                                                        "repeat", "past_limit", "gold", "credit"])
 
 
-def _clause_of_each_token(tokenizer, text: str, completion_ids: list[int]) -> list[int]:
-    """The clause index of each completion token (the last, end-of-sequence, goes to the last clause)."""
+def _clause_of_each_token(text: str, token_chars: list[int]) -> list[int]:
+    """The clause index of each completion token, given how many characters each decodes to, plus one
+    for the end-of-sequence token that follows them (it goes to the last clause)."""
     text = completion_text(text)
     stripped = text.strip()
     bounds, end = [], len(text) - len(text.lstrip())
@@ -303,9 +307,9 @@ def _clause_of_each_token(tokenizer, text: str, completion_ids: list[int]) -> li
         end += len(clause) + 2  # the clause and its ", " (the last one: its "." and nothing more)
         bounds.append(end)
     owners, position = [], 0
-    for token in completion_ids[:-1]:
+    for chars in token_chars:
         owners.append(min(int(np.searchsorted(bounds, position, side="right")), len(bounds) - 1))
-        position += len(tokenizer.decode([token]))
+        position += chars
     if position != len(text):
         raise ValueError(f"cannot align the tokens of {text!r} with its characters: they decode to {position} of "
                          f"{len(text)}")
