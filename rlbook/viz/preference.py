@@ -222,19 +222,27 @@ def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tup
     """
     batch_size = check_int("batch_size", batch_size, minimum=1)
     prompts = list(pairs["prompt"])
-    model.eval()
-    device = next(model.parameters()).device
     scores = []
     for column in ("chosen", "rejected"):
         encoded = encode_prompt_completions(tokenizer, prompts, list(pairs[column]))
-        parts = []
-        for start in range(0, len(encoded), batch_size):
-            batch = collate_prompt_completions(encoded[start:start + batch_size], tokenizer.pad_token_id, device)
-            token_logps = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                              batch.completion_mask)
-            parts.append(losses.sequence_logps(token_logps, batch.completion_mask).cpu())
-        scores.append(torch.cat(parts))
+        rows = _completion_token_logps(model, encoded, tokenizer.pad_token_id, batch_size)
+        scores.append(torch.stack([row.sum() for row in rows]) if rows else torch.zeros(0))
     return scores[0], scores[1]
+
+
+def _completion_token_logps(model, encoded, pad_id: int, batch_size: int) -> list[torch.Tensor]:
+    """log π(y_t | x, y_<t) of every completion token of ``encoded`` (``encode_prompt_completions``'s
+    output), one (length,) tensor per row, scored in batches without gradients."""
+    model.eval()
+    device = next(model.parameters()).device
+    rows = []
+    for start in range(0, len(encoded), batch_size):
+        batch = collate_prompt_completions(encoded[start:start + batch_size], pad_id, device)
+        with torch.no_grad():
+            token_logps = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                              batch.completion_mask).cpu()
+        rows.extend(token_logps[r, :len(encoded[start + r][1])] for r in range(token_logps.shape[0]))
+    return rows
 
 
 def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, batch_size: int = 64) -> pd.DataFrame:
@@ -261,18 +269,8 @@ def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, b
     parsed = [(i, reviews.parse_review(text)) for i, text in enumerate(texts)]
     parsed = [(i, clauses) for i, clauses in parsed if clauses is not None]
     encoded = encode_prompt_completions(tokenizer, [prompts[i] for i, _ in parsed], [texts[i] for i, _ in parsed])
-    log_ratios = []
-    for network in (model, reference):
-        network.eval()
-        device = next(network.parameters()).device
-        rows = []
-        for start in range(0, len(encoded), batch_size):
-            batch = collate_prompt_completions(encoded[start:start + batch_size], tokenizer.pad_token_id, device)
-            with torch.no_grad():
-                token_logps = completion_logprobs(network, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                                  batch.completion_mask).cpu()
-            rows.extend(token_logps[r, :len(encoded[start + r][1])] for r in range(token_logps.shape[0]))
-        log_ratios.append(rows)
+    log_ratios = [_completion_token_logps(network, encoded, tokenizer.pad_token_id, batch_size)
+                  for network in (model, reference)]
     records, token_chars = [], {}
     for (i, clauses), (_, completion_ids), policy_logps, reference_logps in zip(parsed, encoded, *log_ratios):
         token_credit = beta * (policy_logps - reference_logps).double()
