@@ -105,12 +105,19 @@ def preference_command(argv: list[str]) -> int:
                         help="keep only training pairs whose gold rewards differ by at least this much")
     parser.add_argument("--drop-truncated", action="store_true",
                         help="drop training pairs in which either completion hit the token limit")
+    parser.add_argument("--repeat-penalty", type=float,
+                        help="with --labels gold: order training and held-out pairs by a gold reward with this "
+                             "repeat penalty instead of the labeller's 1.5 (0 switches the rule off; "
+                             "rlbook.tasks.reviews.relabel_pairs)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a PreferenceTrainer argument, e.g. --set beta=0.1 --set lr=1e-4 (repeatable)")
     args = parser.parse_args(argv)
+    if args.repeat_penalty is not None and args.labels != "gold":
+        parser.error("--repeat-penalty re-orders pairs by a gold reward: use it with --labels gold")
 
     model, tokenizer, pairs, eval_pairs = _preference_data(
-        args, noisy_labels=args.labels == "noisy", min_gold_gap=args.min_gold_gap, drop_truncated=args.drop_truncated)
+        args, repeat_penalty=args.repeat_penalty, noisy_labels=args.labels == "noisy",
+        min_gold_gap=args.min_gold_gap, drop_truncated=args.drop_truncated)
     trainer = PreferenceTrainer(model, tokenizer, pairs, loss=args.loss, steps=args.steps, eval_pairs=eval_pairs,
                                 seed=args.seed, **_key_values(args.settings))
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -198,15 +205,16 @@ def _add_preference_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
-def _preference_data(args, **pair_options):
+def _preference_data(args, *, repeat_penalty: float | None = None, **pair_options):
     """(model, tokenizer, pairs, eval_pairs): pairs read from files, or sampled from the model on review
     prompts (two completions each) and labelled by the gold labeller; both are saved in --out.
     ``pair_options`` go to ``policy_preference_pairs`` for the sampled training pairs (held-out pairs:
-    every untied pair on the test prompts, gold-ordered)."""
+    every untied pair on the test prompts, gold-ordered). With ``repeat_penalty`` both sets are then
+    re-ordered by a gold reward with that repeat penalty (``relabel_pairs``)."""
     from datasets import Dataset
 
     from rlbook.models import load_model
-    from rlbook.tasks.reviews import ReviewTask
+    from rlbook.tasks.reviews import ReviewTask, relabel_pairs
     from rlbook.trainers.data import policy_preference_pairs
 
     model, tokenizer = load_model(args.model)
@@ -222,6 +230,8 @@ def _preference_data(args, **pair_options):
     else:
         prompts = ReviewTask().dataset(args.test_prompts, seed=args.seed + 1, split="test")["prompt"]
         eval_pairs = policy_preference_pairs(model, tokenizer, prompts, seed=args.seed + 1, noisy_labels=False)
+    if repeat_penalty is not None:
+        pairs, eval_pairs = (relabel_pairs(data, repeat_penalty=repeat_penalty) for data in (pairs, eval_pairs))
     pairs.to_json(out / "pairs.jsonl")
     eval_pairs.to_json(out / "eval_pairs.jsonl")
     return model, tokenizer, pairs, eval_pairs

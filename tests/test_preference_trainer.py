@@ -175,6 +175,26 @@ def test_cli_preference_writes_history_summary_and_model(tokenizer, pairs, tmp_p
     assert {"history.csv", "history.json", "summary.json", "model", "pairs.jsonl"} <= {p.name for p in out.iterdir()}
 
 
+def test_cli_preference_relabels_pairs_with_another_repeat_penalty(tokenizer, pairs, tmp_path):
+    from rlbook.cli import main
+
+    build_tiny_model(tokenizer, shape="test").save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    repeat = "the plot was great, the cast was great."  # gold 0.5; 2.0 without the repeat rule
+    relabelled = Dataset.from_dict({"prompt": pairs["prompt"], "chosen": list(pairs["chosen"][:3]) + ["the plot was fun."],
+                                    "rejected": list(pairs["rejected"][:3]) + [repeat]})
+    relabelled.to_json(tmp_path / "pairs.jsonl")
+    common = ["preference", "dpo", "--model", str(tmp_path / "tiny"), "--pairs", str(tmp_path / "pairs.jsonl"),
+              "--eval-pairs", str(tmp_path / "pairs.jsonl"), "--steps", "1", "--set", "batch_size=2",
+              "--set", "progress=false", "--repeat-penalty", "0"]
+    with pytest.raises(SystemExit):  # noisy labels are drawn, not ordered: the option needs --labels gold
+        main(common + ["--out", str(tmp_path / "noisy")])
+    assert main(common + ["--labels", "gold", "--out", str(tmp_path / "run")]) == 0
+    saved = Dataset.from_json(str(tmp_path / "run" / "pairs.jsonl"))
+    assert saved["chosen"][3] == repeat and saved["rejected"][3] == "the plot was fun."
+    assert saved["chosen"][:3] == pairs["chosen"][:3]
+
+
 def test_one_schedule_serves_every_loop():
     from rlbook.schedules import scheduled_lr as shared
 

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+from datasets import Dataset
 from hypothesis import given, settings, strategies as st
 
 from rlbook.tasks.reviews import (
@@ -63,3 +64,32 @@ def test_preference_pairs_and_dataset():
     assert set(pairs.column_names) == {"prompt", "chosen", "rejected", "chosen_gold", "rejected_gold"}
     with pytest.raises(ValueError, match="same length"):
         preference_pairs(["p"], a, b)
+
+
+def test_gold_reward_rule_weights():
+    repeated_and_long = "the plot was great, the cast was great, the music was fun, the sets was fun."
+    assert gold_reward(repeated_and_long) == pytest.approx(4 - 2 * 1.5 - 1)
+    assert gold_reward(repeated_and_long, repeat_penalty=0.0) == pytest.approx(3.0)
+    assert gold_reward(repeated_and_long, repeat_penalty=0.0, length_penalty=0.0) == pytest.approx(4.0)
+    assert gold_reward("no review", repeat_penalty=0.0) == UNPARSABLE
+
+
+def test_relabel_pairs_reorders_by_the_reweighted_gold_and_drops_its_ties():
+    from rlbook.tasks.reviews import relabel_pairs
+
+    prompt = [{"role": "user", "content": "Review Dune."}]
+    repeat = "the plot was great, the cast was great."        # gold 0.5, 2.0 without the repeat rule
+    single = "the plot was fun."                              # gold 1.0
+    two = "the plot was fun, the cast was lovely."            # gold 2.0
+    pairs = Dataset.from_dict({"prompt": [prompt] * 3, "chosen": [single, two, repeat],
+                               "rejected": [repeat, repeat, "the plot was dull."]})
+    same = relabel_pairs(pairs)
+    assert same["chosen"] == [single, two, repeat] and same["chosen_gold"] == [1.0, 2.0, 0.5]
+    relabelled = relabel_pairs(pairs, repeat_penalty=0)
+    # the first pair flips, the second becomes a tie and is dropped, the third keeps its order
+    assert relabelled["chosen"] == [repeat, repeat] and relabelled["rejected"] == [single, "the plot was dull."]
+    assert relabelled["chosen_gold"] == [2.0, 2.0] and relabelled["rejected_gold"] == [1.0, -1.0]
+    with pytest.raises(ValueError, match="repeat_penalty"):
+        relabel_pairs(pairs, repeat_penalty=-1)
+    with pytest.raises(ValueError, match="pairs"):
+        relabel_pairs(Dataset.from_dict({"prompt": [prompt], "chosen": [single]}))

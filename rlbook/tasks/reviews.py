@@ -65,8 +65,13 @@ def parse_review(text: str) -> list[tuple[str, str]] | None:
     return clauses
 
 
-def gold_reward(text: str) -> float:
-    """The hidden "human" score of a review (see the module docstring for the formula)."""
+def gold_reward(text: str, *, repeat_penalty: float = REPEAT_PENALTY, length_penalty: float = LENGTH_PENALTY) -> float:
+    """The hidden "human" score of a review (see the module docstring for the formula).
+
+    ``repeat_penalty`` and ``length_penalty`` weigh the two rules besides sentiment; the defaults
+    are the domain's labeller, and 0 switches a rule off (``relabel_pairs`` uses this to test which
+    rule a model has failed to learn).
+    """
     clauses = parse_review(text)
     if clauses is None:
         return UNPARSABLE
@@ -74,10 +79,10 @@ def gold_reward(text: str) -> float:
     for aspect, adjective in clauses:
         score += SENTIMENT[adjective]
         if aspect in seen_aspects or adjective in seen_adjectives:
-            score -= REPEAT_PENALTY
+            score -= repeat_penalty
         seen_aspects.add(aspect)
         seen_adjectives.add(adjective)
-    return score - LENGTH_PENALTY * max(0, len(clauses) - MAX_CLAUSES)
+    return score - length_penalty * max(0, len(clauses) - MAX_CLAUSES)
 
 
 def gold_preference_probability(text_a: str, text_b: str, *, temperature: float = 0.5) -> float:
@@ -152,4 +157,32 @@ def preference_pairs(prompts: list, completions_a: list[str], completions_b: lis
         rows["rejected"].append(rejected)
         rows["chosen_gold"].append(gold_reward(chosen))
         rows["rejected_gold"].append(gold_reward(rejected))
+    return Dataset.from_dict(rows)
+
+
+def relabel_pairs(pairs, *, repeat_penalty: float = REPEAT_PENALTY, length_penalty: float = LENGTH_PENALTY) -> Dataset:
+    """The same completions, chosen and rejected re-ordered by a gold reward with other rule weights.
+
+    ``pairs`` has ``prompt``, ``chosen`` and ``rejected`` columns (any labels). Each pair is ordered
+    by ``gold_reward(·, repeat_penalty=..., length_penalty=...)`` (higher chosen, deterministically),
+    pairs that this reward ties are dropped, and ``chosen_gold`` / ``rejected_gold`` hold the new
+    scores. With the default weights it gold-orders the pairs; with ``repeat_penalty=0`` it asks what
+    a model would reach if the labeller did not care about repeats — a controlled test of a
+    diagnosis, on exactly the same text.
+    """
+    repeat_penalty = check_positive("repeat_penalty", repeat_penalty, allow_zero=True)
+    length_penalty = check_positive("length_penalty", length_penalty, allow_zero=True)
+    from rlbook.trainers.data import check_columns  # here: the trainers' data module imports this one
+
+    check_columns("pairs", pairs, ("prompt", "chosen", "rejected"))
+    rows = {"prompt": [], "chosen": [], "rejected": [], "chosen_gold": [], "rejected_gold": []}
+    for prompt, a, b in zip(pairs["prompt"], pairs["chosen"], pairs["rejected"]):
+        gold_a, gold_b = (gold_reward(text, repeat_penalty=repeat_penalty, length_penalty=length_penalty)
+                          for text in (a, b))
+        if gold_a == gold_b:
+            continue
+        if gold_a < gold_b:
+            a, b, gold_a, gold_b = b, a, gold_b, gold_a
+        for column, value in zip(rows, (prompt, a, b, gold_a, gold_b)):
+            rows[column].append(value)
     return Dataset.from_dict(rows)

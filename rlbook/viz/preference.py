@@ -211,7 +211,6 @@ def plot_preference_history(history, *, title: str = "DPO on review-base"):
     return fig
 
 
-@torch.no_grad()
 def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(y_w|x) and log π(y_l|x), each (N,), for every pair of ``pairs`` (prompt, chosen, rejected).
 
