@@ -75,14 +75,23 @@ def gold_reward(text: str, *, repeat_penalty: float = REPEAT_PENALTY, length_pen
     clauses = parse_review(text)
     if clauses is None:
         return UNPARSABLE
-    score, seen_aspects, seen_adjectives = 0.0, set(), set()
-    for aspect, adjective in clauses:
-        score += SENTIMENT[adjective]
-        if aspect in seen_aspects or adjective in seen_adjectives:
-            score -= repeat_penalty
+    return float(sum(term for _, _, term in clause_terms(clauses, repeat_penalty=repeat_penalty,
+                                                         length_penalty=length_penalty)))
+
+
+def clause_terms(clauses: list[tuple[str, str]], *, repeat_penalty: float = REPEAT_PENALTY,
+                 length_penalty: float = LENGTH_PENALTY) -> list[tuple[bool, bool, float]]:
+    """``(repeat, past_limit, term)`` for each clause of ``parse_review``'s output: whether it repeats an
+    earlier aspect or adjective, whether it comes after the first ``MAX_CLAUSES``, and its term of the
+    gold reward (its sentiment less the penalties it incurs); the terms sum to ``gold_reward``."""
+    terms, seen_aspects, seen_adjectives = [], set(), set()
+    for position, (aspect, adjective) in enumerate(clauses):
+        repeat = aspect in seen_aspects or adjective in seen_adjectives
+        past_limit = position >= MAX_CLAUSES
         seen_aspects.add(aspect)
         seen_adjectives.add(adjective)
-    return score - length_penalty * max(0, len(clauses) - MAX_CLAUSES)
+        terms.append((repeat, past_limit, SENTIMENT[adjective] - repeat_penalty * repeat - length_penalty * past_limit))
+    return terms
 
 
 def gold_preference_probability(text_a: str, text_b: str, *, temperature: float = 0.5) -> float:

@@ -279,14 +279,8 @@ def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, b
         clause_of_token = _clause_of_each_token(texts[i], [token_chars[t] for t in completion_ids[:-1]])
         credit = torch.zeros(len(clauses), dtype=torch.float64).index_add_(0, torch.tensor(clause_of_token),
                                                                           token_credit)
-        seen_aspects, seen_adjectives = set(), set()
-        for position, (aspect, adjective) in enumerate(clauses):
-            repeat = aspect in seen_aspects or adjective in seen_adjectives
-            seen_aspects.add(aspect)
-            seen_adjectives.add(adjective)
-            past_limit = position >= reviews.MAX_CLAUSES
-            gold = (reviews.SENTIMENT[adjective] - reviews.REPEAT_PENALTY * repeat
-                    - reviews.LENGTH_PENALTY * past_limit)
+        for position, ((aspect, adjective), (repeat, past_limit, gold)) in enumerate(
+                zip(clauses, reviews.clause_terms(clauses))):
             records.append({"text": i, "position": position, "aspect": aspect, "adjective": adjective,
                             "sentiment": int(reviews.SENTIMENT[adjective]), "repeat": repeat,
                             "past_limit": past_limit, "gold": gold, "credit": credit[position].item()})
