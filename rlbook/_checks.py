@@ -81,11 +81,37 @@ def check_int(name: str, value, *, minimum: int | None = None) -> int:
     return value
 
 
+def check_optional_int(name: str, value, *, minimum: int | None = None) -> int | None:
+    """Return ``value``: None, or an int checked by ``check_int``."""
+    return None if value is None else check_int(name, value, minimum=minimum)
+
+
 def check_choice(name: str, value, choices) -> str:
     """Raise unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_bool(name: str, value) -> bool:
+    """Raise unless ``value`` is True or False."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_settings(owner: str, checks: dict, settings: dict) -> None:
+    """Check each of ``settings`` (name → value) with its ``checks[name](name, value)``.
+
+    A name ``checks`` lacks is refused, the known ones listed: a trainer checks its arguments with
+    its table, and the command line checks ``--set`` values with the same table before any work.
+    """
+    unknown = sorted(set(settings) - set(checks))
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)} {'is not a setting' if len(unknown) == 1 else 'are not settings'} "
+                         f"of {owner}; its settings are {', '.join(sorted(checks))}")
+    for name, value in settings.items():
+        checks[name](name, value)
 
 
 def check_group_size(name: str, batch: int, group_size) -> int:
@@ -100,3 +126,17 @@ def check_all_positive(name: str, value: torch.Tensor) -> None:
     """Raise unless every entry of ``value`` is > 0 (lengths, counts, temperatures)."""
     if value.numel() and not (value > 0).all():
         raise ValueError(f"{name} must be positive everywhere, got a minimum of {value.min().item():.4g}")
+
+
+def check_columns(name: str, dataset, columns: tuple[str, ...]) -> None:
+    """Raise unless ``dataset`` (a ``datasets.Dataset`` or dict of lists) is non-empty and has ``columns``."""
+    present = getattr(dataset, "column_names", None)
+    if present is None:
+        present = list(dataset.keys()) if isinstance(dataset, dict) else None
+    if present is None:
+        raise ValueError(f"{name} must be a datasets.Dataset or a dict of lists, got {type(dataset).__name__}")
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise ValueError(f"{name} must have the columns {list(columns)}; missing {missing}")
+    if len(dataset[columns[0]]) == 0:
+        raise ValueError(f"{name} is empty: it must hold at least one row")

@@ -37,7 +37,8 @@ from rlbook.advantages import group_advantages
 from rlbook.rollout import _position_ids
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "fit_critic_head",
-           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "value_head_outputs"]
+           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "sweep_group_sizes",
+           "value_head_outputs"]
 
 # "none": A = R (Williams 1992); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
 # "rloo": A = R − mean of the other G − 1 (Kool et al. 2019; Ahmadian et al. 2024); "grpo": (R − μ)/σ
@@ -275,3 +276,11 @@ def baseline_statistics(scores, rewards, reference, *, group_size: int, n_prompt
                                                                    prompt_values=prompt_values),
                                           reference, n_prompts=n_prompts)
             for baseline in baselines if given.get(baseline, True)}
+
+
+def sweep_group_sizes(scores, rewards, reference, *, group_sizes, n_prompts: int, value_terms=None,
+                      prompt_values=None) -> dict[int, dict[str, dict[str, float]]]:
+    """{G: ``baseline_statistics`` at G} for every G in ``group_sizes``, on the same completions each time."""
+    return {int(g): baseline_statistics(scores, rewards, reference, group_size=int(g), n_prompts=n_prompts,
+                                        value_terms=value_terms, prompt_values=prompt_values)
+            for g in group_sizes}

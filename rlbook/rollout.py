@@ -55,9 +55,10 @@ from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from rlbook._checks import check_int, check_positive, check_same_shape
+from rlbook.padding import cat_padded, pad_to, stack_padded
 
 __all__ = ["Rollout", "completion_logprobs", "rollout_logprobs", "sample"]
 
@@ -167,7 +168,7 @@ def _sample_batch(model, token_lists, *, num_samples, max_new_tokens, temperatur
     row; finished rows leave the batch, its attention mask and its KV cache.
     """
     device = _model_device(model)
-    prompt_ids, prompt_mask = _left_pad(token_lists, pad_id, device)
+    prompt_ids, prompt_mask = stack_padded(token_lists, pad_id, side="left", device=device)
     logits, cache, attention_mask = _prefill(model, token_lists, prompt_ids, prompt_mask, pad_id)
     prompt_ids, prompt_mask, attention_mask, logits = (t.repeat_interleave(num_samples, dim=0)
                                                        for t in (prompt_ids, prompt_mask, attention_mask, logits))
@@ -217,7 +218,8 @@ def _prefill(model, token_lists, prompt_ids, prompt_mask, pad_id):
         _, cache = _last_logits(model, prefix, torch.ones_like(prefix), _position_ids(torch.ones_like(prefix)), None)
         if _is_plain(cache):
             cache.batch_repeat_interleave(len(token_lists))
-            suffix_ids, suffix_mask = _left_pad([ids[shared:] for ids in token_lists], pad_id, prompt_ids.device)
+            suffix_ids, suffix_mask = stack_padded([ids[shared:] for ids in token_lists], pad_id, side="left",
+                                                   device=prompt_ids.device)
             mask = torch.cat([suffix_mask.new_ones(len(token_lists), shared), suffix_mask], dim=1)
             logits, cache = _last_logits(model, suffix_ids, mask, _position_ids(mask)[:, shared:], cache)
             return logits, cache, mask
@@ -276,8 +278,9 @@ class _RolloutLayer(DynamicLayer):
         batch, heads, length, _ = keys.shape
         self.key_buffer = keys.new_empty((batch * repeats, heads, capacity, keys.shape[-1]))
         self.value_buffer = values.new_empty((batch * repeats, heads, capacity, values.shape[-1]))
-        self.key_buffer[:, :, :length] = keys.repeat_interleave(repeats, 0)
-        self.value_buffer[:, :, :length] = values.repeat_interleave(repeats, 0)
+        for buffer, states in ((self.key_buffer, keys), (self.value_buffer, values)):
+            # Each prompt's states copied once into its ``repeats`` rows (a broadcast, no repeated copy).
+            buffer.view(batch, repeats, heads, capacity, -1)[:, :, :, :length] = states[:, None]
         self._set_length(length)
 
     def _set_length(self, length):
@@ -363,9 +366,8 @@ def _assemble(batches, tokenizer, *, pad_id, prompt_texts, num_samples) -> Rollo
     """Join the batches into one Rollout: prompts re-padded on the left, completions cut to the longest."""
     lengths = torch.cat([b["lengths"] for b in batches])
     width = int(lengths.max())
-    prompt_width = max(b["prompt_ids"].shape[1] for b in batches)
-    prompt_ids = torch.cat([_pad_left_to(b["prompt_ids"], prompt_width, pad_id) for b in batches])
-    prompt_mask = torch.cat([_pad_left_to(b["prompt_mask"], prompt_width, 0) for b in batches])
+    prompt_ids = cat_padded([b["prompt_ids"] for b in batches], pad_id, side="left")
+    prompt_mask = cat_padded([b["prompt_mask"] for b in batches], 0, side="left")
     completion_ids = torch.cat([b["completion_ids"][:, :width] for b in batches])
     logprobs = torch.cat([b["logprobs"][:, :width] for b in batches])
     completion_mask = (torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]).long()
@@ -392,25 +394,51 @@ def completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completi
     """Per-token log-probs (B, C) of ``completion_ids`` after ``prompt_ids`` under ``model``.
 
     logp[i, t] = log softmax(z[i, t] / T)[completion_ids[i, t]], with z[i, t] the logits that
-    predict completion token t, from one forward pass over prompt and completion (left-padded
+    predict completion token t given the prompt and completion tokens before it (left-padded
     prompt, right-padded completion, as in a Rollout). 0 where ``completion_mask`` is 0.
     With ``return_entropy`` also returns the entropy of each softmax(z / T), (B, C), 0 at padding.
     Gradients flow when the caller has them enabled (training); wrap in ``torch.no_grad()`` for
-    a reference or old policy. ``batch_size`` splits the rows into several forward passes.
-    T = 0 scores with T = 1, the convention of ``sample``'s greedy mode.
+    a reference or old policy. T = 0 scores with T = 1, the convention of ``sample``'s greedy mode.
+
+    How the work is cut, two tricks a trainer needs on a CPU (the numbers are those of one plain
+    forward pass over every full sequence, to float rounding; ``tests/test_rollout.py`` checks
+    values and gradients):
+
+    - **Each distinct prompt runs once.** In group methods the G rows of a prompt share it, so
+      the prompt (all but its last token) is run once per distinct prompt, and its keys and values
+      are handed to each of its rows as a KV cache; gradients flow back through that cache into
+      the one shared pass. On the book's prompts (about 36 tokens, answers of about 15) this
+      removes most of the tokens a group update would otherwise run.
+    - **Rows are scored ``batch_size`` at a time after sorting by completion length** (default
+      ``SCORING_ROWS``), each chunk cut to its own longest completion, so short answers do not pay
+      for the batch's longest one.
+
+    Models whose cache is not plain full attention (sliding windows, linear attention), and
+    prompts of a single token, are scored by the plain pass over the full sequences.
     """
     _check_scoring_args(prompt_ids, prompt_mask, completion_ids, completion_mask, temperature, batch_size)
     device = _model_device(model)
-    tensors = [t.to(device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask)]
-    rows = prompt_ids.shape[0]
-    batch_size = batch_size or rows
-    parts = [_score_batch(model, *(t[start:start + batch_size] for t in tensors), temperature=temperature,
-                          return_entropy=return_entropy)
-             for start in range(0, rows, batch_size)]
-    logprobs = torch.cat([p[0] for p in parts])
-    if not return_entropy:
-        return logprobs
-    return logprobs, torch.cat([p[1] for p in parts])
+    prompt_ids, prompt_mask, completion_ids, completion_mask = (
+        t.to(device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask))
+    prompts = _SharedPrompts(model, prompt_ids, prompt_mask)
+    lengths = completion_mask.sum(dim=1)
+    order = torch.argsort(lengths, stable=True)
+    width = completion_ids.shape[1]
+    logprobs = completion_ids.new_zeros(completion_ids.shape, dtype=torch.float32)
+    entropies = torch.zeros_like(logprobs) if return_entropy else None
+    for rows in order.split(batch_size or SCORING_ROWS):
+        cut = max(int(lengths[rows].max()), 1)
+        logits = prompts.completion_logits(rows, completion_ids[rows, :cut], completion_mask[rows, :cut])
+        token_logprobs, entropy = _token_logprobs(logits, completion_ids[rows, :cut], completion_mask[rows, :cut],
+                                                  temperature, return_entropy)
+        logprobs = logprobs.index_put((rows,), pad_to(token_logprobs, width))
+        if return_entropy:
+            entropies = entropies.index_put((rows,), pad_to(entropy, width))
+    return (logprobs, entropies) if return_entropy else logprobs
+
+
+# Rows per forward pass in ``completion_logprobs`` (after sorting by completion length).
+SCORING_ROWS = 16
 
 
 def rollout_logprobs(model, rollout: Rollout, *, temperature: float = 1.0, batch_size: int | None = None,
@@ -421,18 +449,50 @@ def rollout_logprobs(model, rollout: Rollout, *, temperature: float = 1.0, batch
                                return_entropy=return_entropy)
 
 
-def _score_batch(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *, temperature, return_entropy):
-    """One forward pass; returns per-token log-probs of the completion tokens, and their entropies.
+class _SharedPrompts:
+    """The distinct prompts of a batch, each run through the model once, ready to be continued.
+
+    ``completion_logits(rows, ids, mask)`` returns the logits that predict each completion token of
+    ``rows``: the rows' shared prompt keys and values (all but the prompt's last token) are
+    gathered into a cache, and the last prompt token plus the completion (minus its last token)
+    are run on top of it. Without sharing (see ``completion_logprobs``) the full sequences are run.
+    """
+
+    def __init__(self, model, prompt_ids, prompt_mask):
+        self.model, self.prompt_ids, self.prompt_mask = model, prompt_ids, prompt_mask
+        self.keys_values = None
+        if prompt_ids.shape[1] < 2:
+            return
+        distinct, self.prompt_of_row = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0,
+                                                    return_inverse=True)
+        ids, mask = distinct[:, :prompt_ids.shape[1] - 1], distinct[:, prompt_ids.shape[1]:-1]
+        cache = model(input_ids=ids, attention_mask=mask, position_ids=_position_ids(mask), use_cache=True,
+                      logits_to_keep=1).past_key_values
+        if _is_plain(cache):
+            self.keys_values = [(layer.keys, layer.values) for layer in cache.layers]
+
+    def completion_logits(self, rows, completion_ids, completion_mask):
+        prompt_mask = self.prompt_mask[rows]
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
+        positions = _position_ids(attention_mask)
+        if self.keys_values is None:  # the plain pass: the logits at P-1 ... P+C-2 predict the completion
+            input_ids = torch.cat([self.prompt_ids[rows], completion_ids], dim=1)
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                              use_cache=False, logits_to_keep=completion_ids.shape[1] + 1).logits[:, :-1]
+        prompt_rows = self.prompt_of_row[rows]
+        cache = DynamicCache([(keys[prompt_rows], values[prompt_rows]) for keys, values in self.keys_values])
+        shown = prompt_mask.shape[1] - 1  # prompt tokens already in the cache
+        input_ids = torch.cat([self.prompt_ids[rows, -1:], completion_ids[:, :-1]], dim=1)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask[:, :-1],
+                          position_ids=positions[:, shown:-1], past_key_values=cache, use_cache=True).logits
+
+
+def _token_logprobs(logits, completion_ids, completion_mask, temperature, return_entropy):
+    """log p(y) and (optionally) the entropy of each position, from logits (b, C, V); 0 at padding.
 
     log p(y) = z_y - logsumexp(z) and H = logsumexp(z) - sum_v p_v z_v, with z = logits / T: the
     log-probs need no second (b, C, V) tensor, which matters for a 150k-token vocabulary.
     """
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
-    width = completion_ids.shape[1]
-    # The logits at positions P-1 ... P+C-2 predict completion tokens 0 ... C-1.
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_position_ids(attention_mask),
-                   use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
     logits = _scaled_logits(logits, temperature)
     log_normalizer = torch.logsumexp(logits, dim=-1)
     real = completion_mask.bool()
@@ -474,21 +534,6 @@ def _tokenize(tokenizer, texts) -> list[list[int]]:
         if len(ids) == 0:
             raise ValueError(f"prompts[{i}] is empty: a prompt needs at least one token")
     return token_lists
-
-
-def _left_pad(token_lists, pad_id, device):
-    """(b, P) ids and mask, every row right-aligned."""
-    width = max(len(ids) for ids in token_lists)
-    ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(token_lists), width), dtype=torch.long)
-    for row, tokens in enumerate(token_lists):
-        ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, width - len(tokens):] = 1
-    return ids.to(device), mask.to(device)
-
-
-def _pad_left_to(tensor, width, value):
-    return torch.nn.functional.pad(tensor, (width - tensor.shape[1], 0), value=value)
 
 
 def _pad_token_id(tokenizer) -> int:

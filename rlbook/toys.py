@@ -18,7 +18,13 @@ reported them by sampling; ``kl_estimator_table_exact`` derives them).
 **A categorical policy and a reference** (lesson 02). E_{x~π}[∇k(x)] is the finite sum
 ∇ Σ_x sg[π(x)] k(x), so which divergence an estimator's gradient follows is checked exactly; and
 exact gradient ascent on "reward minus a KL penalty" shows where each placement of the penalty
-leads the policy.
+leads the policy; ``reverse_kl_optimum`` is the closed form that lesson 06 builds DPO on.
+
+**A policy with rewards it was never trained on** (lesson 05). ``toy_policy`` gives π over a few
+dozen outcomes and a reward per outcome, so the best-of-n distribution is an exact finite sum.
+
+**One preference pair and a tabular policy** (lesson 07). ``toy_margin_dynamics`` runs gradient
+descent on DPO's or IPO's loss of one pair: DPO's margin grows without bound, IPO's stops at 1/(2τ).
 
 Simplified on purpose: float64 tensors on the CPU, no batching beyond what a figure needs.
 """
@@ -28,10 +34,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.kl import kl_estimate, kl_in_loss, kl_in_reward
+from rlbook.losses import dpo_loss, ipo_loss
 
 __all__ = [
     "BASELINES",
@@ -61,6 +69,8 @@ __all__ = [
     "regularised_ascent",
     "reverse_kl_optimum",
     "forward_kl_optimum",
+    "toy_policy",
+    "toy_margin_dynamics",
 ]
 
 DTYPE = torch.float64
@@ -302,15 +312,16 @@ def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: 
 # A categorical policy: which divergence each gradient follows, by exact enumeration
 
 
-def _categorical(logits, ref_probs) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = torch.as_tensor(logits, dtype=DTYPE)
+def _categorical(values, ref_probs, *, name: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
+    """``values`` (one number per outcome, called ``name``) and ``ref_probs`` as float64, checked."""
+    values = torch.as_tensor(values, dtype=DTYPE)
     ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
-    if logits.dim() != 1 or ref_probs.shape != logits.shape:
-        raise ValueError(f"logits and ref_probs must be 1-D of the same size, got {tuple(logits.shape)} "
+    if values.dim() != 1 or ref_probs.shape != values.shape:
+        raise ValueError(f"{name} and ref_probs must be 1-D of the same size, got {tuple(values.shape)} "
                          f"and {tuple(ref_probs.shape)}")
     if (ref_probs <= 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-9:
         raise ValueError("ref_probs must be positive and sum to 1")
-    return logits, ref_probs
+    return values, ref_probs
 
 
 def expected_estimator_gradient(logits, ref_probs, estimator: str) -> torch.Tensor:
@@ -391,10 +402,16 @@ def regularised_ascent(logits, ref_probs, rewards, *, beta: float, placement: st
 
 
 def reverse_kl_optimum(ref_probs, rewards, *, beta: float) -> torch.Tensor:
-    """argmax_π E_π[R] − β KL(π ‖ π_ref) = π_ref · exp(R/β) / Z (the RLHF closed form)."""
-    ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
+    """The KL-regularised optimum: argmax_π E_π[R] − β KL(π ‖ π_ref) over distributions on a finite set,
+
+        π*(x) = π_ref(x) exp(R(x)/β) / Z,    Z = Σ_x π_ref(x) exp(R(x)/β)
+
+    (the RLHF closed form; Rafailov et al. 2023, "Direct Preference Optimization", arXiv:2305.18290,
+    eq. 4). Computed as a softmax of log π_ref + R/β, so that a small β does not overflow.
+    """
+    rewards, ref_probs = _categorical(rewards, ref_probs, name="rewards")
     beta = check_positive("beta", beta)
-    return torch.softmax(ref_probs.log() + torch.as_tensor(rewards, dtype=DTYPE) / beta, dim=0)
+    return torch.softmax(ref_probs.log() + rewards / beta, dim=0)
 
 
 def forward_kl_optimum(ref_probs, rewards, *, beta: float, iterations: int = 200) -> torch.Tensor:
@@ -403,8 +420,7 @@ def forward_kl_optimum(ref_probs, rewards, *, beta: float, iterations: int = 200
     Setting the derivative of the Lagrangian to zero, R(x) + β π_ref(x)/π(x) = λ; λ is found by
     bisection (Σ π decreases in λ from +∞ just above max R to 0).
     """
-    ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
-    rewards = torch.as_tensor(rewards, dtype=DTYPE)
+    rewards, ref_probs = _categorical(rewards, ref_probs, name="rewards")
     beta = check_positive("beta", beta)
     low, high = float(rewards.max()), float(rewards.max()) + beta + 1.0
     for _ in range(iterations):
@@ -415,3 +431,57 @@ def forward_kl_optimum(ref_probs, rewards, *, beta: float, iterations: int = 200
             high = middle
     probs = beta * ref_probs / (0.5 * (low + high) - rewards)
     return probs / probs.sum()
+
+
+# ----------------------------------------------------------------------------------------------
+# A policy with rewards it was never trained on: best-of-n by exact enumeration
+
+
+def toy_policy(num_outcomes: int = 30, *, temperature: float = 1.0, reward_levels: int | None = None,
+               seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A toy policy π = softmax(z / T) over ``num_outcomes`` outcomes, z ~ N(0, 1) fixed by ``seed``,
+    and rewards 0, 1, …: distinct, or only ``reward_levels`` distinct values (ties) when given.
+
+    Rewards are independent of π, like a reward the policy was never trained on."""
+    num_outcomes = check_int("num_outcomes", num_outcomes, minimum=2)
+    temperature = check_positive("temperature", temperature)
+    generator = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(torch.randn(num_outcomes, dtype=DTYPE, generator=generator) / temperature, dim=0)
+    rewards = torch.randperm(num_outcomes, generator=generator).double()
+    if reward_levels is not None:
+        rewards = torch.div(rewards * check_int("reward_levels", reward_levels, minimum=1), num_outcomes,
+                            rounding_mode="floor")
+    return probs, rewards
+
+
+# ----------------------------------------------------------------------------------------------
+# One preference pair and a tabular policy: DPO's margin never stops, IPO's does
+
+
+def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: float = 0.5, tau: float = 0.25,
+                        n_responses: int = 4) -> np.ndarray:
+    """The log-ratio margin h at the start of each of ``steps`` gradient steps on one preference pair.
+
+    The toy: one prompt, ``n_responses`` responses, a tabular policy π = softmax(θ) starting at
+    π_ref (uniform), the pair (y_w = response 0, y_l = response 1), plain gradient descent with
+    step ``lr`` on ``rlbook.losses.dpo_loss`` (``loss="dpo"``, with ``beta``) or ``ipo_loss``
+    (``loss="ipo"``, with ``tau``). DPO's margin keeps growing (its gradient β σ(−β h) is never
+    zero), IPO's converges to 1/(2τ) (Azar et al. 2023, arXiv:2310.12036). Returns (steps,)
+    margins; the first is 0 (π = π_ref).
+    """
+    check_choice("loss", loss, ("dpo", "ipo"))
+    steps = check_int("steps", steps, minimum=1)
+    lr = check_positive("lr", lr)
+    n_responses = check_int("n_responses", n_responses, minimum=2)
+    logits = torch.zeros(n_responses, dtype=DTYPE, requires_grad=True)
+    ref = torch.log_softmax(torch.zeros(n_responses, dtype=DTYPE), 0)
+    margins = np.empty(steps)
+    for step in range(steps):
+        logp = torch.log_softmax(logits, 0)
+        pair = (logp[:1], logp[1:2], ref[:1], ref[1:2])
+        value = dpo_loss(*pair, beta) if loss == "dpo" else ipo_loss(*pair, tau)
+        (grad,) = torch.autograd.grad(value.sum(), logits)
+        with torch.no_grad():
+            logits -= lr * grad
+        margins[step] = float(((logp[0] - ref[0]) - (logp[1] - ref[1])).detach())
+    return margins

@@ -81,19 +81,32 @@ def test_load_model_rejects_names_that_are_nothing():
         load_model("")
 
 
+@pytest.mark.parametrize("name", ["Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Llama-3.2-1B", "rlbook-test/tiny-qwen2"])
+def test_realistic_hub_ids_resolve_to_the_hub(name):
+    assert resolve(name) == ("hub", name)  # dots, digits and dashes are ordinary in hub ids
+
+
+@pytest.mark.parametrize("name", ["gpt2.safetensors", "a/b/c", "./x", "a/.b", "a--b/c", "/abs/missing"])
+def test_names_that_are_not_hub_ids_are_refused(name):
+    with pytest.raises(ValueError, match="name_or_path"):
+        resolve(name)
+
+
 def test_hub_id_path_loads_from_the_local_hub_cache_offline(tmp_path, tokenizer):
-    """The hub-id code path, exercised offline: a tiny Qwen2 saved in the layout of the HF cache."""
-    snapshot = tmp_path / "models--rlbook-test--tiny-qwen2" / "snapshots" / ("0" * 40)
+    """The hub-id code path, exercised offline: a tiny Qwen2 saved in the layout of the HF cache,
+    under a realistic id with dots, digits and dashes."""
+    repo = tmp_path / "models--rlbook-test--Tiny-Qwen2.5-0.5M-Instruct"
+    snapshot = repo / "snapshots" / ("0" * 40)
     model = build_tiny_model(tokenizer, shape="test", seed=7)
     model.save_pretrained(snapshot)
     tokenizer.save_pretrained(snapshot)
-    (tmp_path / "models--rlbook-test--tiny-qwen2" / "refs").mkdir()
-    (tmp_path / "models--rlbook-test--tiny-qwen2" / "refs" / "main").write_text("0" * 40)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
     expected = float(model.model.embed_tokens.weight.sum())
     script = (
         "import json; from rlbook.models import load_model, resolve\n"
-        "m, t = load_model('rlbook-test/tiny-qwen2')\n"
-        "print(json.dumps([resolve('rlbook-test/tiny-qwen2')[0], type(m).__name__, len(t),"
+        "m, t = load_model('rlbook-test/Tiny-Qwen2.5-0.5M-Instruct')\n"
+        "print(json.dumps([resolve('rlbook-test/Tiny-Qwen2.5-0.5M-Instruct')[0], type(m).__name__, len(t),"
         " float(m.model.embed_tokens.weight.sum()), t('a b\\nc', add_special_tokens=False)['input_ids']]))\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path)}

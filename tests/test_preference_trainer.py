@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 
 from rlbook.models import build_char_tokenizer, build_tiny_model
-from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer, scheduled_lr
+from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,15 @@ def test_lora_trains_only_adapters_and_uses_the_base_as_reference(tokenizer, pai
     assert changed and all("lora_" in name for name in changed)
 
 
+def test_lora_false_means_no_adapters_and_a_frozen_copy_as_reference(tokenizer, pairs):
+    trainer = _trainer(tokenizer, pairs, loss="dpo", lora=False)
+    assert trainer.reference is not None and trainer.reference is not trainer.model
+    reference_before = _parameters(trainer.reference)
+    history = trainer.train()
+    assert history[0]["loss"] == pytest.approx(math.log(2), abs=1e-6)
+    assert all(torch.equal(value, reference_before[name]) for name, value in _parameters(trainer.reference).items())
+
+
 def test_epochs_set_the_number_of_steps(tokenizer, pairs):
     trainer = _trainer(tokenizer, pairs, steps=None, epochs=2, batch_size=3)
     assert trainer.steps == 4  # ceil(4 / 3) batches per epoch
@@ -128,14 +137,22 @@ def test_reference_is_precomputed_only_when_asked_and_there_is_one(tokenizer, pa
     assert _trainer(tokenizer, pairs, loss="simpo", precompute_reference=True).precompute_reference is False
 
 
-def test_learning_rate_schedules():
-    assert [scheduled_lr(1.0, s, 4, 0, "constant") for s in range(4)] == [1.0] * 4
-    assert [scheduled_lr(1.0, s, 4, 2, "constant") for s in range(4)] == [0.5, 1.0, 1.0, 1.0]
-    assert [scheduled_lr(1.0, s, 4, 0, "linear") for s in range(4)] == pytest.approx([1.0, 0.75, 0.5, 0.25])
-    assert [scheduled_lr(1.0, s, 6, 2, "linear") for s in range(6)] == pytest.approx([0.5, 1.0, 1.0, 0.75, 0.5, 0.25])
-    cosine = [scheduled_lr(2.0, s, 4, 0, "cosine") for s in range(4)]
-    assert cosine == pytest.approx([2.0 * 0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)])
-    assert cosine[2] == pytest.approx(1.0)  # half-way through, half the rate
+@pytest.mark.parametrize("schedule, warmup_steps, expected", [
+    ("constant", 2, [0.0, 0.5, 1.0, 1.0]),
+    ("linear", 0, [1.0, 0.75, 0.5, 0.25]),
+    ("cosine", 0, [0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)]),
+])
+def test_the_learning_rate_follows_the_schedule(tokenizer, pairs, schedule, warmup_steps, expected):
+    trainer = _trainer(tokenizer, pairs, steps=4, lr=1e-3, lr_schedule=schedule, warmup_steps=warmup_steps)
+    rates, train_step = [], trainer._train_step
+
+    def recording_step(*args):
+        rates.append(trainer.optimizer.param_groups[0]["lr"])
+        return train_step(*args)
+
+    trainer._train_step = recording_step
+    trainer.train()
+    assert rates == pytest.approx([1e-3 * m for m in expected])
 
 
 def test_a_decaying_schedule_resumes_only_with_the_same_budget(tokenizer, pairs, tmp_path):
@@ -193,16 +210,3 @@ def test_cli_preference_relabels_pairs_with_another_repeat_penalty(tokenizer, pa
     saved = Dataset.from_json(str(tmp_path / "run" / "pairs.jsonl"))
     assert saved["chosen"][3] == repeat and saved["rejected"][3] == "the plot was fun."
     assert saved["chosen"][:3] == pairs["chosen"][:3]
-
-
-def test_one_schedule_serves_every_loop():
-    from rlbook.schedules import scheduled_lr as shared
-
-    assert scheduled_lr is shared
-    # The zoo's pretraining: warm-up, then a half cosine to 10 % of the peak.
-    values = [shared(2.0, s, 10, 2, "cosine", floor=0.1) for s in range(10)]
-    assert values[:3] == [1.0, 2.0, 2.0] and values[-1] > 0.2
-    assert shared(2.0, 10, 10, 2, "cosine", floor=0.1) == pytest.approx(0.2)  # reached just after the last step
-    assert all(a >= b for a, b in zip(values[1:], values[2:]))
-    with pytest.raises(ValueError, match="schedule"):
-        shared(1.0, 0, 4, 0, "step")

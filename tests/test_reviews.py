@@ -1,6 +1,8 @@
 """The preference domain: review grammar, the gold reward and the Bradley–Terry labeller."""
 
 import random
+import subprocess
+import sys
 
 import pytest
 from datasets import Dataset
@@ -93,3 +95,10 @@ def test_relabel_pairs_reorders_by_the_reweighted_gold_and_drops_its_ties():
         relabel_pairs(pairs, repeat_penalty=-1)
     with pytest.raises(ValueError, match="pairs"):
         relabel_pairs(Dataset.from_dict({"prompt": [prompt], "chosen": [single]}))
+
+
+def test_the_task_does_not_import_the_trainers():
+    # tasks sit below trainers: the trainers' data module imports the review domain, never the reverse
+    script = "import sys, rlbook.tasks.reviews; print(sorted(m for m in sys.modules if m.startswith('rlbook.trainers')))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"

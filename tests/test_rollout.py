@@ -171,6 +171,32 @@ def test_completion_logprobs_carry_gradients(model, tokenizer):
     model.zero_grad()
 
 
+def test_shared_prompt_pass_gives_the_plain_gradient(eos_model, tokenizer):
+    # Groups share a prompt (run once, handed on as a KV cache); the gradient of a loss through the
+    # log-probs must equal that of one plain forward pass over every full sequence.
+    rollout = sample(eos_model, tokenizer, PROMPTS, num_samples=4, max_new_tokens=16, seed=1)
+    weights = torch.randn(rollout.completion_ids.shape, generator=torch.Generator().manual_seed(0))
+
+    def gradient(logprobs):
+        eos_model.zero_grad()
+        (logprobs * weights).sum().backward()
+        grads = [p.grad.clone() for p in eos_model.parameters() if p.grad is not None]
+        eos_model.zero_grad()
+        return grads
+
+    shared = gradient(rollout_logprobs(eos_model, rollout, batch_size=5))
+    mask = rollout.attention_mask
+    logits = eos_model(input_ids=rollout.input_ids, attention_mask=mask,
+                       position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits
+    width = rollout.completion_ids.shape[1]
+    plain_logprobs = torch.log_softmax(logits[:, -width - 1:-1], dim=-1).gather(
+        -1, rollout.completion_ids[..., None]).squeeze(-1) * rollout.completion_mask
+    plain = gradient(plain_logprobs)
+    assert len(shared) == len(plain) > 0
+    for a, b in zip(shared, plain):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_greedy_matches_hf_generate(eos_model, tokenizer):
     rollout = sample(eos_model, tokenizer, PROMPTS, num_samples=2, max_new_tokens=12, temperature=0)
     assert torch.equal(rollout.completion_ids[0::2], rollout.completion_ids[1::2])

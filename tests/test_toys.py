@@ -130,3 +130,60 @@ def test_categorical_inputs_are_checked():
         toys.reverse_kl(LOGITS, torch.tensor([0.5, 0.5]))
     with pytest.raises(ValueError, match="placement"):
         toys.placement_gradient(LOGITS, REF, REWARDS, beta=0.1, placement="k2_in_reward")
+
+
+def _regularised_objective(policy, ref_probs, rewards, beta):
+    """E_π[r] − β KL(π ‖ π_ref)."""
+    return float((policy * rewards).sum() - beta * (policy * (policy / ref_probs).log()).sum())
+
+
+@pytest.mark.parametrize("beta", [0.05, 0.5, 1.0, 20.0])
+def test_reverse_kl_optimum_is_normalised_and_beats_every_other_policy(beta):
+    optimum = toys.reverse_kl_optimum(REF, REWARDS, beta=beta)
+    assert torch.isclose(optimum.sum(), torch.tensor(1.0, dtype=torch.float64))
+    # Its value is β log Z, and random policies do no better.
+    log_z = torch.logsumexp(REF.log() + REWARDS / beta, 0)
+    best = _regularised_objective(optimum, REF, REWARDS, beta)
+    assert best == pytest.approx(beta * float(log_z), rel=1e-9, abs=1e-9)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        other = torch.softmax(torch.randn(5, dtype=torch.float64, generator=generator) * 2, 0)
+        assert _regularised_objective(other, REF, REWARDS, beta) <= best + 1e-12
+    # Inverting it recovers the reward up to the constant β log Z (DPO's implicit reward).
+    recovered = beta * (optimum / REF).log()
+    torch.testing.assert_close(recovered - REWARDS, torch.full_like(REWARDS, -beta * float(log_z)))
+
+
+def test_reverse_kl_optimum_limits_and_bad_input():
+    assert torch.allclose(toys.reverse_kl_optimum(REF, REWARDS, beta=1e4), REF, atol=1e-3)  # β → ∞: π_ref
+    greedy = toys.reverse_kl_optimum(REF, REWARDS, beta=1e-3)  # β → 0: the best response
+    assert greedy.argmax() == REWARDS.argmax() and greedy[REWARDS.argmax()] > 0.999
+    with pytest.raises(ValueError, match="ref_probs"):
+        toys.reverse_kl_optimum([0.5, 0.6], [0.0, 1.0], beta=1.0)
+    with pytest.raises(ValueError, match="rewards"):
+        toys.reverse_kl_optimum([0.5, 0.5], [0.0, 1.0, 2.0], beta=1.0)
+    with pytest.raises(ValueError, match="beta"):
+        toys.reverse_kl_optimum([0.5, 0.5], [0.0, 1.0], beta=0.0)
+    with pytest.raises(ValueError, match="rewards"):
+        toys.forward_kl_optimum([0.5, 0.5], [0.0, 1.0, 2.0], beta=1.0)
+
+
+def test_toy_policy_is_a_distribution_with_the_asked_reward_levels():
+    probs, rewards = toys.toy_policy(12, temperature=0.5, seed=3)
+    assert probs.sum().item() == pytest.approx(1.0) and (probs > 0).all()
+    assert sorted(rewards.tolist()) == list(range(12))
+    _, tied = toys.toy_policy(12, reward_levels=3, seed=3)
+    assert sorted(set(tied.tolist())) == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="temperature"):
+        toys.toy_policy(12, temperature=0.0)
+
+
+def test_toy_margin_dynamics_dpo_grows_and_ipo_settles():
+    dpo = toys.toy_margin_dynamics("dpo", steps=800, beta=0.5)
+    ipo = toys.toy_margin_dynamics("ipo", steps=800, tau=0.25)
+    assert dpo[0] == 0 and ipo[0] == 0  # both start at π = π_ref
+    assert all(later > earlier for earlier, later in zip(dpo, dpo[1:]))  # DPO's margin only grows…
+    assert dpo[-1] > 3 * (1 / (2 * 0.25))  # …far past IPO's target
+    assert ipo[-1] == pytest.approx(1 / (2 * 0.25), rel=1e-3)  # IPO's settles on 1/(2τ)
+    with pytest.raises(ValueError, match="loss"):
+        toys.toy_margin_dynamics("kto")

@@ -19,24 +19,6 @@ def close_figures():
     plt.close("all")
 
 
-@pytest.mark.parametrize("advantage", [1.0, -0.5])
-@pytest.mark.parametrize("knobs", [dict(eps_low=0.2, eps_high=0.2), dict(eps_low=0.1, eps_high=0.28),
-                                   dict(eps_low=0.2, eps_high=0.2, dual_clip=3.0)])
-def test_curves_match_the_closed_form(advantage, knobs):
-    r, objective, slope = ppo_viz.clipped_objective_curves(advantage, r_max=5.0, **knobs)
-    low, high = 1 - knobs["eps_low"], 1 + knobs["eps_high"]
-    expected = np.minimum(r * advantage, np.clip(r, low, high) * advantage)
-    if knobs.get("dual_clip") and advantage < 0:
-        expected = np.maximum(expected, knobs["dual_clip"] * advantage)
-    np.testing.assert_allclose(objective, expected, atol=1e-12)
-    # The slope is the objective's derivative: advantage where the gradient flows, 0 where clipped.
-    flows = (r * advantage == expected) & ~np.isclose(r, low) & ~np.isclose(r, high)
-    if knobs.get("dual_clip"):
-        flows &= ~np.isclose(r, knobs["dual_clip"])
-    np.testing.assert_allclose(slope[flows], advantage)
-    assert (slope[~flows & ~np.isclose(r, low) & ~np.isclose(r, high)] == 0).all()
-
-
 def test_clip_regions_are_shaded_where_the_gradient_is_zero():
     fig = ppo_viz.plot_clipped_objective(0.2, 0.28)
     axes = np.array(fig.axes).reshape(2, 2)
@@ -58,7 +40,7 @@ def test_overlay_on_given_axes_and_bad_axes():
     with pytest.raises(ValueError, match="ax"):
         ppo_viz.plot_clipped_objective(ax=[axes[0, 0]])
     with pytest.raises(ValueError, match="advantage"):
-        ppo_viz.clipped_objective_curves(0.0)
+        ppo_viz.plot_clipped_objective(advantage=0.0)
     with pytest.raises(ValueError, match="dual_clip"):
         ppo_viz.plot_clipped_objective(dual_clip=0.5)
 

@@ -79,44 +79,6 @@ def test_plot_histories_overlays_runs():
         ratio_viz.plot_histories(runs, ["entropy"])
 
 
-R = torch.tensor([0.5, 1.0, 1.5, 7.0], dtype=torch.float64)
-
-
-@pytest.mark.parametrize("variant, sign, expected", [
-    ("ppo", 1, [0.5, 1.0, 0.0, 0.0]),
-    ("ppo", -1, [0.0, 1.0, 1.5, 7.0]),
-    ("cispo", 1, [0.5, 1.0, 1.5, 5.0]),
-    ("cispo", -1, [0.5, 1.0, 1.5, 5.0]),
-])
-def test_gradient_coefficient_matches_the_closed_forms(variant, sign, expected):
-    got = gate_viz.gradient_coefficient(R, sign, variant=variant)
-    assert torch.allclose(got, torch.tensor(expected, dtype=torch.float64), atol=1e-12)
-
-
-def test_sapo_coefficient_is_r_times_sech_squared():
-    for sign, tau in ((1, 2.0), (-1, 3.0)):
-        got = gate_viz.gradient_coefficient(R, sign, variant="sapo", tau_pos=2.0, tau_neg=3.0)
-        assert torch.allclose(got, R / torch.cosh(tau * (R - 1) / 2) ** 2, atol=1e-12)
-
-
-def test_gradient_coefficient_validates():
-    with pytest.raises(ValueError, match="ratio"):
-        gate_viz.gradient_coefficient(torch.tensor([0.0, 1.0]), 1, variant="ppo")
-    with pytest.raises(ValueError, match="advantage"):
-        gate_viz.gradient_coefficient(R, 0, variant="ppo")
-
-
-def test_token_loss_gradients_ignore_padding():
-    logp = torch.log(torch.tensor([[0.5, 0.9, 0.3], [0.2, 0.4, 0.7]]))
-    old = logp + torch.tensor([[0.0, -0.5, 0.0], [0.3, 0.0, 0.0]])
-    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
-    grads = gate_viz.token_loss_gradients(logp, old, torch.tensor([1.0, -1.0]), mask, variant="ppo")
-    assert grads.shape == (2, 3) and grads[0, 2] == 0
-    assert grads[0, 1] == 0  # r = e^0.5 > 1.2 with A > 0: clipped
-    cispo = gate_viz.token_loss_gradients(logp, old, torch.tensor([1.0, -1.0]), mask, variant="cispo")
-    assert (cispo[mask > 0] != 0).all()
-
-
 def test_gate_plots_and_widget():
     fig = gate_viz.plot_gate_weights(2.0, 4.0, r_max=3.0)
     assert len(fig.axes) == 3

@@ -13,7 +13,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from rlbook.metrics import best_of_n_kl  # noqa: E402
-from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl, expected_max_of_normals  # noqa: E402
+from rlbook.toys import toy_policy  # noqa: E402
+from rlbook.trainers.rejection import (best_of_n_distribution, best_of_n_exact_kl,  # noqa: E402
+                                       expected_max_of_normals, overoptimisation_curves)
 from rlbook.viz import rejection as rejection_viz  # noqa: E402
 from rlbook.viz import reward_models as rm_viz  # noqa: E402
 
@@ -60,14 +62,14 @@ def _pool_with_a_hack():
 def test_overoptimisation_curves_from_one_pool():
     proxy, gold = _pool_with_a_hack()
     ns = [1, 2, 3, 12]
-    curves = rm_viz.overoptimisation_curves(proxy, gold, ns)
+    curves = overoptimisation_curves(proxy, gold, ns)
     np.testing.assert_allclose(curves["sqrt_kl"], [math.sqrt(best_of_n_kl(n)) for n in ns])
     assert curves["gold"][0] == pytest.approx(gold.mean().item())  # n = 1 is π itself
     assert curves["proxy"][-1] == pytest.approx(10.0) and curves["gold"][-1] == pytest.approx(-3.0)  # n = N: the top
     assert (np.diff(curves["proxy"]) > 0).all()  # E[max] grows with n
     assert curves["gold"][1] > curves["gold"][0] > curves["gold"][-1]  # gold rises, then falls to the hack
     assert (np.diff(curves["gold_oracle"]) > 0).all() and curves["gold_oracle"][-1] == pytest.approx(3.0)
-    honest = rm_viz.overoptimisation_curves(gold, gold, ns)
+    honest = overoptimisation_curves(gold, gold, ns)
     np.testing.assert_allclose(honest["gold"], honest["gold_oracle"])
 
 
@@ -86,7 +88,7 @@ def test_proxy_against_gold_rings_the_proxys_top_samples():
 
 def test_overoptimisation_plot_draws_gains_and_marks_the_peak():
     proxy, gold = _pool_with_a_hack()
-    curves = rm_viz.overoptimisation_curves(proxy, gold, [1, 2, 3, 4, 12])
+    curves = overoptimisation_curves(proxy, gold, [1, 2, 3, 4, 12])
     fig = rm_viz.plot_overoptimisation(curves)
     ax = fig.axes[0]
     proxy_line, gold_line = ax.lines[0], ax.lines[1]
@@ -116,16 +118,6 @@ def test_winners_distribution_is_a_distribution_and_n1_is_the_policy():
 # ------------------------------------------------------------------------------ lesson 05
 
 
-def test_toy_policy_is_a_distribution_with_the_asked_reward_levels():
-    probs, rewards = rejection_viz.toy_policy(12, temperature=0.5, seed=3)
-    assert probs.sum().item() == pytest.approx(1.0) and (probs > 0).all()
-    assert sorted(rewards.tolist()) == list(range(12))
-    _, tied = rejection_viz.toy_policy(12, reward_levels=3, seed=3)
-    assert sorted(set(tied.tolist())) == [0.0, 1.0, 2.0]
-    with pytest.raises(ValueError, match="temperature"):
-        rejection_viz.toy_policy(12, temperature=0.0)
-
-
 def test_expected_max_plot_draws_the_bound_and_the_ratio():
     ks = [1, 2, 4, 16, 256]
     exact = [expected_max_of_normals(k) for k in ks]
@@ -138,7 +130,7 @@ def test_expected_max_plot_draws_the_bound_and_the_ratio():
 
 def test_best_of_n_toy_plot_shows_both_distributions_sorted_by_reward():
     fig = rejection_viz.plot_best_of_n_toy(4, 1.0, num_outcomes=8, seed=1)
-    probs, rewards = rejection_viz.toy_policy(8, seed=1)
+    probs, rewards = toy_policy(8, seed=1)
     order = torch.sort(rewards).indices
     heights = np.array([b.get_height() for b in fig.axes[0].patches])
     np.testing.assert_allclose(heights[:8], probs[order].numpy())

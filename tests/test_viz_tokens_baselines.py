@@ -9,6 +9,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from rlbook.gradients import sweep_group_sizes  # noqa: E402
 from rlbook.models import build_char_tokenizer  # noqa: E402
 from rlbook.viz import baselines as baselines_viz  # noqa: E402
 from rlbook.viz import tokens as tokens_viz  # noqa: E402
@@ -70,8 +71,7 @@ def _sweep():
     rewards = (torch.rand(64, generator=generator) > 0.6).double()
     reference = (rewards[:, None] * scores).mean(0)
     values = torch.full((64,), float(rewards.mean()), dtype=torch.float64)
-    return baselines_viz.sweep_group_sizes(scores, rewards, reference, group_sizes=(2, 4, 8), n_prompts=2,
-                                           prompt_values=values)
+    return sweep_group_sizes(scores, rewards, reference, group_sizes=(2, 4, 8), n_prompts=2, prompt_values=values)
 
 
 def test_baseline_figures_and_widget():

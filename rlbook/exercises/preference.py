@@ -10,7 +10,7 @@ checker                     the reader writes                                   
 ==========================  ==================================================  ==========
 
 Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
-with the library (``rlbook.viz.preference.kl_regularised_optimum``, ``rlbook.losses.dpo_loss``,
+with the library (``rlbook.toys.reverse_kl_optimum``, ``rlbook.losses.dpo_loss``,
 ``rlbook.losses.ipo_loss``, ``rlbook.losses.simpo_loss``), and when they differ tries the usual
 mistakes one by one and names the one the reader's answer matches. It prints its verdict (✓ or ✗)
 and returns True / False, or None when the exercise is not attempted yet (``None``, or a function
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
 from rlbook.losses import dpo_loss, ipo_loss, simpo_loss
-from rlbook.viz.preference import kl_regularised_optimum
+from rlbook.toys import reverse_kl_optimum
 
 __all__ = ["check_optimal_policy", "check_dpo_loss", "check_ipo_loss", "check_simpo_loss",
            "optimal_policy_mistakes", "dpo_loss_mistakes", "ipo_loss_mistakes", "simpo_loss_mistakes"]
@@ -97,13 +97,18 @@ def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.T
     }
 
 
+def _optimal_policy(ref_probs, rewards, beta) -> torch.Tensor:
+    """The library's π*, called as the reader's function is: ``(ref_probs, rewards, beta)``."""
+    return reverse_kl_optimum(ref_probs, rewards, beta=beta)
+
+
 def check_optimal_policy(fn) -> bool | None:
     """Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
     E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2."""
     if _not_attempted(fn, "optimal policy"):
         return None
     return _check_cases(
-        fn, [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], kl_regularised_optimum, optimal_policy_mistakes,
+        fn, [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], _optimal_policy, optimal_policy_mistakes,
         knob="β", success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}",
         generic="compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)")
 

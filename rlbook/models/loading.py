@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 from transformers.models.auto.tokenization_auto import get_tokenizer_config
@@ -36,12 +38,26 @@ def resolve(name_or_path: str) -> tuple[str, str]:
         return "zoo", str(ZOO_DIR / name)
     if Path(name).expanduser().is_dir():
         return "local", str(Path(name).expanduser())
-    if Path(name).suffix or name.startswith((".", "/", "~")) or name.count("/") != 1:
+    if not _is_hub_id(name):
         raise ValueError(
             f"name_or_path={name!r} is not a zoo model ({', '.join(zoo_names()) or 'none shipped'}), "
             "an existing folder, or a hub id of the form 'owner/name'"
         )
     return "hub", name
+
+
+def _is_hub_id(name: str) -> bool:
+    """Whether ``name`` is written like a hub repository id, "owner/name": each part of letters,
+    digits, "-", "_" and ".", not starting or ending with "-" or ".", no "--" or ".." (the hub's
+    rules, as ``huggingface_hub.utils.validate_repo_id`` checks them). Dots are common
+    ("Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Llama-3.2-1B"), so a dot does not make it a file."""
+    if name.count("/") != 1:
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:

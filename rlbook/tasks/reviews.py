@@ -25,7 +25,7 @@ import random
 
 from datasets import Dataset
 
-from rlbook._checks import check_choice, check_int, check_positive
+from rlbook._checks import check_choice, check_columns, check_int, check_positive
 
 FILMS = ("Dune", "Heat", "Alien", "Brazil", "Jaws", "Rocky", "Fargo", "Psycho", "Vertigo", "Amelie",
          "Clue", "Big", "Up", "Cars", "Coco", "Elf", "Ran", "Babe", "Shrek", "Tron")
@@ -181,8 +181,6 @@ def relabel_pairs(pairs, *, repeat_penalty: float = REPEAT_PENALTY, length_penal
     """
     repeat_penalty = check_positive("repeat_penalty", repeat_penalty, allow_zero=True)
     length_penalty = check_positive("length_penalty", length_penalty, allow_zero=True)
-    from rlbook.trainers.data import check_columns  # here: the trainers' data module imports this one
-
     check_columns("pairs", pairs, ("prompt", "chosen", "rejected"))
     rows = {"prompt": [], "chosen": [], "rejected": [], "chosen_gold": [], "rejected_gold": []}
     for prompt, a, b in zip(pairs["prompt"], pairs["chosen"], pairs["rejected"]):

@@ -4,11 +4,12 @@
   DAPO, GSPO, GMPO, SAPO, CISPO (``rlbook.trainers.online``, ``rlbook.trainers.config``).
 - ``AsyncTrainer`` + ``AsyncConfig``: the same loop with a generator up to η versions stale, naive or
   AReaL's decoupled objective (``rlbook.trainers.async_rl``).
-- ``History``: the tidy per-step log; ``save_checkpoint`` / ``load_checkpoint``: atomic checkpoints.
+- ``History``: the tidy per-step log (``history.save(folder)``: history.csv, history.json, config.json);
+  ``Checkpoint`` / ``save_checkpoint`` / ``load_checkpoint``: atomic checkpoints (safetensors + JSON).
 """
 
 from rlbook.trainers.async_rl import ASYNC_OBJECTIVES, AsyncConfig, AsyncTrainer
-from rlbook.trainers.checkpoint import load_checkpoint, save_checkpoint
+from rlbook.trainers.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from rlbook.trainers.config import ADVANTAGE_ESTIMATORS, PRESETS, OnlineConfig, preset
 from rlbook.trainers.critic import Critic
 from rlbook.trainers.history import History
@@ -19,6 +20,7 @@ __all__ = [
     "ASYNC_OBJECTIVES",
     "AsyncConfig",
     "AsyncTrainer",
+    "Checkpoint",
     "Critic",
     "History",
     "OnlineConfig",

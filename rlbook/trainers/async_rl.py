@@ -82,6 +82,7 @@ from dataclasses import dataclass
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.trainers.checkpoint import Checkpoint, check_fits
 from rlbook.trainers.config import OnlineConfig
 from rlbook.trainers.history import History
 from rlbook.trainers.online import OnlineTrainer, ScoredBatch
@@ -317,21 +318,25 @@ class AsyncTrainer(OnlineTrainer):
                 "behaviour_weight_cap": self.async_config.behaviour_weight_cap}
 
     # --- checkpoints ------------------------------------------------------------------------
-    def _checkpoint_state(self) -> tuple[dict, dict]:
+    def _checkpoint_state(self) -> Checkpoint:
         """The synchronous trainer's checkpoint, plus the generator's state.
 
         Simulated mode: the kept snapshots (the last η + 1 policies, the stale ones the next
-        steps sample with), so a resumed run samples with exactly the weights the uninterrupted
-        one would. Both modes: the learner's version, the rounds taken, and the timeline.
-        Threaded mode saves no rounds in flight (see ``resume``).
+        steps sample with, as models ``snapshot_0``, ``snapshot_1``, ... and their versions), so a
+        resumed run samples with exactly the weights the uninterrupted one would. Both modes: the
+        learner's version, the rounds taken, and the timeline. Threaded mode saves no rounds in
+        flight (see ``resume``).
         """
-        tensors, meta = super()._checkpoint_state()
-        tensors["snapshots"] = [(version, weights) for version, weights in self._snapshots]
-        meta["async"] = {"config": dataclasses.asdict(self.async_config), "policy_version": self.policy_version,
-                         "rounds_taken": self._rounds_taken, "timeline": list(self.timeline)}
-        return tensors, meta
+        checkpoint = super()._checkpoint_state()
+        for index, (_, weights) in enumerate(self._snapshots):
+            checkpoint.models[f"snapshot_{index}"] = weights
+        checkpoint.meta["async"] = {
+            "config": dataclasses.asdict(self.async_config), "policy_version": self.policy_version,
+            "rounds_taken": self._rounds_taken, "timeline": list(self.timeline),
+            "snapshot_versions": [version for version, _ in self._snapshots]}
+        return checkpoint
 
-    def _restore_state(self, tensors: dict, meta: dict) -> None:
+    def _restore_state(self, checkpoint: Checkpoint) -> None:
         """Restore a checkpoint of an ``AsyncTrainer`` built with the same ``OnlineConfig`` and ``AsyncConfig``.
 
         Simulated mode resumes to the same numbers as the uninterrupted run. Threaded mode resumes
@@ -340,21 +345,26 @@ class AsyncTrainer(OnlineTrainer):
         producer restarts from the restored policy. The staleness bound still holds, but which
         version samples which batch differs (as it does between any two threaded runs).
         """
-        if "async" not in meta or "snapshots" not in tensors:
+        if "async" not in checkpoint.meta:
             raise ValueError("path must hold a checkpoint written by an AsyncTrainer (it has no generator state)")
-        saved = meta["async"]["config"]
+        state = checkpoint.meta["async"]
+        saved = state["config"]
         differences = [name for name in ASYNC_SETTINGS if saved[name] != getattr(self.async_config, name)]
         if differences:
             raise ValueError(f"async_config differs from the checkpoint's in {differences}: "
                              "build the trainer with the saved AsyncConfig")
-        super()._restore_state(tensors, meta)
+        snapshot_names = [f"snapshot_{index}" for index in range(len(state["snapshot_versions"]))]
+        checkpoint.require(models=snapshot_names)
+        for name in snapshot_names:
+            check_fits(self.policy, checkpoint.models[name], name=name)
+        super()._restore_state(checkpoint)
         self.close()
         self._drain_queue()
         self._snapshots.clear()
-        self._snapshots.extend((version, weights) for version, weights in tensors["snapshots"])
-        self.policy_version = meta["async"]["policy_version"]
-        self._rounds_taken = self._rounds_produced = meta["async"]["rounds_taken"]
-        self.timeline = [dict(entry) for entry in meta["async"]["timeline"]]
+        self._snapshots.extend(zip(state["snapshot_versions"], (checkpoint.models[name] for name in snapshot_names)))
+        self.policy_version = state["policy_version"]
+        self._rounds_taken = self._rounds_produced = state["rounds_taken"]
+        self.timeline = [dict(entry) for entry in state["timeline"]]
         resumed_at = self.timeline[-1]["end"] if self.timeline else 0.0
         self._clock_zero = time.perf_counter() - resumed_at  # the timeline goes on from where it stopped
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 import torch
 
 from rlbook._checks import check_int
+from rlbook.padding import stack_padded
 from rlbook.rollout import sample
 from rlbook.tasks.reviews import gold_reward, preference_pairs
 from rlbook.tasks.verifiers import completion_text
 
 __all__ = ["PromptCompletionBatch", "collate_prompt_completions", "encode_prompt_completions",
-           "policy_preference_pairs", "prompt_text", "check_columns", "shuffled_batches"]
+           "policy_preference_pairs", "prompt_text", "shuffled_batches"]
 
 
 @dataclass
@@ -76,35 +77,11 @@ def encode_prompt_completions(tokenizer, prompts, completions, *, max_prompt_len
 
 def collate_prompt_completions(encoded: list[tuple[list[int], list[int]]], pad_id: int,
                                device: torch.device | str = "cpu") -> PromptCompletionBatch:
-    """Pad a list of ``(prompt_ids, completion_ids)`` into a ``PromptCompletionBatch``."""
-    rows = len(encoded)
-    prompt_width = max(len(p) for p, _ in encoded)
-    completion_width = max(len(c) for _, c in encoded)
-    prompt_ids = torch.full((rows, prompt_width), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((rows, prompt_width), dtype=torch.long)
-    completion_ids = torch.full((rows, completion_width), pad_id, dtype=torch.long)
-    completion_mask = torch.zeros((rows, completion_width), dtype=torch.long)
-    for row, (p_ids, c_ids) in enumerate(encoded):
-        prompt_ids[row, prompt_width - len(p_ids):] = torch.tensor(p_ids)
-        prompt_mask[row, prompt_width - len(p_ids):] = 1
-        completion_ids[row, :len(c_ids)] = torch.tensor(c_ids)
-        completion_mask[row, :len(c_ids)] = 1
-    return PromptCompletionBatch(prompt_ids.to(device), prompt_mask.to(device),
-                                 completion_ids.to(device), completion_mask.to(device))
-
-
-def check_columns(name: str, dataset, columns: tuple[str, ...]) -> None:
-    """Raise unless ``dataset`` (a ``datasets.Dataset`` or dict of lists) is non-empty and has ``columns``."""
-    present = getattr(dataset, "column_names", None)
-    if present is None:
-        present = list(dataset.keys()) if isinstance(dataset, dict) else None
-    if present is None:
-        raise ValueError(f"{name} must be a datasets.Dataset or a dict of lists, got {type(dataset).__name__}")
-    missing = [c for c in columns if c not in present]
-    if missing:
-        raise ValueError(f"{name} must have the columns {list(columns)}; missing {missing}")
-    if len(dataset[columns[0]]) == 0:
-        raise ValueError(f"{name} is empty: it must hold at least one row")
+    """Pad a list of ``(prompt_ids, completion_ids)`` into a ``PromptCompletionBatch``: prompts on the left,
+    completions on the right."""
+    prompts = stack_padded([p for p, _ in encoded], pad_id, side="left", device=device)
+    completions = stack_padded([c for _, c in encoded], pad_id, side="right", device=device)
+    return PromptCompletionBatch(*prompts, *completions)
 
 
 def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random, *, lengths=None, group_size: int = 50):

@@ -46,12 +46,14 @@ from tqdm.auto import tqdm
 
 from rlbook.advantages import batch_normalize, gae, group_advantages
 from rlbook.aggregation import masked_mean
+from rlbook.evaluation import evaluate_pass_at_k
 from rlbook.kl import kl_estimate, kl_in_reward
-from rlbook.losses.policy import policy_loss, value_loss
-from rlbook.metrics import mean_length_by_correctness, pass_at_k
+from rlbook.losses.policy import value_loss
+from rlbook.metrics import mean_length_by_correctness
 from rlbook.models.lora import add_lora
+from rlbook.padding import cat_padded
 from rlbook.rollout import Rollout, completion_logprobs, sample
-from rlbook.schedules import scheduled_lr
+from rlbook.schedules import make_scheduler
 from rlbook.shaping import (
     add_advantage_noise,
     advantage_filter_mask,
@@ -60,17 +62,17 @@ from rlbook.shaping import (
     soft_overlong_penalty,
 )
 from rlbook.tasks.verifiers import format_reward
-from rlbook.trainers.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_model, restore_optimizer, rng_state,
+                                       save_checkpoint, set_rng_state)
 from rlbook.trainers.config import GROUP_ESTIMATORS, OnlineConfig
 from rlbook.trainers.critic import Critic
 from rlbook.trainers.history import History
+from rlbook.update import minibatch_plan, optimizer_step, policy_step
 
 __all__ = ["OnlineTrainer"]
 
 # Purposes of the seeds derived from (config.seed, counter, purpose): a resumed run re-derives them.
 SEED_SAMPLING, SEED_PROMPTS, SEED_MINIBATCHES, SEED_NOISE, SEED_EVALUATION = range(5)
-# Rows scored per forward pass in an update, after sorting by length (see OnlineTrainer._logprobs).
-LENGTH_GROUP_ROWS = 16
 
 
 @dataclass
@@ -123,12 +125,11 @@ class OnlineTrainer:
         self.policy = (add_lora(model, r=config.lora) if config.lora else model).eval()
         self.optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad],
                                            lr=config.lr, weight_decay=0.0)
-        # The factor LambdaLR multiplies config.lr by: a linear warm-up, then constant (which needs no step budget).
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: scheduled_lr(1.0, step, 0, config.warmup_steps))
+        # A linear warm-up, then constant (which needs no step budget); stepped after each update.
+        self.scheduler = make_scheduler(self.optimizer, "constant", warmup_steps=config.warmup_steps)
         self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
                                  if self.critic is not None else None)
-        self.history = History()
+        self.history = History(config=config.to_dict())
         self.step = 0
         self.sample_calls = 0
         self.wall_time = 0.0
@@ -350,41 +351,36 @@ class OnlineTrainer:
         """``epochs`` passes over ``rows`` in shuffled minibatches; returns the averaged metrics."""
         if rows.numel() == 0:
             return {"entropy": math.nan}
-        size = self.config.minibatch_size or rows.numel()
         generator = torch.Generator().manual_seed(self._seed(SEED_MINIBATCHES, self.step))
+        plan = minibatch_plan(rows, self.config.minibatch_size, epochs=self.config.epochs, generator=generator)
+        first_pass = len(plan) // self.config.epochs  # the minibatches of epoch 0: each row once
         metrics, entropy_sum, token_count = [], 0.0, 0.0
-        for epoch in range(self.config.epochs):
-            order = rows[torch.randperm(rows.numel(), generator=generator)] if size < rows.numel() else rows
-            for start in range(0, order.numel(), size):
-                minibatch = order[start:start + size]
-                step_metrics, entropy = self._update(batch, minibatch, advantages, returns, old_values)
-                metrics.append(step_metrics)
-                if epoch == 0:
-                    mask = batch.rollout.completion_mask[minibatch]
-                    entropy_sum += float((entropy * mask).sum())
-                    token_count += float(mask.sum())
+        for index, minibatch in enumerate(plan):
+            step_metrics, entropy = self._update(batch, minibatch, advantages, returns, old_values)
+            metrics.append(step_metrics)
+            if index < first_pass:
+                mask = batch.rollout.completion_mask[minibatch]
+                entropy_sum += float((entropy * mask).sum())
+                token_count += float(mask.sum())
         return {**_average_metrics(metrics), "entropy": entropy_sum / token_count}
 
     def _update(self, batch: ScoredBatch, rows, advantages, returns, old_values):
-        """One optimizer step of the policy (and of the critic) on the completions ``rows``."""
+        """One optimizer step of the policy (``rlbook.update.policy_step``), and of the critic, on ``rows``."""
         rollout, config = batch.rollout, self.config
-        tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                     rollout.completion_mask)]
-        logp, entropy = self._logprobs(*tensors)
         kl_in_loss = config.kl_placement == "loss" and config.kl_beta > 0
-        loss, metrics = policy_loss(
-            logp, advantages=advantages[rows], mask=tensors[3], **self._importance_logps(batch, rows),
+        metrics, entropy = policy_step(
+            self.policy, self.optimizer, rollout, rows, advantages[rows], **self._importance_logps(batch, rows),
+            max_grad_norm=config.max_grad_norm, temperature=config.temperature,
             variant=config.variant, **config.loss_overrides(), max_len=config.max_new_tokens,
             ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
-            kl_estimator=config.kl_estimator, entropy=entropy, entropy_coef=config.entropy_coef)
-        metrics["loss"] = loss.item()
-        metrics["grad_norm"] = _optimizer_step(self.optimizer, loss, self.policy.parameters(), config.max_grad_norm)
+            kl_estimator=config.kl_estimator, entropy_coef=config.entropy_coef)
         if self.critic is not None:
-            values = self.critic(*tensors)
-            critic_loss = value_loss(values, old_values[rows], returns[rows], tensors[3])
+            tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                         rollout.completion_mask)]
+            critic_loss = value_loss(self.critic(*tensors), old_values[rows], returns[rows], tensors[3])
             metrics["value_loss"] = critic_loss.item()
-            _optimizer_step(self.critic_optimizer, critic_loss, self.critic.parameters(), config.max_grad_norm)
-        return metrics, entropy.detach()
+            optimizer_step(self.critic_optimizer, critic_loss, self.critic.parameters(), config.max_grad_norm)
+        return metrics, entropy
 
     def _importance_logps(self, batch: ScoredBatch, rows) -> dict:
         """The log-probs ``policy_loss`` divides by: here ``old_logp``, the sampling policy's own.
@@ -396,23 +392,11 @@ class OnlineTrainer:
     def _logprobs(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
         """log π_θ and the entropy of each completion token, (B, C) each, with gradients.
 
-        Length grouping, the usual trick against padding: rows are sorted by completion length and
-        scored ``LENGTH_GROUP_ROWS`` at a time, each group cut to its own longest completion, so
-        short answers do not pay for the batch's longest one. The numbers are those of one pass
-        over the whole batch (to float precision).
+        ``completion_logprobs`` runs each distinct prompt once for its group and scores rows in
+        length-sorted chunks, so short answers do not pay for the batch's longest one.
         """
-        lengths = completion_mask.sum(dim=1)
-        order = torch.argsort(lengths, stable=True)
-        logps, entropies = [], []
-        for rows in order.split(LENGTH_GROUP_ROWS):
-            width = int(lengths[rows].max())
-            logp, entropy = completion_logprobs(
-                self.policy, prompt_ids[rows], prompt_mask[rows], completion_ids[rows, :width],
-                completion_mask[rows, :width], temperature=self.config.temperature, return_entropy=True)
-            logps.append(_pad(logp, completion_ids.shape[1], 0.0, left=False))
-            entropies.append(_pad(entropy, completion_ids.shape[1], 0.0, left=False))
-        restore = torch.argsort(order)
-        return torch.cat(logps)[restore], torch.cat(entropies)[restore]
+        return completion_logprobs(self.policy, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                   temperature=self.config.temperature, return_entropy=True)
 
     # --- 6: logging ------------------------------------------------------------------------
     def _sample_metrics(self, scored: ScoredBatch) -> dict:
@@ -450,79 +434,66 @@ class OnlineTrainer:
 
         Each prompt gets ``n_samples`` completions (defaults: the config's length and temperature);
         a completion is correct when the verifier gives it 1. pass@k is Chen et al.'s unbiased
-        estimator, averaged over prompts. Also returns the mean length and the prompt count.
+        estimator, averaged over prompts (``rlbook.evaluation.evaluate_pass_at_k``). Also returns
+        the mean length and the prompt count.
         """
         if self.verifier is None:
             raise ValueError("evaluate needs a verifier: pass a task or a reward function as task_or_reward")
-        examples = [dict(row) for row in dataset]
-        if not examples:
-            raise ValueError("dataset must hold at least one row")
-        rollout = sample(self.policy, self.tokenizer, [e["prompt"] for e in examples], num_samples=n_samples,
-                         max_new_tokens=max_new_tokens or self.config.max_new_tokens,
-                         temperature=self.config.temperature if temperature is None else temperature,
-                         seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size)
-        repeated = [e for e in examples for _ in range(n_samples)]
-        correct = (self._verifier_rewards(rollout.texts, repeated) == 1.0).view(len(examples), n_samples)
-        counts = correct.sum(dim=1).tolist()
-        result = {"pass@1": float(np.mean([pass_at_k(n_samples, c, 1) for c in counts]))}
-        result[f"pass@{n_samples}"] = float(np.mean([pass_at_k(n_samples, c, n_samples) for c in counts]))
-        result["length_mean"] = rollout.completion_lengths.float().mean().item()
-        result["n_prompts"] = len(examples)
-        return result
+        return evaluate_pass_at_k(
+            self.policy, self.tokenizer, dataset, self.verifier, n_samples=n_samples,
+            max_new_tokens=max_new_tokens or self.config.max_new_tokens,
+            temperature=self.config.temperature if temperature is None else temperature,
+            seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size)
 
     # --- checkpoints -----------------------------------------------------------------------
     def save(self, directory) -> str:
         """Write an atomic checkpoint of everything a resumed run needs; returns its folder."""
-        tensors, meta = self._checkpoint_state()
-        return str(save_checkpoint(directory, self.step, tensors, meta))
+        return str(save_checkpoint(directory, self.step, self._checkpoint_state()))
 
     def resume(self, path) -> OnlineTrainer:
         """Restore a checkpoint written by ``save`` into this trainer (built with the same config)."""
-        self._restore_state(*load_checkpoint(path))
+        self._restore_state(load_checkpoint(path))
         return self
 
-    def _checkpoint_state(self) -> tuple[dict, dict]:
-        """(tensors, meta) of a checkpoint: state dicts and RNG states, and the JSON-able rest.
+    def _checkpoint_state(self) -> Checkpoint:
+        """The models' and optimizers' state dicts, and the JSON rest: counters, config, history,
+        the scheduler's state and the random states.
 
         The hook ``rlbook.trainers.async_rl`` extends with its kept policy snapshots.
         """
-        tensors = {
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "rng": rng_state(),
-        }
+        checkpoint = Checkpoint(
+            models={"policy": self.policy.state_dict()},
+            optimizers={"optimizer": self.optimizer.state_dict()},
+            meta={"step": self.step, "sample_calls": self.sample_calls, "wall_time": self.wall_time,
+                  "config": self.config.to_dict(), "history": self.history.rows,
+                  "scheduler": self.scheduler.state_dict(), "rng": rng_state()})
         if self.critic is not None:
-            tensors["critic"] = self.critic.state_dict()
-            tensors["critic_optimizer"] = self.critic_optimizer.state_dict()
+            checkpoint.models["critic"] = self.critic.state_dict()
+            checkpoint.optimizers["critic_optimizer"] = self.critic_optimizer.state_dict()
         if self.reference is not None:
-            tensors["reference"] = self.reference.state_dict()
-        meta = {"step": self.step, "sample_calls": self.sample_calls, "wall_time": self.wall_time,
-                "config": self.config.to_dict(), "history": self.history.rows}
-        return tensors, meta
+            checkpoint.models["reference"] = self.reference.state_dict()
+        return checkpoint
 
-    def _restore_state(self, tensors: dict, meta: dict) -> None:
+    def _restore_state(self, checkpoint: Checkpoint) -> None:
         """Load what ``_checkpoint_state`` returned, after checking it fits this trainer."""
-        saved = OnlineConfig.from_dict(meta["config"])
-        differences = [f.name for f in dataclasses.fields(OnlineConfig)
-                       if getattr(saved, f.name) != getattr(self.config, f.name)]
-        if differences:
-            raise ValueError(f"config differs from the checkpoint's in {differences}: "
-                             "build the trainer with the saved config")
-        if (self.critic is None) != ("critic" not in tensors) or \
-                (self.reference is None) != ("reference" not in tensors):
+        checkpoint.require(models=["policy"], optimizers=["optimizer"],
+                           meta=["step", "sample_calls", "wall_time", "config", "history", "scheduler", "rng"])
+        meta = checkpoint.meta
+        check_config_matches(self.config, meta["config"])
+        if (self.critic is None) != ("critic" not in checkpoint.models) or \
+                (self.reference is None) != ("reference" not in checkpoint.models):
             raise ValueError("the checkpoint's models (critic, reference) do not match this trainer's")
-        self.policy.load_state_dict(tensors["policy"])
-        self.optimizer.load_state_dict(tensors["optimizer"])
-        self.scheduler.load_state_dict(tensors["scheduler"])
+        restore_model(self.policy, checkpoint.models["policy"], name="policy")
+        restore_optimizer(self.optimizer, checkpoint.optimizers["optimizer"], name="optimizer")
+        self.scheduler.load_state_dict(meta["scheduler"])
         if self.critic is not None:
-            self.critic.load_state_dict(tensors["critic"])
-            self.critic_optimizer.load_state_dict(tensors["critic_optimizer"])
+            restore_model(self.critic, checkpoint.models["critic"], name="critic")
+            restore_optimizer(self.critic_optimizer, checkpoint.optimizers["critic_optimizer"], name="critic_optimizer")
         if self.reference is not None:
-            self.reference.load_state_dict(tensors["reference"])
-        set_rng_state(tensors["rng"])
+            restore_model(self.reference, checkpoint.models["reference"], name="reference")
+        set_rng_state(meta["rng"])
         self.step, self.sample_calls, self.wall_time = meta["step"], meta["sample_calls"], meta["wall_time"]
-        self.history = History(meta["history"])
+        self.history = History(meta["history"], config=self.config.to_dict())
 
     # --- helpers ---------------------------------------------------------------------------
     def _seed(self, purpose: int, counter: int) -> int:
@@ -531,6 +502,23 @@ class OnlineTrainer:
 
     def _pad_id(self) -> int:
         return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+
+def check_config_matches(config: OnlineConfig, saved: dict) -> None:
+    """Raise ``ValueError`` naming the fields in which ``config`` differs from a checkpoint's saved
+    config (a dict): a resumed run must go on with the settings it was saved with.
+
+    ``OnlineTrainer.resume`` checks this, and ``rlbook train --resume`` before it loads any model.
+    """
+    try:
+        saved_config = OnlineConfig.from_dict(saved)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the checkpoint's config is not a valid OnlineConfig ({error})") from None
+    differences = [f.name for f in dataclasses.fields(OnlineConfig)
+                   if getattr(saved_config, f.name) != getattr(config, f.name)]
+    if differences:
+        raise ValueError(f"config differs from the checkpoint's in {differences}: "
+                         "build the trainer with the saved config")
 
 
 def _verifier_of(task_or_reward, reward_model):
@@ -545,16 +533,6 @@ def _verifier_of(task_or_reward, reward_model):
         return None, task_or_reward
     raise ValueError(f"task_or_reward must be a task, a function (text, example) -> float, or None; "
                      f"got {type(task_or_reward).__name__}")
-
-
-def _optimizer_step(optimizer, loss, parameters, max_grad_norm) -> float:
-    """Backward, clip, step; returns the gradient norm before clipping."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    parameters = [p for p in parameters if p.grad is not None]
-    norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm if max_grad_norm is not None else math.inf)
-    optimizer.step()
-    return norm.item()
 
 
 def _average_metrics(metrics: list[dict]) -> dict:
@@ -588,21 +566,19 @@ def _take_rows(scored: ScoredBatch, rows: torch.Tensor) -> ScoredBatch:
 
 def _join(parts: list[ScoredBatch], *, pad_id: int) -> ScoredBatch:
     """Stack batches row-wise: prompts re-padded on the left, completions on the right."""
-    prompt_width = max(p.rollout.prompt_ids.shape[1] for p in parts)
-    width = max(p.rollout.completion_ids.shape[1] for p in parts)
 
-    def stack(getter, fill, left=False, target=width):
+    def stack(getter, fill, side="right"):
         tensors = [getter(p) for p in parts]
         if tensors[0] is None:
             return None
         if tensors[0].dim() == 1:
             return torch.cat(tensors)
-        return torch.cat([_pad(t, target, fill, left) for t in tensors])
+        return cat_padded(tensors, fill, side=side)
 
     rollout = dataclasses.replace(
         parts[0].rollout,
-        prompt_ids=stack(lambda p: p.rollout.prompt_ids, pad_id, left=True, target=prompt_width),
-        prompt_mask=stack(lambda p: p.rollout.prompt_mask, 0, left=True, target=prompt_width),
+        prompt_ids=stack(lambda p: p.rollout.prompt_ids, pad_id, side="left"),
+        prompt_mask=stack(lambda p: p.rollout.prompt_mask, 0, side="left"),
         completion_ids=stack(lambda p: p.rollout.completion_ids, pad_id),
         completion_mask=stack(lambda p: p.rollout.completion_mask, 0),
         logprobs=stack(lambda p: p.rollout.logprobs, 0.0),
@@ -613,8 +589,3 @@ def _join(parts: list[ScoredBatch], *, pad_id: int) -> ScoredBatch:
         rollout=rollout, examples=[e for p in parts for e in p.examples], score=stack(lambda p: p.score, 0.0),
         correct=stack(lambda p: p.correct, 0.0), gold=stack(lambda p: p.gold, 0.0),
         ref_logp=stack(lambda p: p.ref_logp, 0.0), kl=stack(lambda p: p.kl, 0.0))
-
-
-def _pad(tensor: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
-    missing = width - tensor.shape[1]
-    return torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing), value=value)

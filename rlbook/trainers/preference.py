@@ -37,24 +37,28 @@ reference is the base model itself (adapters switched off), so no copy is made.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import random
+from functools import partial
 
 import torch
 from tqdm.auto import tqdm
 
 from rlbook import losses
-from rlbook._checks import check_choice, check_int, check_positive
+from rlbook._checks import (check_bool, check_choice, check_columns, check_int, check_optional_int, check_positive,
+                            check_settings)
 from rlbook.models.lora import add_lora
 from rlbook.rollout import completion_logprobs
 from rlbook.runtime import seed_everything
 from rlbook.schedules import SCHEDULES as LR_SCHEDULES
-from rlbook.schedules import scheduled_lr
-from rlbook.trainers.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from rlbook.trainers.data import check_columns, collate_prompt_completions, encode_prompt_completions, shuffled_batches
+from rlbook.schedules import make_scheduler
+from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_model, restore_optimizer, rng_state,
+                                       save_checkpoint, set_rng_state)
+from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions, shuffled_batches
 from rlbook.trainers.history import History
 
-__all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "scheduled_lr"]
+__all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "check_preference_settings"]
 
 PREFERENCE_LOSSES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
 LOSSES_WITH_REFERENCE = ("dpo", "ipo", "kto")
@@ -79,13 +83,14 @@ class PreferenceTrainer:
     The same ``seed`` (and model) gives the same history.
 
     Speed and schedule: ``lr_schedule`` is "constant", or "linear" or "cosine" (falling towards
-    zero at the end of the run), after ``warmup_steps`` (``scheduled_lr``). ``group_by_length`` batches pairs of similar
+    zero at the end of the run), after ``warmup_steps`` (``rlbook.schedules``). ``group_by_length`` batches pairs of similar
     length together (``shuffled_batches``). ``precompute_reference`` scores every training pair
     with π_ref once, before the first step, instead of in every step (TRL's
     ``precompute_ref_log_probs``); it saves work when the run sees pairs more than once. Either
     way the reference's numbers are the same, up to floating-point rounding.
 
     ``train()`` returns a ``History`` (``.to_pandas()``); ``self.model`` is the trained policy.
+    ``save(folder)`` and ``resume(path)`` checkpoint and restore the run, as ``OnlineTrainer``'s do.
     """
 
     def __init__(self, model, tokenizer, pairs, *, loss: str = "dpo", beta: float = 0.1, tau: float = 0.1,
@@ -94,23 +99,15 @@ class PreferenceTrainer:
                  eval_every: int = 50, max_prompt_length: int = 256, max_completion_length: int = 256,
                  lr_schedule: str = "constant", group_by_length: bool = False, precompute_reference: bool = False,
                  seed: int = 0, progress: bool = True):
-        self.loss = check_choice("loss", loss, PREFERENCE_LOSSES)
-        self.beta = check_positive("beta", beta)
-        self.tau = check_positive("tau", tau)
-        self.gamma = check_positive("gamma", gamma, allow_zero=True)
-        self.lam = check_positive("lam", lam, allow_zero=True)
-        self.lr = check_positive("lr", lr)
-        self.warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
-        self.lr_schedule = check_choice("lr_schedule", lr_schedule, LR_SCHEDULES)
-        if not isinstance(group_by_length, bool):
-            raise ValueError(f"group_by_length must be True or False, got {group_by_length!r}")
-        if not isinstance(precompute_reference, bool):
-            raise ValueError(f"precompute_reference must be True or False, got {precompute_reference!r}")
-        self.group_by_length = group_by_length
-        self.batch_size = check_int("batch_size", batch_size, minimum=2 if loss == "kto" else 1)
-        self.eval_every = check_int("eval_every", eval_every, minimum=1)
-        self.seed = check_int("seed", seed)
-        self.progress = progress
+        check_preference_settings(
+            loss=loss, beta=beta, tau=tau, gamma=gamma, lam=lam, lr=lr, warmup_steps=warmup_steps,
+            batch_size=batch_size, epochs=epochs, steps=steps, lora=lora, eval_every=eval_every,
+            max_prompt_length=max_prompt_length, max_completion_length=max_completion_length, lr_schedule=lr_schedule,
+            group_by_length=group_by_length, precompute_reference=precompute_reference, seed=seed, progress=progress)
+        self.loss, self.lr_schedule, self.group_by_length, self.progress = loss, lr_schedule, group_by_length, progress
+        self.beta, self.tau, self.gamma, self.lam = float(beta), float(tau), float(gamma), float(lam)
+        self.lr = float(lr)
+        self.warmup_steps, self.batch_size, self.eval_every, self.seed = warmup_steps, batch_size, eval_every, seed
         self.tokenizer = tokenizer
         check_columns("pairs", pairs, PAIR_COLUMNS)
         if eval_pairs is not None:
@@ -125,14 +122,17 @@ class PreferenceTrainer:
         self.precompute_reference = precompute_reference and self.needs_reference
         self._train_reference_logps = None
         self._eval_reference_logps = None
-        self.history = History()
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=self.lr)
+        self.scheduler = make_scheduler(self.optimizer, lr_schedule, steps=self.steps, warmup_steps=warmup_steps)
+        self.step = 0  # optimizer steps taken
+        self.history = History(config=self._config())
 
     # ------------------------------------------------------------------------------ set-up
 
     def _make_reference(self, model, reference, lora):
         """The frozen π_ref, or None: for the reference-free losses, and under LoRA, where the reference
         is the policy with its adapters switched off."""
-        if not self.needs_reference or (reference is None and lora is not None):
+        if not self.needs_reference or (reference is None and lora not in (None, False)):
             return None
         reference = reference if reference is not None else copy.deepcopy(model)
         return reference.eval().requires_grad_(False)
@@ -222,18 +222,19 @@ class PreferenceTrainer:
         of metrics per step.
 
         With ``resume_from`` (a checkpoint folder, or a ``checkpoint_dir`` of an earlier run) the
-        model, reference, optimizer, random state and history are restored first and training goes
-        on from the saved step: a run of 2 steps resumed by a trainer built with ``steps=4`` ends
-        where a straight 4-step run ends. With ``checkpoint_dir``, an atomic checkpoint
-        (``rlbook.trainers.checkpoint``) is written every ``checkpoint_every`` steps (None: only at
-        the end).
+        trainer is first restored (``resume``) and training goes on from the saved step: a run of 2
+        steps resumed by a trainer built with ``steps=4`` ends where a straight 4-step run ends.
+        With ``checkpoint_dir``, an atomic checkpoint (``save``) is written every
+        ``checkpoint_every`` steps (None: only at the end).
         """
         if checkpoint_every is not None:
             check_int("checkpoint_every", checkpoint_every, minimum=1)
-        seed_everything(self.seed)
+        if resume_from is not None:
+            self.resume(resume_from)
+        if self.step == 0:  # a fresh run; a resumed one has its random state back
+            seed_everything(self.seed)
         parameters = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(parameters, lr=self.lr)
-        start = self._resume(resume_from, optimizer) if resume_from is not None else 0
+        optimizer, start = self.optimizer, self.step
         lengths = None
         if self.group_by_length:
             prompts, chosen, rejected = self.train_pairs
@@ -248,17 +249,16 @@ class PreferenceTrainer:
         bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
         for step in bar:
             epoch, indices = next(batches)
-            for group in optimizer.param_groups:
-                group["lr"] = scheduled_lr(self.lr, step, self.steps, self.warmup_steps, self.lr_schedule)
             row = {"step": step, "epoch": epoch, **self._train_step(optimizer, parameters, indices)}
+            self.scheduler.step()
             if self.eval_pairs is not None and (step % self.eval_every == 0 or step == self.steps - 1):
                 row.update({f"eval/{k}": v for k, v in self.evaluate().items()})
             self.history.append(row)
             bar.set_postfix(_postfix(row))
-            done = step + 1
-            due = done == self.steps or (checkpoint_every is not None and done % checkpoint_every == 0)
+            self.step = step + 1
+            due = self.step == self.steps or (checkpoint_every is not None and self.step % checkpoint_every == 0)
             if checkpoint_dir is not None and due:
-                self._save(checkpoint_dir, optimizer, done)
+                self.save(checkpoint_dir)
         self.model.eval()
         return self.history
 
@@ -275,31 +275,42 @@ class PreferenceTrainer:
             settings["steps"] = self.steps
         return settings
 
-    def _save(self, directory, optimizer, step: int) -> str:
-        """An atomic checkpoint after ``step`` steps; returns its folder."""
-        tensors = {"model": self.model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_state()}
-        if self.reference is not None:
-            tensors["reference"] = self.reference.state_dict()
-        meta = {"step": step, "settings": self._settings(), "history": self.history.rows}
-        return str(save_checkpoint(directory, step, tensors, meta))
+    def _config(self) -> dict:
+        """Every setting of this run, as ``history.config`` (config.json) records it."""
+        return {**self._settings(), "steps": self.steps}
 
-    def _resume(self, path, optimizer) -> int:
-        """Restore a checkpoint written by ``_save``; returns the step to go on from."""
-        tensors, meta = load_checkpoint(path)
-        saved, current = meta["settings"], self._settings()
-        differences = sorted(key for key in current if saved.get(key) != current[key])
+    def save(self, directory) -> str:
+        """Write an atomic checkpoint after ``self.step`` steps; returns its folder."""
+        checkpoint = Checkpoint(
+            models={"model": self.model.state_dict()}, optimizers={"optimizer": self.optimizer.state_dict()},
+            meta={"step": self.step, "settings": self._settings(), "history": self.history.rows,
+                  "scheduler": self.scheduler.state_dict(), "rng": rng_state()})
+        if self.reference is not None:
+            checkpoint.models["reference"] = self.reference.state_dict()
+        return str(save_checkpoint(directory, self.step, checkpoint))
+
+    def resume(self, path) -> PreferenceTrainer:
+        """Restore a checkpoint written by ``save`` (model, reference, optimizer, random state, history
+        and step) into this trainer, built with the same settings; ``train()`` then goes on from there."""
+        checkpoint = load_checkpoint(path)
+        checkpoint.require(models=["model"], optimizers=["optimizer"],
+                           meta=["step", "settings", "history", "scheduler", "rng"])
+        saved, current = checkpoint.meta["settings"], self._settings()
+        differences = sorted(key for key in current if not isinstance(saved, dict) or saved.get(key) != current[key])
         if differences:
             raise ValueError(f"the trainer's settings differ from the checkpoint's in {differences}: "
                              "build the trainer with the saved settings")
-        if (self.reference is None) != ("reference" not in tensors):
+        if (self.reference is None) != ("reference" not in checkpoint.models):
             raise ValueError("the checkpoint's reference model does not match this trainer's")
-        self.model.load_state_dict(tensors["model"])
+        restore_model(self.model, checkpoint.models["model"], name="model")
         if self.reference is not None:
-            self.reference.load_state_dict(tensors["reference"])
-        optimizer.load_state_dict(tensors["optimizer"])
-        set_rng_state(tensors["rng"])
-        self.history = History(meta["history"])
-        return meta["step"]
+            restore_model(self.reference, checkpoint.models["reference"], name="reference")
+        restore_optimizer(self.optimizer, checkpoint.optimizers["optimizer"], name="optimizer")
+        self.scheduler.load_state_dict(checkpoint.meta["scheduler"])
+        set_rng_state(checkpoint.meta["rng"])
+        self.step = check_int("the checkpoint's step", checkpoint.meta["step"], minimum=0)
+        self.history = History(checkpoint.meta["history"], config=self._config())
+        return self
 
     def _train_step(self, optimizer, parameters, indices) -> dict:
         """One optimizer step on the pairs ``indices``; returns the step's metrics."""
@@ -373,20 +384,48 @@ def _encode_pairs(tokenizer, pairs, **lengths) -> tuple[list, list, list]:
 
 def _total_steps(steps, epochs, n_pairs: int, batch_size: int) -> int:
     """``steps`` when given, else ``epochs`` passes over the pairs."""
-    if steps is not None:
-        return check_int("steps", steps, minimum=1)
-    return check_int("epochs", epochs, minimum=1) * math.ceil(n_pairs / batch_size)
+    return steps if steps is not None else epochs * math.ceil(n_pairs / batch_size)
 
 
 def _with_lora(model, lora):
     """``model`` wrapped with LoRA adapters when ``lora`` is True or a dict of ``add_lora`` arguments."""
     if lora is None or lora is False:
         return model
-    if lora is True:
-        return add_lora(model)
-    if isinstance(lora, dict):
-        return add_lora(model, **lora)
-    raise ValueError(f"lora must be None, True or a dict of add_lora arguments, got {lora!r}")
+    return add_lora(model) if lora is True else add_lora(model, **lora)
+
+
+def _check_lora(name: str, lora) -> None:
+    """``lora`` must be None, a bool, or a dict of ``add_lora``'s keyword arguments."""
+    arguments = set(inspect.signature(add_lora).parameters) - {"model"}
+    if not (lora is None or isinstance(lora, bool) or (isinstance(lora, dict) and set(lora) <= arguments)):
+        raise ValueError(f"{name} must be None, True or a dict of add_lora arguments ({', '.join(sorted(arguments))}), "
+                         f"got {lora!r}")
+
+
+# Each setting of PreferenceTrainer and its check, as check(name, value).
+SETTING_CHECKS = {
+    "loss": partial(check_choice, choices=PREFERENCE_LOSSES),
+    "beta": check_positive, "tau": check_positive, "lr": check_positive,
+    "gamma": partial(check_positive, allow_zero=True), "lam": partial(check_positive, allow_zero=True),
+    "warmup_steps": partial(check_int, minimum=0), "batch_size": partial(check_int, minimum=1),
+    "epochs": partial(check_int, minimum=1), "steps": partial(check_optional_int, minimum=1), "lora": _check_lora,
+    "eval_every": partial(check_int, minimum=1), "max_prompt_length": partial(check_int, minimum=1),
+    "max_completion_length": partial(check_int, minimum=1),
+    "lr_schedule": partial(check_choice, choices=LR_SCHEDULES),
+    "group_by_length": check_bool, "precompute_reference": check_bool, "seed": check_int, "progress": check_bool,
+}
+
+
+def check_preference_settings(**settings) -> None:
+    """Check any of ``PreferenceTrainer``'s settings; ``ValueError`` names the first bad one.
+
+    The trainer checks its arguments here, and ``rlbook preference`` checks its ``--set`` values
+    here before it samples a single pair. A setting left out keeps its (valid) default.
+    """
+    check_settings("PreferenceTrainer", SETTING_CHECKS, settings)
+    if settings.get("loss") == "kto" and settings.get("batch_size", 2) < 2:
+        raise ValueError(f"batch_size must be >= 2 for loss 'kto' (its reference point pairs each row with the next), "
+                         f"got {settings['batch_size']}")
 
 
 def _postfix(row: dict) -> dict:

@@ -26,16 +26,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
-from rlbook.metrics import pass_at_k
+from rlbook.evaluation import sample_and_verify
+from rlbook.metrics import best_of_n_kl, mean_pass_at_k
 from rlbook.rollout import sample
 from rlbook.trainers.history import History
 from rlbook.trainers.sft import sft
 
 __all__ = ["BestOfN", "best_of_n", "best_of_n_distribution", "best_of_n_exact_kl", "best_of_n_expectation",
-           "expected_max_of_normals", "rejection_sampling_finetune", "task_reward_fn"]
+           "expected_max_of_normals", "overoptimisation_curves", "rejection_sampling_finetune", "task_reward_fn"]
 
 
 @dataclass
@@ -102,6 +104,23 @@ def best_of_n_expectation(scores, values, n: int) -> torch.Tensor:
     total = math.comb(num_samples, n)
     weights = torch.tensor([math.comb(k - 1, n - 1) / total for k in range(1, num_samples + 1)], dtype=torch.float64)
     return (values.double().gather(1, order) * weights).sum(dim=1)
+
+
+def overoptimisation_curves(proxy, gold, ns) -> dict[str, np.ndarray]:
+    """Best-of-n curves from one pool: proxy and gold reward of the proxy's winner, and the gold reward of
+    gold's own winner, for each n in ``ns``, averaged over prompts; with √KL = √(log n − (n − 1)/n).
+
+    ``proxy`` and ``gold`` are (P, N) rewards of the same N samples of P prompts, each curve point a
+    ``best_of_n_expectation``. Gold's own selection breaks its ties by position, like ``best_of_n``.
+    Plotted against √KL, the gold curve of the proxy's pick rises and then falls (Gao et al. 2022,
+    "Scaling laws for reward model over-optimization", arXiv:2210.10760).
+    """
+    proxy, gold = torch.as_tensor(proxy), torch.as_tensor(gold)
+    curves = {"n": np.asarray(ns), "sqrt_kl": np.sqrt([best_of_n_kl(int(n)) for n in ns])}
+    curves["proxy"] = np.array([best_of_n_expectation(proxy, proxy, int(n)).mean().item() for n in ns])
+    curves["gold"] = np.array([best_of_n_expectation(proxy, gold, int(n)).mean().item() for n in ns])
+    curves["gold_oracle"] = np.array([best_of_n_expectation(gold, gold, int(n)).mean().item() for n in ns])
+    return curves
 
 
 def best_of_n_distribution(probs, rewards, n: int) -> torch.Tensor:
@@ -190,7 +209,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     train = task.dataset(rounds * prompts_per_round, seed=seed, split="train")
     test = task.dataset(eval_prompts, seed=seed, split="test")
     sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature)
-    history = History([{"round": 0, **_evaluate(model, tokenizer, test, reward_fn, eval_samples, success_reward,
+    history = History([{"round": 0, **_evaluate(model, tokenizer, test, task, eval_samples, success_reward,
                                                 seed=seed, **sampling)}])
     for round_ in range(1, rounds + 1):
         batch = train.select(range((round_ - 1) * prompts_per_round, round_ * prompts_per_round))
@@ -205,20 +224,17 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
             losses = sft(model, tokenizer, kept, steps=sft_steps, lr=sft_lr, batch_size=sft_batch_size,
                          seed=seed + round_, progress=progress)
             row["sft_loss"] = losses[-1]["loss"]
-        row.update(_evaluate(model, tokenizer, test, reward_fn, eval_samples, success_reward, seed=seed, **sampling))
+        row.update(_evaluate(model, tokenizer, test, task, eval_samples, success_reward, seed=seed, **sampling))
         history.append(row)
     model.eval()
     return history
 
 
-def _evaluate(model, tokenizer, test, reward_fn, samples, success_reward, *, seed, **sampling) -> dict:
+def _evaluate(model, tokenizer, test, task, samples, success_reward, *, seed, **sampling) -> dict:
     """Held-out pass@1 (the unbiased estimator from ``samples`` draws per prompt) and mean reward."""
     model.eval()
-    result = best_of_n(model, tokenizer, list(test["prompt"]), reward_fn, n=samples, columns=_columns(test),
-                       seed=seed, **sampling)
-    correct = (result.rewards >= success_reward).sum(dim=1).tolist()
-    pass_at_1 = sum(pass_at_k(samples, c, 1) for c in correct) / len(correct)
-    return {"eval/pass@1": pass_at_1, "eval/reward": result.rewards.mean().item()}
+    _, rewards = sample_and_verify(model, tokenizer, test, task.reward, n_samples=samples, seed=seed, **sampling)
+    return {"eval/pass@1": mean_pass_at_k(rewards >= success_reward, 1), "eval/reward": rewards.mean().item()}
 
 
 def _columns(dataset) -> dict:

@@ -21,20 +21,23 @@ from __future__ import annotations
 import copy
 import math
 import random
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification
 
-from rlbook._checks import check_int, check_positive
-from rlbook.models.loading import load_model
+from rlbook._checks import check_bool, check_columns, check_int, check_optional_int, check_positive, check_settings
+from rlbook.models.loading import load_model, load_tokenizer, resolve
+from rlbook.padding import stack_padded
 from rlbook.runtime import seed_everything
 from rlbook.tasks.verifiers import completion_text
-from rlbook.trainers.data import check_columns, prompt_text, shuffled_batches
+from rlbook.trainers.data import prompt_text, shuffled_batches
 from rlbook.trainers.history import History
 
-__all__ = ["RewardModel", "bradley_terry_loss", "pairwise_accuracy", "train_reward_model"]
+__all__ = ["RewardModel", "bradley_terry_loss", "check_reward_model_settings", "pairwise_accuracy",
+           "train_reward_model"]
 
 
 class RewardModel:
@@ -69,6 +72,14 @@ class RewardModel:
         backbone.load_state_dict(getattr(causal_lm, causal_lm.base_model_prefix).state_dict())
         return cls(model.eval(), tokenizer, max_length=max_length)
 
+    @classmethod
+    def from_pretrained(cls, folder, *, max_length: int = 256) -> RewardModel:
+        """A reward model saved with ``save_pretrained`` (model and tokenizer), as ``rlbook reward-model``
+        writes it into ``OUT/model``."""
+        _, location = resolve(folder)
+        model = AutoModelForSequenceClassification.from_pretrained(location)
+        return cls(model.eval(), load_tokenizer(location), max_length=max_length)
+
     def texts(self, prompts, completions) -> list[str]:
         """The text the model reads for each pair: formatted prompt, completion, end of turn."""
         if len(prompts) != len(completions):
@@ -82,13 +93,9 @@ class RewardModel:
         The text is right-padded and cut to its *last* ``max_length`` tokens, so the head always
         reads the end of the response."""
         ids = [row[-self.max_length:] for row in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        width = max(len(row) for row in ids)
-        input_ids = torch.full((len(ids), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(ids), width), dtype=torch.long)
-        for i, row in enumerate(ids):
-            input_ids[i, :len(row)], attention_mask[i, :len(row)] = torch.tensor(row), 1
-        device = next(self.model.parameters()).device
-        return self.model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits[:, 0]
+        input_ids, attention_mask = stack_padded(ids, self.tokenizer.pad_token_id, side="right",
+                                                 device=next(self.model.parameters()).device)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
 
     @torch.no_grad()
     def score(self, prompts, completions=None, *, batch_size: int = 64) -> torch.Tensor:
@@ -120,20 +127,18 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
     check_columns("pairs", pairs, ("prompt", "chosen", "rejected"))
     if eval_pairs is not None:
         check_columns("eval_pairs", eval_pairs, ("prompt", "chosen", "rejected"))
-    check_positive("lr", lr)
-    check_int("batch_size", batch_size, minimum=1)
-    check_int("eval_every", eval_every, minimum=1)
+    check_reward_model_settings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, eval_every=eval_every,
+                                seed=seed, progress=progress)
     n_pairs = len(pairs["prompt"])
-    if steps is None:
-        steps = check_int("epochs", epochs, minimum=1) * math.ceil(n_pairs / batch_size)
-    check_int("steps", steps, minimum=1)
+    steps = steps if steps is not None else epochs * math.ceil(n_pairs / batch_size)
     chosen_texts = reward_model.texts(list(pairs["prompt"]), list(pairs["chosen"]))
     rejected_texts = reward_model.texts(list(pairs["prompt"]), list(pairs["rejected"]))
     seed_everything(seed)
     batches = shuffled_batches(n_pairs, batch_size, random.Random(seed))
     parameters = [p for p in reward_model.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr)
-    history = History()
+    history = History(config={"steps": steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
+                              "eval_every": eval_every, "seed": seed, "n_pairs": n_pairs})
     bar = tqdm(range(steps), desc="reward model", disable=not progress)
     for step in bar:
         epoch, indices = next(batches)
@@ -152,6 +157,23 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
         bar.set_postfix({k: f"{row[k]:.3f}" for k in ("loss", "accuracy", "eval/accuracy") if k in row})
     reward_model.model.eval()
     return history
+
+
+# Each setting of train_reward_model and its check, as check(name, value).
+SETTING_CHECKS = {
+    "steps": partial(check_optional_int, minimum=1), "epochs": partial(check_int, minimum=1),
+    "batch_size": partial(check_int, minimum=1), "lr": check_positive, "eval_every": partial(check_int, minimum=1),
+    "seed": check_int, "progress": check_bool,
+}
+
+
+def check_reward_model_settings(**settings) -> None:
+    """Check any of ``train_reward_model``'s settings; ``ValueError`` names the first bad one.
+
+    ``train_reward_model`` checks its arguments here, and ``rlbook reward-model`` checks its
+    ``--set`` values here before it loads a model. A setting left out keeps its (valid) default.
+    """
+    check_settings("train_reward_model", SETTING_CHECKS, settings)
 
 
 def bradley_terry_loss(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor) -> torch.Tensor:

@@ -14,12 +14,15 @@ model with ``rlbook.models.add_lora`` first to train adapters only.
 
 from __future__ import annotations
 
+from functools import partial
+
+from rlbook._checks import check_bool, check_columns, check_int, check_positive, check_settings
 from rlbook.tasks.verifiers import completion_text
-from rlbook.trainers.data import check_columns, prompt_text
+from rlbook.trainers.data import prompt_text
 from rlbook.trainers.history import History
 from rlbook.zoo.pretrain import train_on_chats
 
-__all__ = ["sft"]
+__all__ = ["check_sft_settings", "sft"]
 
 
 def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int = 16, warmup: int = 0,
@@ -29,12 +32,32 @@ def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int
     ``data`` is a list of ``(prompt, completion)`` pairs or a ``datasets.Dataset`` (or dict of
     lists) with ``prompt`` and ``completion`` columns (TRL's prompt-completion format). Prompts are
     strings (verbatim) or conversations (through the chat template); completions are strings or
-    lists of assistant messages. The same seed gives the same weights.
+    lists of assistant messages. The same seed gives the same weights. The history's ``config``
+    holds the settings and the number of examples.
     """
+    settings = dict(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, max_length=max_length, seed=seed)
+    check_sft_settings(**settings, progress=progress)
     chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
-    step_losses = train_on_chats(model, tokenizer, chats, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
-                                 max_length=max_length, seed=seed, progress=progress, desc="sft")
-    return History([{"step": step, "loss": loss} for step, loss in enumerate(step_losses)])
+    step_losses = train_on_chats(model, tokenizer, chats, **settings, progress=progress, desc="sft")
+    return History([{"step": step, "loss": loss} for step, loss in enumerate(step_losses)],
+                   config={**settings, "examples": len(chats)})
+
+
+# Each setting of sft and its check, as check(name, value).
+SETTING_CHECKS = {
+    "steps": partial(check_int, minimum=1), "lr": check_positive, "batch_size": partial(check_int, minimum=1),
+    "warmup": partial(check_int, minimum=0), "max_length": partial(check_int, minimum=2), "seed": check_int,
+    "progress": check_bool,
+}
+
+
+def check_sft_settings(**settings) -> None:
+    """Check any of ``sft``'s settings; ``ValueError`` names the first bad one.
+
+    ``sft`` checks its arguments here, and ``rlbook sft`` checks its ``--set`` values here before
+    it loads a model. A setting left out keeps its (valid) default.
+    """
+    check_settings("sft", SETTING_CHECKS, settings)
 
 
 def _pairs(data) -> list[tuple]:

@@ -24,8 +24,8 @@ import torch
 
 from rlbook._checks import check_int
 from rlbook.aggregation import AGGREGATION_MODES, token_weights
-from rlbook.losses import policy_loss
-from rlbook.rollout import completion_logprobs
+from rlbook.rollout import rollout_logprobs
+from rlbook.update import policy_update
 
 __all__ = ["MODE_LABELS", "lengths_mask", "token_weight_table", "plot_token_weights", "plot_length_bias",
            "token_weights_widget", "one_step_logprob_change", "plot_push_by_length"]
@@ -142,38 +142,47 @@ def one_step_logprob_change(model, rollout, advantages, mode: str, *, max_len: i
     """Per-token mean change of log π of each completion after one normalised gradient step.
 
     The policy-gradient loss of ``rollout`` with ``advantages`` is aggregated with ``mode``
-    (``rlbook.losses.policy_loss``, on-policy so the ratio is 1 and no clip acts), and the weights
-    move by θ ← θ − step_size · g / ‖g‖: the same distance for every mode, so modes that differ
-    only by a constant factor (token_mean and seq_mean_token_sum_norm within one batch) give the
-    same step. Returns a (B,) tensor Δ_i = (1/|o_i|) Σ_t [log π_new − log π_old]; the model's
-    weights are restored before returning.
+    (``rlbook.losses.policy_loss``, on-policy so the ratio is 1 and no clip acts), and one update
+    on the whole batch (``rlbook.update.policy_update``) moves the weights by
+    θ ← θ − step_size · g / ‖g‖: the same distance for every mode, so modes that differ only by a
+    constant factor (token_mean and seq_mean_token_sum_norm within one batch) give the same step.
+    Returns a (B,) tensor Δ_i = (1/|o_i|) Σ_t [log π_new − log π_old]; the model's weights are
+    restored before returning.
     """
     step_size = float(step_size)
     if not step_size > 0:
         raise ValueError(f"step_size must be > 0, got {step_size}")
-    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
-    mask = rollout.completion_mask.float()
     params = [p for p in model.parameters() if p.requires_grad]
     saved = [p.detach().clone() for p in params]
     with torch.no_grad():
-        old_logp = completion_logprobs(model, *tensors)
+        old_logp = rollout_logprobs(model, rollout)
     try:
-        model.zero_grad(set_to_none=True)
-        loss, _ = policy_loss(completion_logprobs(model, *tensors), old_logp, advantages, mask, variant="dr_grpo",
-                              aggregation=mode, max_len=max_len)
-        loss.backward()
-        norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params if p.grad is not None))
+        policy_update(model, _NormalizedGradientDescent(params, lr=step_size), rollout, advantages,
+                      [torch.arange(len(rollout))], old_logp=old_logp, max_grad_norm=None, variant="dr_grpo",
+                      aggregation=mode, max_len=max_len)
         with torch.no_grad():
-            for p in params:
-                if p.grad is not None:
-                    p -= step_size * p.grad / norm
-            new_logp = completion_logprobs(model, *tensors)
+            new_logp = rollout_logprobs(model, rollout)
     finally:
         with torch.no_grad():
             for p, value in zip(params, saved):
                 p.copy_(value)
         model.zero_grad(set_to_none=True)
+    mask = rollout.completion_mask.float()
     return ((new_logp - old_logp) * mask).sum(1) / mask.sum(1)
+
+
+class _NormalizedGradientDescent(torch.optim.Optimizer):
+    """θ ← θ − lr · g / ‖g‖, with ‖g‖ the norm of the gradient over all the parameters: a step of length lr."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        params = [(p, group["lr"]) for group in self.param_groups for p in group["params"] if p.grad is not None]
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p, _ in params))
+        for p, lr in params:
+            p -= lr * p.grad / norm
 
 
 def plot_push_by_length(lengths, changes: dict, selected, *, ax=None):

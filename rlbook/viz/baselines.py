@@ -1,7 +1,8 @@
 """Figures and widgets for lesson 09 (baselines): the variance and bias of each baseline's gradient.
 
-The numbers come from ``rlbook.gradients.baseline_statistics``: per-completion gradients of the
-output layer, grouped into G-sample estimates, compared with a high-sample reference gradient.
+The numbers come from ``rlbook.gradients.baseline_statistics`` (and ``sweep_group_sizes`` over G):
+per-completion gradients of the output layer, grouped into G-sample estimates, compared with a
+high-sample reference gradient.
 ``plot_baseline_comparison`` draws one group size; ``plot_variance_vs_group_size`` the sweep over G;
 ``group_size_widget`` puts G on a slider.
 """
@@ -10,10 +11,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from rlbook.gradients import baseline_statistics
-
 __all__ = ["BASELINE_COLOURS", "as_table", "plot_baseline_comparison", "plot_noise_by_setting",
-           "plot_variance_vs_group_size", "sweep_group_sizes", "group_size_widget"]
+           "plot_variance_vs_group_size", "group_size_widget"]
 
 _LABELS = {"relative_variance": "noise-to-signal  variance / ‖E ĝ‖²", "variance": "variance E‖ĝ − E ĝ‖²"}
 BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", "grpo": "tab:blue",
@@ -45,14 +44,6 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
         fig.suptitle(f"one batch, groups of G = {group_size}", fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def sweep_group_sizes(scores, rewards, reference, *, group_sizes, n_prompts: int, value_terms=None,
-                      prompt_values=None):
-    """{G: baseline_statistics at G} for every G in ``group_sizes`` (the same completions each time)."""
-    return {int(g): baseline_statistics(scores, rewards, reference, group_size=int(g), n_prompts=n_prompts,
-                                        value_terms=value_terms, prompt_values=prompt_values)
-            for g in group_sizes}
 
 
 def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, key: str = "relative_variance",

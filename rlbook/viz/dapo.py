@@ -18,15 +18,18 @@ after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from rlbook._checks import as_float_tensor, check_positive
+from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.aggregation import response_mask
-from rlbook.losses import clipped_surrogate, policy_loss
-from rlbook.rollout import completion_logprobs
+from rlbook.losses import clipped_surrogate
+from rlbook.rollout import rollout_logprobs
 from rlbook.shaping import soft_overlong_penalty
+from rlbook.update import minibatch_plan, policy_update
 
 __all__ = ["plot_overlong_penalty", "policy_after_updates", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
            "clip_higher_widget", "plot_dynamic_sampling", "plot_ablation_bars"]
@@ -61,31 +64,21 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
     ``rollout``, then every token's log-prob under the moved policy.
 
     This is what an off-policy PPO-style update does between two samplings (lesson 03): the first
-    minibatch sees r = 1, later ones see ratios that have drifted. ``model`` is trained in place
-    (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``.
+    minibatch sees r = 1, later ones see ratios that have drifted. The minibatches come from
+    shuffled passes over the batch (``rlbook.update.minibatch_plan``); the gradient is not clipped.
+    ``model`` is trained in place (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``.
     """
-    if not isinstance(updates, int) or updates < 1:
-        raise ValueError(f"updates must be a positive int, got {updates!r}")
-    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
-    mask = rollout.completion_mask.float()
-    old_logp = rollout.logprobs.detach()
+    check_int("updates", updates, minimum=1)
+    per_pass = math.ceil(len(rollout) / check_int("minibatch_size", minibatch_size, minimum=1))
+    plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size, epochs=math.ceil(updates / per_pass),
+                          generator=torch.Generator().manual_seed(seed))[:updates]
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    generator = torch.Generator().manual_seed(seed)
-    rows = mask.shape[0]
-    for update in range(updates):
-        if update % max(1, rows // minibatch_size) == 0:
-            order = torch.randperm(rows, generator=generator)
-        start = (update % max(1, rows // minibatch_size)) * minibatch_size
-        chosen = order[start:start + minibatch_size]
-        logp = completion_logprobs(model, *(t[chosen] for t in tensors))
-        loss, _ = policy_loss(logp, old_logp[chosen], advantages[chosen], mask[chosen], variant="dapo",
-                              eps_low=eps_low, eps_high=eps_high)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    policy_update(model, optimizer, rollout, advantages, plan, max_grad_norm=None, variant="dapo",
+                  eps_low=eps_low, eps_high=eps_high)
     with torch.no_grad():
-        logp = completion_logprobs(model, *tensors)
-    return {"old_logp": old_logp, "logp": logp, "advantages": advantages, "mask": mask}
+        logp = rollout_logprobs(model, rollout)
+    return {"old_logp": rollout.logprobs.detach(), "logp": logp, "advantages": advantages,
+            "mask": rollout.completion_mask.float()}
 
 
 def _batch_tensors(batch: dict):

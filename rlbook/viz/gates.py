@@ -1,15 +1,9 @@
 """Figures and widgets for lesson 13: SAPO's soft gate and CISPO's clipped IS weight vs PPO's hard clip.
 
-Every method of the lesson has a per-token gradient of the same shape,
-
-    ∇_θ J = Σ_t  w(r_t) · A · ∇_θ log π_θ(y_t),
-
-and differs only in the coefficient w(r): r for the plain importance-sampled gradient, r or 0 for
-PPO's clip (Schulman et al. 2017, arXiv:1707.06347), r · 4σ(1 − σ) for SAPO's gate (Gao et al.
-2025, arXiv:2511.20347) and min(r, 1 + ε_high) for CISPO (MiniMax 2025, arXiv:2506.13585).
-``gradient_coefficient`` does not re-derive any of them: it differentiates the library's own
-``policy_loss`` with autograd, so the pictures show exactly the loss the trainers minimise.
-Every function draws a new figure and returns it; end a notebook line with ``;``.
+Every method of the lesson multiplies A · ∇_θ log π_θ(y_t) by a coefficient w(r_t); the figures
+draw w as ``rlbook.token_gradients.gradient_coefficient`` reads it off the library's own
+``policy_loss`` by autograd, so the pictures show exactly the loss the trainers minimise. Every
+function draws a new figure and returns it; end a notebook line with ``;``.
 """
 
 from __future__ import annotations
@@ -18,47 +12,15 @@ import matplotlib.pyplot as plt
 import torch
 
 from rlbook._checks import as_float_tensor, check_positive
-from rlbook.losses import policy_loss
+from rlbook.token_gradients import gradient_coefficient
 
 __all__ = [
-    "gradient_coefficient",
-    "token_loss_gradients",
     "plot_gate_weights",
     "gate_widget",
     "plot_token_coefficients",
 ]
 
 COLOURS = {"importance sampling": "0.55", "ppo": "tab:blue", "sapo": "tab:orange", "cispo": "tab:green"}
-
-
-def token_loss_gradients(logp, old_logp, advantages, mask, *, variant: str, **knobs) -> torch.Tensor:
-    """∂ loss / ∂ log π_θ(y_t) for every token, (B, T): the gradient of ``policy_loss`` per token.
-
-    The gradient of the loss with respect to θ is Σ_t (∂loss/∂log π_t) ∇_θ log π_t, so a token
-    whose entry is exactly 0 contributes nothing to the update. ``knobs`` go to ``policy_loss``.
-    """
-    logp = as_float_tensor("logp", logp, ndim=(2,)).detach().clone().requires_grad_(True)
-    loss, _ = policy_loss(logp, old_logp, advantages, mask, variant=variant, **knobs)
-    (gradient,) = torch.autograd.grad(loss, logp)
-    return gradient
-
-
-def gradient_coefficient(ratio, advantage: float, *, variant: str, **knobs) -> torch.Tensor:
-    """w(r) in ∇J = w(r) · A · ∇log π for one token with ratio r and advantage ``advantage``.
-
-    Each ratio is a one-token completion with log π_old = 0 and log π_θ = log r; with token-mean
-    aggregation over N such tokens, ∂loss/∂log π_t = −w(r_t) A / N, which is solved for w.
-    """
-    ratio = as_float_tensor("ratio", ratio, ndim=(1,)).to(torch.float64)
-    if (ratio <= 0).any():
-        raise ValueError("ratio must be positive")
-    if not isinstance(advantage, (int, float)) or advantage == 0:
-        raise ValueError(f"advantage must be a non-zero number, got {advantage!r}")
-    logp = ratio.log().unsqueeze(1)
-    advantages = torch.full((ratio.shape[0],), float(advantage), dtype=torch.float64)
-    gradient = token_loss_gradients(logp, torch.zeros_like(logp), advantages, torch.ones_like(logp),
-                                    variant=variant, aggregation="token_mean", **knobs)
-    return -gradient.squeeze(1) * ratio.shape[0] / advantage
 
 
 def plot_gate_weights(tau_pos: float = 1.0, tau_neg: float = 1.05, *, eps: float = 0.2, cispo_eps_high: float = 4.0,

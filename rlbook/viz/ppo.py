@@ -2,9 +2,9 @@
 
 ``plot_clipped_objective`` is shared with later lessons (11, DAPO's clip-higher, overlays two
 settings on one grid of axes); its signature is stable. Every curve it draws comes from the
-library's own loss: values from ``rlbook.losses.clipped_surrogate`` (the per-token function
-``policy_loss`` uses) and slopes from autograd through ``rlbook.losses.policy_loss`` — nothing here
-re-implements the clip. ``plot_gae`` draws ``rlbook.advantages.gae`` on one real trajectory.
+library's own loss, through ``rlbook.token_gradients.clipped_objective_curves`` (values from
+``clipped_surrogate``, slopes from autograd through ``policy_loss``) — nothing here re-implements
+the clip. ``plot_gae`` draws ``rlbook.advantages.gae`` on one real trajectory.
 
 Every function draws a figure and returns it; end a notebook line with ``;`` so Jupyter shows it
 once. The widgets are ``ipywidgets.interact`` over these functions.
@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-from rlbook._checks import as_float_tensor, check_positive, check_same_shape
+from rlbook._checks import as_float_tensor, check_same_shape
 from rlbook.advantages import gae
-from rlbook.losses import clipped_surrogate, policy_loss
+from rlbook.token_gradients import clipped_objective_curves
 
 __all__ = [
-    "clipped_objective_curves",
     "plot_clipped_objective",
     "clipped_objective_widget",
     "plot_gae",
@@ -30,33 +28,6 @@ __all__ = [
 
 ADVANTAGE_COLOURS = {1: "tab:green", -1: "tab:red"}
 CLIPPED_SHADE = "0.88"
-
-
-def clipped_objective_curves(advantage: float = 1.0, *, eps_low: float = 0.2, eps_high: float = 0.2,
-                             dual_clip: float | None = None, r_max: float = 3.0, points: int = 601):
-    """The PPO objective J(r) = −(per-token loss) and its slope dJ/dr for one token with advantage A.
-
-    Returns ``(r, objective, slope)`` as float64 numpy arrays over r in (0, r_max]. The objective
-    is ``−clipped_surrogate(r, A)``; the slope is autograd's, through ``policy_loss(variant="ppo")``
-    with each r as one single-token response (log π_old = 0, log π_θ = log r), rescaled from the
-    token mean to one token. A slope of exactly 0 means the clip has cut that token's gradient.
-    """
-    advantage = float(as_float_tensor("advantage", advantage, ndim=(0,)))
-    if advantage == 0:
-        raise ValueError("advantage must be non-zero (with A = 0 the objective is flat everywhere)")
-    r_max = check_positive("r_max", r_max)
-    ratio = torch.linspace(r_max / points, r_max, points, dtype=torch.float64)
-    knobs = dict(eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
-    objective = -clipped_surrogate(ratio, torch.full_like(ratio, advantage), **knobs)
-
-    leaf = ratio.clone().requires_grad_(True)
-    logp = leaf.log().unsqueeze(1)  # (points, 1): one token per "response"
-    old_logp = torch.zeros_like(logp)
-    advantages = torch.full((points,), advantage, dtype=torch.float64)
-    loss, _ = policy_loss(logp, old_logp, advantages, torch.ones_like(logp), variant="ppo", **knobs)
-    (gradient,) = torch.autograd.grad(loss, leaf)
-    slope = -gradient * points  # the token mean divides each token's gradient by the token count
-    return ratio.numpy(), objective.detach().numpy(), slope.numpy()
 
 
 def plot_clipped_objective(eps_low: float = 0.2, eps_high: float = 0.2, dual_clip: float | None = None,

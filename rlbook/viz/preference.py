@@ -3,12 +3,9 @@
 Every ``plot_*`` function draws a new figure and returns it; end a notebook line with ``;`` so
 Jupyter shows it once. The ``*_widget`` functions wrap a plotting function in
 ``ipywidgets.interact``. The losses drawn are the library's own (``rlbook.losses``), evaluated on
-a grid of margins, so a picture can never disagree with the code that trains.
-
-``kl_regularised_optimum`` and ``toy_margin_dynamics`` are the two exactly solvable toys the
-lessons use: the closed-form optimum π* ∝ π_ref · exp(r/β) on a handful of responses, and
-gradient descent on one preference pair with a tabular policy, where DPO's margin grows without
-bound while IPO's stops at 1/(2τ).
+a grid of margins, so a picture can never disagree with the code that trains. The numbers come
+from the library: the closed-form optimum from ``rlbook.toys.reverse_kl_optimum``, the loss curves
+and the clause credit from ``rlbook.preference_analysis``.
 """
 
 from __future__ import annotations
@@ -21,31 +18,23 @@ import pandas as pd
 import torch
 
 from rlbook import losses
-from rlbook._checks import check_int, check_positive
-from rlbook.rollout import completion_logprobs
-from rlbook.tasks import reviews
-from rlbook.tasks.verifiers import completion_text
-from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
+from rlbook._checks import check_positive
+from rlbook.preference_analysis import clause_credit_table, pair_losses_vs_margin
+from rlbook.toys import reverse_kl_optimum
 
 __all__ = [
     "LOSS_COLOURS",
-    "kl_regularised_optimum",
     "plot_kl_regularised_optimum",
     "optimum_widget",
     "plot_dpo_loss_and_weight",
     "dpo_beta_widget",
     "plot_preference_history",
-    "pair_sequence_logps",
-    "clause_credit",
-    "clause_credit_table",
     "plot_clause_credit",
     "plot_margin_histograms",
-    "pair_losses_vs_margin",
     "plot_losses_vs_margin",
     "losses_vs_margin_widget",
     "plot_kto_value",
     "kto_value_widget",
-    "toy_margin_dynamics",
     "plot_margin_trajectories",
 ]
 
@@ -56,26 +45,6 @@ LOSS_COLOURS = {"dpo": "tab:blue", "ipo": "tab:orange", "kto": "tab:green", "sim
 # ----------------------------------------------------------------------------- lesson 06: the closed form
 
 
-def kl_regularised_optimum(ref_probs, rewards, beta: float) -> torch.Tensor:
-    """The maximiser of E_π[r] − β KL(π ‖ π_ref) over distributions on a finite set of responses.
-
-        π*(y) = π_ref(y) exp(r(y)/β) / Z,    Z = Σ_y π_ref(y) exp(r(y)/β)
-
-    (Rafailov et al. 2023, arXiv:2305.18290, eq. 4; computed as a softmax of log π_ref + r/β so
-    that a small β does not overflow.) ``ref_probs`` and ``rewards`` are 1-D and of equal length.
-    """
-    ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
-    rewards = torch.as_tensor(rewards, dtype=torch.float64)
-    if ref_probs.dim() != 1 or ref_probs.numel() < 2:
-        raise ValueError(f"ref_probs must be a 1-D tensor of at least 2 probabilities, got shape {tuple(ref_probs.shape)}")
-    if rewards.shape != ref_probs.shape:
-        raise ValueError(f"rewards must have the shape of ref_probs {tuple(ref_probs.shape)}, got {tuple(rewards.shape)}")
-    if (ref_probs <= 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-6:
-        raise ValueError("ref_probs must be positive and sum to 1")
-    beta = check_positive("beta", beta)
-    return torch.softmax(ref_probs.log() + rewards / beta, dim=0)
-
-
 def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2, 0.12, 0.08),
                                 rewards=(0.0, 1.0, -1.0, 2.0, 0.5)):
     """Bars of π_ref and of π* ∝ π_ref exp(r/β) on five responses, with each response's reward.
@@ -84,7 +53,7 @@ def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2
     """
     ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
     rewards = torch.as_tensor(rewards, dtype=torch.float64)
-    optimum = kl_regularised_optimum(ref_probs, rewards, beta)
+    optimum = reverse_kl_optimum(ref_probs, rewards, beta=beta)
     kl = float((optimum * (optimum / ref_probs).log()).sum())
     x = np.arange(len(ref_probs))
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
@@ -211,125 +180,6 @@ def plot_preference_history(history, *, title: str = "DPO on review-base"):
     return fig
 
 
-def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """log π(y_w|x) and log π(y_l|x), each (N,), for every pair of ``pairs`` (prompt, chosen, rejected).
-
-    Scored as ``PreferenceTrainer`` scores them (the completion followed by end-of-sequence, the
-    token log-probs summed over the completion), so per-pair log-ratio margins of any two models are
-    ``(chosen − ref_chosen) − (rejected − ref_rejected)``. The trainer's ``evaluate`` reports only
-    batch means; this gives the whole distribution.
-    """
-    batch_size = check_int("batch_size", batch_size, minimum=1)
-    prompts = list(pairs["prompt"])
-    scores = []
-    for column in ("chosen", "rejected"):
-        encoded = encode_prompt_completions(tokenizer, prompts, list(pairs[column]))
-        rows = _completion_token_logps(model, encoded, tokenizer.pad_token_id, batch_size)
-        scores.append(torch.stack([row.sum() for row in rows]) if rows else torch.zeros(0))
-    return scores[0], scores[1]
-
-
-def _completion_token_logps(model, encoded, pad_id: int, batch_size: int) -> list[torch.Tensor]:
-    """log π(y_t | x, y_<t) of every completion token of ``encoded`` (``encode_prompt_completions``'s
-    output), one (length,) tensor per row, scored in batches without gradients."""
-    model.eval()
-    device = next(model.parameters()).device
-    rows = []
-    for start in range(0, len(encoded), batch_size):
-        batch = collate_prompt_completions(encoded[start:start + batch_size], pad_id, device)
-        with torch.no_grad():
-            token_logps = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                              batch.completion_mask).cpu()
-        rows.extend(token_logps[r, :len(encoded[start + r][1])] for r in range(token_logps.shape[0]))
-    return rows
-
-
-def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, batch_size: int = 64) -> pd.DataFrame:
-    """Split each review's implicit reward β·log π/π_ref among its clauses: what a DPO policy learned.
-
-    A response's implicit reward (Rafailov et al. 2023, "Direct Preference Optimization",
-    arXiv:2305.18290, eq. 5, up to the prompt's constant β log Z) is β times a sum over its tokens of
-    log π(y_t|x, y_<t) − log π_ref(y_t|x, y_<t), so it splits exactly into per-clause parts: clause k of
-    a review (``rlbook.tasks.reviews``) takes its own tokens, its trailing ", " or ".", and, for the
-    last clause, the end-of-sequence token. Setting each clause's part beside its term in the gold
-    reward shows which of the labeller's rules the policy's implicit reward has picked up.
-
-    Returns one row per clause of every text that parses as a review (others are skipped): ``text``
-    (index into ``texts``), ``position`` (0-based), ``aspect``, ``adjective``, ``sentiment`` (+1 / 0 / −1),
-    ``repeat`` (the aspect or the adjective was used earlier in the review), ``past_limit`` (position ≥
-    ``reviews.MAX_CLAUSES``), ``gold`` (the clause's term of ``gold_reward``; a text's terms sum to it)
-    and ``credit`` (the clause's part of the implicit reward; a text's parts sum to it).
-    """
-    beta = check_positive("beta", beta)
-    batch_size = check_int("batch_size", batch_size, minimum=1)
-    prompts, texts = list(prompts), list(texts)
-    if len(prompts) != len(texts):
-        raise ValueError(f"texts must have one entry per prompt ({len(prompts)}), got {len(texts)}")
-    parsed = [(i, reviews.parse_review(text)) for i, text in enumerate(texts)]
-    parsed = [(i, clauses) for i, clauses in parsed if clauses is not None]
-    encoded = encode_prompt_completions(tokenizer, [prompts[i] for i, _ in parsed], [texts[i] for i, _ in parsed])
-    log_ratios = [_completion_token_logps(network, encoded, tokenizer.pad_token_id, batch_size)
-                  for network in (model, reference)]
-    records, token_chars = [], {}
-    for (i, clauses), (_, completion_ids), policy_logps, reference_logps in zip(parsed, encoded, *log_ratios):
-        token_credit = beta * (policy_logps - reference_logps).double()
-        for token in completion_ids[:-1]:
-            if token not in token_chars:
-                token_chars[token] = len(tokenizer.decode([token]))
-        clause_of_token = _clause_of_each_token(texts[i], [token_chars[t] for t in completion_ids[:-1]])
-        credit = torch.zeros(len(clauses), dtype=torch.float64).index_add_(0, torch.tensor(clause_of_token),
-                                                                          token_credit)
-        for position, ((aspect, adjective), (repeat, past_limit, gold)) in enumerate(
-                zip(clauses, reviews.clause_terms(clauses))):
-            records.append({"text": i, "position": position, "aspect": aspect, "adjective": adjective,
-                            "sentiment": int(reviews.SENTIMENT[adjective]), "repeat": repeat,
-                            "past_limit": past_limit, "gold": gold, "credit": credit[position].item()})
-    return pd.DataFrame.from_records(records, columns=["text", "position", "aspect", "adjective", "sentiment",
-                                                       "repeat", "past_limit", "gold", "credit"])
-
-
-def _clause_of_each_token(text: str, token_chars: list[int]) -> list[int]:
-    """The clause index of each completion token, given how many characters each decodes to, plus one
-    for the end-of-sequence token that follows them (it goes to the last clause)."""
-    text = completion_text(text)
-    stripped = text.strip()
-    bounds, end = [], len(text) - len(text.lstrip())
-    for clause in stripped[:-1].split(", "):
-        end += len(clause) + 2  # the clause and its ", " (the last one: its "." and nothing more)
-        bounds.append(end)
-    owners, position = [], 0
-    for chars in token_chars:
-        owners.append(min(int(np.searchsorted(bounds, position, side="right")), len(bounds) - 1))
-        position += chars
-    if position != len(text):
-        raise ValueError(f"cannot align the tokens of {text!r} with its characters: they decode to {position} of "
-                         f"{len(text)}")
-    return owners + [len(bounds) - 1]
-
-
-CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
-
-
-def clause_credit_table(credit: pd.DataFrame) -> pd.DataFrame:
-    """Mean clause credit and gold term by sentiment (rows) and kind of clause (columns), with counts.
-
-    The kinds: ``first 3, new`` (a clause among the first ``MAX_CLAUSES`` that repeats nothing),
-    ``repeat`` (repeats an aspect or adjective, within the first ``MAX_CLAUSES``) and ``past the limit``
-    (a new clause after them). Clauses both repeating and past the limit are left out: the table is
-    for reading one rule at a time.
-    """
-    kinds = np.select([~credit["repeat"] & ~credit["past_limit"], credit["repeat"] & ~credit["past_limit"],
-                       ~credit["repeat"] & credit["past_limit"]], list(CLAUSE_KINDS), default="")
-    frame = credit.assign(kind=kinds)
-    frame = frame[frame["kind"] != ""]
-    table = frame.groupby(["sentiment", "kind"]).agg(credit=("credit", "mean"), gold=("gold", "mean"),
-                                                     clauses=("credit", "size"))
-    present = [kind for kind in CLAUSE_KINDS if kind in set(frame["kind"])]
-    columns = pd.MultiIndex.from_product([["credit", "gold", "clauses"], present])
-    table = table.unstack("kind").reindex(index=[1, 0, -1], columns=columns)
-    return table.rename(index={1: "positive", 0: "neutral", -1: "negative"})
-
-
 def plot_clause_credit(credit: pd.DataFrame, *, title: str = "what the implicit reward learned, clause by clause"):
     """Mean clause credit (left) beside the gold reward's own term (right), by sentiment and kind of clause."""
     table = clause_credit_table(credit)
@@ -378,32 +228,6 @@ def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: 
 
 
 # ----------------------------------------------------------------------------- lesson 07: the zoo
-
-
-def pair_losses_vs_margin(margins, *, beta: float = 0.1, tau: float = 0.1, gamma: float = 0.5,
-                          simpo_beta: float = 2.0) -> dict[str, np.ndarray]:
-    """Each loss of one pair as a function of its margin, through ``rlbook.losses``.
-
-    The margin is the quantity each loss is built on (the x-axis of the lesson's figure):
-    DPO and IPO the log-ratio margin h; KTO the same h split evenly, r_w = h/2 = −r_l, with z0 = 0,
-    summing the desirable and undesirable terms; SimPO the length-averaged log-prob margin (a pair
-    of one-token responses); ORPO the log odds ratio (its NLL term does not depend on the margin,
-    so only λ's term −log σ(h) is drawn, with λ = 1).
-    """
-    h = torch.as_tensor(margins, dtype=torch.float64)
-    if h.dim() != 1 or h.numel() == 0:
-        raise ValueError(f"margins must be a non-empty 1-D array, got shape {tuple(h.shape)}")
-    zeros, ones = torch.zeros_like(h), torch.ones_like(h)
-    kto_rewards = torch.cat([h / 2, -h / 2])
-    kto = losses.kto_loss(kto_rewards, torch.zeros_like(kto_rewards), torch.cat([ones, zeros]), torch.tensor(0.0),
-                          beta)
-    return {
-        "dpo": losses.dpo_loss(h, zeros, zeros, zeros, beta).numpy(),
-        "ipo": losses.ipo_loss(h, zeros, zeros, zeros, tau).numpy(),
-        "kto": (kto[: len(h)] + kto[len(h):]).numpy(),
-        "simpo": losses.simpo_loss(h, zeros, ones, ones, simpo_beta, gamma).numpy(),
-        "orpo": -torch.nn.functional.logsigmoid(h).numpy(),
-    }
 
 
 def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.5, *, simpo_beta: float = 2.0,
@@ -505,35 +329,6 @@ def kto_value_widget():
         reference_point=widgets.FloatSlider(value=0.0, min=0.0, max=8.0, step=0.5, description="z0"),
         undesirable_weight=widgets.FloatSlider(value=1.0, min=0.25, max=3.0, step=0.25, description="λ_U"),
     )
-
-
-def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: float = 0.5, tau: float = 0.25,
-                        n_responses: int = 4) -> np.ndarray:
-    """The log-ratio margin h at the start of each of ``steps`` gradient steps on one preference pair.
-
-    The toy: one prompt, ``n_responses`` responses, a tabular policy π = softmax(θ) starting at
-    π_ref (uniform), the pair (y_w = response 0, y_l = response 1), plain gradient descent with
-    step ``lr`` on ``rlbook.losses.dpo_loss`` (``loss="dpo"``, with ``beta``) or ``ipo_loss``
-    (``loss="ipo"``, with ``tau``). DPO's margin keeps growing (its gradient β σ(−β h) is never
-    zero), IPO's converges to 1/(2τ). Returns (steps,) margins; the first is 0 (π = π_ref).
-    """
-    if loss not in ("dpo", "ipo"):
-        raise ValueError(f"loss must be 'dpo' or 'ipo', got {loss!r}")
-    steps = check_int("steps", steps, minimum=1)
-    lr = check_positive("lr", lr)
-    n_responses = check_int("n_responses", n_responses, minimum=2)
-    logits = torch.zeros(n_responses, dtype=torch.float64, requires_grad=True)
-    ref = torch.log_softmax(torch.zeros(n_responses, dtype=torch.float64), 0)
-    margins = np.empty(steps)
-    for step in range(steps):
-        logp = torch.log_softmax(logits, 0)
-        args = (logp[:1], logp[1:2], ref[:1], ref[1:2])
-        value = losses.dpo_loss(*args, beta) if loss == "dpo" else losses.ipo_loss(*args, tau)
-        (grad,) = torch.autograd.grad(value.sum(), logits)
-        with torch.no_grad():
-            logits -= lr * grad
-        margins[step] = float(((logp[0] - ref[0]) - (logp[1] - ref[1])).detach())
-    return margins
 
 
 def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlabel: str = "step",

@@ -27,7 +27,8 @@ from rlbook._checks import check_int, check_positive
 from rlbook.advantages import group_advantages
 from rlbook.losses import policy_loss
 from rlbook.ratios import gspo_sequence_ratio
-from rlbook.rollout import completion_logprobs, sample
+from rlbook.rollout import rollout_logprobs, sample
+from rlbook.update import minibatch_plan, policy_step
 
 __all__ = [
     "OffPolicyBatch",
@@ -77,9 +78,9 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
     """Sample a batch from ``model`` and record how its tokens' log-probs move over ``updates`` steps.
 
     A copy of ``model`` is trained (the given model is left as it is): the batch is shuffled into
-    minibatches of ``minibatch_size`` completions, and each of the ``updates`` AdamW steps (at
-    ``lr``, gradients clipped to norm 1, as the trainers do) minimises ``policy_loss(variant=...)``
-    on the next minibatch, cycling through them. After each step the whole batch is re-scored.
+    minibatches of ``minibatch_size`` completions, and each of the ``updates`` AdamW steps
+    (``rlbook.update.policy_step``, at ``lr``, gradients clipped to norm 1 as the trainers do)
+    minimises ``policy_loss(variant=...)`` on the next minibatch, cycling through them. After each step the whole batch is re-scored.
     Prompts are ``task``'s training prompts; advantages are GRPO's group advantages of
     ``task.reward``.
     """
@@ -95,26 +96,16 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
     repeated = [e for e in examples for _ in range(group_size)]
     rewards = torch.tensor([float(task.reward(text, e)) for text, e in zip(rollout.texts, repeated)])
     advantages = group_advantages(rewards, group_size)
-    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
-
-    def score(rows=slice(None)):
-        return completion_logprobs(policy, *(t[rows] for t in tensors))
-
     optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
-    order = torch.randperm(len(rollout), generator=torch.Generator().manual_seed(seed))
-    minibatches = order.split(minibatch_size)
+    minibatches = minibatch_plan(torch.arange(len(rollout)), minibatch_size,
+                                 generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        logps = [score()]
+        logps = [rollout_logprobs(policy, rollout)]
     for step in range(updates):
         rows = minibatches[step % len(minibatches)]
-        loss, _ = policy_loss(score(rows), rollout.logprobs[rows], advantages[rows], rollout.completion_mask[rows],
-                              variant=variant)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        optimizer.step()
+        policy_step(policy, optimizer, rollout, rows, advantages[rows], max_grad_norm=1.0, variant=variant)
         with torch.no_grad():
-            logps.append(score())
+            logps.append(rollout_logprobs(policy, rollout))
     return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
                           logps=logps, rewards=rewards, advantages=advantages)
 

@@ -10,29 +10,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from rlbook._checks import check_int, check_positive
 from rlbook.metrics import best_of_n_kl
+from rlbook.toys import toy_policy
 from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl
 
-__all__ = ["toy_policy", "plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
+__all__ = ["plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
            "plot_rejection_sampling_history"]
-
-
-def toy_policy(num_outcomes: int = 30, *, temperature: float = 1.0, reward_levels: int | None = None,
-               seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """A toy policy π = softmax(z / T) over ``num_outcomes`` outcomes, z ~ N(0, 1) fixed by ``seed``,
-    and rewards 0, 1, …: distinct, or only ``reward_levels`` distinct values (ties) when given.
-
-    Rewards are independent of π, like a reward the policy was never trained on."""
-    num_outcomes = check_int("num_outcomes", num_outcomes, minimum=2)
-    temperature = check_positive("temperature", temperature)
-    generator = torch.Generator().manual_seed(seed)
-    probs = torch.softmax(torch.randn(num_outcomes, dtype=torch.float64, generator=generator) / temperature, dim=0)
-    rewards = torch.randperm(num_outcomes, generator=generator).double()
-    if reward_levels is not None:
-        rewards = torch.div(rewards * check_int("reward_levels", reward_levels, minimum=1), num_outcomes,
-                            rounding_mode="floor")
-    return probs, rewards
 
 
 def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
@@ -61,7 +44,7 @@ def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
 
 def plot_best_of_n_toy(n: int = 8, temperature: float = 1.0, *, num_outcomes: int = 30,
                        reward_levels: int | None = None, seed: int = 0):
-    """π and the exact best-of-``n`` distribution on ``toy_policy``, outcomes sorted by reward;
+    """π and the exact best-of-``n`` distribution on ``rlbook.toys.toy_policy``, outcomes sorted by reward;
     the title compares the exact KL with log n − (n − 1)/n."""
     probs, rewards = toy_policy(num_outcomes, temperature=temperature, reward_levels=reward_levels, seed=seed)
     best = best_of_n_distribution(probs, rewards, n)

@@ -11,11 +11,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from rlbook.metrics import best_of_n_kl
 from rlbook.trainers.rejection import best_of_n_expectation
 
 __all__ = ["plot_bradley_terry", "bradley_terry_widget", "plot_reward_model_history", "plot_proxy_against_gold",
-           "overoptimisation_curves", "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
+           "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
 
 PROXY_COLOUR, GOLD_COLOUR, ORACLE_COLOUR = "tab:orange", "tab:blue", "tab:green"
 
@@ -102,23 +101,10 @@ def plot_proxy_against_gold(proxy, gold, *, top: int = 50):
     return fig
 
 
-def overoptimisation_curves(proxy, gold, ns) -> dict[str, np.ndarray]:
-    """Best-of-n curves from one pool: proxy and gold reward of the proxy's winner, and the gold reward of
-    gold's own winner, for each n in ``ns``, averaged over prompts; with √KL = √(log n − (n − 1)/n).
-
-    ``proxy`` and ``gold`` are (P, N) rewards of the same N samples of P prompts. Gold's own
-    selection breaks its ties by position, like ``best_of_n``."""
-    proxy, gold = torch.as_tensor(proxy), torch.as_tensor(gold)
-    curves = {"n": np.asarray(ns), "sqrt_kl": np.sqrt([best_of_n_kl(int(n)) for n in ns])}
-    curves["proxy"] = np.array([best_of_n_expectation(proxy, proxy, int(n)).mean().item() for n in ns])
-    curves["gold"] = np.array([best_of_n_expectation(proxy, gold, int(n)).mean().item() for n in ns])
-    curves["gold_oracle"] = np.array([best_of_n_expectation(gold, gold, int(n)).mean().item() for n in ns])
-    return curves
-
-
 def plot_overoptimisation(curves: dict, *, fit: bool = True):
     """Proxy and gold reward of best-of-n under the proxy, as gains over n = 1, against √KL (Gao et al. 2022).
 
+    ``curves`` is ``rlbook.trainers.rejection.overoptimisation_curves``'s output.
     With ``fit`` the gold curve is fitted by Gao et al.'s best-of-n form d (α − β d), d = √KL
     (least squares), drawn dashed. The green curve is best-of-n under gold itself (no proxy)."""
     d = curves["sqrt_kl"]

@@ -2,9 +2,10 @@
 
 A timeline is a list of entries ``{"phase": "generate" | "train", "start": s, "end": s, "version": v}``
 — what ``AsyncTrainer.timeline`` records for a real run, and what
-``rlbook.trainers.async_rl.pipeline_schedule`` computes for an ideal one. ``plot_timelines`` draws
-one Gantt panel per timeline (a lane for the generator, one for the learner), bars coloured by
-the policy version that sampled or produced them. ``schedule_widget`` turns η and the spread of
+``rlbook.trainers.async_rl.pipeline_schedule`` computes for an ideal one (``rlbook.timeline`` reads
+them: busy fractions, overlap, durations). ``plot_timelines`` draws one Gantt panel per timeline
+(a lane for the generator, one for the learner), bars coloured by the policy version that sampled
+or produced them. ``schedule_widget`` turns η and the spread of
 generation times into knobs of ``plot_schedule``. ``plot_stale_token_weights`` shows the gradient
 weight a stale token gets from the naive and the decoupled objective (knobs: ε and the cap).
 """
@@ -17,45 +18,11 @@ import torch
 
 from rlbook.losses import clipped_surrogate
 from rlbook.ratios import decoupled_behaviour_weight
+from rlbook.timeline import LANES, busy_fraction, check_timeline, example_durations
 from rlbook.trainers.async_rl import pipeline_schedule
 
-__all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "busy_fraction", "overlap_seconds",
-           "timeline_durations", "example_durations", "plot_stale_token_weights", "stale_token_weights_widget"]
-
-LANES = ("generate", "train")
-
-
-def busy_fraction(timeline: list[dict]) -> dict:
-    """Fraction of the timeline's span each lane is busy, and the span itself (seconds)."""
-    _check_timeline(timeline)
-    start, end = min(e["start"] for e in timeline), max(e["end"] for e in timeline)
-    span = max(end - start, 1e-12)
-    busy = {lane: sum(e["end"] - e["start"] for e in timeline if e["phase"] == lane) / span for lane in LANES}
-    return {**busy, "span": end - start}
-
-
-def overlap_seconds(timeline: list[dict]) -> float:
-    """Seconds during which the generator and the learner were both busy (0 for a synchronous loop).
-
-    The sum, over every pair of a generation entry and a training entry, of the length of their
-    intersection; entries of one lane never overlap each other, so no second is counted twice.
-    """
-    _check_timeline(timeline)
-    generate = [e for e in timeline if e["phase"] == "generate"]
-    train = [e for e in timeline if e["phase"] == "train"]
-    return sum(max(0.0, min(g["end"], t["end"]) - max(g["start"], t["start"])) for g in generate for t in train)
-
-
-def timeline_durations(timeline: list[dict]) -> tuple[list[float], list[float]]:
-    """(generation seconds per round, training seconds per step), in order, of a measured timeline:
-    the inputs ``pipeline_schedule`` needs to replay the same work under another staleness bound."""
-    _check_timeline(timeline)
-    generate = [e["end"] - e["start"] for e in timeline if e["phase"] == "generate"]
-    train = [e["end"] - e["start"] for e in timeline if e["phase"] == "train"]
-    if len(generate) != len(train):
-        raise ValueError(f"the timeline must hold one generation round per step, got {len(generate)} rounds "
-                         f"and {len(train)} steps")
-    return generate, train
+__all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "plot_stale_token_weights",
+           "stale_token_weights_widget"]
 
 
 def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
@@ -69,7 +36,7 @@ def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
     if not isinstance(timelines, dict) or not timelines:
         raise ValueError("timelines must be a non-empty dict of label -> list of timeline entries")
     for timeline in timelines.values():
-        _check_timeline(timeline)
+        check_timeline(timeline)
     if axes is None:
         fig, axes = plt.subplots(len(timelines), 1, figsize=(10, 1.25 + 1.1 * len(timelines)), sharex=True,
                                  squeeze=False)
@@ -95,23 +62,6 @@ def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
     axes[-1].set_xlabel("time (s)")
     fig.tight_layout()
     return fig
-
-
-def example_durations(steps: int = 8, *, spread: float = 0.5, train_seconds: float = 1.0, seed: int = 0):
-    """Generation and training times of an example run with mixed lengths.
-
-    A round's generation lasts as long as its longest completion: here 1 + spread × (the
-    maximum of 16 exponential lengths, divided by its mean), so a larger ``spread`` gives more
-    uneven rounds. Training takes ``train_seconds`` per step. Returns two lists of ``steps`` floats.
-    """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    if spread < 0:
-        raise ValueError(f"spread must be >= 0, got {spread}")
-    rng = np.random.default_rng(seed)
-    longest = rng.exponential(size=(steps, 16)).max(axis=1)
-    generate = 1.0 + spread * (longest / longest.mean() - 1.0) if spread else np.ones(steps)
-    return [float(g) for g in np.maximum(generate, 0.05)], [float(train_seconds)] * steps
 
 
 def plot_schedule(staleness: int = 1, spread: float = 0.5, *, steps: int = 8, train_seconds: float = 1.0,
@@ -186,11 +136,3 @@ def stale_token_weights_widget():
         draw,
         eps=widgets.FloatSlider(value=0.2, min=0.05, max=0.5, step=0.05, description="ε"),
         cap=widgets.FloatSlider(value=5.0, min=0.0, max=10.0, step=0.5, description="cap (0: none)"))
-
-
-def _check_timeline(timeline) -> None:
-    if not isinstance(timeline, (list, tuple)) or not timeline:
-        raise ValueError("timeline must be a non-empty list of {'phase', 'start', 'end', 'version'} entries")
-    for entry in timeline:
-        if not isinstance(entry, dict) or entry.get("phase") not in LANES or entry["end"] < entry["start"]:
-            raise ValueError(f"timeline entries must have phase in {LANES} and end >= start, got {entry!r}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import statistics
 
-from rlbook.metrics import pass_at_k
-from rlbook.rollout import sample
+from rlbook.evaluation import sample_and_verify
+from rlbook.metrics import mean_pass_at_k
 from rlbook.tasks import get_task, is_well_formed
-from rlbook.tasks.reviews import ReviewTask, gold_reward, parse_review
+from rlbook.tasks.reviews import ReviewTask, parse_review
 from rlbook.zoo.recipes import Recipe
 
 EVAL_SEED = 1234
@@ -29,26 +29,26 @@ def evaluate(model, tokenizer, recipe: Recipe, *, prompts: int | None = None, se
     k = recipe.eval_samples
     task = ReviewTask() if recipe.task == "reviews" else get_task(recipe.task, **recipe.task_settings)
     data = task.dataset(n_prompts, seed=seed, split="test")
-    rollout = sample(model, tokenizer, list(data["prompt"]), num_samples=k, max_new_tokens=recipe.max_new_tokens,
-                     temperature=1.0, seed=seed)
+    rollout, rewards = sample_and_verify(model, tokenizer, data, task.reward, n_samples=k,
+                                         max_new_tokens=recipe.max_new_tokens, temperature=1.0, seed=seed)
     texts = rollout.texts
     card = {"eval_prompts": n_prompts, "eval_samples": k, "temperature": 1.0,
             "truncated_rate": round(float(rollout.truncated.float().mean()), 4),
             "mean_completion_tokens": round(float(rollout.completion_mask.sum(1).float().mean()), 2)}
     if recipe.task == "reviews":
-        golds = [gold_reward(t) for t in texts]
+        golds = rewards.flatten().tolist()  # the review task's reward is the gold reward
         card.update(mean_gold_reward=round(_mean(golds), 4), gold_reward_std=round(statistics.pstdev(golds), 4),
                     parse_rate=round(_mean(parse_review(t) is not None for t in texts), 4))
         return card
-    correct = [task.reward(t, data[i // k]) for i, t in enumerate(texts)]
+    correct = rewards == 1.0
     scratch = ["<think>" in t for t in texts]
-    per_prompt = [sum(correct[i * k:(i + 1) * k]) for i in range(n_prompts)]
+    per_sample = correct.flatten().tolist()
     card.update(
-        pass_at_1=round(_mean(pass_at_k(k, int(c), 1) for c in per_prompt), 4),
-        **{f"pass_at_{k}": round(_mean(pass_at_k(k, int(c), k) for c in per_prompt), 4)},
+        pass_at_1=round(mean_pass_at_k(correct, 1), 4),
+        **{f"pass_at_{k}": round(mean_pass_at_k(correct, k), 4)},
         scratchpad_rate=round(_mean(scratch), 4),
-        accuracy_with_scratchpad=round(_mean(c for c, s in zip(correct, scratch) if s), 4),
-        accuracy_without_scratchpad=round(_mean(c for c, s in zip(correct, scratch) if not s), 4),
+        accuracy_with_scratchpad=round(_mean(c for c, s in zip(per_sample, scratch) if s), 4),
+        accuracy_without_scratchpad=round(_mean(c for c, s in zip(per_sample, scratch) if not s), 4),
         format_rate=round(_mean(is_well_formed(t) for t in texts), 4),
     )
     return card

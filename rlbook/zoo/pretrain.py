@@ -6,7 +6,8 @@ The zoo's "base" models are therefore pretraining and instruction-following in o
 only ever seen answers in the book's format, some of them wrong on purpose.
 
 Simplified on purpose: no packing, no gradient accumulation, a fixed sequence cap; the corpora are
-short chats, and on 2 CPU cores a plain AdamW loop with a cosine schedule is what trains fastest.
+short chats, and on 2 CPU cores a plain AdamW loop with a cosine schedule (to 10 % of the peak,
+after a linear warm-up; ``recorded_lr``) is what trains fastest.
 Batches are drawn at random, not bucketed by length: bucketing saves padding, but it makes every
 batch all-direct or all-scratchpad, and the arithmetic model then never learned to read the
 operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when the zoo was built).
@@ -14,13 +15,15 @@ operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when t
 
 from __future__ import annotations
 
+import math
 import random
 
 import torch
 from tqdm.auto import tqdm
 
 from rlbook._checks import check_int, check_positive
-from rlbook.schedules import scheduled_lr
+from rlbook.padding import stack_padded
+from rlbook.update import optimizer_step
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
@@ -36,15 +39,27 @@ def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) ->
 
 def collate(batch: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-pad a batch; labels are -100 on the prompt and on padding (no loss there)."""
-    width = max(len(ids) for ids, _ in batch)
-    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    for row, (ids, start) in enumerate(batch):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention[row, : len(ids)] = 1
-        labels[row, start : len(ids)] = torch.tensor(ids[start:])
-    return input_ids, attention, labels
+    input_ids, attention = stack_padded([ids for ids, _ in batch], pad_id, side="right")
+    starts = torch.tensor([start for _, start in batch])
+    on_prompt = torch.arange(input_ids.shape[1]).unsqueeze(0) < starts.unsqueeze(1)
+    return input_ids, attention, input_ids.masked_fill(on_prompt | (attention == 0), -100)
+
+
+def recorded_lr(lr: float, step: int, *, steps: int, warmup_steps: int, floor: float = 0.1) -> float:
+    """The zoo's learning rate at (0-based) ``step``, as the shipped checkpoints were built with it.
+
+    lr · (t + 1) / warmup_steps during the warm-up, then a half cosine (Loshchilov & Hutter 2017,
+    arXiv:1608.03983, eq. 5) from lr down to ``floor`` · lr with progress
+    p = (t − warmup_steps) / (steps − warmup_steps). Every trainer uses
+    ``rlbook.schedules.make_scheduler`` (Hugging Face's schedulers) instead; this one differs in the
+    warm-up, where Hugging Face's rate starts at 0, and in how the product is rounded. It is kept,
+    operation for operation, so that ``python -m rlbook.zoo build`` reproduces the shipped
+    checkpoints bit for bit.
+    """
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
+    return lr * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
@@ -85,12 +100,9 @@ def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int
         batch = [encoded[i] for i in next(batches)]
         input_ids, attention, labels = collate(batch, tokenizer.pad_token_id)
         for group in optimizer.param_groups:
-            group["lr"] = scheduled_lr(lr, step, steps, warmup, "cosine", floor=0.1)
+            group["lr"] = recorded_lr(lr, step, steps=steps, warmup_steps=warmup)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        optimizer_step(optimizer, loss, model.parameters(), max_grad_norm=1.0)
         losses.append(loss.item())
         if step % 20 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")

@@ -1,0 +1,76 @@
+"""Timelines of generation and training (lesson 15): how busy each side was, and how much they overlapped.
+
+A timeline is a list of entries ``{"phase": "generate" | "train", "start": s, "end": s, "version": v}``
+— what ``AsyncTrainer.timeline`` records for a real run, and what
+``rlbook.trainers.async_rl.pipeline_schedule`` computes for an ideal one. ``busy_fraction``,
+``overlap_seconds`` and ``timeline_durations`` read one; ``example_durations`` makes the uneven
+rounds of an example run. ``rlbook.viz.timeline`` draws them as Gantt charts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbook._checks import check_int
+
+__all__ = ["LANES", "busy_fraction", "check_timeline", "example_durations", "overlap_seconds", "timeline_durations"]
+
+LANES = ("generate", "train")
+
+
+def check_timeline(timeline) -> None:
+    """Raise unless ``timeline`` is a non-empty list of well-formed entries."""
+    if not isinstance(timeline, (list, tuple)) or not timeline:
+        raise ValueError("timeline must be a non-empty list of {'phase', 'start', 'end', 'version'} entries")
+    for entry in timeline:
+        if not isinstance(entry, dict) or entry.get("phase") not in LANES or entry["end"] < entry["start"]:
+            raise ValueError(f"timeline entries must have phase in {LANES} and end >= start, got {entry!r}")
+
+
+def busy_fraction(timeline: list[dict]) -> dict:
+    """Fraction of the timeline's span each lane is busy, and the span itself (seconds)."""
+    check_timeline(timeline)
+    start, end = min(e["start"] for e in timeline), max(e["end"] for e in timeline)
+    span = max(end - start, 1e-12)
+    busy = {lane: sum(e["end"] - e["start"] for e in timeline if e["phase"] == lane) / span for lane in LANES}
+    return {**busy, "span": end - start}
+
+
+def overlap_seconds(timeline: list[dict]) -> float:
+    """Seconds during which the generator and the learner were both busy (0 for a synchronous loop).
+
+    The sum, over every pair of a generation entry and a training entry, of the length of their
+    intersection; entries of one lane never overlap each other, so no second is counted twice.
+    """
+    check_timeline(timeline)
+    generate = [e for e in timeline if e["phase"] == "generate"]
+    train = [e for e in timeline if e["phase"] == "train"]
+    return sum(max(0.0, min(g["end"], t["end"]) - max(g["start"], t["start"])) for g in generate for t in train)
+
+
+def timeline_durations(timeline: list[dict]) -> tuple[list[float], list[float]]:
+    """(generation seconds per round, training seconds per step), in order, of a measured timeline:
+    the inputs ``pipeline_schedule`` needs to replay the same work under another staleness bound."""
+    check_timeline(timeline)
+    generate = [e["end"] - e["start"] for e in timeline if e["phase"] == "generate"]
+    train = [e["end"] - e["start"] for e in timeline if e["phase"] == "train"]
+    if len(generate) != len(train):
+        raise ValueError(f"the timeline must hold one generation round per step, got {len(generate)} rounds "
+                         f"and {len(train)} steps")
+    return generate, train
+
+
+def example_durations(steps: int = 8, *, spread: float = 0.5, train_seconds: float = 1.0, seed: int = 0):
+    """Generation and training times of an example run with mixed lengths.
+
+    A round's generation lasts as long as its longest completion: here 1 + spread × (the
+    maximum of 16 exponential lengths, divided by its mean), so a larger ``spread`` gives more
+    uneven rounds. Training takes ``train_seconds`` per step. Returns two lists of ``steps`` floats.
+    """
+    check_int("steps", steps, minimum=1)
+    if spread < 0:
+        raise ValueError(f"spread must be >= 0, got {spread}")
+    rng = np.random.default_rng(seed)
+    longest = rng.exponential(size=(steps, 16)).max(axis=1)
+    generate = 1.0 + spread * (longest / longest.mean() - 1.0) if spread else np.ones(steps)
+    return [float(g) for g in np.maximum(generate, 0.05)], [float(train_seconds)] * steps

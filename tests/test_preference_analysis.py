@@ -1,0 +1,75 @@
+"""rlbook.preference_analysis: each loss against one pair's margin, pairs scored as the trainer scores
+them, and the implicit reward split clause by clause."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset
+
+from rlbook.models import build_char_tokenizer, build_tiny_model
+from rlbook.preference_analysis import clause_credit, clause_credit_table, pair_losses_vs_margin, pair_sequence_logps
+from rlbook.tasks.reviews import gold_reward
+
+
+def test_pair_losses_vs_margin_match_each_library_loss():
+    h = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    curves = pair_losses_vs_margin(h, beta=0.2, tau=0.25, gamma=0.5, simpo_beta=2.0)
+    assert set(curves) == {"dpo", "ipo", "kto", "simpo", "orpo"}
+    np.testing.assert_allclose(curves["dpo"], -torch.nn.functional.logsigmoid(0.2 * h).numpy())
+    np.testing.assert_allclose(curves["ipo"], ((h - 2.0) ** 2).numpy())
+    np.testing.assert_allclose(curves["simpo"], -torch.nn.functional.logsigmoid(2.0 * h - 0.5).numpy())
+    np.testing.assert_allclose(curves["kto"], (2 * (1 - torch.sigmoid(0.1 * h))).numpy())
+    assert curves["dpo"][5] == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="margins"):
+        pair_losses_vs_margin(torch.zeros(2, 2))
+
+
+def test_pair_sequence_logps_score_pairs_as_the_trainer_does():
+    from rlbook.trainers import PreferenceTrainer
+
+    tokenizer = build_char_tokenizer()
+    pairs = Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"Review {film}."}] for film in ("Dune", "Up", "Jaws")],
+        "chosen": ["the plot was great.", "the cast was fun, the music was superb.", "the ending was moving."],
+        "rejected": ["the plot was dull.", "the cast was weak.", "the music was bland, the pace was slow."],
+    })
+    model = build_tiny_model(tokenizer, shape="test", seed=0)
+    chosen, rejected = pair_sequence_logps(model, tokenizer, pairs, batch_size=2)
+    assert chosen.shape == rejected.shape == (3,)
+    assert (chosen < 0).all() and (rejected < 0).all()
+    means = PreferenceTrainer(model, tokenizer, pairs, steps=1, progress=False).evaluate(pairs)
+    assert float(chosen.mean()) == pytest.approx(means["logps/chosen"], abs=1e-4)
+    assert float(rejected.mean()) == pytest.approx(means["logps/rejected"], abs=1e-4)
+
+
+def test_clause_credit_splits_the_implicit_reward_and_the_gold_reward_exactly():
+    tokenizer = build_char_tokenizer()
+    reference = build_tiny_model(tokenizer, shape="test", seed=0)
+    model = build_tiny_model(tokenizer, shape="test", seed=1)
+    texts = ["the plot was great, the plot was dull.", "not a review", " the cast was fun, the music was odd, "
+             "the sets was weak, the pace was slow.", "the ending was moving."]
+    prompts = [[{"role": "user", "content": "Review Up."}]] * len(texts)
+    credit = clause_credit(model, reference, tokenizer, prompts, texts, beta=0.5, batch_size=2)
+    assert sorted(set(credit["text"])) == [0, 2, 3]  # the unparsable text is skipped
+    # Each text's clause credits sum to its implicit reward β (log π − log π_ref), and its gold terms to its gold.
+    pairs = {"prompt": prompts[:2], "chosen": [texts[0], texts[2]], "rejected": [texts[3], texts[3]]}
+    chosen, rejected = pair_sequence_logps(model, tokenizer, pairs)
+    ref_chosen, ref_rejected = pair_sequence_logps(reference, tokenizer, pairs)
+    implicit = {0: chosen[0] - ref_chosen[0], 2: chosen[1] - ref_chosen[1], 3: rejected[0] - ref_rejected[0]}
+    for i, frame in credit.groupby("text"):
+        assert frame["credit"].sum() == pytest.approx(0.5 * float(implicit[i]), abs=1e-4)
+        assert frame["gold"].sum() == pytest.approx(gold_reward(texts[i]))
+    second = credit[credit["text"] == 0].iloc[1]
+    assert bool(second["repeat"]) and second["gold"] == -1 - 1.5
+    fourth = credit[credit["text"] == 2].iloc[3]
+    assert bool(fourth["past_limit"]) and not fourth["repeat"] and fourth["gold"] == -1 - 1.0
+    table = clause_credit_table(credit)
+    assert list(table.index) == ["positive", "neutral", "negative"]
+    assert table.loc["negative", ("clauses", "repeat")] == 1
+    assert table.loc["negative", ("gold", "past the limit")] == -2.0
+    with pytest.raises(ValueError, match="beta"):
+        clause_credit(model, reference, tokenizer, prompts, texts, beta=0)
+    with pytest.raises(ValueError, match="texts"):
+        clause_credit(model, reference, tokenizer, prompts, texts[:2], beta=0.5)
