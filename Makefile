@@ -7,10 +7,12 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 # The CI size: every notebook and test reads RLBOOK_SIZE (see rlbook/runtime.py).
 TEST_SIZE ?= ci
-# OpenMP threads that sleep, not spin, while they wait (override: OMP_WAIT_POLICY=active make ...). With
-# the default spinning, two PyTorch threads on a 2-core machine wait on each other whenever any other
-# program is busy: four Dr.GRPO steps took 127 s, against 2.3 s single-threaded (README, "Hardware tiers").
-export OMP_WAIT_POLICY ?= PASSIVE
+# One PyTorch thread (override: OMP_NUM_THREADS=2 make ...). The book's models are ~1 M parameters, so a
+# step is thousands of small operations: a second thread gains little when the machine is idle, and when
+# any other program keeps a core busy, spinning threads wait on each other (a GRPO step 6x slower) while
+# sleeping ones (OMP_WAIT_POLICY=PASSIVE) are slower than one thread even when idle. Measured by
+# `make bench` (README, "Hardware tiers" and "Benchmarks").
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: lab test unit notebooks execute bench zoo clean
 
@@ -45,10 +47,11 @@ execute: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout.py
-	$(PY) benchmarks/grpo_vs_trl.py
+	$(PY) benchmarks/rollout.py --num-samples 8
+	$(PY) benchmarks/grpo_vs_trl.py --beside-busy
 
-# Rebuild every zoo checkpoint and its card (single-threaded: deterministic, and fastest for
-# models this small).
+# Rebuild every zoo checkpoint and its card (single-threaded whatever OMP_NUM_THREADS says: the
+# recorded checkpoints and cards are reproduced bit for bit).
 zoo: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m rlbook.zoo build all
 

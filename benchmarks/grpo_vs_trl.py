@@ -1,7 +1,9 @@
 """One GRPO step: rlbook's OnlineTrainer against TRL's GRPOTrainer, measured in the same run.
 
+    make bench                                                       # under the settings make gives a user
     OMP_NUM_THREADS=1 python benchmarks/grpo_vs_trl.py               # zoo "arith-base", 8 prompts x G=8, 48 tokens
     OMP_NUM_THREADS=1 python benchmarks/grpo_vs_trl.py --steps 5 --prompts 8 --group-size 8 --max-new-tokens 48
+    OMP_NUM_THREADS=1 python benchmarks/grpo_vs_trl.py --beside-busy  # also: rlbook's step beside a busy process
 
 Both trainers get the same model weights (a fresh copy each), tokenizer, task (addition with the
 zoo recipe's number of digits; prompts through the tokenizer's chat template), batch (``--prompts``
@@ -12,6 +14,11 @@ the same objective: GRPO's group-normalised advantages, clip ε = 0.2, per-respo
 sampling to the optimizer step. The first step of each is a warm-up and is not counted; the
 median of the remaining ``--steps`` is reported, with the ratio TRL / rlbook.
 
+``--beside-busy`` then times rlbook's step again while another process keeps one core busy (a
+plain Python loop, started and stopped by this script, ending by itself after 10 minutes at most)
+and prints that time against the idle one: a thread policy that collapses when the machine is
+shared shows up as a large ratio.
+
 TRL's trainer is built fully offline: the model is saved to a temporary folder and TRL loads it
 from there; the tokenizer is the same object type rlbook uses (``rlbook.models.load_tokenizer``,
 which keeps the character tokenizer's own pipeline); no hub access, no logging integrations.
@@ -20,7 +27,10 @@ which keeps the character tokenizer's own pipeline); no hub access, no logging i
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -43,6 +53,8 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=5, help="timed steps after the warm-up (median reported)")
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--digits", type=int, default=None, help="addition digits (default: the zoo recipe's, else 3)")
+    parser.add_argument("--beside-busy", action="store_true",
+                        help="also time rlbook's step while another process keeps one core busy")
     return parser.parse_args()
 
 
@@ -62,6 +74,11 @@ def time_rlbook(folder, tokenizer, task, dataset, args) -> list[float]:
     config = preset("grpo", kl_beta=0.0, group_size=args.group_size, prompts_per_step=args.prompts,
                     max_new_tokens=args.max_new_tokens, lr=args.lr, max_grad_norm=1.0)
     trainer = OnlineTrainer(model, tokenizer, task, config, train_dataset=dataset)
+    return time_steps(trainer, args)
+
+
+def time_steps(trainer, args) -> list[float]:
+    """Wall time of ``args.steps`` steps after one warm-up step."""
     times = []
     for _ in range(args.steps + 1):
         start = time.perf_counter()
@@ -102,8 +119,22 @@ def time_trl(folder, task, dataset, args) -> list[float]:
     return timer.times[1:]
 
 
+BUSY_LOOP = "import time\nend = time.time() + 600\nwhile time.time() < end:\n    pass\n"
+
+
+def time_rlbook_beside_busy(folder, tokenizer, task, dataset, args) -> list[float]:
+    """rlbook's step times while a separate process spins on one core (bounded: it stops itself)."""
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+    try:
+        return time_rlbook(folder, tokenizer, task, dataset, args)
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 def main():
     args = parse_args()
+    load_before = os.getloadavg()[0]
     warnings.filterwarnings("ignore")
     model, tokenizer, name = get_model(args.model)
     recipe = RECIPES.get(name)
@@ -115,13 +146,18 @@ def main():
         tokenizer.save_pretrained(folder)
         ours = time_rlbook(folder, tokenizer, task, dataset, args)
         theirs = time_trl(folder, task, dataset, args)
+        busy = time_rlbook_beside_busy(folder, tokenizer, task, dataset, args) if args.beside_busy else None
     ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
+    threads = {name: os.environ.get(name, "unset") for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     print(f"model: {name}; {task!r}; batch {args.prompts} prompts x G={args.group_size}, "
-          f"{args.max_new_tokens} new tokens; "
-          f"torch threads {torch.get_num_threads()}")
+          f"{args.max_new_tokens} new tokens; torch threads {torch.get_num_threads()} "
+          f"({', '.join(f'{k}={v}' for k, v in threads.items())}); load average before: {load_before:.1f}")
     print(f"rlbook OnlineTrainer step: median {ours_median:.3f} s  ({', '.join(f'{t:.3f}' for t in ours)})")
     print(f"TRL GRPOTrainer step:      median {theirs_median:.3f} s  ({', '.join(f'{t:.3f}' for t in theirs)})")
     print(f"speed-up (TRL / rlbook): {theirs_median / ours_median:.2f}x")
+    if busy is not None:
+        print(f"rlbook step beside a busy process: median {statistics.median(busy):.3f} s "
+              f"({', '.join(f'{t:.3f}' for t in busy)}) = {statistics.median(busy) / ours_median:.2f}x the idle step")
 
 
 if __name__ == "__main__":
