@@ -41,9 +41,10 @@ notebooks: $(STAMP)
 		--nbval-cell-timeout=600 -p no:cacheprovider notebooks
 
 # Re-run lessons at full size and store their outputs: make execute NB="notebooks/00_tour.ipynb"
+# (rlbook.execute: nbconvert's engine, without the stall nbconvert shows after some widget cells).
 NB ?= notebooks/[0-9][0-9]_*.ipynb
 execute: $(STAMP)
-	RLBOOK_SIZE=full $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace $(NB)
+	RLBOOK_SIZE=full $(PY) -m rlbook.execute $(NB)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout.py

@@ -1,0 +1,84 @@
+"""Run lessons headless and store their outputs: ``python -m rlbook.execute notebooks/NN_*.ipynb``.
+
+What ``make execute`` calls. Each notebook is run top to bottom in a fresh kernel (``nbclient``,
+the engine of ``jupyter nbconvert --execute``) and written back in place with its outputs and
+its widgets' state, so a reader sees every figure and slider without running anything.
+
+Why not ``jupyter nbconvert --execute`` itself: on this project's lessons it sometimes stalls
+after a cell that displays a widget — the kernel has finished and sent its reply, and the client
+waits on its socket indefinitely (measured: lesson 12 at the CI size hung in 1 of 2 runs under
+``nbconvert``, for ipykernel 6.31 and 7.4 alike; the same kernel, cells and settings ran 3 of 3
+times in 18–20 s here). The client waits for a reply with one unbounded poll of a ZeroMQ socket;
+``PatientClient`` polls in one-second slices instead, so a wake-up the event loop misses costs
+at most a second. (That the wake-up is missed is our reading of the stall, not a proven cause:
+the message is never lost, since a fresh poll finds it.)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from queue import Empty
+
+import nbformat
+from nbclient import NotebookClient
+
+__all__ = ["PatientClient", "execute_notebook"]
+
+POLL_SLICE_S = 1.0
+
+
+class PatientClient(NotebookClient):
+    """``nbclient.NotebookClient`` whose reads of the kernel's shell and IOPub sockets poll in short slices."""
+
+    async def async_start_new_kernel_client(self):
+        client = await super().async_start_new_kernel_client()
+        for channel in (client.shell_channel, client.iopub_channel):
+            channel.get_msg = _in_slices(channel.get_msg)
+        return client
+
+
+def _in_slices(get_msg):
+    """``get_msg(timeout)`` made of polls of at most ``POLL_SLICE_S`` each, the same timeout in all."""
+    async def get(timeout=None):
+        start = time.monotonic()
+        while True:
+            left = None if timeout is None else timeout - (time.monotonic() - start)
+            try:
+                return await get_msg(timeout=POLL_SLICE_S if left is None else max(0.0, min(POLL_SLICE_S, left)))
+            except Empty:
+                if left is not None and left <= POLL_SLICE_S:
+                    raise
+    return get
+
+
+def execute_notebook(path, *, timeout: int = 600, kernel_name: str = "python3") -> float:
+    """Run the notebook at ``path`` in a fresh kernel, in its own folder, and store its outputs in place.
+
+    ``timeout`` bounds each cell (seconds). Returns the wall time. A cell that raises stops the run
+    with ``nbclient``'s ``CellExecutionError`` and leaves the file as it was.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path must be a notebook file, got {str(path)!r}")
+    notebook = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    PatientClient(notebook, timeout=timeout, kernel_name=kernel_name,
+                  resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(notebook, path)
+    return time.perf_counter() - start
+
+
+def main(paths: list[str]) -> int:
+    if not paths:
+        print("usage: python -m rlbook.execute NOTEBOOK.ipynb [...]", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"{path}: executing", flush=True)
+        print(f"{path}: stored in {execute_notebook(path):.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
