@@ -71,10 +71,12 @@ def prepare_train(argv: list[str]):
     parser.add_argument("--eval-prompts", type=non_negative_int, default=100,
                         help="held-out prompts for pass@k (0: skip)")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    _add_device_arguments(parser)
     args = parser.parse_args(argv)
 
     model_name = args.model or DEFAULT_MODELS[args.task]
     _check_model_name("--model", model_name)
+    _check_device_arguments(args)
     with blame("--task-set"):
         task = _task(args.task, {**_recipe_task_settings(model_name), **key_values(args.task_settings)})
     with blame("--set"):
@@ -90,7 +92,7 @@ def _run_train(args, model_name: str, task, config, checkpoint: Path) -> int:
     from rlbook.models import load_model
     from rlbook.trainers import OnlineTrainer
 
-    model, tokenizer = load_model(model_name)
+    model, tokenizer = load_model(model_name, **_device_and_dtype(args))
     trainer = OnlineTrainer(model, tokenizer, task, config)
     held_out = task.dataset(args.eval_prompts, seed=config.seed, split="test") if args.eval_prompts else None
     before = trainer.evaluate(held_out) if held_out is not None and not args.resume else None
@@ -215,10 +217,12 @@ def _add_preference_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-prompts", type=positive_int, default=300, help="prompts to sample held-out pairs on")
     parser.add_argument("--steps", type=positive_int, help="optimizer steps (default: one epoch)")
     parser.add_argument("--seed", type=non_negative_int, default=0)
+    _add_device_arguments(parser)
 
 
 def _check_preference_data_arguments(args) -> None:
     _check_model_name("--model", args.model)
+    _check_device_arguments(args)
     _check_file("--pairs", args.pairs)
     _check_file("--eval-pairs", args.eval_pairs)
 
@@ -235,7 +239,7 @@ def _preference_data(args, *, repeat_penalty: float | None = None, **pair_option
     from rlbook.tasks.reviews import ReviewTask, relabel_pairs
     from rlbook.trainers.data import policy_preference_pairs
 
-    model, tokenizer = load_model(args.model)
+    model, tokenizer = load_model(args.model, **_device_and_dtype(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.pairs:
@@ -272,11 +276,13 @@ def prepare_sft(argv: list[str]):
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="an sft argument, e.g. --set lr=3e-4 --set batch_size=32 (repeatable)")
+    _add_device_arguments(parser)
     args = parser.parse_args(argv)
     if args.model is None and args.task is None:
         parser.error("argument --model: it is required with --data")
     model_name = args.model or DEFAULT_MODELS[args.task]
     _check_model_name("--model", model_name)
+    _check_device_arguments(args)
     _check_file("--data", args.data)
     with blame("--task"):
         task = _task(args.task, _recipe_task_settings(model_name)) if args.task is not None else None
@@ -292,7 +298,7 @@ def _run_sft(args, model_name: str, task, settings: dict) -> int:
     from rlbook.models import load_model
     from rlbook.trainers import sft
 
-    model, tokenizer = load_model(model_name)
+    model, tokenizer = load_model(model_name, **_device_and_dtype(args))
     if task is not None:
         examples = task.dataset(args.examples, seed=args.seed, split="train")
         data = [(example["prompt"], task.solution(example, style=args.style)) for example in examples]
@@ -371,6 +377,38 @@ def _check_model_name(argument: str, name: str) -> None:
 
     with blame(argument):
         resolve(name)
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype``, the same for every command that loads a model."""
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:N or mps (default cpu)")
+    parser.add_argument("--dtype", choices=DTYPES, help="the weights' dtype (default: the checkpoint's own, "
+                                                        "float32 for the zoo); bfloat16 on a GPU")
+
+
+def _check_device_arguments(args) -> None:
+    """The device exists on this machine: checked before any model is loaded."""
+    import torch
+
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        raise ValueError(f"argument --device: expected cpu, cuda, cuda:N or mps, got {args.device!r}") from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available.get(device.type, False):
+        raise ValueError(f"argument --device: {device.type} is not available on this machine")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"argument --device: there is no {args.device} ({torch.cuda.device_count()} CUDA devices)")
+
+
+def _device_and_dtype(args) -> dict:
+    """``load_model``'s ``device`` and ``dtype`` from the checked arguments."""
+    import torch
+
+    return {"device": args.device, "dtype": None if args.dtype is None else getattr(torch, args.dtype)}
 
 
 def _check_file(argument: str, path: str | None) -> None:

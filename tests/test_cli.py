@@ -69,6 +69,11 @@ MISTAKES = [  # (arguments before --out, the argument blamed, a word the message
     ("sft --task arithmetic --steps 2 --set no_such_setting=1", "--set", "no_such_setting"),
     ("sft --task arithmetic --steps -1", "--steps", "positive int"),
     ("sft --data no-such-file.jsonl --model arith-base --steps 2", "--data", "no-such-file"),
+    ("train grpo --steps 2 --device nowhere", "--device", "nowhere"),
+    ("train grpo --steps 2 --device cuda:99", "--device", "cuda"),  # no CUDA here; on a GPU, no 100th device
+    ("preference dpo --device mps:7", "--device", "mps"),
+    ("reward-model --dtype float64", "--dtype", "float64"),
+    ("sft --task arithmetic --steps 2 --dtype int8", "--dtype", "int8"),
 ]
 
 
@@ -108,7 +113,7 @@ def test_resuming_with_another_config_is_refused_before_loading(tokenizer, tmp_p
 def test_train_saves_a_model_that_load_model_reads(tmp_path, capsys, lora):
     out = tmp_path / "run"
     code = main(["train", "grpo", "--task", "arithmetic", "--steps", "2", "--out", str(out), *TINY_GRPO,
-                 "--eval-prompts", "2", *(["--set", "lora=4"] if lora else [])])
+                 "--eval-prompts", "2", "--device", "cpu", "--dtype", "float32", *(["--set", "lora=4"] if lora else [])])
     assert code == 0 and RUN_FILES | {"checkpoint"} <= {p.name for p in out.iterdir()}
     assert json.loads(capsys.readouterr().out)["saved_model"] == str(out / "model")
 

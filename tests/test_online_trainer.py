@@ -76,6 +76,23 @@ def test_lora_trains_only_the_adapters(tokenizer, dataset):
     assert moved and all("lora_" in name for name in moved)
 
 
+def test_under_lora_the_reference_is_the_base_model_with_adapters_off(tokenizer, dataset):
+    from rlbook.rollout import rollout_logprobs, sample
+
+    trainer = make_trainer(tokenizer, dataset, "grpo", lora=4, kl_beta=0.1)
+    assert trainer.reference is None  # no deep copy of the policy
+    row = trainer.train(3, progress=False)[-1]
+    assert row["kl_ref"] > 0  # the adapters have moved the policy away from its base
+    base = build_tiny_model(tokenizer, shape="test").eval()  # the same weights the trainer started from
+    rollout = sample(trainer.policy, tokenizer, [example["prompt"] for example in dataset][:2], num_samples=2,
+                     max_new_tokens=8, seed=5)
+    ref_logp, kl = trainer._reference_terms(rollout)
+    with torch.no_grad():
+        expected = rollout_logprobs(base, rollout)
+    assert torch.allclose(ref_logp, expected, atol=1e-5)
+    assert (kl.abs() > 0).any()
+
+
 def test_zero_beta_builds_no_reference_and_logs_kl_to_old(tokenizer, dataset):
     trainer = make_trainer(tokenizer, dataset, "dr_grpo")
     assert trainer.config.kl_beta == 0 and trainer.reference is None

@@ -34,6 +34,7 @@ so the policy is kept in eval mode throughout.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -101,8 +102,9 @@ class OnlineTrainer:
         config: an ``OnlineConfig`` (``rlbook.trainers.preset(name)``).
         train_dataset: rows with a ``prompt`` column (and whatever the reward reads); default
             ``task.dataset(2000, split="train", seed=config.seed)``.
-        reference: the frozen reference π_ref; by default a frozen copy of ``model`` is made, and
-            only when ``config.kl_beta > 0``.
+        reference: the frozen reference π_ref; by default, and only when ``config.kl_beta > 0``, a
+            frozen copy of ``model`` — or, under LoRA, no copy: the reference is then the policy
+            with its adapters switched off (the base weights, which LoRA never trains).
         reward_model: a reward function in TRL's convention, ``rm(prompts=..., completions=...) -> (B,)
             scores`` (e.g. ``rlbook.trainers.RewardModel``), added to the reward; it is given the
             chat-formatted prompt strings and the completion texts.
@@ -146,7 +148,9 @@ class OnlineTrainer:
         return examples
 
     def _frozen_reference(self, model, reference):
-        if reference is None and self.config.kl_beta == 0:
+        """A frozen π_ref, or None: without a KL term, and under LoRA when none is given (see
+        ``_reference_terms``: the base model then serves, adapters off)."""
+        if reference is None and (self.config.kl_beta == 0 or self.config.lora):
             return None
         reference = copy.deepcopy(model) if reference is None else reference
         for parameter in reference.parameters():
@@ -290,11 +294,19 @@ class OnlineTrainer:
 
     @torch.no_grad()
     def _reference_terms(self, rollout: Rollout):
-        """log π_ref of the sampled tokens and the per-token KL estimate (None without a reference)."""
-        if self.reference is None:
+        """log π_ref of the sampled tokens and the per-token KL estimate (None without a reference).
+
+        Under LoRA with no reference given, π_ref is the policy with its adapters disabled.
+        """
+        if self.reference is not None:
+            model, adapters_off = self.reference, contextlib.nullcontext()
+        elif self.config.lora and self.config.kl_beta > 0:
+            model, adapters_off = self.policy, self.policy.disable_adapter()
+        else:
             return None, None
-        ref_logp = completion_logprobs(self.reference, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                       rollout.completion_mask, temperature=self.config.temperature)
+        with adapters_off:
+            ref_logp = completion_logprobs(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                           rollout.completion_mask, temperature=self.config.temperature)
         kl = kl_estimate(rollout.logprobs, ref_logp, self.config.kl_estimator) * rollout.completion_mask
         return ref_logp, kl
 
