@@ -3,7 +3,10 @@
 A lesson never pastes a second copy of a method: it calls ``show_source(rlbook.losses.dpo_loss)``
 so the reader sees the code that actually runs. A lesson's claim about its own run is checked by
 ``check_claim``, which prints the claim with the measured evidence and fails the notebook (and so
-``make test``) when the run does not show it.
+``make test``) when the run does not show it. A claim is something the run could have shown
+otherwise; an identity, or a fact true by construction (AM ≥ GM, a gate equal to 1 at r = 1, a
+filter leaving no flat group), is shown with ``worked_check`` instead: it is checked just as
+hard, but printed as what it is, so it is never read as evidence about the run.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ def check_claim(condition: bool, claim: str, evidence: str = "") -> None:
     if not condition:
         raise AssertionError(f"claim not shown by this run: {claim}{detail}")
     print(f"✓ {claim}{detail}")
+
+
+def worked_check(condition: bool, statement: str, detail: str = "") -> None:
+    """Check a fact that holds by construction or by a theorem, on this run's numbers, and print it
+    as a worked check (``=``), not as a claim (``✓``); ``AssertionError`` if it fails (a bug)."""
+    shown = f" ({detail})" if detail else ""
+    if not condition:
+        raise AssertionError(f"worked check failed, which means a bug: {statement}{shown}")
+    print(f"= {statement}{shown} [true by construction, shown as a worked check]")
 
 
 def size_banner() -> None:

@@ -1,0 +1,19 @@
+"""check_claim and worked_check: each prints what held and fails loudly when it does not."""
+
+import pytest
+
+from rlbook.notebook import check_claim, worked_check
+
+
+def test_a_claim_that_holds_is_printed_and_one_that_does_not_fails(capsys):
+    check_claim(True, "the reward rises", "0.3 -> 0.9")
+    assert capsys.readouterr().out == "✓ the reward rises (0.3 -> 0.9)\n"
+    with pytest.raises(AssertionError, match="claim not shown by this run: the reward rises"):
+        check_claim(False, "the reward rises")
+
+
+def test_a_worked_check_is_marked_as_such_and_a_failing_one_is_a_bug(capsys):
+    worked_check(True, "AM >= GM", "smallest gap 0")
+    assert capsys.readouterr().out.startswith("= AM >= GM (smallest gap 0) [true by construction")
+    with pytest.raises(AssertionError, match="worked check failed, which means a bug: AM >= GM"):
+        worked_check(False, "AM >= GM")
