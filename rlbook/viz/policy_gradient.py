@@ -77,6 +77,12 @@ def gradient_spread_widget(bandit: GaussianBandit, logits, *, dims: tuple[int, i
     import ipywidgets as widgets
 
     def draw(batch_size, baseline):
+        if baseline == "leave_one_out" and batch_size < 2:  # a reader can set this: say why, not a traceback
+            fig, ax = plt.subplots(figsize=(5.2, 4.6))
+            ax.text(0.5, 0.5, "the leave-one-out baseline averages the other pulls\nof the batch: "
+                    "it needs batch size ≥ 2", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            return
         plot_gradient_spread(bandit, logits, batch_size=batch_size, baseline=baseline, dims=dims,
                              num_estimates=num_estimates, seed=seed)
 
