@@ -1,0 +1,179 @@
+"""The entropy mechanism of policy-gradient RL: why a softmax policy's entropy falls, and the controls.
+
+For a softmax policy π = softmax(z) over actions a, H(π) = −Σ_a π(a) log π(a) and
+
+    ∂H/∂z_a = −π(a) · (log π(a) + H),
+
+so a small change Δz of the logits changes the entropy by, to first order,
+
+    ΔH ≈ Σ_a ∂H/∂z_a Δz_a = −Cov_{a∼π}(log π(a), Δz_a)
+
+(the mean E_π[log π] = −H centres the first factor, which is why it is a covariance). The entropy
+falls when the logits that rise are those of actions already likely. A policy-gradient step fixes
+Δz (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language
+Models", arXiv:2505.22617, Lemma 1 and Theorems 2–3, for a tabular softmax):
+
+- vanilla policy gradient on J = E_π[A]: ∂J/∂z_a = π(a)·A(a) (with E_π[A] = 0), so
+  Δz = η·π·A and ΔH ≈ −η · Cov_π(log π(a), π(a)·A(a));
+- natural policy gradient: Δz = η·A, and ΔH ≈ −η · Cov_π(log π(a), A(a)).
+
+A confident action with a positive advantage, or a rare one with a negative advantage, lowers
+the entropy; a rare action rewarded raises it. On a language model the same quantity is measured
+per token of a batch: the centred product (log π(y_t) − mean)·(A_t − mean) over the batch's
+tokens, whose mean is the batch covariance. The paper's two controls act on the tokens where it is
+largest: **Clip-Cov** drops the gradient of a random share of the tokens whose covariance lies in
+a high band, and **KL-Cov** adds a KL penalty (|log π_θ − log π_old| weighted by a coefficient) on
+the top share of tokens by covariance (§4, eqs. 9–11 of the paper).
+
+The paper also fits downstream reward against entropy across training, R ≈ −a·e^H + b (§2,
+eq. 1): ``fit_entropy_frontier`` fits it by least squares, reported as measured, never assumed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rlbook._checks import as_float_tensor, check_same_shape
+
+__all__ = [
+    "softmax_entropy",
+    "entropy_change",
+    "predicted_entropy_change",
+    "policy_gradient_logit_step",
+    "token_covariance",
+    "clip_cov_mask",
+    "kl_cov_mask",
+    "fit_entropy_frontier",
+]
+
+
+def _logits(logits, name: str = "logits") -> torch.Tensor:
+    z = as_float_tensor(name, logits).to(torch.float64)
+    if z.dim() != 1 or z.numel() < 2:
+        raise ValueError(f"{name} must be a 1-D tensor of at least 2 action logits, got shape {tuple(z.shape)}")
+    return z
+
+
+def softmax_entropy(logits) -> float:
+    """H(softmax(logits)) in nats, for one 1-D vector of action logits."""
+    log_p = torch.log_softmax(_logits(logits), dim=0)
+    return float(-(log_p.exp() * log_p).sum())
+
+
+def entropy_change(logits, delta) -> float:
+    """The exact entropy change H(softmax(z + Δz)) − H(softmax(z))."""
+    z, dz = _logits(logits), _logits(delta, "delta")
+    check_same_shape(logits=z, delta=dz)
+    return softmax_entropy(z + dz) - softmax_entropy(z)
+
+
+def predicted_entropy_change(logits, delta) -> float:
+    """The first-order change −Cov_{a∼π}(log π(a), Δz_a) of the entropy under the logit change ``delta``."""
+    z, dz = _logits(logits), _logits(delta, "delta")
+    check_same_shape(logits=z, delta=dz)
+    log_p = torch.log_softmax(z, dim=0)
+    p = log_p.exp()
+    return float(-(p * (log_p - (p * log_p).sum()) * (dz - (p * dz).sum())).sum())
+
+
+def policy_gradient_logit_step(logits, advantages, lr: float, *, natural: bool = False) -> torch.Tensor:
+    """Δz of one exact policy-gradient step on a tabular softmax: η·π·A (vanilla) or η·A (natural).
+
+    ``advantages`` A(a) are taken relative to their mean under π (A − E_π[A]), as the gradient of
+    J = E_π[A] has it: ∂J/∂z_a = π(a)(A(a) − E_π[A]).
+    """
+    z, advantage = _logits(logits), _logits(advantages, "advantages")
+    check_same_shape(logits=z, advantages=advantage)
+    if not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a positive finite step size, got {lr}")
+    p = torch.softmax(z, dim=0)
+    centred = advantage - (p * advantage).sum()
+    return lr * (centred if natural else p * centred)
+
+
+def token_covariance(logp, advantages, mask) -> torch.Tensor:
+    """Each token's centred product (log π(y_t) − m_logp)·(A_t − m_A), means over the masked tokens.
+
+    ``logp`` (B, C) are the sampled tokens' log-probs, ``advantages`` (B,) per sequence or (B, C)
+    per token, ``mask`` (B, C) the completion tokens. The masked mean of the result is the batch
+    covariance between log-probability and advantage that drives the entropy down (Cui et al. 2025,
+    §4, eq. 8); padding positions are 0. Detached: it selects tokens, it is not differentiated.
+    """
+    logp = as_float_tensor("logp", logp).detach()
+    mask = as_float_tensor("mask", mask)
+    check_same_shape(logp=logp, mask=mask)
+    advantages = as_float_tensor("advantages", advantages).detach()
+    if advantages.dim() == 1:
+        if advantages.shape[0] != logp.shape[0]:
+            raise ValueError(f"advantages of shape (B,) must have B = {logp.shape[0]} rows, got {advantages.shape[0]}")
+        advantages = advantages[:, None].expand_as(logp)
+    check_same_shape(logp=logp, advantages=advantages)
+    count = mask.sum()
+    if count <= 0:
+        raise ValueError("mask must mark at least one token")
+    mean_logp = (logp * mask).sum() / count
+    mean_advantage = (advantages * mask).sum() / count
+    return (logp - mean_logp) * (advantages - mean_advantage) * mask
+
+
+def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0, high: float = 5.0,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Clip-Cov's selection: a random ``fraction`` of all masked tokens, drawn among those whose
+    covariance lies in [``low``, ``high``], whose policy gradient is then dropped (True = drop).
+
+    Defaults are the paper's (r = 2e-4, ω_low = 1, ω_high = 5; Cui et al. 2025, §4, eq. 10). At
+    least one token is dropped when any lies in the band and ``fraction`` > 0.
+    """
+    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
+    check_same_shape(covariance=covariance, mask=mask)
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    if not low <= high:
+        raise ValueError(f"low must be <= high, got low={low}, high={high}")
+    in_band = (mask > 0) & (covariance >= low) & (covariance <= high)
+    candidates = in_band.flatten().nonzero().squeeze(1)
+    chosen = torch.zeros(covariance.numel(), dtype=torch.bool)
+    if fraction > 0 and candidates.numel():
+        count = min(candidates.numel(), max(1, round(fraction * int((mask > 0).sum()))))
+        pick = torch.randperm(candidates.numel(), generator=generator)[:count]
+        chosen[candidates[pick]] = True
+    return chosen.view_as(covariance)
+
+
+def kl_cov_mask(covariance, mask, *, fraction: float = 2e-3) -> torch.Tensor:
+    """KL-Cov's selection: the top ``fraction`` of masked tokens by covariance (at least one when
+    ``fraction`` > 0), which get a KL penalty (True = penalised; Cui et al. 2025, §4, eq. 11,
+    k = 2e-3 by default there)."""
+    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
+    check_same_shape(covariance=covariance, mask=mask)
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    chosen = torch.zeros(covariance.numel(), dtype=torch.bool)
+    valid = (mask > 0).flatten()
+    total = int(valid.sum())
+    if fraction > 0 and total:
+        count = max(1, round(fraction * total))
+        scores = covariance.flatten().masked_fill(~valid, -math.inf)
+        chosen[scores.topk(count).indices] = True
+    return chosen.view_as(covariance)
+
+
+def fit_entropy_frontier(entropy, reward) -> dict[str, float]:
+    """Least-squares fit of R = −a·e^H + b over paired (entropy, reward) points (Cui et al. 2025, eq. 1).
+
+    Returns ``a``, ``b``, the predicted reward at zero entropy ``ceiling`` = b − a, and ``r2``, the
+    fraction of the reward's variance the fit explains (0 when the reward does not vary).
+    """
+    h = as_float_tensor("entropy", entropy).to(torch.float64).flatten()
+    r = as_float_tensor("reward", reward).to(torch.float64).flatten()
+    check_same_shape(entropy=h, reward=r)
+    if h.numel() < 3:
+        raise ValueError(f"entropy and reward need at least 3 points to fit two coefficients, got {h.numel()}")
+    design = torch.stack([-h.exp(), torch.ones_like(h)], dim=1)
+    solution = torch.linalg.lstsq(design, r[:, None]).solution.squeeze(1)
+    a, b = float(solution[0]), float(solution[1])
+    residual = float(((design @ solution - r) ** 2).sum())
+    spread = float(((r - r.mean()) ** 2).sum())
+    return {"a": a, "b": b, "ceiling": b - a, "r2": 1.0 - residual / spread if spread > 0 else 0.0}

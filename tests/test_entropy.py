@@ -1,0 +1,110 @@
+"""rlbook.entropy: the first-order entropy change of a softmax policy, and Clip-Cov / KL-Cov's token choice."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlbook.entropy import (
+    clip_cov_mask, entropy_change, fit_entropy_frontier, kl_cov_mask, policy_gradient_logit_step,
+    predicted_entropy_change, softmax_entropy, token_covariance,
+)
+
+LOGITS = torch.tensor([2.0, 0.5, -1.0, 0.0, 1.2], dtype=torch.float64)
+ADVANTAGES = torch.tensor([1.0, -0.5, 2.0, -1.0, 0.3], dtype=torch.float64)
+
+
+def test_the_entropy_gradient_is_minus_p_times_log_p_plus_h():
+    z = LOGITS.clone().requires_grad_(True)
+    log_p = torch.log_softmax(z, 0)
+    (-(log_p.exp() * log_p).sum()).backward()
+    p, h = log_p.exp().detach(), softmax_entropy(LOGITS)
+    torch.testing.assert_close(z.grad, -p * (log_p.detach() + h))
+
+
+@pytest.mark.parametrize("natural", [False, True])
+def test_the_covariance_predicts_the_entropy_change_to_first_order(natural):
+    errors = []
+    for lr in (1e-1, 1e-2, 1e-3):
+        delta = policy_gradient_logit_step(LOGITS, ADVANTAGES, lr, natural=natural)
+        errors.append(abs(entropy_change(LOGITS, delta) - predicted_entropy_change(LOGITS, delta)))
+    # the error of a first-order expansion shrinks like lr²: 100x per 10x smaller step
+    assert errors[1] < errors[0] / 50 and errors[2] < errors[1] / 50
+
+
+def test_the_vanilla_and_natural_steps_give_the_papers_covariances():
+    p = torch.softmax(LOGITS, 0).numpy()
+    log_p, a = np.log(p), ADVANTAGES.numpy() - (p * ADVANTAGES.numpy()).sum()
+
+    def cov(x, y):
+        return float((p * (x - (p * x).sum()) * (y - (p * y).sum())).sum())
+
+    lr = 0.01
+    vanilla = policy_gradient_logit_step(LOGITS, ADVANTAGES, lr)
+    natural = policy_gradient_logit_step(LOGITS, ADVANTAGES, lr, natural=True)
+    assert predicted_entropy_change(LOGITS, vanilla) == pytest.approx(-lr * cov(log_p, p * a))
+    assert predicted_entropy_change(LOGITS, natural) == pytest.approx(-lr * cov(log_p, a))
+
+
+def test_rewarding_the_likely_action_lowers_entropy_and_rewarding_a_rare_one_raises_it():
+    likely, rare = torch.zeros(5, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
+    likely[0], rare[2] = 1.0, 1.0  # action 0 has the largest logit, action 2 the smallest
+    assert entropy_change(LOGITS, policy_gradient_logit_step(LOGITS, likely, 0.5)) < 0
+    assert entropy_change(LOGITS, policy_gradient_logit_step(LOGITS, rare, 0.5)) > 0
+
+
+def test_token_covariance_averages_to_the_batch_covariance_over_masked_tokens():
+    generator = torch.Generator().manual_seed(0)
+    logp = -torch.rand(4, 6, generator=generator) * 3
+    advantages = torch.tensor([1.0, -1.0, 0.5, 0.0])
+    mask = torch.ones(4, 6)
+    mask[1, 4:] = 0
+    cov = token_covariance(logp, advantages, mask)
+    x = logp[mask > 0].numpy()
+    y = advantages[:, None].expand(4, 6)[mask > 0].numpy()
+    assert float(cov.sum() / mask.sum()) == pytest.approx(float(np.cov(x, y, bias=True)[0, 1]), rel=1e-5)
+    assert (cov[mask == 0] == 0).all()
+
+
+def test_clip_cov_drops_a_seeded_share_of_in_band_tokens_only():
+    cov = torch.tensor([[0.5, 2.0, 3.0, 6.0], [1.5, 4.0, -2.0, 0.0]])
+    mask = torch.ones(2, 4)
+    mask[1, 3] = 0
+    chosen = clip_cov_mask(cov, mask, fraction=0.5, low=1.0, high=5.0, generator=torch.Generator().manual_seed(0))
+    assert int(chosen.sum()) == round(0.5 * 7)
+    assert ((cov[chosen] >= 1.0) & (cov[chosen] <= 5.0)).all()
+    again = clip_cov_mask(cov, mask, fraction=0.5, low=1.0, high=5.0, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(chosen, again)
+    assert not clip_cov_mask(cov, mask, fraction=0.0).any()
+
+
+def test_kl_cov_picks_the_top_tokens_by_covariance_among_masked_ones():
+    cov = torch.tensor([[0.5, 9.0, 3.0], [8.0, 4.0, -2.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])  # the 9.0 is padding
+    chosen = kl_cov_mask(cov, mask, fraction=0.4)
+    assert chosen.tolist() == [[False, False, False], [True, True, False]]
+
+
+def test_the_frontier_fit_recovers_known_coefficients():
+    h = torch.linspace(0.05, 0.6, 12, dtype=torch.float64)
+    fit = fit_entropy_frontier(h, -0.7 * h.exp() + 1.5)
+    assert fit["a"] == pytest.approx(0.7) and fit["b"] == pytest.approx(1.5)
+    assert fit["ceiling"] == pytest.approx(0.8) and fit["r2"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: softmax_entropy(torch.zeros(1)), "logits"),
+    (lambda: entropy_change(LOGITS, torch.zeros(3)), "delta"),
+    (lambda: policy_gradient_logit_step(LOGITS, ADVANTAGES, -1.0), "lr"),
+    (lambda: policy_gradient_logit_step(LOGITS, ADVANTAGES, math.nan), "lr"),
+    (lambda: token_covariance(torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3)), "advantages"),
+    (lambda: token_covariance(torch.zeros(2, 3), torch.zeros(2), torch.zeros(2, 3)), "mask"),
+    (lambda: clip_cov_mask(torch.zeros(2, 3), torch.ones(2, 3), fraction=2.0), "fraction"),
+    (lambda: clip_cov_mask(torch.zeros(2, 3), torch.ones(2, 3), low=3.0, high=1.0), "low"),
+    (lambda: kl_cov_mask(torch.zeros(2, 3), torch.ones(2, 2)), "mask"),
+    (lambda: fit_entropy_frontier([0.1, 0.2], [1.0, 2.0]), "points"),
+])
+def test_bad_input_is_a_value_error_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
