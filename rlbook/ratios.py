@@ -26,6 +26,7 @@ __all__ = [
     "gspo_sequence_ratio",
     "gspo_token_ratio",
     "gmpo_sequence_ratio",
+    "gmpo_token_weights",
     "sapo_gate",
     "cispo_weight",
     "decoupled_behaviour_weight",
@@ -85,6 +86,27 @@ def gmpo_sequence_ratio(logp, old_logp, advantages, mask, *, eps_low: float = 0.
     pessimistic = torch.where(positive, torch.minimum(log_ratio, clipped), torch.maximum(log_ratio, clipped))
     lengths = mask.sum(dim=1).clamp(min=1.0)
     return torch.exp((pessimistic * mask).sum(dim=1) / lengths)
+
+
+def gmpo_token_weights(logp, old_logp, advantages, mask, *, eps_low: float = 0.4, eps_high: float = 0.4):
+    """The weight each token's ∇log π gets in GMPO's gradient, shape (B, T) (Zhao et al. 2025, arXiv:2507.20673).
+
+    With ρ_i = exp((1/|y_i|) Σ_t ℓ*_t) (``gmpo_sequence_ratio``) and ∂ℓ*_t/∂log π_θ(y_t) = 1 on a
+    token whose log-ratio the pessimistic clip leaves alone and 0 on a clipped one,
+
+        ∇_θ (A_i ρ_i) = A_i · (1/|y_i|) Σ_t w_{i,t} ∇_θ log π_θ(y_t),   w_{i,t} = ρ_i · 1[token t not clipped].
+
+    GRPO's per-token weight is the token's *own* ratio r_t (where not clipped); GMPO's is the
+    response's geometric-mean ratio ρ_i, the same on every unclipped token. A token is clipped when
+    A_i > 0 and log r_t > ε_high, or A_i ≤ 0 and log r_t < −ε_low. Padding gets 0. Detached.
+    """
+    logp, old_logp, mask = _check_tokens(logp, old_logp, mask)
+    advantages = _sequence_advantages(advantages, logp.shape[0])
+    rho = gmpo_sequence_ratio(logp.detach(), old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high)
+    log_ratio = (logp - old_logp).detach()
+    positive = advantages.unsqueeze(1) > 0
+    clipped = torch.where(positive, log_ratio > eps_high, log_ratio < -eps_low)
+    return rho.unsqueeze(1) * (~clipped).to(logp.dtype) * mask
 
 
 def sapo_gate(ratio, advantages, *, tau_pos: float = 1.0, tau_neg: float = 1.05) -> torch.Tensor:

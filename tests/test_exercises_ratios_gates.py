@@ -64,3 +64,67 @@ def test_reference_gate_weight_is_one_on_policy():
     ratio = torch.ones(3, dtype=torch.float64)
     weight = reference_gate_weight(ratio, torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64), 1.0, 5.0)
     assert torch.allclose(weight, torch.ones(3, dtype=torch.float64))
+
+
+# --- lesson 12's second exercise: GMPO's sign-dependent clip in log space --------------------
+
+from rlbook.exercises.ratios import check_gmpo_log_clip  # noqa: E402
+
+
+def _gmpo(per_token, mask):
+    return torch.exp((per_token * mask).sum(1) / mask.sum(1))
+
+
+def right_gmpo(logp, old_logp, advantages, mask, eps_low, eps_high):
+    log_ratio = logp - old_logp
+    clipped = log_ratio.clamp(-eps_low, eps_high)
+    positive = advantages.unsqueeze(1) > 0
+    return _gmpo(torch.where(positive, torch.minimum(log_ratio, clipped), torch.maximum(log_ratio, clipped)), mask)
+
+
+def _ratio_space(l, o, a, m, el, eh):
+    r = (l - o).exp()
+    c = r.clamp(1 - el, 1 + eh)
+    return _gmpo(torch.where(a.unsqueeze(1) > 0, torch.minimum(r, c), torch.maximum(r, c)).log(), m)
+
+
+def _after_mean(l, o, a, m, el, eh):
+    mean = ((l - o) * m).sum(1) / m.sum(1)
+    c = mean.clamp(-el, eh)
+    return torch.where(a > 0, torch.minimum(mean, c), torch.maximum(mean, c)).exp()
+
+
+def _right_tokens(l, o, a, el, eh):
+    lr = l - o
+    c = lr.clamp(-el, eh)
+    return torch.where(a.unsqueeze(1) > 0, torch.minimum(lr, c), torch.maximum(lr, c))
+
+
+GMPO_WRONG = [
+    (lambda l, o, a, m, el, eh: _gmpo(torch.minimum(l - o, (l - o).clamp(-el, eh)), m), "same side is clipped for both"),
+    (lambda l, o, a, m, el, eh: _gmpo(torch.maximum(l - o, (l - o).clamp(-el, eh)), m), "same side is clipped for both"),
+    (lambda l, o, a, m, el, eh: right_gmpo(l, o, -a, m, el, eh), "signs are swapped"),
+    (lambda l, o, a, m, el, eh: _gmpo((l - o).clamp(-el, eh), m), "both sides are clipped"),
+    (_ratio_space, "ratio space"),
+    (lambda l, o, a, m, el, eh: right_gmpo(l, o, a, m, eh, el), "swapped: the log-ratio"),
+    (lambda l, o, a, m, el, eh: _gmpo(l - o, m), "nothing is clipped"),
+    (_after_mean, "after the mean"),
+    (lambda l, o, a, m, el, eh: (_right_tokens(l, o, a, el, eh).exp() * m).sum(1) / m.sum(1), "arithmetic mean"),
+    (lambda l, o, a, m, el, eh: _right_tokens(l, o, a, el, eh).mean(1).exp(), "padding was included"),
+    (lambda l, o, a, m, el, eh: _right_tokens(l, o, a, el, eh), "one ratio per sequence"),
+    (lambda l, o, a, m, el, eh: 1 / 0, "ZeroDivisionError"),
+]
+
+
+@pytest.mark.parametrize("fn, phrase", GMPO_WRONG)
+def test_gmpo_checker_names_the_mistake(fn, phrase, capsys):
+    assert check_gmpo_log_clip(fn) is False
+    assert phrase in capsys.readouterr().out
+
+
+def test_gmpo_checker_accepts_the_right_answer_and_waits_for_an_attempt(capsys):
+    assert check_gmpo_log_clip(right_gmpo) is True
+    assert check_gmpo_log_clip(not_yet) is None
+    assert check_gmpo_log_clip(None) is None
+    out = capsys.readouterr().out
+    assert "Not attempted" in out and "Nothing to check yet" in out

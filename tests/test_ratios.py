@@ -11,6 +11,7 @@ from rlbook.ratios import (
     cispo_weight,
     decoupled_behaviour_weight,
     gmpo_sequence_ratio,
+    gmpo_token_weights,
     gspo_sequence_ratio,
     gspo_token_ratio,
     sapo_gate,
@@ -132,3 +133,45 @@ def test_decoupled_behaviour_weight_and_cap():
 def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def _gmpo_batch():
+    generator = torch.Generator().manual_seed(3)
+    old_logp = -torch.rand(4, 6, dtype=torch.float64, generator=generator) * 2
+    logp = old_logp + 0.5 * torch.randn(4, 6, dtype=torch.float64, generator=generator)
+    mask = (torch.arange(6).unsqueeze(0) < torch.tensor([[6], [3], [5], [1]])).to(torch.float64)
+    return logp, old_logp, torch.tensor([1.0, -0.5, 2.0, -1.5], dtype=torch.float64), mask
+
+
+def test_gmpo_token_weights_match_autograd_of_the_gmpo_loss():
+    from rlbook.token_gradients import token_loss_gradients
+
+    logp, old_logp, advantages, mask = _gmpo_batch()
+    for eps_low, eps_high in ((0.4, 0.4), (0.2, 0.3)):
+        weights = gmpo_token_weights(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high)
+        gradient = token_loss_gradients(logp, old_logp, advantages, mask, variant="gmpo",
+                                        eps_low=eps_low, eps_high=eps_high)
+        # loss = (1/B) Σ_i −A_i ρ_i  ⇒  ∂loss/∂log π_t = −A_i w_{i,t} / (B |y_i|)
+        expected = -advantages.unsqueeze(1) * weights / (mask.shape[0] * mask.sum(1, keepdim=True))
+        assert torch.allclose(gradient, expected, atol=1e-12)
+        assert (weights[mask == 0] == 0).all()
+
+
+def test_gmpo_token_weights_are_the_sequence_ratio_not_the_token_ratio():
+    logp, old_logp, advantages, mask = _gmpo_batch()
+    weights = gmpo_token_weights(logp, old_logp, advantages, mask)
+    rho = gmpo_sequence_ratio(logp, old_logp, advantages, mask)
+    log_ratio = logp - old_logp
+    clipped = torch.where(advantages.unsqueeze(1) > 0, log_ratio > 0.4, log_ratio < -0.4) & (mask > 0)
+    kept = (mask > 0) & ~clipped
+    assert clipped.any() and kept.any()
+    assert torch.allclose(weights[kept], rho.unsqueeze(1).expand_as(logp)[kept])
+    assert (weights[clipped] == 0).all()
+    assert not torch.allclose(weights[kept], log_ratio.exp()[kept])
+
+
+def test_gmpo_token_weights_bad_input_names_the_argument():
+    with pytest.raises(ValueError, match="advantages"):
+        gmpo_token_weights(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="eps_high"):
+        gmpo_token_weights(torch.zeros(1, 3), torch.zeros(1, 3), torch.ones(1), torch.ones(1, 3), eps_high=-0.1)

@@ -1,4 +1,10 @@
-"""Checker for the exercise of lesson 12 (GSPO and GMPO): GSPO's length-normalised sequence ratio.
+"""Checkers for the exercises of lesson 12 (GSPO and GMPO).
+
+``check_gmpo_log_clip(fn)`` checks GMPO's sequence ratio with its per-token, sign-dependent clip
+in log space (Zhao et al. 2025, arXiv:2507.20673) against ``rlbook.ratios.gmpo_sequence_ratio``,
+on batches with token log-ratios beyond both bounds and advantages of both signs, and names the
+likely mistake (one side clipped for both signs, both sides clipped, the clip in ratio space, the
+clip after the mean, the arithmetic mean, padding counted).
 
 ``check_gspo_sequence_ratio(fn)`` runs the reader's ``fn(logp, old_logp, mask) -> (B,)`` on fixed
 batches whose padding holds garbage log-probs (as a real batch may), compares it with
@@ -12,9 +18,9 @@ from __future__ import annotations
 import torch
 
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
-from rlbook.ratios import gspo_sequence_ratio
+from rlbook.ratios import gmpo_sequence_ratio, gspo_sequence_ratio
 
-__all__ = ["check_gspo_sequence_ratio"]
+__all__ = ["check_gmpo_log_clip", "check_gspo_sequence_ratio"]
 
 
 def _ratio_cases():
@@ -71,3 +77,95 @@ def check_gspo_sequence_ratio(fn) -> bool | None:
             hint = _diagnose(result, reference, _sequence_ratio_mistakes(logp, old_logp, mask))
             return _verdict(False, "", f"wrong sequence ratio — {hint}")
     return _verdict(True, f"your sequence ratio matches GSPO's on all {len(cases)} test batches", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# GMPO: the per-token, sign-dependent clip in log space
+
+GMPO_BOUNDS = [(0.4, 0.4), (0.2, 0.3)]
+
+
+def _gmpo_cases():
+    """Fixed (logp, old_logp, advantages, mask): B = 6 rows, both signs of A, log-ratios beyond ±0.4."""
+    generator = torch.Generator().manual_seed(20)
+    lengths = torch.tensor([6, 4, 5, 2, 6, 3])
+    old_logp = -torch.rand(6, 6, dtype=DTYPE, generator=generator) * 3
+    logp = old_logp + 0.7 * torch.randn(6, 6, dtype=DTYPE, generator=generator)
+    mask = (torch.arange(6).unsqueeze(0) < lengths.unsqueeze(1)).to(DTYPE)
+    logp = torch.where(mask > 0, logp, -5 * torch.rand(6, 6, dtype=DTYPE, generator=generator))
+    advantages = torch.tensor([1.2, -0.8, 0.5, -1.5, -0.3, 0.9], dtype=DTYPE)
+    return logp, old_logp, advantages, mask
+
+
+def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
+    """The values of the usual wrong GMPO ratios, each with the hint that names the mistake."""
+    log_ratio = logp - old_logp
+    lengths = mask.sum(dim=1)
+    positive = advantages.unsqueeze(1) > 0
+    clipped = log_ratio.clamp(-eps_low, eps_high)
+
+    def geometric(per_token):
+        return torch.exp((per_token * mask).sum(dim=1) / lengths)
+
+    def pessimistic(value, bounded, where):
+        """min(value, bounded) where ``where`` (A > 0), max(value, bounded) elsewhere."""
+        return torch.where(where, torch.minimum(value, bounded), torch.maximum(value, bounded))
+
+    ratio = log_ratio.exp()
+    ratio_space = pessimistic(ratio, ratio.clamp(1 - eps_low, 1 + eps_high), positive)
+    right = pessimistic(log_ratio, clipped, positive)
+    mean_log = (log_ratio * mask).sum(dim=1) / lengths
+    after_mean = pessimistic(mean_log, mean_log.clamp(-eps_low, eps_high), advantages > 0)
+    return {
+        "min_for_both": (geometric(torch.minimum(log_ratio, clipped)),
+                         "the same side is clipped for both signs of A: min(ℓ, clip(ℓ)) is right for A > 0, but "
+                         "for A ≤ 0 the pessimistic choice is max(ℓ, clip(ℓ)) — a negative advantage loses the "
+                         "tokens whose ratio fell below e^{−ε_low}, not those that rose."),
+        "max_for_both": (geometric(torch.maximum(log_ratio, clipped)),
+                         "the same side is clipped for both signs of A: max(ℓ, clip(ℓ)) is right for A ≤ 0, but "
+                         "for A > 0 the pessimistic choice is min(ℓ, clip(ℓ)) — a positive advantage loses the "
+                         "tokens whose ratio rose above e^{ε_high}."),
+        "signs_swapped": (geometric(pessimistic(log_ratio, clipped, ~positive)),
+                          "the signs are swapped: use min(ℓ, clip(ℓ)) where A > 0 and max(ℓ, clip(ℓ)) where "
+                          "A ≤ 0 (PPO's pessimism: keep whichever is worse for the objective A · ρ)."),
+        "both_sides": (geometric(clipped),
+                       "both sides are clipped for every token: clip(ℓ, −ε_low, ε_high) alone is not pessimistic. "
+                       "For A > 0 a token whose ratio fell keeps its (worse) log-ratio: take min(ℓ, clip(ℓ)); "
+                       "for A ≤ 0, max(ℓ, clip(ℓ))."),
+        "ratio_space": (geometric(ratio_space.log()),
+                        "the clip is in ratio space, r_t to [1 − ε_low, 1 + ε_high]: GMPO clips the log-ratio, "
+                        "log r_t to [−ε_low, ε_high], i.e. r_t to [e^{−ε_low}, e^{ε_high}]."),
+        "bounds_swapped": (geometric(pessimistic(log_ratio, log_ratio.clamp(-eps_high, eps_low), positive)),
+                           "ε_low and ε_high are swapped: the log-ratio is clipped to [−ε_low, ε_high]."),
+        "no_clip": (geometric(log_ratio),
+                    "nothing is clipped: this is GSPO's s_i, the plain geometric mean. GMPO clips each token's "
+                    "log-ratio (pessimistically, by the sign of A) before averaging."),
+        "clip_after_mean": (after_mean.exp(),
+                            "the clip is applied after the mean, to the sequence's log-ratio (GSPO's way): GMPO clips "
+                            "each token's log-ratio first, so one clipped token leaves the others' gradient intact."),
+        "arithmetic_mean": (((right.exp() * mask).sum(dim=1) / lengths),
+                            "this is the arithmetic mean of the clipped token ratios: average the clipped "
+                            "log-ratios, then exponentiate (the geometric mean)."),
+        "padding_included": (torch.exp(right.mean(dim=1)),
+                             "padding was included: average the clipped log-ratios over each row's |y_i| = mask.sum(1) "
+                             "tokens only."),
+    }
+
+
+def check_gmpo_log_clip(fn) -> bool | None:
+    """Check ``fn(logp, old_logp, advantages, mask, eps_low, eps_high) -> (B,)`` against GMPO's ρ_i."""
+    if _not_attempted(fn, "GMPO ratio"):
+        return None
+    logp, old_logp, advantages, mask = _gmpo_cases()
+    for eps_low, eps_high in GMPO_BOUNDS:
+        result, error = _call(fn, logp.clone(), old_logp.clone(), advantages.clone(), mask.clone(), eps_low, eps_high)
+        if error:
+            return _failed(error)
+        if result.shape != (logp.shape[0],):
+            return _verdict(False, "", f"return one ratio per sequence, shape ({logp.shape[0]},); got "
+                            f"{tuple(result.shape)}")
+        reference = gmpo_sequence_ratio(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high)
+        if not _close(result.detach(), reference):
+            hint = _diagnose(result, reference, _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high))
+            return _verdict(False, "", f"wrong GMPO ratio at ε_low = {eps_low}, ε_high = {eps_high} — {hint}")
+    return _verdict(True, f"your GMPO ratio matches the library's at both clip ranges {GMPO_BOUNDS}", "")
