@@ -26,6 +26,9 @@ dozen outcomes and a reward per outcome, so the best-of-n distribution is an exa
 **One preference pair and a tabular policy** (lesson 07). ``toy_margin_dynamics`` runs gradient
 descent on DPO's or IPO's loss of one pair: DPO's margin grows without bound, IPO's stops at 1/(2τ).
 
+**A bandit with rare right answers** (lesson 11). ``clip_higher_bandit`` trains a softmax over one
+common and many rare right answers with the clipped surrogate: how ε_high changes the entropy left.
+
 Simplified on purpose: float64 tensors on the CPU, no batching beyond what a figure needs.
 """
 
@@ -485,3 +488,185 @@ def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: 
             logits -= lr * grad
         margins[step] = float(((logp[0] - ref[0]) - (logp[1] - ref[1])).detach())
     return margins
+
+
+# ----------------------------------------------------------------------------------------------
+# The 1/|o| length bias in a two-decision policy: what each answer's length drifts to (lesson 10)
+
+
+def _length_toy_policy(answer_logit, continue_logits, max_len: int):
+    """Exact P(correct) and the expected length of a correct and of a wrong response (capped at max_len)."""
+    lengths = torch.arange(2, max_len + 1, dtype=DTYPE)           # |o| = answer + k fillers + stop
+    q = torch.sigmoid(continue_logits.detach())[:, None]          # P(one more filler), per answer
+    k = lengths - 2
+    pmf = q ** k * (1 - q)
+    pmf[:, -1] = q[:, 0] ** (max_len - 2)                         # the cap takes the whole tail
+    expected = (pmf * lengths).sum(1)
+    return float(torch.sigmoid(answer_logit.detach())), float(expected[0]), float(expected[1])
+
+
+def length_bias_toy(mode: str = "seq_mean_token_mean", advantage: str = "grpo", *, steps: int = 150,
+                    prompts: int = 16, group_size: int = 8, lr: float = 0.05, max_len: int = 64,
+                    p_correct: float = 0.3, start_length: float = 8.0, seed: int = 0) -> dict[str, np.ndarray]:
+    """Train a two-decision policy with a GRPO-style loss and follow the length of right and wrong answers.
+
+    The toy (lesson 10): one question, asked ``prompts`` times per step with ``group_size`` samples
+    each. A response is an answer token (correct with probability σ(a)), then filler tokens, each
+    followed by another with probability σ(u_c) (a separate logit for a correct and for a wrong
+    answer, so the policy *can* make wrong answers longer than right ones), then a stop token;
+    ``max_len`` caps |o|. The reward is 1 for a correct answer, whatever its length, so the policy
+    gradient has no reason to change either length: E[∇ log π(length | answer)] = 0.
+
+    Each step samples a batch, takes the advantages of ``rlbook.advantages.group_advantages(advantage)``
+    and the token weights of ``rlbook.aggregation.token_weights(mode, max_len=max_len)``, and takes
+    one Adam step (``lr``) on −Σ w · A · log π of every token, exactly as ``rlbook.losses`` does at
+    ratio 1. Under 1/|o| (``seq_mean_token_mean``, GRPO) the length term is weighted by 1/|o|, and
+    E[(1/|o|) ∇ log π(|o|)] = ∇ E[1/|o|] ≠ 0: with A < 0 a wrong answer is pushed toward length,
+    with A > 0 a right one toward brevity — the length bias of Liu et al. (2025, arXiv:2503.20783,
+    §3.1). Under a constant L (``seq_mean_token_sum_norm``, Dr.GRPO) the length terms average to zero.
+
+    Returns arrays over ``steps + 1`` points (before each step, and after the last): ``p_correct``
+    and the policy's exact expected length of a ``length_correct`` and a ``length_incorrect``
+    response. The same arguments give the same numbers.
+    """
+    from rlbook.advantages import group_advantages
+    from rlbook.aggregation import AGGREGATION_MODES, token_weights
+
+    check_choice("mode", mode, AGGREGATION_MODES)
+    check_choice("advantage", advantage, ("grpo", "dr_grpo", "rloo"))
+    steps = check_int("steps", steps, minimum=1)
+    prompts = check_int("prompts", prompts, minimum=1)
+    group_size = check_int("group_size", group_size, minimum=2)
+    lr = check_positive("lr", lr)
+    max_len = check_int("max_len", max_len, minimum=3)
+    if not 0 < p_correct < 1:
+        raise ValueError(f"p_correct must be in (0, 1), got {p_correct!r}")
+    if not 2 < start_length < max_len:
+        raise ValueError(f"start_length must be in (2, max_len={max_len}), got {start_length!r}")
+    check_int("seed", seed, minimum=0)
+
+    generator = torch.Generator().manual_seed(seed)
+    q0 = (start_length - 2) / (start_length - 1)                  # mean of 2 + Geometric(k) is start_length
+    answer_logit = torch.tensor(math.log(p_correct / (1 - p_correct)), dtype=DTYPE, requires_grad=True)
+    continue_logits = torch.full((2,), math.log(q0 / (1 - q0)), dtype=DTYPE, requires_grad=True)  # [correct, wrong]
+    optimizer = torch.optim.Adam([answer_logit, continue_logits], lr=lr)
+    batch = prompts * group_size
+    positions = torch.arange(max_len)
+    curves = {"p_correct": [], "length_correct": [], "length_incorrect": []}
+    for step in range(steps + 1):
+        p, correct_length, wrong_length = _length_toy_policy(answer_logit, continue_logits, max_len)
+        for key, value in zip(curves, (p, correct_length, wrong_length)):
+            curves[key].append(value)
+        if step == steps:
+            break
+        with torch.no_grad():
+            correct = torch.rand(batch, generator=generator, dtype=DTYPE) < torch.sigmoid(answer_logit)
+            q = torch.sigmoid(continue_logits)[(~correct).long()]
+            # decision j stops the response when its uniform is >= q: fillers = the first such j
+            draws = torch.rand(batch, max_len - 1, generator=generator, dtype=DTYPE) >= q[:, None]
+            stopped = draws.any(1)                                # otherwise truncated at max_len
+            fillers = torch.where(stopped, draws.float().argmax(1).long(), torch.tensor(max_len - 1))
+            lengths = torch.where(stopped, fillers + 2, torch.tensor(max_len))
+        rewards = correct.double()
+        advantages = group_advantages(rewards, group_size, advantage)
+        mask = (positions[None, :] < lengths[:, None]).double()
+        u = continue_logits[(~correct).long()]
+        answer_logp = torch.where(correct, torch.nn.functional.logsigmoid(answer_logit),
+                                  torch.nn.functional.logsigmoid(-answer_logit))
+        token_logp = torch.where(positions[None, :] == 0, answer_logp[:, None],
+                                 torch.where(positions[None, :] <= fillers[:, None],
+                                             torch.nn.functional.logsigmoid(u)[:, None],
+                                             torch.nn.functional.logsigmoid(-u)[:, None]))
+        weights = token_weights(mask, mode, max_len=max_len)
+        loss = -(weights * advantages[:, None] * token_logp * mask).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return {key: np.array(values) for key, values in curves.items()}
+
+
+__all__ += ["length_bias_toy"]
+
+
+# ----------------------------------------------------------------------------------------------
+# A bandit with many right answers, most of them rare: what clip-higher's ε_high does to entropy
+
+
+def clip_higher_bandit(eps_high: float, *, eps_low: float = 0.2, seeds: int = 128, steps: int = 40,
+                       group_size: int = 64, updates: int = 8, lr: float = 0.1, common_prob: float = 0.5,
+                       rare_arms: int = 10, rare_prob: float = 0.02, wrong_arms: int = 9, seed: int = 0) -> dict:
+    """Train a softmax bandit with the clipped surrogate, once per seed, and log its entropy.
+
+    The toy for DAPO's clip-higher (Yu et al. 2025, arXiv:2503.14476, §3.1, "Clip-Higher"). Arm 0 is a
+    *common* right answer (π = ``common_prob``), the next ``rare_arms`` arms are *rare* right
+    answers (π = ``rare_prob`` each) and the last ``wrong_arms`` share the rest; right pays 1,
+    wrong 0. Each step samples ``group_size`` arms from π_old, gives them GRPO's group advantages
+    (``rlbook.advantages.group_advantages``) and makes ``updates`` full-batch Adam steps on the mean
+    of ``rlbook.losses.clipped_surrogate`` with the ratio r = π_θ(a)/π_old(a). Adam moves a rare
+    arm's logit about as fast as the common arm's, so its ratio runs past 1 + ε_high within one
+    batch and the upper clip is what limits it. Once no wrong arm is sampled every group is flat
+    and the split among the right arms freezes, so the entropy left at the end measures how much
+    the rare right answers grew before that.
+
+    ``seeds`` independent runs are done at once (one row of logits each). Returns float64 arrays:
+    ``entropy`` (seeds, steps + 1) of π before each step and after the last, ``rare_mass`` (same
+    shape: π summed over the rare right arms), ``wrong_mass``, and ``max_ratio`` (seeds, steps):
+    the largest π_θ/π_old of a sampled arm with A > 0 after each step's updates.
+    """
+    eps_high = check_positive("eps_high", eps_high, allow_zero=True)
+    eps_low = check_positive("eps_low", eps_low, allow_zero=True)
+    if eps_low >= 1:
+        raise ValueError(f"eps_low must be < 1, got {eps_low}")
+    seeds = check_int("seeds", seeds, minimum=1)
+    steps = check_int("steps", steps, minimum=1)
+    group_size = check_int("group_size", group_size, minimum=2)
+    updates = check_int("updates", updates, minimum=1)
+    lr = check_positive("lr", lr)
+    rare_arms = check_int("rare_arms", rare_arms, minimum=1)
+    wrong_arms = check_int("wrong_arms", wrong_arms, minimum=1)
+    common_prob = check_positive("common_prob", common_prob)
+    rare_prob = check_positive("rare_prob", rare_prob)
+    wrong_total = 1.0 - common_prob - rare_arms * rare_prob
+    if wrong_total <= 0:
+        raise ValueError(f"common_prob + rare_arms * rare_prob must be < 1, got {1 - wrong_total:g}")
+    from rlbook.advantages import group_advantages
+    from rlbook.losses import clipped_surrogate
+
+    start = torch.cat([torch.tensor([common_prob]), torch.full((rare_arms,), rare_prob),
+                       torch.full((wrong_arms,), wrong_total / wrong_arms)]).to(DTYPE)
+    reward = torch.cat([torch.ones(1 + rare_arms), torch.zeros(wrong_arms)]).to(DTYPE)
+    rare = slice(1, 1 + rare_arms)
+    logits = start.log().repeat(seeds, 1).requires_grad_(True)
+    optimizer = torch.optim.Adam([logits], lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    entropy, rare_mass, wrong_mass = np.empty((seeds, steps + 1)), np.empty((seeds, steps + 1)), np.empty((seeds, steps + 1))
+    max_ratio = np.empty((seeds, steps))
+
+    def record(column):
+        with torch.no_grad():
+            probs = torch.softmax(logits, dim=1)
+            entropy[:, column] = (-(probs * probs.clamp_min(1e-300).log()).sum(1)).numpy()
+            rare_mass[:, column] = probs[:, rare].sum(1).numpy()
+            wrong_mass[:, column] = probs[:, 1 + rare_arms:].sum(1).numpy()
+
+    for step in range(steps):
+        record(step)
+        with torch.no_grad():
+            old_logp = torch.log_softmax(logits, dim=1)
+            arms = torch.multinomial(old_logp.exp(), group_size, replacement=True, generator=generator)
+            old = old_logp.gather(1, arms)
+            advantages = group_advantages(reward[arms].flatten(), group_size).view(seeds, group_size)
+        for _ in range(updates):
+            ratio = (torch.log_softmax(logits, dim=1).gather(1, arms) - old).exp()
+            loss = clipped_surrogate(ratio, advantages, eps_low=eps_low, eps_high=eps_high).mean(1).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            ratio = (torch.log_softmax(logits, dim=1).gather(1, arms) - old).exp()
+            max_ratio[:, step] = torch.where(advantages > 0, ratio, torch.zeros_like(ratio)).max(1).values.numpy()
+    record(steps)
+    return {"entropy": entropy, "rare_mass": rare_mass, "wrong_mass": wrong_mass, "max_ratio": max_ratio}
+
+
+__all__ += ["clip_higher_bandit"]

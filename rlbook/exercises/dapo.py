@@ -1,18 +1,26 @@
-"""Checker for the exercise of lesson 11 (DAPO): the soft overlong punishment.
+"""Checkers for the exercises of lesson 11 (DAPO): the soft overlong punishment, and the decoupled clip.
 
-The reader writes ``my_penalty(length, max_len, cache_len) -> float`` for one response length;
-``check_soft_overlong_penalty`` compares it with ``rlbook.shaping.soft_overlong_penalty`` (Yu et
+``check_soft_overlong_penalty``: the reader writes ``my_penalty(length, max_len, cache_len) -> float``
+for one response length; the checker compares it with ``rlbook.shaping.soft_overlong_penalty`` (Yu et
 al. 2025, arXiv:2503.14476, eq. 13) on every length around the window and, when it differs,
 names the likely mistake: the sign, a window boundary off by one, no floor at −1, the wrong
 denominator.
+
+``check_clip_mask``: the reader writes ``my_clip_mask(ratio, advantages, eps_low, eps_high)``, True
+for each token whose own gradient the decoupled clip of ``rlbook.losses.clipped_surrogate`` (DAPO
+§3.1, "Clip-Higher") removes; the checker finds the truth with autograd and names the likely mistake:
+one ε for both sides, the two ε swapped, the sign of A ignored, the clip put on the wrong side.
 """
 
 from __future__ import annotations
 
+import torch
+
 from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.losses import clipped_surrogate
 from rlbook.shaping import soft_overlong_penalty
 
-__all__ = ["CASES", "check_soft_overlong_penalty"]
+__all__ = ["CASES", "CLIP_CASES", "check_soft_overlong_penalty", "clip_mask_reference", "check_clip_mask"]
 
 CASES = ((20, 5), (64, 16), (12, 12), (30, 1))  # (max_len, cache_len)
 # The library computes in float32 (−0.4 comes back as −0.4000000059604645); a reader's plain-Python
@@ -71,3 +79,85 @@ def check_soft_overlong_penalty(fn) -> bool | None:
         return _verdict(False, "", f"max_len={max_len}, cache_len={cache_len}, length={first}: expected "
                                    f"{expected[first]:.4f}, got {answers[first]:.4f}")
     return _verdict(True, f"matches rlbook.shaping.soft_overlong_penalty on {len(CASES)} windows, every length", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# The decoupled clip: which tokens lose their gradient
+
+CLIP_CASES = ((0.2, 0.28), (0.1, 0.5), (0.3, 0.3))  # (eps_low, eps_high)
+
+
+def _clip_inputs(eps_low: float, eps_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ratios spread over (0.3, 2.0), none on a clip edge, each paired with A > 0 and with A < 0."""
+    ratio = torch.linspace(0.3, 2.0, 69, dtype=torch.float64)
+    edges = torch.tensor([1 - eps_low, 1 + eps_high], dtype=torch.float64)
+    ratio = ratio[(ratio.unsqueeze(1) - edges).abs().min(dim=1).values > 1e-3]
+    advantages = torch.tensor([1.0, -1.0, 2.5, -0.7], dtype=torch.float64)
+    return ratio.repeat(len(advantages)), advantages.repeat_interleave(len(ratio))
+
+
+def clip_mask_reference(ratio, advantages, eps_low: float, eps_high: float) -> torch.Tensor:
+    """True where ``clipped_surrogate`` gives a token (A ≠ 0) no gradient: found with autograd, not a formula."""
+    ratio = torch.as_tensor(ratio, dtype=torch.float64).detach().clone().requires_grad_(True)
+    advantages = torch.as_tensor(advantages, dtype=torch.float64)
+    if ratio.shape != advantages.shape:
+        raise ValueError(f"ratio and advantages must have one shape, got {tuple(ratio.shape)} and "
+                         f"{tuple(advantages.shape)}")
+    (grad,) = torch.autograd.grad(clipped_surrogate(ratio, advantages, eps_low=eps_low, eps_high=eps_high).sum(),
+                                  ratio)
+    return (grad == 0) & (advantages != 0)
+
+
+def _wrong_masks(ratio, advantages, eps_low: float, eps_high: float) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong masks, each with the hint that names it."""
+    up, down = advantages > 0, advantages < 0
+
+    def mask(low, high):
+        return (up & (ratio > 1 + high)) | (down & (ratio < 1 - low))
+
+    return {
+        "symmetric": (mask(eps_low, eps_low), "both sides use ε_low: the upper edge is 1 + ε_high (that is "
+                                              "the point of clip-higher)"),
+        "swapped": (mask(eps_high, eps_low), "ε_low and ε_high are swapped: the lower edge is 1 − ε_low, the "
+                                             "upper 1 + ε_high"),
+        "no_sign": ((ratio > 1 + eps_high) | (ratio < 1 - eps_low),
+                    "the sign of A is ignored: a token with A < 0 and r > 1 + ε_high keeps its gradient, "
+                    "because min(rA, clip(r)A) picks the unclipped rA there (and likewise A > 0 below 1 − ε_low)"),
+        "wrong_side": ((up & (ratio < 1 - eps_low)) | (down & (ratio > 1 + eps_high)),
+                       "the clip is on the wrong side: an A > 0 token loses its gradient once it has risen past "
+                       "1 + ε_high, an A < 0 token once it has fallen below 1 − ε_low"),
+        "upper_only": (up & (ratio > 1 + eps_high), "only the upper clip is there: an A < 0 token whose ratio fell "
+                                                   "below 1 − ε_low loses its gradient too"),
+    }
+
+
+def check_clip_mask(fn) -> bool | None:
+    """Check ``fn(ratio, advantages, eps_low, eps_high) -> bool tensor`` on a grid of ratios, both signs of
+    A and a few (ε_low, ε_high); True means "the clip removed this token's gradient".
+
+    Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None
+    or raises ``NotImplementedError`` (not attempted yet).
+    """
+    if _not_attempted(fn, "clip-mask function"):
+        return None
+    for eps_low, eps_high in CLIP_CASES:
+        ratio, advantages = _clip_inputs(eps_low, eps_high)
+        result, error = _call(fn, ratio.clone(), advantages.clone(), eps_low, eps_high)
+        if error:
+            return _failed(error, f"eps_low={eps_low}, eps_high={eps_high}: ")
+        if tuple(result.shape) != tuple(ratio.shape):
+            return _verdict(False, "", f"return one True/False per token, shape {tuple(ratio.shape)}; "
+                                       f"got shape {tuple(result.shape)}")
+        answer = result.detach().to(torch.float64) != 0
+        expected = clip_mask_reference(ratio, advantages, eps_low, eps_high)
+        if torch.equal(answer, expected):
+            continue
+        for wrong, hint in _wrong_masks(ratio, advantages, eps_low, eps_high).values():
+            if torch.equal(answer, wrong):
+                return _verdict(False, "", f"(eps_low={eps_low}, eps_high={eps_high}) {hint}")
+        first = int((answer != expected).nonzero()[0])
+        return _verdict(False, "", f"eps_low={eps_low}, eps_high={eps_high}: at r = {float(ratio[first]):.3f}, "
+                                   f"A = {float(advantages[first]):+.1f} the answer is {bool(answer[first])}, "
+                                   f"expected {bool(expected[first])}")
+    return _verdict(True, f"matches the gradient of rlbook.losses.clipped_surrogate on {len(CLIP_CASES)} "
+                          "(ε_low, ε_high) pairs, both signs of A", "")

@@ -4,10 +4,13 @@
   against length, with the lengths of a real batch under it;
 - ``upclip_stats`` / ``plot_clip_higher`` / ``clip_higher_widget``: the clip region of
   ``rlbook.losses.clipped_surrogate`` for ε_low / ε_high, and the tokens of a real batch whose
-  probability rose past π_old · (1 + ε_high), i.e. the tokens clip-higher frees;
+  probability rose past π_old · (1 + ε_high), i.e. the tokens whose own gradient the upper clip
+  cut off (other tokens' gradients can still move them: the clip is not a cap on π);
 - ``policy_after_updates``: a real batch for those pictures: a rollout, its group advantages, and
   the log-probs after a few minibatch updates of a policy loss;
 - ``upclipped_tokens``: the up-clipped tokens of a real batch as a table (which token, where, how likely);
+- ``plot_clip_higher_bandit``: the runs of ``rlbook.toys.clip_higher_bandit`` for several ε_high:
+  entropy and the mass on the rare right answers against the step;
 - ``plot_dynamic_sampling``: DAPO's dynamic sampling in a run: flat groups before and after the filter,
   and the samples it cost;
 - ``plot_ablation_bars``: one bar chart per metric of an ablation table.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import torch
 
@@ -32,7 +36,7 @@ from rlbook.shaping import soft_overlong_penalty
 from rlbook.update import minibatch_plan, policy_update
 
 __all__ = ["plot_overlong_penalty", "policy_after_updates", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
-           "clip_higher_widget", "plot_dynamic_sampling", "plot_ablation_bars"]
+           "clip_higher_widget", "plot_clip_higher_bandit", "plot_dynamic_sampling", "plot_ablation_bars"]
 
 
 def plot_overlong_penalty(max_len: int = 64, cache_len: int = 16, *, lengths=None, ax=None):
@@ -100,9 +104,11 @@ def _batch_tensors(batch: dict):
 def upclip_stats(batch: dict, eps_high: float) -> dict:
     """Which tokens with A > 0 rose past π_old · (1 + ε_high): the tokens the upper clip stops.
 
-    Returns the number of A > 0 tokens, the fraction up-clipped, the median and maximum π_old of the
-    up-clipped ones (NaN when none are), and the median π_old of all A > 0 tokens for comparison.
-    DAPO's Figure 3a: the up-clipped tokens are low-probability ones.
+    Returns the number of A > 0 tokens, how many and what fraction ended past the bound
+    (``upclip_count``, ``upclip_frac``), the median and maximum π_old of those (NaN when none are),
+    the median π_old of all A > 0 tokens for comparison, and the largest ratio π_θ/π_old of an
+    A > 0 token (``max_ratio``: above 1 + ε_high when the other tokens' gradients carried a token past
+    the point where its own was cut off). DAPO's Figure 3a: the up-clipped tokens are low-probability ones.
     """
     eps_high = check_positive("eps_high", eps_high, allow_zero=True)
     old_prob, new_prob, advantages, mask = _batch_tensors(batch)
@@ -111,6 +117,8 @@ def upclip_stats(batch: dict, eps_high: float) -> dict:
     chosen = old_prob[clipped]
     return {
         "positive_tokens": int(positive.sum()),
+        "upclip_count": int(clipped.sum()),
+        "max_ratio": float((new_prob / old_prob)[positive].max()) if positive.any() else float("nan"),
         "upclip_frac": float(clipped.sum() / positive.sum().clamp(min=1)),
         "median_old_prob": float(chosen.median()) if chosen.numel() else float("nan"),
         "max_old_prob": float(chosen.max()) if chosen.numel() else float("nan"),
@@ -146,18 +154,21 @@ def upclipped_tokens(batch: dict, completion_ids, tokenizer, eps_high: float):
 
 
 def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dict | None = None):
-    """Left: the clipped objective vs r = π_θ/π_old for A = ±1. Right: how far π can rise.
+    """Left: the clipped objective vs r = π_θ/π_old for A = ±1. Right: where an A > 0 token loses its gradient.
 
-    The right panel plots π_θ against π_old on log axes: the upper clip stops the gradient of an
-    A > 0 token above the line π_θ = π_old (1 + ε_high), so a token at 0.01 can rise to 0.012
-    under ε = 0.2 while one at 0.5 can rise to 0.6. With ``batch``, its A > 0 tokens are drawn:
-    red ones lie above the line (up-clipped: no more gradient), blue ones below it.
+    Once r > 1 + ε_high the clipped term is constant, so an A > 0 token's *own* term stops pushing
+    it up. That is not a cap on π: the other tokens' gradients move the shared parameters and can
+    carry it further (a real batch shows it). The right panel draws the ratio r against π_old on a
+    logit axis (which spreads out both the unlikely tokens and the near-certain ones): the line
+    r = 1 + ε_high, and the ceiling r ≤ 1/π_old that π ≤ 1 sets, which is lower than the clip for
+    π_old > 1/(1 + ε_high). With ``batch``, its A > 0 tokens are drawn: red ones ended above the
+    line (their own gradient was cut off there), blue ones below it.
     """
     eps_low = check_positive("eps_low", eps_low, allow_zero=True)
     eps_high = check_positive("eps_high", eps_high, allow_zero=True)
     if eps_low >= 1:
         raise ValueError(f"eps_low must be < 1, got {eps_low}")
-    fig, (ax_obj, ax_prob) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, (ax_obj, ax_prob) = plt.subplots(1, 2, figsize=(11, 4.4))
     ratio = torch.linspace(0.3, 1.8, 400)
     for sign, colour in ((1.0, "tab:green"), (-1.0, "tab:red")):
         objective = -clipped_surrogate(ratio, torch.full_like(ratio, sign), eps_low=eps_low, eps_high=eps_high)
@@ -170,26 +181,37 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
     ax_obj.legend(fontsize=8)
     ax_obj.grid(alpha=0.3)
 
-    old = np.geomspace(1e-4, 1, 200)
-    ax_prob.plot(old, np.minimum(1, old * (1 + eps_high)), color="black", lw=1.5,
-                 label=f"π_old · (1 + ε_high), ε_high = {eps_high:.2f}")
-    ax_prob.plot(old, old, color="0.6", lw=1, ls="--", label="π_θ = π_old")
-    title = "π can rise only by a factor 1 + ε_high"
+    low, high, top = 1e-3, 1 - 1e-5, 1 + eps_high
+    old = np.concatenate([np.geomspace(low, 0.5, 100), 1 - np.geomspace(0.5, 1 - high, 100)[1:]])
+    ax_prob.axhline(1 + eps_high, color="black", lw=1.5,
+                    label=f"r = 1 + ε_high = {1 + eps_high:.2f}: the token's own gradient stops")
+    ax_prob.plot(old, 1 / old, color="0.5", lw=1, ls="--", label="r = 1 / π_old (π_θ = 1)")
+    ax_prob.axhline(1, color="0.7", lw=0.8)
+    title = "an A > 0 token loses its own gradient above r = 1 + ε_high"
     if batch is not None:
         old_prob, new_prob, advantages, mask = _batch_tensors(batch)
         positive = mask & (advantages > 0)
         above = positive & (new_prob > old_prob * (1 + eps_high))
         below = positive & ~above
-        ax_prob.scatter(old_prob[below].numpy(), new_prob[below].numpy(), s=6, color="tab:blue", alpha=0.4,
-                        label="A > 0 tokens, inside the clip")
-        ax_prob.scatter(old_prob[above].numpy(), new_prob[above].numpy(), s=12, color="tab:red",
-                        label="A > 0 tokens, up-clipped")
+        ratios = new_prob / old_prob
+        clamp = lambda x: x.clamp(low, high).numpy()  # noqa: E731 (a logit axis cannot show 0 or 1)
+        ax_prob.scatter(clamp(old_prob[below]), ratios[below].numpy(), s=14, color="tab:blue", alpha=0.5,
+                        edgecolors="none", label=f"A > 0 tokens below the line ({int(below.sum())})")
+        ax_prob.scatter(clamp(old_prob[above]), ratios[above].numpy(), s=28, color="tab:red",
+                        edgecolors="black", linewidths=0.5, label=f"A > 0 tokens above it ({int(above.sum())})")
+        if positive.any():
+            top = max(top, float(ratios[positive].max()))
         stats = upclip_stats(batch, eps_high)
-        title = (f"{stats['upclip_frac']:.1%} of A > 0 tokens up-clipped; "
-                 f"their π_old ≤ {stats['max_old_prob']:.2f}")
-    ax_prob.set(xscale="log", yscale="log", xlim=(1e-4, 1.05), ylim=(1e-4, 1.05), xlabel="π_old(token)",
-                ylabel="π_θ(token) after the updates", title=title)
-    ax_prob.legend(fontsize=7.5, loc="lower right")
+        title = (f"{stats['upclip_frac']:.1%} of A > 0 tokens ended above 1 + ε_high"
+                 + (f"; largest r = {float(ratios[positive].max()):.2f}" if positive.any() else ""))
+    ax_prob.set_xscale("logit")
+    ticks = [1e-3, 1e-2, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999]
+    ax_prob.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
+    ax_prob.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax_prob.set(xlim=(low, high), ylim=(0.6, top * 1.08 + 0.05), xlabel="π_old(token)  (logit axis)",
+                ylabel="r = π_θ / π_old after the updates", title=title)
+    ax_prob.title.set_fontsize(10)
+    ax_prob.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     ax_prob.grid(alpha=0.3, which="major")
     fig.tight_layout()
     return fig
@@ -208,6 +230,32 @@ def clip_higher_widget(batch: dict | None = None):
         eps_low=widgets.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_low"),
         eps_high=widgets.FloatSlider(value=0.28, min=0.0, max=1.0, step=0.01, description="ε_high"),
     )
+
+
+def plot_clip_higher_bandit(runs: dict):
+    """``runs`` maps ε_high to a result of ``rlbook.toys.clip_higher_bandit``; draws, per ε_high, the
+    mean over seeds of the entropy (left) and of π on the rare right arms (right) against the step,
+    each with a band of ± one standard error of the mean."""
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("runs must be a non-empty dict of eps_high -> clip_higher_bandit(...) result")
+    for eps_high, run in runs.items():
+        if not isinstance(run, dict) or not {"entropy", "rare_mass"} <= set(run):
+            raise ValueError(f"runs[{eps_high!r}] must be a clip_higher_bandit result (keys entropy, rare_mass)")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+    for (eps_high, run), colour in zip(sorted(runs.items()), plt.cm.viridis(np.linspace(0.1, 0.85, len(runs)))):
+        for ax, key in zip(axes, ("entropy", "rare_mass")):
+            values = np.asarray(run[key], dtype=float)
+            mean, sem = values.mean(0), values.std(0) / np.sqrt(len(values))
+            steps = np.arange(values.shape[1])
+            ax.plot(steps, mean, color=colour, lw=2, label=f"ε_high = {eps_high:g}")
+            ax.fill_between(steps, mean - sem, mean + sem, color=colour, alpha=0.25)
+    axes[0].set(xlabel="step", ylabel="entropy of π (nats)", title="entropy, mean over seeds (± s.e.)")
+    axes[1].set(xlabel="step", ylabel="π on the rare right arms", title="the rare right answers")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def plot_dynamic_sampling(frame, *, batch_size: int):

@@ -1,0 +1,139 @@
+"""Lesson 11 (DAPO): the clip-higher bandit toy, the clip figure's counter-example, the clip-mask checker."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook.exercises.dapo import CLIP_CASES, check_clip_mask, clip_mask_reference  # noqa: E402
+from rlbook.toys import clip_higher_bandit  # noqa: E402
+from rlbook.viz import dapo as dapo_viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+# --- the toy ------------------------------------------------------------------------------------
+
+def test_clip_higher_bandit_shapes_and_start():
+    run = clip_higher_bandit(0.28, seeds=3, steps=4, group_size=16)
+    assert run["entropy"].shape == run["rare_mass"].shape == run["wrong_mass"].shape == (3, 5)
+    assert run["max_ratio"].shape == (3, 4)
+    probs = np.array([0.5] + [0.02] * 10 + [0.3 / 9] * 9)
+    assert run["entropy"][:, 0] == pytest.approx(-(probs * np.log(probs)).sum())
+    assert run["rare_mass"][:, 0] == pytest.approx(0.2)
+    assert run["wrong_mass"][:, 0] == pytest.approx(0.3)
+
+
+def test_clip_higher_bandit_is_reproducible_and_seeded():
+    a = clip_higher_bandit(0.2, seeds=2, steps=3, group_size=16, seed=1)
+    b = clip_higher_bandit(0.2, seeds=2, steps=3, group_size=16, seed=1)
+    c = clip_higher_bandit(0.2, seeds=2, steps=3, group_size=16, seed=2)
+    assert np.array_equal(a["entropy"], b["entropy"])
+    assert not np.array_equal(a["entropy"], c["entropy"])
+
+
+def test_clip_higher_bandit_learns_to_avoid_the_wrong_arms():
+    run = clip_higher_bandit(0.2, seeds=8, steps=30)
+    assert run["wrong_mass"][:, -1].mean() < 0.05 < run["wrong_mass"][:, 0].mean()
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(eps_high=-0.1), "eps_high"), (dict(eps_high=0.2, eps_low=1.0), "eps_low"),
+    (dict(eps_high=0.2, seeds=0), "seeds"), (dict(eps_high=0.2, group_size=1), "group_size"),
+    (dict(eps_high=0.2, lr=0.0), "lr"), (dict(eps_high=0.2, common_prob=0.9, rare_prob=0.02), "common_prob"),
+])
+def test_clip_higher_bandit_rejects_bad_input(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        clip_higher_bandit(**kwargs)
+
+
+def test_plot_clip_higher_bandit():
+    runs = {e: clip_higher_bandit(e, seeds=2, steps=3, group_size=16) for e in (0.2, 0.5)}
+    fig = dapo_viz.plot_clip_higher_bandit(runs)
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 2
+    with pytest.raises(ValueError, match="runs"):
+        dapo_viz.plot_clip_higher_bandit({})
+    with pytest.raises(ValueError, match="runs"):
+        dapo_viz.plot_clip_higher_bandit({0.2: {"entropy": 1}})
+
+
+# --- the clip figure: the clip cuts a token's own gradient, it does not cap π ---------------------
+
+def _batch():
+    old = torch.tensor([[0.01, 0.5, 0.99], [0.2, 0.3, 0.9]])
+    new = torch.tensor([[0.02, 0.55, 0.995], [0.1, 0.3, 0.95]])
+    return {"old_logp": old.log(), "logp": new.log(), "advantages": torch.tensor([1.0, -1.0]),
+            "mask": torch.ones(2, 3)}
+
+
+def test_upclip_stats_counts_tokens_past_the_bound_and_the_largest_ratio():
+    stats = dapo_viz.upclip_stats(_batch(), 0.2)
+    assert stats["positive_tokens"] == 3
+    assert stats["upclip_count"] == 1          # 0.01 -> 0.02: ratio 2 > 1.2
+    assert stats["max_ratio"] == pytest.approx(2.0)
+    assert stats["median_old_prob"] == pytest.approx(0.01)
+
+
+def test_plot_clip_higher_shows_every_positive_token_on_a_ratio_axis():
+    fig = dapo_viz.plot_clip_higher(0.2, 0.2, batch=_batch())
+    right = fig.axes[1]
+    assert right.get_xscale() == "logit"
+    assert sum(len(c.get_offsets()) for c in right.collections) == 3
+    ymin, ymax = right.get_ylim()
+    assert ymin < 1 and ymax > 2.0            # the ratio-2 token is inside the axes
+    assert "1 + ε_high" in right.get_title()
+    dapo_viz.plot_clip_higher(0.2, 0.28)       # without a batch
+
+
+# --- the clip-mask exercise ---------------------------------------------------------------------
+
+def _correct(ratio, advantages, eps_low, eps_high):
+    return ((advantages > 0) & (ratio > 1 + eps_high)) | ((advantages < 0) & (ratio < 1 - eps_low))
+
+
+def test_clip_mask_reference_matches_the_formula():
+    ratio = torch.tensor([0.5, 0.9, 1.25, 1.5, 0.5, 0.9, 1.25, 1.5])
+    advantages = torch.tensor([1.0] * 4 + [-1.0] * 4)
+    assert clip_mask_reference(ratio, advantages, 0.2, 0.28).tolist() == \
+        _correct(ratio, advantages, 0.2, 0.28).tolist()
+    with pytest.raises(ValueError, match="shape"):
+        clip_mask_reference(ratio, advantages[:3], 0.2, 0.28)
+
+
+def test_check_clip_mask_passes_the_answer_and_a_float_answer(capsys):
+    assert check_clip_mask(_correct) is True
+    assert check_clip_mask(lambda r, a, lo, hi: _correct(r, a, lo, hi).float()) is True
+    assert "matches" in capsys.readouterr().out
+    assert len(CLIP_CASES) >= 2
+
+
+def test_check_clip_mask_not_attempted(capsys):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check_clip_mask(stub) is None
+    assert check_clip_mask(None) is None
+    assert "Not attempted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda r, a, lo, hi: _correct(r, a, lo, lo), "both sides use ε_low"),
+    (lambda r, a, lo, hi: _correct(r, a, hi, lo), "swapped"),
+    (lambda r, a, lo, hi: (r > 1 + hi) | (r < 1 - lo), "sign of A is ignored"),
+    (lambda r, a, lo, hi: ((a > 0) & (r < 1 - lo)) | ((a < 0) & (r > 1 + hi)), "wrong side"),
+    (lambda r, a, lo, hi: (a > 0) & (r > 1 + hi), "only the upper clip"),
+    (lambda r, a, lo, hi: (a > 0) & (r > 1.5), "expected"),
+    (lambda r, a, lo, hi: r[:3] > 1, "shape"),
+    (lambda r, a, lo, hi: 1 / 0, "ZeroDivisionError"),
+])
+def test_check_clip_mask_names_the_mistake(capsys, wrong, words):
+    assert check_clip_mask(wrong) is False
+    assert words in capsys.readouterr().out
