@@ -10,6 +10,8 @@ on the sampled action is subtracted from the return; a good baseline cuts the va
                    (Ahmadian et al. 2024, arXiv:2402.14740; Kool et al. 2019)
 - **GAE** with a critic (Schulman et al. 2015, arXiv:1506.02438, eq. 16).
 - **REINFORCE++** global batch normalisation (Hu 2025, arXiv:2501.03262).
+- **Reward dithering** before any of the group baselines: ``dither_rewards`` (ReDit, Wei et al. 2025,
+  arXiv:2506.18631).
 
 Zero-variance rule: a group whose G rewards are all equal carries no signal and gets advantage
 exactly 0 under every method (never NaN, never round-off noise). Other groups divide by σ + ε with
@@ -30,6 +32,7 @@ __all__ = [
     "gae",
     "batch_normalize",
     "broadcast_to_tokens",
+    "dither_rewards",
 ]
 
 GROUP_METHODS = ("grpo", "dr_grpo", "rloo")
@@ -154,3 +157,20 @@ def _as_last_value(last_value, rewards: torch.Tensor) -> torch.Tensor:
         expected = rewards.shape[0]
         raise ValueError(f"last_value must be a number or have shape ({expected},), got {tuple(last_value.shape)}")
     return last_value.expand(rewards.shape[0]).clone()
+
+
+def dither_rewards(rewards, std: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """ReDit's reward dithering (Wei et al. 2025, arXiv:2506.18631): r̃_i = r_i + σ · ε_i, ε_i ~ N(0, 1).
+
+    The noise goes on the discrete *rewards*, before the group baseline, so that a group whose G
+    rewards are all equal no longer is: ``group_advantages(dither_rewards(r, σ), G, ...)`` gives it
+    non-zero advantages, the group's own noise minus its mean (Dr.GRPO), or that divided by its
+    σ (GRPO), which makes them of order 1 however small σ is. That is not the same as adding noise
+    to the advantages (``rlbook.shaping.add_advantage_noise``), which is not centred per group and
+    is not rescaled by σ. ReDit also uses uniform noise; Gaussian is one of its variants.
+    ``std = 0`` returns the rewards unchanged; the same ``generator`` seed gives the same noise.
+    """
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,))
+    std = check_positive("std", std, allow_zero=True)
+    noise = torch.randn(rewards.shape, generator=generator, dtype=rewards.dtype, device=rewards.device)
+    return rewards + std * noise

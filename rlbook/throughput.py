@@ -8,20 +8,27 @@ completions add nothing to the policy gradient but their share of the loss's div
 chosen rows, so the update with and without the flat groups can be compared; ``update_seconds``
 measures the CPU time of that update's forward and backward pass, the work the filter saves; and
 ``equal_time_table`` reads an ablation's runs at equal wall time. ``rlbook.viz.throughput`` draws them.
+
+``filter_sweep`` widens the filter from exactly-zero advantages to |A| ≤ tol and measures, for each
+tol, what share of the batch it drops, what that saves in update work, and how far the filtered
+gradient turns away from the full one (its bias); ``flip_rewards`` is a noisy verifier to repeat
+the sweep under.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 import torch
 
-from rlbook._checks import check_int
+from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.losses import policy_loss
 from rlbook.rollout import completion_logprobs
 
-__all__ = ["equal_time_table", "flat_group_probability", "update_gradient", "update_seconds"]
+__all__ = ["equal_time_table", "filter_sweep", "flat_group_probability", "flip_rewards", "update_gradient",
+           "update_seconds"]
 
 
 def flat_group_probability(pass_rate, group_size: int):
@@ -79,6 +86,71 @@ def update_seconds(model, rollout, advantages, row_sets: dict, *, max_len: int, 
     return best
 
 
+def flip_rewards(rewards, fraction: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A noisy verifier: each binary reward r ∈ {0, 1} flipped to 1 − r independently with probability ``fraction``.
+
+    The symmetric label noise of a verifier that errs on ``fraction`` of its answers, both ways.
+    Flips turn flat groups into varied ones (an all-wrong group with one false positive) and so
+    change which completions any advantage filter keeps. The same ``generator`` seed gives the same flips.
+    """
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,))
+    if not bool(((rewards == 0) | (rewards == 1)).all()):
+        raise ValueError("rewards must be binary (each 0 or 1)")
+    fraction = check_positive("fraction", fraction, allow_zero=True)
+    if fraction > 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    flips = torch.rand(rewards.shape, generator=generator, dtype=torch.float64) < fraction
+    return torch.where(flips.to(rewards.device), 1 - rewards, rewards)
+
+
+def filter_sweep(model, rollout, advantages, tols, *, max_len: int, reference=None, mislabelled=None,
+                 repeats: int | None = 2):
+    """What the filter |A| > tol keeps, saves and changes, for each tol in ``tols``: one row each.
+
+    Columns: ``tol``; ``dropped`` (share of the B completions with |A| ≤ tol); ``update_time``
+    (CPU time of the update over the kept rows over that over all rows, ``update_seconds``);
+    ``cosine`` and ``norm_ratio`` of the filtered gradient g_tol = Σ_{|A_i|>tol} A_i ∇log π(y_i) / (K L)
+    against the unfiltered one over all rows, g = Σ_i A_i ∇log π(y_i) / (B L) (``update_gradient``).
+    For tol below the smallest non-zero |A| only exact zeros go, and g_tol = (B/K) g: cosine 1, no
+    bias. Above it, completions that do carry gradient go too, and the cosine measures how far the
+    expected update turns. With ``reference`` (a gradient vector, e.g. the clean-reward gradient
+    when ``advantages`` come from a noisy verifier) a column ``cosine_reference`` compares g_tol with it too;
+    with ``mislabelled`` (a (B,) bool mask of the rewards the verifier got wrong) a column
+    ``mislabelled_kept`` gives the share of the kept completions that are mislabelled.
+    ``repeats=None`` skips the timing (``update_time`` is then NaN).
+    """
+    import pandas as pd
+
+    advantages = as_float_tensor("advantages", advantages, ndim=(1,))
+    tols = [check_positive("tols", tol, allow_zero=True) for tol in tols]
+    if not tols:
+        raise ValueError("tols must hold at least one tolerance")
+    if mislabelled is not None:
+        mislabelled = torch.as_tensor(mislabelled)
+        if mislabelled.dtype != torch.bool or mislabelled.shape != advantages.shape:
+            raise ValueError(f"mislabelled must be a bool tensor of shape {tuple(advantages.shape)}")
+    everything = torch.arange(advantages.shape[0])
+    full = update_gradient(model, rollout, advantages, everything, max_len=max_len).double()
+    kept = {tol: (advantages.abs() > tol).nonzero().squeeze(1) for tol in tols}
+    timed = {"all": everything, **{tol: rows for tol, rows in kept.items() if rows.numel()}}
+    seconds = (update_seconds(model, rollout, advantages, timed, max_len=max_len, repeats=repeats)
+               if repeats is not None else {})
+    rows = []
+    for tol, keep in kept.items():
+        row = {"tol": tol, "dropped": 1 - keep.numel() / advantages.shape[0], "update_time": math.nan,
+               "cosine": math.nan, "norm_ratio": math.nan}
+        if keep.numel():
+            filtered = update_gradient(model, rollout, advantages, keep, max_len=max_len).double()
+            row.update(update_time=seconds[tol] / seconds["all"] if seconds else math.nan,
+                       cosine=_cosine(filtered, full), norm_ratio=(filtered.norm() / full.norm()).item())
+        if reference is not None:
+            row["cosine_reference"] = _cosine(filtered, reference.double()) if keep.numel() else math.nan
+        if mislabelled is not None:
+            row["mislabelled_kept"] = mislabelled[keep].float().mean().item() if keep.numel() else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5):
     """Each run's ``metric`` at the wall time the fastest run needed for all its steps.
 
@@ -100,6 +172,10 @@ def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5):
                      "seconds_per_step": run["step_time"].mean()})
     table = pd.DataFrame(rows).groupby("label", sort=False).mean(numeric_only=True).drop(columns="seed")
     return table.assign(budget_s=budget)
+
+
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.nn.functional.cosine_similarity(a, b, dim=0).item()
 
 
 def _update_loss(model, rollout, advantages, rows, max_len):

@@ -167,3 +167,21 @@ def test_broadcast_to_tokens_masks_padding():
 def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_dither_rewards_unflattens_groups_and_grpo_rescales_them():
+    from rlbook.advantages import dither_rewards
+
+    rewards = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0])  # a flat group, a varied one
+    assert torch.equal(dither_rewards(rewards, 0.0), rewards)
+    dithered = dither_rewards(rewards, 0.01, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(dithered, dither_rewards(rewards, 0.01, generator=torch.Generator().manual_seed(0)))
+    dr = group_advantages(dithered, 4, "dr_grpo")
+    assert 0 < dr[:4].abs().max() < 0.05 and dr[:4].sum().abs() < 1e-6  # small, centred in the group
+    grpo = group_advantages(dithered, 4, "grpo")
+    assert grpo[:4].pow(2).mean() == pytest.approx(1.0, abs=1e-3)  # σ-normalised: size 1 whatever σ is
+    assert torch.allclose(grpo[4:], group_advantages(rewards, 4, "grpo")[4:], atol=0.05)
+    with pytest.raises(ValueError, match="std"):
+        dither_rewards(rewards, -1.0)
+    with pytest.raises(ValueError, match="rewards"):
+        dither_rewards(torch.ones(2, 2), 0.1)

@@ -101,3 +101,28 @@ def test_bad_config_names_the_field(settings, field):
 def test_async_config_type_is_checked(tokenizer):
     with pytest.raises(ValueError, match="async_config"):
         trainer(tokenizer, async_config={"staleness": 1})
+
+
+def test_behaviour_weight_variance_is_the_token_variance_of_the_weight():
+    import torch
+
+    from rlbook.trainers.async_rl import behaviour_weight_variance
+
+    prox = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    behaviour = torch.log(torch.tensor([[1.0, 0.5, 1.0], [2.0, 1.0, 1.0]]))  # w = 1, 2, (pad), 0.5, 1
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    weights = torch.tensor([1.0, 2.0, 0.5, 1.0, 1.0], dtype=torch.float64)
+    assert behaviour_weight_variance(prox, behaviour, mask) == pytest.approx(weights.var(correction=0).item())
+    assert behaviour_weight_variance(prox, prox, mask) == 0.0  # a fresh batch: w = 1 everywhere
+    with pytest.raises(ValueError, match="prox_logp, behaviour_logp and mask"):
+        behaviour_weight_variance(prox, behaviour[:, :2], mask)
+    with pytest.raises(ValueError, match="mask"):
+        behaviour_weight_variance(prox, behaviour, torch.zeros_like(mask))
+
+
+def test_decoupled_runs_log_the_behaviour_weight_variance(tokenizer):
+    decoupled = trainer(tokenizer, AsyncConfig(staleness=1, objective="decoupled"), lr=5e-2).train(3, progress=False)
+    assert decoupled.column("behaviour_weight_var")[0] == 0.0  # step 1 is fresh
+    assert all(value > 0 for value in decoupled.column("behaviour_weight_var")[1:])
+    naive = trainer(tokenizer, AsyncConfig(staleness=1, objective="naive"), lr=5e-2).train(2, progress=False)
+    assert all(math.isnan(value) for value in naive.column("behaviour_weight_var"))

@@ -4,6 +4,8 @@ the full update rescaled."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 import torch
@@ -93,3 +95,45 @@ def test_equal_time_table_reads_each_run_at_the_fastest_runs_total():
     assert table.loc["fast", "steps_done"] == 4 and table.loc["slow", "steps_done"] == 2
     assert table.loc["slow", "pass@1 (last 2)"] == pytest.approx(0.15)
     assert table["budget_s"].unique().tolist() == [4.0]
+
+
+def test_flip_rewards_flips_the_chosen_share_reproducibly():
+    from rlbook.throughput import flip_rewards
+
+    rewards = torch.tensor([0.0, 1.0] * 500)
+    assert torch.equal(flip_rewards(rewards, 0.0), rewards)
+    assert torch.equal(flip_rewards(rewards, 1.0), 1 - rewards)
+    flipped = flip_rewards(rewards, 0.2, generator=torch.Generator().manual_seed(0))
+    assert 0.15 < (flipped != rewards).float().mean().item() < 0.25
+    assert torch.equal(flipped, flip_rewards(rewards, 0.2, generator=torch.Generator().manual_seed(0)))
+    with pytest.raises(ValueError, match="rewards"):
+        flip_rewards(torch.tensor([0.5, 1.0]), 0.1)
+    with pytest.raises(ValueError, match="fraction"):
+        flip_rewards(rewards, 1.5)
+
+
+def test_filter_sweep_is_unbiased_below_the_smallest_advantage_and_turns_above_it():
+    from rlbook.throughput import filter_sweep
+
+    torch.manual_seed(0)
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, shape="test")
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=4, max_new_tokens=6, seed=0)
+    advantages = torch.tensor([0.75, -0.25, -0.25, -0.25, 0.0, 0.0, 0.0, 0.0])  # one right of four; a flat group
+    mislabelled = torch.tensor([True, False, False, False, False, False, False, False])
+    table = filter_sweep(model, rollout, advantages, [1e-6, 0.25, 1.0], max_len=6, mislabelled=mislabelled,
+                         reference=update_gradient(model, rollout, advantages, torch.arange(8), max_len=6))
+    exact, wide, everything = table.iloc[0], table.iloc[1], table.iloc[2]
+    assert exact["dropped"] == 0.5 and exact["cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert exact["norm_ratio"] == pytest.approx(2.0, rel=1e-4)  # B/K
+    assert wide["dropped"] == 0.875 and wide["cosine"] < 1 - 1e-4  # dropping gradient-carrying rows turns it
+    assert wide["mislabelled_kept"] == 1.0 and exact["mislabelled_kept"] == 0.25
+    assert exact["cosine_reference"] == pytest.approx(1.0, abs=1e-6)
+    assert everything["dropped"] == 1.0 and math.isnan(everything["cosine"])
+    assert 0 < exact["update_time"] and 0 < wide["update_time"]
+    untimed = filter_sweep(model, rollout, advantages, [1e-6], max_len=6, repeats=None)
+    assert math.isnan(untimed["update_time"].iloc[0])
+    with pytest.raises(ValueError, match="tols"):
+        filter_sweep(model, rollout, advantages, [], max_len=6)
+    with pytest.raises(ValueError, match="mislabelled"):
+        filter_sweep(model, rollout, advantages, [0.1], max_len=6, mislabelled=torch.zeros(3, dtype=torch.bool))

@@ -43,7 +43,9 @@ The learner's objective (``AsyncConfig.objective``):
   π_prox = π_behav and the recomputation is skipped, so η = 0 is exactly the synchronous trainer.
 
 Each history row adds ``staleness_mean`` / ``staleness_max`` (over the rounds trained on in the
-step), ``generate_time`` and ``train_time``; ``trainer.timeline`` holds one entry per generation
+step), ``generate_time`` and ``train_time``, and, for the decoupled objective,
+``behaviour_weight_var``: the per-token variance of w_t = π_prox/π_behav over the batch
+(``behaviour_weight_variance``; 0 when the batch is fresh); ``trainer.timeline`` holds one entry per generation
 round and per update (phase, start, end in seconds since the trainer was built, policy version),
 the data of the lesson's Gantt chart.
 
@@ -82,12 +84,13 @@ from dataclasses import dataclass
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.ratios import decoupled_behaviour_weight
 from rlbook.trainers.checkpoint import Checkpoint, check_fits
 from rlbook.trainers.config import OnlineConfig
 from rlbook.trainers.history import History
 from rlbook.trainers.online import OnlineTrainer, ScoredBatch
 
-__all__ = ["ASYNC_OBJECTIVES", "AsyncConfig", "AsyncTrainer", "pipeline_schedule"]
+__all__ = ["ASYNC_OBJECTIVES", "AsyncConfig", "AsyncTrainer", "behaviour_weight_variance", "pipeline_schedule"]
 
 ASYNC_OBJECTIVES = ("naive", "decoupled")
 # The AsyncConfig fields a resumed trainer must share with the checkpoint (queue_timeout may change).
@@ -289,6 +292,10 @@ class AsyncTrainer(OnlineTrainer):
         with self._weights_lock:
             self._proximal_logp = self._proximal_logps(batch) if rows.numel() else None
             metrics = OnlineTrainer._optimise(self, batch, rows, advantages, returns, old_values)
+            if self.async_config.objective == "decoupled":
+                metrics["behaviour_weight_var"] = (behaviour_weight_variance(
+                    self._proximal_logp[rows], batch.rollout.logprobs[rows], batch.rollout.completion_mask[rows])
+                    if rows.numel() else float("nan"))
             self.policy_version += 1
         with self._version_changed:
             self._version_changed.notify_all()
@@ -377,6 +384,28 @@ class AsyncTrainer(OnlineTrainer):
 
     def _clock(self) -> float:
         return time.perf_counter() - self._clock_zero
+
+
+def behaviour_weight_variance(prox_logp, behaviour_logp, mask) -> float:
+    """The variance over tokens of AReaL's behaviour weight w_t = π_prox(y_t)/π_behav(y_t), uncapped.
+
+    ``prox_logp`` and ``behaviour_logp`` are (B, T) log-probs of the sampled tokens, ``mask`` (B, T)
+    marks the real ones. A fresh batch has w_t = 1 on every token (variance 0); the further the
+    learner has moved from the policy that sampled the batch, the more the weights spread, and the
+    noisier the importance-weighted gradient Σ_t w_t A ∇log π(y_t) gets (Fu et al. 2025,
+    arXiv:2505.24298, eq. 5, whose weight cap exists for this). Population variance (divide by N).
+    """
+    prox_logp = torch.as_tensor(prox_logp)
+    behaviour_logp = torch.as_tensor(behaviour_logp)
+    mask = torch.as_tensor(mask)
+    if not (prox_logp.shape == behaviour_logp.shape == mask.shape) or prox_logp.dim() != 2:
+        raise ValueError(f"prox_logp, behaviour_logp and mask must be (B, T) of one shape, got "
+                         f"{tuple(prox_logp.shape)}, {tuple(behaviour_logp.shape)}, {tuple(mask.shape)}")
+    tokens = mask.bool()
+    if not bool(tokens.any()):
+        raise ValueError("mask must mark at least one token")
+    weights = decoupled_behaviour_weight(prox_logp, behaviour_logp)[tokens].double()
+    return weights.var(correction=0).item()
 
 
 def pipeline_schedule(generate_seconds, train_seconds, staleness: int) -> list[dict]:

@@ -7,8 +7,10 @@ batch's group advantages before and after Gaussian noise; ``advantage_noise_widg
 G knobs.
 
 ``plot_reward_per_work`` draws an ablation's runs against the update work they did (completions
-trained on). The lesson's measurements (the flat-group probability, the update's gradient and CPU
-time, the equal-time table) are in ``rlbook.throughput``.
+trained on). ``plot_filter_sweep`` draws ``rlbook.throughput.filter_sweep``'s tables: what the
+filter |A| ≤ tol drops and saves, how far it turns the gradient, and, under a noisy verifier, how
+many mislabelled completions it keeps. The lesson's measurements (the flat-group probability, the
+update's gradient and CPU time, the filter sweep, the equal-time table) are in ``rlbook.throughput``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "plot_advantage_noise",
     "advantage_noise_widget",
     "plot_reward_per_work",
+    "plot_filter_sweep",
 ]
 
 
@@ -125,3 +128,36 @@ def plot_reward_per_work(frame, *, metric: str = "pass@1", smooth: int = 3, ax=N
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax.figure
+
+
+def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
+    """Three panels against the tolerance: the share of the batch dropped and the update time left
+    (``clean``), the filtered gradient's cosine with the full one, and the share of kept completions
+    that are mislabelled. ``clean`` is a ``filter_sweep`` table; ``noisy`` (optional) the
+    concatenated tables of noisy-verifier sweeps with a ``flip_rate`` column, averaged over its other
+    draws. With ``group_size`` G the x-axis is labelled in multiples of 1/G."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    axes[0].plot(clean["tol"], clean["dropped"], "o-", label="share dropped")
+    axes[0].plot(clean["tol"], clean["update_time"], "s--", label="update time left (CPU)")
+    axes[0].set(title="what the filter drops and saves", ylim=(0, 1.05))
+    axes[1].plot(clean["tol"], clean["cosine"], "o-", color="black", label="correct rewards")
+    if noisy is not None:
+        for flip_rate, runs in noisy.groupby("flip_rate"):
+            mean = runs.groupby("tol")[["cosine", "mislabelled_kept"]].mean()
+            axes[1].plot(mean.index, mean["cosine"], "o-", label=f"{flip_rate:.0%} of rewards flipped")
+            axes[2].plot(mean.index, mean["mislabelled_kept"], "o-", label=f"{flip_rate:.0%} flipped")
+            axes[2].axhline(runs.groupby("draw")["flipped"].first().mean(), ls=":", lw=1,
+                            color=axes[2].lines[-1].get_color())
+    axes[1].set(title="cos(filtered gradient, full gradient)")
+    axes[2].set(title="mislabelled share of the kept rows\n(dotted: of the whole batch)")
+    for ax in axes:
+        ax.set_xlabel("tol (drop |A| ≤ tol)")
+        if group_size is not None:
+            ticks = sorted(set(clean["tol"]))
+            ax.set_xticks(ticks, [f"{round(t * group_size)}/{group_size}" if t * group_size >= 0.5 else "≈0"
+                                  for t in ticks])
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

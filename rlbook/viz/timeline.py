@@ -8,6 +8,8 @@ them: busy fractions, overlap, durations). ``plot_timelines`` draws one Gantt pa
 or produced them. ``schedule_widget`` turns η and the spread of
 generation times into knobs of ``plot_schedule``. ``plot_stale_token_weights`` shows the gradient
 weight a stale token gets from the naive and the decoupled objective (knobs: ε and the cap).
+``plot_behaviour_weight_spread`` draws the measured per-batch variance of the behaviour weights
+π_prox/π_behav against η, and ``plot_held_out`` the learner's held-out evaluations during the runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rlbook.timeline import LANES, busy_fraction, check_timeline, example_durati
 from rlbook.trainers.async_rl import pipeline_schedule
 
 __all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "plot_stale_token_weights",
-           "stale_token_weights_widget"]
+           "stale_token_weights_widget", "plot_behaviour_weight_spread", "plot_held_out"]
 
 
 def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
@@ -136,3 +138,47 @@ def stale_token_weights_widget():
         draw,
         eps=widgets.FloatSlider(value=0.2, min=0.05, max=0.5, step=0.05, description="ε"),
         cap=widgets.FloatSlider(value=5.0, min=0.0, max=10.0, step=0.5, description="cap (0: none)"))
+
+
+def plot_behaviour_weight_spread(frame, *, ax=None):
+    """Per-batch variance of the behaviour weights against η, one dot per (step, seed), median marked.
+
+    ``frame`` has columns ``eta`` and ``behaviour_weight_var`` (one row per step trained at full
+    staleness, ``AsyncTrainer``'s history); the y-axis is logarithmic, since a few tokens with a
+    large weight make some batches' variance orders of magnitude above the rest.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.2, 3.4))
+    etas = sorted(frame["eta"].unique())
+    for position, eta in enumerate(etas):
+        values = frame.loc[frame["eta"] == eta, "behaviour_weight_var"].to_numpy()
+        jitter = np.linspace(-0.15, 0.15, len(values))
+        ax.scatter(position + jitter, values, s=12, alpha=0.6, color="tab:blue")
+        ax.plot([position - 0.25, position + 0.25], [np.median(values)] * 2, color="black", lw=2)
+    ax.set_xticks(range(len(etas)), [f"η = {eta}" for eta in etas])
+    ax.set(yscale="log", ylabel="variance of π_prox/π_behav over tokens",
+           title="behaviour-weight spread per batch (bar: median)")
+    ax.grid(alpha=0.3, which="both")
+    return ax.figure
+
+
+def plot_held_out(frame, metrics=("pass@1", "length_mean"), *, axes=None):
+    """Held-out evaluations of each run's current policy against the step: mean over seeds, min-max band.
+
+    ``frame`` has columns ``label``, ``seed``, ``step`` and the ``metrics`` (``trainer.evaluate``'s keys).
+    """
+    if axes is None:
+        _, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.2), squeeze=False)
+        axes = axes[0]
+    for ax, metric in zip(axes, metrics):
+        for label, runs in frame.groupby("label", sort=False):
+            by_step = runs.groupby("step")[metric]
+            steps = np.array(sorted(runs["step"].unique()))
+            line, = ax.plot(steps, by_step.mean().to_numpy(), "o-", label=label)
+            if runs["seed"].nunique() > 1:
+                ax.fill_between(steps, by_step.min().to_numpy(), by_step.max().to_numpy(), color=line.get_color(),
+                                alpha=0.2)
+        ax.set(xlabel="step", title=f"held-out {metric}, current policy")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return axes[0].figure
