@@ -108,3 +108,87 @@ def test_the_frontier_fit_recovers_known_coefficients():
 def test_bad_input_is_a_value_error_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# --- Clip-Cov and KL-Cov inside policy_loss, and in the online trainer --------------------------
+
+def _loss_inputs():
+    generator = torch.Generator().manual_seed(3)
+    old = -torch.rand(4, 5, generator=generator, dtype=torch.float64) * 3
+    logp = (old + 0.1 * torch.randn(4, 5, generator=generator, dtype=torch.float64)).requires_grad_(True)
+    mask = torch.ones(4, 5, dtype=torch.float64)
+    mask[2, 3:] = 0
+    return logp, old, torch.tensor([1.5, -0.5, 2.0, -1.0], dtype=torch.float64), mask
+
+
+def _gradient(**kwargs):
+    from rlbook.losses import policy_loss
+
+    logp, old, advantages, mask = _loss_inputs()
+    loss, metrics = policy_loss(logp, old, advantages, mask, variant="grpo", **kwargs)
+    loss.backward()
+    return logp, old, advantages, mask, loss, metrics
+
+
+def test_clip_cov_zeroes_exactly_the_chosen_tokens_gradient():
+    from rlbook.losses import policy_loss
+
+    plain_logp, old, advantages, mask, plain_loss, _ = _gradient()
+    torch.manual_seed(0)
+    logp, *_, loss, metrics = _gradient(cov_control="clip_cov", cov_fraction=0.2, cov_bounds=(0.0, 100.0))
+    torch.manual_seed(0)
+    chosen = clip_cov_mask(token_covariance(logp, advantages, mask), mask, fraction=0.2, low=0.0, high=100.0)
+    assert chosen.any()
+    assert (logp.grad[chosen] == 0).all() and (plain_logp.grad[chosen] != 0).all()
+    torch.testing.assert_close(logp.grad[~chosen], plain_logp.grad[~chosen])
+    assert loss.item() == pytest.approx(plain_loss.item())  # the value is kept, only the gradient goes
+    assert metrics["cov_frac"] == pytest.approx(int(chosen.sum()) / float(mask.sum()))
+    assert metrics["token_cov"] == pytest.approx(float(token_covariance(logp, advantages, mask).sum() / mask.sum()))
+    with pytest.raises(ValueError, match="cov_control"):
+        policy_loss(logp, old, advantages, mask, cov_control="cov_clip")
+    with pytest.raises(ValueError, match="cov_fraction"):
+        policy_loss(logp, old, advantages, mask, cov_fraction=0.1)
+
+
+def test_kl_cov_adds_the_absolute_log_ratio_on_the_top_covariance_tokens():
+    plain_logp, old, advantages, mask, plain_loss, _ = _gradient()
+    logp, *_, loss, metrics = _gradient(cov_control="kl_cov", cov_fraction=0.1, kl_cov_coef=2.0)
+    chosen = kl_cov_mask(token_covariance(logp, advantages, mask), mask, fraction=0.1)
+    assert int(chosen.sum()) == round(0.1 * float(mask.sum()))
+    penalty = 2.0 * ((logp - old).abs() * chosen).detach()
+    # grpo averages each response's tokens, then the responses
+    expected = plain_loss.item() + float(((penalty * mask).sum(1) / mask.sum(1)).mean())
+    assert loss.item() == pytest.approx(expected)
+    torch.testing.assert_close(logp.grad[~chosen], plain_logp.grad[~chosen])
+    assert not torch.allclose(logp.grad[chosen], plain_logp.grad[chosen])
+
+
+@pytest.mark.parametrize("control", ["clip_cov", "kl_cov"])
+def test_the_online_trainer_runs_each_control_and_logs_it(control):
+    from rlbook.models import build_char_tokenizer, build_tiny_model
+    from rlbook.tasks import get_task
+    from rlbook.trainers import OnlineTrainer, preset
+
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, shape="test")
+    config = preset("grpo", group_size=3, prompts_per_step=2, max_new_tokens=8, lr=1e-2, cov_control=control,
+                    cov_bounds=(-100.0, 100.0))  # the paper's band (1, 5) may hold no token of so small a batch
+    trainer = OnlineTrainer(model, tokenizer, lambda text, example: float(len(text) % 2), config,
+                            train_dataset=get_task("arithmetic", digits=1).dataset(8, seed=0))
+    history = trainer.train(2, progress=False).to_pandas()
+    assert "cov_frac" in history and (history["cov_frac"].dropna() > 0).all()
+
+
+def test_the_config_refuses_a_bad_control():
+    from rlbook.trainers import OnlineConfig
+
+    with pytest.raises(ValueError, match="cov_control"):
+        OnlineConfig(cov_control="entropy")
+    with pytest.raises(ValueError, match="cov_fraction"):
+        OnlineConfig(cov_fraction=0.1)
+    with pytest.raises(ValueError, match="cov_fraction"):
+        OnlineConfig(cov_control="kl_cov", cov_fraction=0.0)
+    with pytest.raises(ValueError, match="cov_bounds"):
+        OnlineConfig(cov_control="clip_cov", cov_bounds=(5.0, 1.0))
+    with pytest.raises(ValueError, match="kl_cov_coef"):
+        OnlineConfig(cov_control="kl_cov", kl_cov_coef=-1.0)

@@ -6,8 +6,9 @@ differs only in three choices, each a function in this library:
 1. the per-token surrogate: REINFORCE, PPO's clip, GSPO's sequence ratio, GMPO's geometric mean,
    SAPO's soft gate or CISPO's clipped IS weight (``rlbook.ratios``);
 2. how the (B, T) grid of token losses is averaged (``rlbook.aggregation``);
-3. optional extras: a KL term toward π_ref (``rlbook.kl``), an entropy bonus, and AReaL's
-   behaviour-policy weight for stale samples.
+3. optional extras: a KL term toward π_ref (``rlbook.kl``), an entropy bonus, AReaL's
+   behaviour-policy weight for stale samples, and Clip-Cov / KL-Cov's treatment of the tokens whose
+   log-probability and advantage covary most (``rlbook.entropy``).
 
 =========  ==============================================  ===========================  ==========================
 variant    per-token loss (minimised)                      defaults                     aggregation
@@ -39,6 +40,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_positive, check_same_shape
 from rlbook.aggregation import AGGREGATION_MODES, aggregate, masked_mean, response_mask
+from rlbook.entropy import clip_cov_mask, kl_cov_mask, token_covariance
 from rlbook.kl import KL_ESTIMATORS, kl_estimate, kl_in_loss
 from rlbook.ratios import (
     cispo_weight,
@@ -53,6 +55,7 @@ from rlbook.ratios import (
 __all__ = [
     "VARIANTS",
     "VARIANT_DEFAULTS",
+    "COV_CONTROLS",
     "reinforce_surrogate",
     "clipped_surrogate",
     "value_loss",
@@ -60,6 +63,8 @@ __all__ = [
 ]
 
 VARIANTS = ("reinforce", "ppo", "grpo", "dr_grpo", "dapo", "gspo", "gmpo", "sapo", "cispo")
+# Cui et al. 2025 (arXiv:2505.22617), §4: the share of tokens each control acts on, by default.
+COV_CONTROLS = {"clip_cov": 2e-4, "kl_cov": 2e-3}
 
 _CLIP = {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": None}
 VARIANT_DEFAULTS = {
@@ -153,6 +158,10 @@ def policy_loss(
     entropy_coef: float = 0.0,
     behaviour_logp=None,
     behaviour_weight_cap: float | None = None,
+    cov_control: str | None = None,
+    cov_fraction: float | None = None,
+    cov_bounds: tuple[float, float] = (1.0, 5.0),
+    kl_cov_coef: float = 1.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The online surrogate loss of ``variant``, and a dict of metrics. Minimise the loss.
 
@@ -170,12 +179,19 @@ def policy_loss(
         behaviour_logp, behaviour_weight_cap: AReaL's decoupled objective (Fu et al. 2025,
             arXiv:2505.24298). ``old_logp`` is then the proximal policy and each token's loss is
             weighted by sg[π_prox/π_behav] (``rlbook.ratios.decoupled_behaviour_weight``).
+        cov_control: None, "clip_cov" or "kl_cov" (Cui et al. 2025, arXiv:2505.22617, §4). Each
+            token's covariance (log π − mean)(A − mean) over the batch (``rlbook.entropy.token_covariance``)
+            picks the tokens that drive the entropy down: Clip-Cov drops the gradient of a random
+            ``cov_fraction`` of the tokens (default 2e-4, at least one) whose covariance lies in
+            ``cov_bounds`` (torch's global generator draws them); KL-Cov adds ``kl_cov_coef`` ·
+            |log π_θ − log π_old| to the top ``cov_fraction`` (default 2e-3, at least one) by covariance.
 
     Metrics: ``policy_loss`` (the surrogate alone), ``clip_frac_low`` / ``clip_frac_high`` /
     ``clip_frac`` (tokens whose gradient the variant clips, or whose CISPO weight is truncated),
     ``ratio_mean`` / ``ratio_min`` / ``ratio_max`` (token ratio π_θ/π_old), ``seq_ratio_*`` for the
     sequence-level variants, ``approx_kl`` (KL(π_old ‖ π_θ), k3), and ``kl`` / ``entropy`` /
-    ``behaviour_weight_mean`` when those inputs are given.
+    ``behaviour_weight_mean`` when those inputs are given; ``token_cov`` (the batch covariance) and
+    ``cov_frac`` (share of tokens Clip-Cov / KL-Cov acted on) with ``cov_control``.
     """
     check_choice("variant", variant, VARIANTS)
     check_choice("kl_estimator", kl_estimator, KL_ESTIMATORS)
@@ -202,6 +218,11 @@ def policy_loss(
         extra["behaviour_weight_mean"] = masked_mean(weight, mask).item()
     elif behaviour_weight_cap is not None:
         raise ValueError("behaviour_weight_cap needs behaviour_logp (the decoupled objective)")
+    if cov_control is not None:
+        per_token = _covariance_control(per_token, logp, old_logp, token_advantages, mask, cov_control,
+                                        cov_fraction, cov_bounds, kl_cov_coef, extra)
+    elif cov_fraction is not None:
+        raise ValueError("cov_fraction needs cov_control ('clip_cov' or 'kl_cov')")
 
     surrogate_value = aggregate(per_token.detach(), mask, settings["aggregation"], max_len=max_len).item()
     if ref_logp is not None or beta != 0.0:
@@ -221,6 +242,25 @@ def policy_loss(
     }
     metrics["clip_frac"] = metrics["clip_frac_low"] + metrics["clip_frac_high"]
     return loss, metrics
+
+
+def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fraction, bounds, coef, extra):
+    """Clip-Cov (detach the chosen tokens' loss) or KL-Cov (add coef·|log π_θ − log π_old| on them)."""
+    check_choice("cov_control", control, tuple(COV_CONTROLS))
+    fraction = COV_CONTROLS[control] if fraction is None else fraction
+    covariance = token_covariance(logp, advantages, mask)
+    extra["token_cov"] = masked_mean(covariance, mask).item()
+    if control == "clip_cov":
+        if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+            raise ValueError(f"cov_bounds must be (low, high), got {bounds!r}")
+        chosen = clip_cov_mask(covariance, mask, fraction=fraction, low=bounds[0], high=bounds[1])
+        per_token = torch.where(chosen, per_token.detach(), per_token)
+    else:
+        coef = check_positive("kl_cov_coef", coef, allow_zero=True)
+        chosen = kl_cov_mask(covariance, mask, fraction=fraction)
+        per_token = per_token + coef * chosen.to(logp.dtype) * (logp - old_logp).abs()
+    extra["cov_frac"] = masked_mean(chosen.to(logp.dtype), mask).item()
+    return per_token
 
 
 def _kl_term(logp, ref_logp, mask, beta, estimator, ratio, extra) -> torch.Tensor:

@@ -15,12 +15,13 @@ generation length, learning rate) to the book's models: a few hundred thousand p
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.aggregation import AGGREGATION_MODES
 from rlbook.kl import KL_ESTIMATORS
-from rlbook.losses.policy import VARIANT_DEFAULTS, VARIANTS
+from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS, VARIANTS
 
 __all__ = ["ADVANTAGE_ESTIMATORS", "GROUP_ESTIMATORS", "OnlineConfig", "PRESETS", "preset"]
 
@@ -46,7 +47,10 @@ class OnlineConfig:
     Advantages: ``advantage`` in ``ADVANTAGE_ESTIMATORS``; ``unbiased_std`` for GRPO's σ;
     ``gamma`` / ``lam`` / ``critic_lr`` for "gae".
     Loss: ``variant`` of ``policy_loss`` and overrides of its knobs (None: the variant's default);
-    ``entropy_coef`` for an entropy bonus.
+    ``entropy_coef`` for an entropy bonus; ``cov_control`` ("clip_cov" / "kl_cov", Cui et al. 2025)
+    with ``cov_fraction`` (None: the paper's share), Clip-Cov's ``cov_bounds`` and KL-Cov's
+    ``kl_cov_coef`` acts on the tokens whose
+    log-probability and advantage covary most (``rlbook.losses.policy_loss``).
     KL to a frozen reference: ``kl_beta`` (0: no reference is built), ``kl_estimator``, and
     ``kl_placement``: "loss" (β·k per token in the loss, GRPO) or "reward" (−β·k per token in the
     reward, InstructGPT).
@@ -83,6 +87,10 @@ class OnlineConfig:
     kl_estimator: str = "k3"
     kl_placement: str = "loss"
     entropy_coef: float = 0.0
+    cov_control: str | None = None
+    cov_fraction: float | None = None
+    cov_bounds: tuple[float, float] = (1.0, 5.0)
+    kl_cov_coef: float = 1.0
     format_reward_weight: float = 0.0
     overlong: tuple[int, int] | None = None
     dynamic_sampling: bool = False
@@ -121,8 +129,9 @@ class OnlineConfig:
     @classmethod
     def from_dict(cls, values: dict) -> OnlineConfig:
         values = dict(values)
-        if values.get("overlong") is not None:
-            values["overlong"] = tuple(values["overlong"])
+        for name in ("overlong", "cov_bounds"):  # JSON turns tuples into lists
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
         return cls(**values)
 
     # --- checks, one group of fields each ------------------------------------------------
@@ -186,6 +195,17 @@ class OnlineConfig:
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError(f"dual_clip must be > 1, got {self.dual_clip}")
         check_positive("entropy_coef", self.entropy_coef, allow_zero=True)
+        if self.cov_control is not None:
+            check_choice("cov_control", self.cov_control, tuple(COV_CONTROLS))
+        elif self.cov_fraction is not None:
+            raise ValueError("cov_fraction needs cov_control ('clip_cov' or 'kl_cov')")
+        if self.cov_fraction is not None and not 0 < self.cov_fraction <= 1:
+            raise ValueError(f"cov_fraction must be in (0, 1], got {self.cov_fraction}")
+        check_positive("kl_cov_coef", self.kl_cov_coef, allow_zero=True)
+        bounds = self.cov_bounds
+        if (not isinstance(bounds, (tuple, list)) or len(bounds) != 2
+                or not all(isinstance(b, (int, float)) and math.isfinite(b) for b in bounds) or bounds[0] > bounds[1]):
+            raise ValueError(f"cov_bounds must be (low, high) with low <= high, got {bounds!r}")
 
     def _check_kl_and_rewards(self):
         check_positive("kl_beta", self.kl_beta, allow_zero=True)

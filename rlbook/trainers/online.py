@@ -385,7 +385,8 @@ class OnlineTrainer:
             max_grad_norm=config.max_grad_norm, temperature=config.temperature,
             variant=config.variant, **config.loss_overrides(), max_len=config.max_new_tokens,
             ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
-            kl_estimator=config.kl_estimator, entropy_coef=config.entropy_coef)
+            kl_estimator=config.kl_estimator, entropy_coef=config.entropy_coef, cov_control=config.cov_control,
+            cov_fraction=config.cov_fraction, cov_bounds=config.cov_bounds, kl_cov_coef=config.kl_cov_coef)
         if self.critic is not None:
             tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
                                          rollout.completion_mask)]
