@@ -10,6 +10,12 @@ of steps. ``run_ablation`` does exactly that and returns one table and one figur
     result.table()                       # one row per configuration
     result.plot(("reward", "entropy"))   # one panel per metric, mean over seeds with a min-max band
 
+With ``eval_dataset`` and ``eval_every``, each run is also evaluated on the held-out rows at step 0,
+every ``eval_every`` steps and at the end (``result.eval_frame``, ``result.plot_evaluations()``):
+the training batch's reward is measured on the prompts being trained on, the held-out pass@1 on
+prompts the run never sees. The evaluations sample with their own seeded generator, so they do not
+change the training run.
+
 Simplifications: runs go one after another in this process (no parallelism: on a 2-core CPU
 that is also the fastest), and a seed replaces ``config.seed``, which seeds the training prompts'
 order, the sampling and the initialisation of anything new (a critic's head, LoRA adapters).
@@ -24,7 +30,7 @@ import numpy as np
 
 from rlbook.runtime import seed_everything
 
-__all__ = ["AblationResult", "TABLE_METRICS", "run_ablation"]
+__all__ = ["AblationResult", "TABLE_METRICS", "run_ablation", "knob_effects"]
 
 # The columns ``AblationResult.table`` summarises (those a run logged), in this order.
 TABLE_METRICS = ("reward", "pass@1", "entropy", "kl_ref", "length_correct", "length_incorrect",
@@ -40,6 +46,7 @@ class AblationResult:
     seeds: tuple = ()
     steps: int = 0
     configs: dict = field(default_factory=dict, repr=False)  # label -> OnlineConfig
+    eval_curves: dict = field(default_factory=dict)  # label -> [[{"step", **evaluate()}, ...], one per seed]
 
     @property
     def labels(self) -> list[str]:
@@ -55,6 +62,53 @@ class AblationResult:
                 for seed, history in zip(self.seeds, runs)
                 for row in history]
         return pd.DataFrame(rows)
+
+    @property
+    def eval_frame(self):
+        """A tidy ``pandas.DataFrame`` of the held-out evaluations during training (``eval_every``):
+        one row per (label, seed, step), with ``pass@1`` and the other keys of ``trainer.evaluate``."""
+        import pandas as pd
+
+        rows = [{"label": label, "seed": seed, **point}
+                for label, runs in self.eval_curves.items()
+                for seed, curve in zip(self.seeds, runs)
+                for point in curve]
+        return pd.DataFrame(rows)
+
+    def plot_evaluations(self, metric: str = "pass@1", *, ax=None):
+        """The held-out ``metric`` against the step for every label: the mean over seeds as a line
+        with markers at the evaluated steps, the min-max over seeds as a band."""
+        import matplotlib.pyplot as plt
+
+        frame = self.eval_frame
+        if frame.empty:
+            raise ValueError("no evaluations during training: run_ablation(..., eval_dataset=..., eval_every=...)")
+        if metric not in frame:
+            raise ValueError(f"metric {metric!r} was not evaluated; evaluated: {sorted(frame.columns)}")
+        if ax is None:
+            _, ax = plt.subplots(figsize=(4.6, 3.2))
+        for label in self.labels:
+            runs = frame[frame["label"] == label]
+            by_step = runs.groupby("step")[metric]
+            steps = np.array(sorted(runs["step"].unique()))
+            line, = ax.plot(steps, by_step.mean().to_numpy(), "o-", label=label)
+            if runs["seed"].nunique() > 1:
+                ax.fill_between(steps, by_step.min().to_numpy(), by_step.max().to_numpy(),
+                                color=line.get_color(), alpha=0.2)
+        ax.set(xlabel="step", title=f"held-out {metric}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return ax.figure
+
+    def per_run(self, metric: str, *, last: int = 5):
+        """Each run's mean of ``metric`` over its last ``last`` steps: a ``pandas.Series`` indexed by
+        (label, seed), the input ``knob_effects`` compares configurations with."""
+        if not isinstance(last, int) or last < 1:
+            raise ValueError(f"last must be a positive int, got {last!r}")
+        frame = self.frame
+        if metric not in frame:
+            raise ValueError(f"metric {metric!r} was not logged; logged: {sorted(frame.columns)}")
+        return frame.groupby(["label", "seed"], sort=False).tail(last).groupby(["label", "seed"], sort=False)[metric].mean()
 
     def table(self, last: int = 5, metrics=TABLE_METRICS):
         """One row per label: each metric's mean over the last ``last`` steps, averaged over seeds.
@@ -127,7 +181,7 @@ class AblationResult:
 
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
                  eval_dataset=None, eval_samples: int = 4, progress: bool = True,
-                 trainer_kwargs: dict | None = None) -> AblationResult:
+                 trainer_kwargs: dict | None = None, eval_every: int | None = None) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
@@ -139,6 +193,8 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
             (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
         progress: show each run's progress bar.
+        eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
+            the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
         trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
     """
     from rlbook.models import load_model
@@ -157,20 +213,36 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         raise ValueError(f"seeds must be a non-empty sequence of non-negative ints, got {seeds!r}")
     if not isinstance(eval_samples, int) or eval_samples < 1:
         raise ValueError(f"eval_samples must be a positive int, got {eval_samples!r}")
+    if eval_every is not None:
+        if not isinstance(eval_every, int) or isinstance(eval_every, bool) or eval_every < 1:
+            raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
+        if eval_dataset is None:
+            raise ValueError("eval_every needs eval_dataset: the held-out rows to evaluate on")
     task = _task_for(model) if task is None else task
 
     result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
     for label, config in configs.items():
         result.histories[label], result.evaluations[label] = [], []
+        if eval_every is not None:
+            result.eval_curves[label] = []
         for seed in seeds:
             seed_everything(seed)
             policy, tokenizer = load_model(model)
             run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
             trainer = OnlineTrainer(policy, tokenizer, task, run_config, **(trainer_kwargs or {}))
-            history = trainer.train(steps, progress=progress)
+            if eval_every is None:
+                history = trainer.train(steps, progress=progress)
+            else:
+                curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
+                while trainer.step < steps:
+                    history = trainer.train(min(eval_every, steps - trainer.step), progress=progress)
+                    curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples)})
+                result.eval_curves[label].append(curve)
             result.histories[label].append(history)
             if eval_dataset is not None:
-                result.evaluations[label].append(trainer.evaluate(eval_dataset, n_samples=eval_samples))
+                final = (curve[-1] if eval_every is not None
+                         else trainer.evaluate(eval_dataset, n_samples=eval_samples))
+                result.evaluations[label].append({k: v for k, v in final.items() if k != "step"})
     return result
 
 
@@ -186,3 +258,48 @@ def _task_for(model: str):
     if recipe.get("task") is None:
         raise ValueError(f"task is required: the card of model={model!r} names no task")
     return get_task(recipe["task"], **recipe.get("task_settings", {}))
+
+
+def knob_effects(values, knobs: dict) -> "pandas.DataFrame":
+    """What each knob of a factorial ablation changes in a per-run number, against the seeds' noise.
+
+    ``values``: a ``pandas.Series`` indexed by (label, seed), one number per run (``per_run``, or a
+    held-out metric); ``knobs``: knob name → the labels that have it (the other labels lack it).
+    For each knob, ``with`` and ``without`` are the means over the runs with and without it,
+    ``gap`` their difference; ``seed_sd`` is the pooled standard deviation of a run around its
+    configuration's mean (the seed-to-seed noise: within-label variances pooled over labels, each
+    with n − 1 degrees of freedom), ``se`` the standard error of the gap it implies,
+    seed_sd · √(1/n_with + 1/n_without), and ``z`` = gap / se. Needs at least one label with two
+    or more seeds. The usual analysis of a two-level factorial design with replicates (Box, Hunter
+    & Hunter, *Statistics for Experimenters*, 2005, ch. 5); runs of the same seed share their
+    prompts, so the gaps are, if anything, less noisy than ``se`` says.
+    """
+    import pandas as pd
+
+    if not isinstance(values, pd.Series) or values.index.nlevels != 2:
+        raise ValueError("values must be a pandas Series indexed by (label, seed)")
+    labels = list(dict.fromkeys(values.index.get_level_values(0)))
+    if not isinstance(knobs, dict) or not knobs:
+        raise ValueError("knobs must be a non-empty dict: knob name -> the labels that have it")
+    by_label = values.groupby(level=0, sort=False)
+    counts = by_label.count()
+    dof = int((counts - 1).clip(lower=0).sum())
+    if dof < 1:
+        raise ValueError("values needs at least one label with two or more seeds to measure the seed noise")
+    seed_sd = float(np.sqrt(sum(by_label.var(ddof=1).fillna(0.0)[label] * (counts[label] - 1)
+                                for label in labels) / dof))
+    rows = {}
+    for knob, having in knobs.items():
+        having = list(having)
+        unknown = [label for label in having if label not in labels]
+        if unknown:
+            raise ValueError(f"knobs[{knob!r}] names labels not in values: {unknown}")
+        inside = values.index.get_level_values(0).isin(having)
+        if inside.all() or not inside.any():
+            raise ValueError(f"knobs[{knob!r}] must split the labels into two non-empty sets")
+        with_, without = values[inside], values[~inside]
+        gap = float(with_.mean() - without.mean())
+        se = seed_sd * float(np.sqrt(1 / len(with_) + 1 / len(without)))
+        rows[knob] = {"with": float(with_.mean()), "without": float(without.mean()), "gap": gap,
+                      "seed_sd": seed_sd, "se": se, "z": gap / se if se > 0 else float("nan")}
+    return pd.DataFrame.from_dict(rows, orient="index")

@@ -26,6 +26,9 @@ dozen outcomes and a reward per outcome, so the best-of-n distribution is an exa
 **One preference pair and a tabular policy** (lesson 07). ``toy_margin_dynamics`` runs gradient
 descent on DPO's or IPO's loss of one pair: DPO's margin grows without bound, IPO's stops at 1/(2τ).
 
+**A two-decision policy and the 1/|o| length bias** (lesson 10). ``length_bias_toy`` trains an
+answer-then-filler policy with GRPO's or Dr.GRPO's token weights: only 1/|o| makes wrong answers grow.
+
 **A bandit with rare right answers** (lesson 11). ``clip_higher_bandit`` trains a softmax over one
 common and many rare right answers with the clipped surrogate: how ε_high changes the entropy left.
 

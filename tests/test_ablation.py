@@ -97,3 +97,86 @@ def test_bad_plot_and_table_arguments(result):
         result.plot(("reward",), x="epoch")
     with pytest.raises(ValueError, match="last"):
         result.table(last=0)
+
+
+@pytest.fixture(scope="module")
+def evaluated(model_dir, task):
+    return run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=3, seeds=(0, 1),
+                        eval_dataset=task.dataset(3, seed=5, split="test"), eval_samples=2, eval_every=2,
+                        progress=False)
+
+
+def test_eval_every_evaluates_during_training(evaluated):
+    frame = evaluated.eval_frame
+    assert sorted(frame["step"].unique()) == [0, 2, 3]  # step 0, every 2 steps, and the end
+    assert len(frame) == 2 * 3 and set(frame["seed"]) == {0, 1}
+    assert {"pass@1", "length_mean", "n_prompts"} <= set(frame.columns)
+    # the end-of-run evaluation is the curve's last point, not a second draw
+    last = [curve[-1]["pass@1"] for curve in evaluated.eval_curves["grpo"]]
+    assert [e["pass@1"] for e in evaluated.evaluations["grpo"]] == last
+    assert "eval_pass@1" in evaluated.table(last=1).columns
+    figure = evaluated.plot_evaluations("pass@1")
+    assert len(figure.axes[0].lines) == 1 and "held-out" in figure.axes[0].get_title()
+    with pytest.raises(ValueError, match="metric"):
+        evaluated.plot_evaluations("nope")
+
+
+def test_evaluating_does_not_change_training(model_dir, task, evaluated):
+    plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=3, seeds=(1,),
+                         progress=False)
+    assert plain.histories["grpo"][0].column("reward") == evaluated.histories["grpo"][1].column("reward")
+    assert plain.histories["grpo"][0].column("entropy") == evaluated.histories["grpo"][1].column("entropy")
+    assert plain.eval_curves == {} and plain.eval_frame.empty
+    with pytest.raises(ValueError, match="eval_every"):
+        plain.plot_evaluations()
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(eval_every=2), "eval_dataset"),
+    (dict(eval_every=0, eval_dataset=[{"prompt": "x"}]), "eval_every"),
+    (dict(eval_every=True, eval_dataset=[{"prompt": "x"}]), "eval_every"),
+])
+def test_bad_eval_every_names_the_argument(model_dir, task, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False, **kwargs)
+
+
+def test_knob_effects_compares_gaps_with_the_seed_noise():
+    import pandas as pd
+
+    from rlbook.ablation import knob_effects
+
+    index = pd.MultiIndex.from_tuples([(label, seed) for label in ("a", "b", "c", "d") for seed in (0, 1)])
+    # a and b have knob x (+1 on average); c and d do not; every label's two seeds differ by 0.2
+    values = pd.Series([1.1, 0.9, 1.2, 1.0, 0.1, -0.1, 0.0, 0.2], index=index)
+    effects = knob_effects(values, {"x": ["a", "b"], "y": ["a", "c"]})
+    sd = (0.2 ** 2 / 2) ** 0.5  # each label's sample variance is 0.02
+    assert effects.loc["x", "gap"] == pytest.approx(1.0) and effects.loc["x", "seed_sd"] == pytest.approx(sd)
+    assert effects.loc["x", "se"] == pytest.approx(sd * (1 / 4 + 1 / 4) ** 0.5)
+    assert effects.loc["y", "gap"] == pytest.approx(-0.1)
+    assert effects.loc["x", "z"] == pytest.approx(1.0 / effects.loc["x", "se"])
+
+
+@pytest.mark.parametrize("knobs, name", [({}, "knobs"), ({"x": ["z"]}, "knobs"), ({"x": ["a", "b"]}, "split")])
+def test_knob_effects_bad_input(knobs, name):
+    import pandas as pd
+
+    from rlbook.ablation import knob_effects
+
+    values = pd.Series([1.0, 2.0, 3.0, 4.0], index=pd.MultiIndex.from_tuples([("a", 0), ("a", 1), ("b", 0), ("b", 1)]))
+    with pytest.raises(ValueError, match=name):
+        knob_effects(values, knobs)
+    with pytest.raises(ValueError, match="values"):
+        knob_effects([1.0], {"x": ["a"]})
+    single = pd.Series([1.0, 2.0], index=pd.MultiIndex.from_tuples([("a", 0), ("b", 0)]))
+    with pytest.raises(ValueError, match="two or more seeds"):
+        knob_effects(single, {"x": ["a"]})
+
+
+def test_per_run_is_each_runs_tail_mean(result):
+    runs = result.per_run("reward", last=1)
+    assert runs[("grpo", 1)] == result.histories["grpo"][1][-1]["reward"]
+    with pytest.raises(ValueError, match="metric"):
+        result.per_run("nope")
+    with pytest.raises(ValueError, match="last"):
+        result.per_run("reward", last=0)

@@ -9,7 +9,9 @@
   which is where GRPO's 1/|o| length bias (Liu et al. 2025, arXiv:2503.20783, §3.1) shows;
 - ``token_weights_widget``: the lengths and the budget L as sliders over ``plot_token_weights``;
 - ``one_step_logprob_change`` / ``plot_push_by_length``: on a real batch, how much one gradient
-  step under each mode lowers the per-token log-probability of each wrong answer, by its length.
+  step under each mode lowers the per-token log-probability of each wrong answer, by its length;
+- ``plot_length_toy``: the expected length of right and wrong answers over the steps of
+  ``rlbook.toys.length_bias_toy``, one line per configuration, the min-max over seeds as a band.
 
 Every function draws a new figure and returns it; end a notebook line with ``;`` so Jupyter shows
 it once.
@@ -28,7 +30,7 @@ from rlbook.rollout import rollout_logprobs
 from rlbook.update import policy_update
 
 __all__ = ["MODE_LABELS", "lengths_mask", "token_weight_table", "plot_token_weights", "plot_length_bias",
-           "token_weights_widget", "one_step_logprob_change", "plot_push_by_length"]
+           "token_weights_widget", "one_step_logprob_change", "plot_push_by_length", "plot_length_toy"]
 
 MODE_LABELS = {
     "seq_mean_token_mean": "GRPO: 1/(B·|o_i|)",
@@ -213,3 +215,33 @@ def plot_push_by_length(lengths, changes: dict, selected, *, ax=None):
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return ax.figure
+
+
+def plot_length_toy(curves: dict, *, keys=("length_incorrect", "length_correct", "p_correct")):
+    """One panel per key of ``rlbook.toys.length_bias_toy``'s output against the step.
+
+    ``curves``: label → list of that function's outputs, one per seed; each label is drawn as the
+    mean over seeds with the min-max over seeds as a band.
+    """
+    if not curves or not all(isinstance(runs, (list, tuple)) and runs for runs in curves.values()):
+        raise ValueError("curves must map each label to a non-empty list of length_bias_toy outputs")
+    keys = tuple(keys)
+    missing = [key for key in keys if any(key not in run for runs in curves.values() for run in runs)]
+    if missing:
+        raise ValueError(f"keys {missing} are not in every run; length_bias_toy returns "
+                         "'p_correct', 'length_correct', 'length_incorrect'")
+    titles = {"length_incorrect": "expected length of a wrong answer", "length_correct": "… of a right answer",
+              "p_correct": "P(correct)"}
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for label, runs in curves.items():
+            stacked = np.stack([np.asarray(run[key], dtype=float) for run in runs])
+            steps = np.arange(stacked.shape[1])
+            line, = ax.plot(steps, stacked.mean(0), label=label)
+            if len(runs) > 1:
+                ax.fill_between(steps, stacked.min(0), stacked.max(0), color=line.get_color(), alpha=0.2)
+        ax.set(xlabel="step", title=titles.get(key, key))
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

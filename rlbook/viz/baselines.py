@@ -4,7 +4,8 @@ The numbers come from ``rlbook.gradients.baseline_statistics`` (and ``sweep_grou
 per-completion gradients of the output layer, grouped into G-sample estimates, compared with a
 high-sample reference gradient.
 ``plot_baseline_comparison`` draws one group size; ``plot_variance_vs_group_size`` the sweep over G;
-``group_size_widget`` puts G on a slider.
+``group_size_widget`` puts G on a slider. Bars of a variance are drawn on a linear axis from 0,
+each labelled with its ratio to the no-baseline bar, so that a 10 % difference looks like one.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", 
 def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None):
     """Three panels over the baselines: the variance of the batch gradient, its noise-to-signal
     (variance / ‖E ĝ‖², which a rescaling of the estimator does not change), and its scale along
-    the reference gradient (1 = unbiased), with ±2 standard errors (``scale_noise``) from the finite sample."""
+    the reference gradient (1 = unbiased), with ±2 standard errors (``scale_noise``) from the finite sample.
+
+    The two variance panels are linear from 0, each bar labelled with its ratio to ``none`` (when
+    present): on a log axis cut above 0 a ±20 % difference would look like a factor of several."""
     if not statistics:
         raise ValueError("statistics must hold at least one baseline")
     names = list(statistics)
     colours = [BASELINE_COLOURS.get(name, "tab:olive") for name in names]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-    axes[0].bar(names, [statistics[n]["variance"] for n in names], color=colours)
-    axes[0].set(title="variance E‖ĝ − E ĝ‖²", yscale="log")
-    axes[1].bar(names, [statistics[n]["relative_variance"] for n in names], color=colours)
-    axes[1].set(title="noise-to-signal  variance / ‖E ĝ‖²", yscale="log")
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for ax, key, title in ((axes[0], "variance", "variance E‖ĝ − E ĝ‖²"),
+                           (axes[1], "relative_variance", "noise-to-signal  variance / ‖E ĝ‖²")):
+        _ratio_bars(ax, names, [statistics[n][key] for n in names], colours)
+        ax.set_title(title)
     scales = [statistics[n]["scale"] for n in names]
     noise = [2 * statistics[n]["scale_noise"] for n in names]
     axes[2].bar(names, scales, yerr=noise, capsize=3, color=colours)
@@ -46,9 +50,20 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     return fig
 
 
+def _ratio_bars(ax, names, values, colours):
+    """Bars on a linear axis from 0, each labelled ×(its value / the ``none`` bar's) when ``none`` is drawn."""
+    bars = ax.bar(names, values, color=colours)
+    ax.set_ylim(0, 1.18 * max(values))
+    if "none" in names:
+        reference = values[names.index("none")]
+        ax.bar_label(bars, [f"×{value / reference:.2f}" for value in values], fontsize=7, padding=1)
+
+
 def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, key: str = "relative_variance",
                           title: str | None = None):
-    """Grouped bars of ``key`` (default the noise-to-signal) for each baseline, one bar per setting.
+    """Grouped bars of ``key`` (default the noise-to-signal) for each baseline, one bar per setting,
+    on a linear axis from 0; each bar of a later setting is labelled with its ratio to the same
+    baseline's bar in the first setting.
 
     ``settings``: label → ``baseline_statistics`` output (e.g. the same batch with two reward
     definitions); baselines missing from a setting are left out of its bars.
@@ -57,13 +72,20 @@ def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, k
         raise ValueError("settings must hold at least one labelled set of statistics")
     names = list(dict.fromkeys(name for statistics in settings.values() for name in statistics))
     width = 0.8 / len(settings)
+    first = next(iter(settings.values()))
     fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(names), 3.4))
+    top = 0.0
     for j, (label, statistics) in enumerate(settings.items()):
+        shown = [name for name in names if name in statistics]
         positions = [i + (j - (len(settings) - 1) / 2) * width for i, name in enumerate(names) if name in statistics]
-        values = [statistics[name][key] for name in names if name in statistics]
-        ax.bar(positions, values, width, label=label, color=plt.get_cmap("tab10")(j), alpha=0.85)
+        values = [statistics[name][key] for name in shown]
+        top = max(top, *values)
+        bars = ax.bar(positions, values, width, label=label, color=plt.get_cmap("tab10")(j), alpha=0.85)
+        if j > 0:
+            ax.bar_label(bars, [f"×{statistics[name][key] / first[name][key]:.1f}" if name in first else ""
+                                for name in shown], fontsize=7, padding=1)
     ax.set_xticks(range(len(names)), names)
-    ax.set(yscale="log", ylabel=_LABELS.get(key, key))
+    ax.set(ylim=(0, 1.15 * top), ylabel=_LABELS.get(key, key))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     if title:

@@ -1,0 +1,39 @@
+"""Lesson 09's figures draw variances honestly: linear axes from 0, each bar labelled with its ratio."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from rlbook.viz import baselines as baselines_viz  # noqa: E402
+
+
+def _statistics(scale=1.0):
+    values = {"none": 0.04, "rloo": 0.036, "value": 0.03, "critic": 0.028}
+    return {name: {"variance": 10 * v * scale, "relative_variance": v * scale, "scale": 1.0, "scale_noise": 0.02,
+                   "cosine": 1.0} for name, v in values.items()}
+
+
+def test_variance_bars_are_linear_from_zero_with_ratio_labels():
+    statistics = _statistics()
+    fig = baselines_viz.plot_baseline_comparison(statistics, group_size=8)
+    for ax in fig.axes[:2]:
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    labels = [t.get_text() for t in fig.axes[1].texts]
+    assert labels == ["×1.00", "×0.90", "×0.75", "×0.70"]  # each bar over the no-baseline bar
+
+
+def test_noise_by_setting_is_linear_and_labels_the_growth():
+    fig = baselines_viz.plot_noise_by_setting({"0/1": _statistics(), "offset": _statistics(scale=9.8)})
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    assert [t.get_text() for t in ax.texts] == ["×9.8"] * 4
+
+
+def test_no_ratio_labels_without_a_none_bar():
+    statistics = {name: s for name, s in _statistics().items() if name != "none"}
+    fig = baselines_viz.plot_baseline_comparison(statistics)
+    assert len(fig.axes[1].texts) == 0 and fig.axes[1].get_ylim()[1] == pytest.approx(1.18 * 0.036)

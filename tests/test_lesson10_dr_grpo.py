@@ -1,0 +1,59 @@
+"""Lesson 10's toy of the 1/|o| length bias (rlbook.toys.length_bias_toy) and its figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from rlbook.toys import _length_toy_policy, length_bias_toy  # noqa: E402
+from rlbook.viz.aggregation import plot_length_toy  # noqa: E402
+
+
+def test_starts_where_asked_and_same_seed_same_numbers():
+    curves = length_bias_toy(steps=4, p_correct=0.3, start_length=8.0, max_len=400, seed=1)
+    assert set(curves) == {"p_correct", "length_correct", "length_incorrect"}
+    assert all(len(v) == 5 for v in curves.values())
+    assert curves["p_correct"][0] == pytest.approx(0.3)
+    assert curves["length_correct"][0] == pytest.approx(8.0, abs=1e-6)  # cap far away: the geometric mean
+    again = length_bias_toy(steps=4, p_correct=0.3, start_length=8.0, max_len=400, seed=1)
+    assert all(np.array_equal(curves[k], again[k]) for k in curves)
+
+
+def test_expected_length_counts_the_cap():
+    import torch
+
+    # q = 1/2, cap 4: P(|o| = 2) = 1/2, P(3) = 1/4, P(4) = 1/4 (stopped at 4, or truncated there)
+    _, correct, wrong = _length_toy_policy(torch.tensor(0.0), torch.tensor([0.0, 0.0], dtype=torch.float64), 4)
+    assert correct == pytest.approx(2 * 0.5 + 3 * 0.25 + 4 * 0.25) and wrong == correct
+
+
+def test_one_over_length_grows_wrong_answers_and_a_constant_does_not():
+    grpo = length_bias_toy("seq_mean_token_mean", "grpo", steps=60, seed=0)
+    dr = length_bias_toy("seq_mean_token_sum_norm", "dr_grpo", steps=60, seed=0)
+    assert grpo["length_incorrect"][-1] > 2 * grpo["length_incorrect"][0]
+    assert grpo["length_correct"][-1] < 0.6 * grpo["length_correct"][0]
+    assert abs(dr["length_incorrect"][-1] - dr["length_incorrect"][0]) < 0.3 * dr["length_incorrect"][0]
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(mode="mean"), "mode"), (dict(advantage="ppo"), "advantage"), (dict(steps=0), "steps"),
+    (dict(group_size=1), "group_size"), (dict(lr=0.0), "lr"), (dict(p_correct=1.0), "p_correct"),
+    (dict(start_length=70.0), "start_length"), (dict(max_len=2), "max_len"), (dict(seed=-1), "seed"),
+])
+def test_bad_input_names_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        length_bias_toy(**kwargs)
+
+
+def test_plot_length_toy():
+    runs = [length_bias_toy(steps=3, seed=s) for s in (0, 1)]
+    fig = plot_length_toy({"GRPO": runs, "Dr.GRPO": [length_bias_toy("seq_mean_token_sum_norm", "dr_grpo", steps=3)]})
+    assert len(fig.axes) == 3 and len(fig.axes[0].lines) == 2 and len(fig.axes[0].collections) == 1
+    with pytest.raises(ValueError, match="curves"):
+        plot_length_toy({})
+    with pytest.raises(ValueError, match="keys"):
+        plot_length_toy({"GRPO": runs}, keys=("reward",))
