@@ -6,8 +6,9 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
   the lesson can find where each loss stops pulling (only IPO's does, at h = 1/(2τ)).
 - ``pair_sequence_logps``: log π(y|x) of the chosen and rejected response of every pair, scored as
   ``PreferenceTrainer`` scores them, so per-pair margins of any two models can be compared.
-- ``clause_credit`` and ``clause_credit_table``: a review's implicit reward β log π/π_ref split
-  among its clauses and set beside the gold reward's rules (``rlbook.tasks.reviews``).
+- ``clause_credit``, ``clause_credit_table`` and ``stop_credit_table``: a review's implicit reward
+  β log π/π_ref split among its clauses and its stop, set beside the gold reward's rules
+  (``rlbook.tasks.reviews``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from rlbook.tasks import reviews
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
-__all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "pair_losses_vs_margin", "pair_sequence_logps"]
+__all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "pair_losses_vs_margin", "pair_sequence_logps",
+           "clause_credit_by_position", "stop_credit_table"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
 
@@ -88,20 +90,27 @@ def _completion_token_logps(model, encoded, pad_id: int, batch_size: int) -> lis
 
 
 def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, batch_size: int = 64) -> pd.DataFrame:
-    """Split each review's implicit reward β·log π/π_ref among its clauses: what a DPO policy learned.
+    """Split each review's implicit reward β·log π/π_ref among its clauses and its stop: what a DPO policy learned.
 
     A response's implicit reward (Rafailov et al. 2023, "Direct Preference Optimization",
     arXiv:2305.18290, eq. 5, up to the prompt's constant β log Z) is β times a sum over its tokens of
-    log π(y_t|x, y_<t) − log π_ref(y_t|x, y_<t), so it splits exactly into per-clause parts: clause k of
-    a review (``rlbook.tasks.reviews``) takes its own tokens, its trailing ", " or ".", and, for the
-    last clause, the end-of-sequence token. Setting each clause's part beside its term in the gold
-    reward shows which of the labeller's rules the policy's implicit reward has picked up.
+    log π(y_t|x, y_<t) − log π_ref(y_t|x, y_<t), so it splits exactly into parts. The parts follow the
+    decisions the policy takes while writing: clause k > 0 takes the ", " *before* it (the choice to
+    go on rather than stop) and its own tokens; the first clause takes its own tokens; and the final
+    "." with the end-of-sequence token is a unit of its own, ``stop`` (the choice to end the review
+    after this many clauses). So a clause past the limit carries the decision that wrote it, and the
+    decision to stop is not credited to whichever clause happened to be last. Setting each clause's
+    part beside its term in the gold reward shows which of the labeller's rules the implicit reward
+    has picked up.
 
-    Returns one row per clause of every text that parses as a review (others are skipped): ``text``
-    (index into ``texts``), ``position`` (0-based), ``aspect``, ``adjective``, ``sentiment`` (+1 / 0 / −1),
-    ``repeat`` (the aspect or the adjective was used earlier in the review), ``past_limit`` (position ≥
-    ``reviews.MAX_CLAUSES``), ``gold`` (the clause's term of ``gold_reward``; a text's terms sum to it)
-    and ``credit`` (the clause's part of the implicit reward; a text's parts sum to it).
+    Returns one row per unit of every text that parses as a review (others are skipped): ``text``
+    (index into ``texts``), ``unit`` ("clause" or "stop"), ``position`` (0-based; for the stop, the
+    number of clauses before it), ``aspect``, ``adjective``, ``sentiment`` (+1 / 0 / −1), ``repeat``
+    (the aspect or the adjective was used earlier in the review), ``past_limit`` (position ≥
+    ``reviews.MAX_CLAUSES``), ``gold`` (the clause's term of ``gold_reward``, 0 for the stop, which
+    the gold reward does not score; a text's terms sum to its gold reward) and ``credit`` (the unit's
+    part of the implicit reward; a text's parts sum to it). The stop row has an empty aspect and
+    adjective, sentiment 0 and ``repeat`` False.
     """
     beta = check_positive("beta", beta)
     batch_size = check_int("batch_size", batch_size, minimum=1)
@@ -119,45 +128,55 @@ def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, b
         for token in completion_ids[:-1]:
             if token not in token_chars:
                 token_chars[token] = len(tokenizer.decode([token]))
-        clause_of_token = _clause_of_each_token(texts[i], [token_chars[t] for t in completion_ids[:-1]])
-        credit = torch.zeros(len(clauses), dtype=torch.float64).index_add_(0, torch.tensor(clause_of_token),
-                                                                          token_credit)
+        unit_of_token = _unit_of_each_token(texts[i], [token_chars[t] for t in completion_ids[:-1]])
+        credit = torch.zeros(len(clauses) + 1, dtype=torch.float64).index_add_(0, torch.tensor(unit_of_token),
+                                                                              token_credit)
         for position, ((aspect, adjective), (repeat, past_limit, gold)) in enumerate(
                 zip(clauses, reviews.clause_terms(clauses))):
-            records.append({"text": i, "position": position, "aspect": aspect, "adjective": adjective,
-                            "sentiment": int(reviews.SENTIMENT[adjective]), "repeat": repeat,
+            records.append({"text": i, "unit": "clause", "position": position, "aspect": aspect,
+                            "adjective": adjective, "sentiment": int(reviews.SENTIMENT[adjective]), "repeat": repeat,
                             "past_limit": past_limit, "gold": gold, "credit": credit[position].item()})
-    return pd.DataFrame.from_records(records, columns=["text", "position", "aspect", "adjective", "sentiment",
+        records.append({"text": i, "unit": "stop", "position": len(clauses), "aspect": "", "adjective": "",
+                        "sentiment": 0, "repeat": False, "past_limit": len(clauses) > reviews.MAX_CLAUSES,
+                        "gold": 0.0, "credit": credit[len(clauses)].item()})
+    return pd.DataFrame.from_records(records, columns=["text", "unit", "position", "aspect", "adjective", "sentiment",
                                                        "repeat", "past_limit", "gold", "credit"])
 
 
-def _clause_of_each_token(text: str, token_chars: list[int]) -> list[int]:
-    """The clause index of each completion token, given how many characters each decodes to, plus one
-    for the end-of-sequence token that follows them (it goes to the last clause)."""
+def _unit_of_each_token(text: str, token_chars: list[int]) -> list[int]:
+    """The unit of each completion token, given how many characters each decodes to, plus one for the
+    end-of-sequence token that follows them: clause k (0-based) for the ", " before clause k and
+    clause k's own characters (the first clause: any leading space and its characters), and the
+    number of clauses, n, for the stop (the final "." and what follows it, end-of-sequence included)."""
     text = completion_text(text)
     stripped = text.strip()
+    clauses = stripped[:-1].split(", ")
     bounds, end = [], len(text) - len(text.lstrip())
-    for clause in stripped[:-1].split(", "):
-        end += len(clause) + 2  # the clause and its ", " (the last one: its "." and nothing more)
-        bounds.append(end)
+    for k, clause in enumerate(clauses):
+        end += len(clause) + (2 if k > 0 else 0)  # clause k > 0 starts with the ", " that chose to go on
+        bounds.append(end)  # the first character after clause k
     owners, position = [], 0
     for chars in token_chars:
-        owners.append(min(int(np.searchsorted(bounds, position, side="right")), len(bounds) - 1))
+        owners.append(int(np.searchsorted(bounds, position, side="right")))  # past the last clause: the stop
         position += chars
     if position != len(text):
         raise ValueError(f"cannot align the tokens of {text!r} with its characters: they decode to {position} of "
                          f"{len(text)}")
-    return owners + [len(bounds) - 1]
+    return owners + [len(clauses)]
 
 
 def clause_credit_table(credit: pd.DataFrame) -> pd.DataFrame:
     """Mean clause credit and gold term by sentiment (rows) and kind of clause (columns), with counts.
+
+    Only the clause rows of ``clause_credit``'s output are read (``stop_credit_table`` reads the stops).
 
     The kinds (``CLAUSE_KINDS``): ``first 3, new`` (a clause among the first ``MAX_CLAUSES`` that
     repeats nothing), ``repeat`` (repeats an aspect or adjective, within the first ``MAX_CLAUSES``)
     and ``past the limit`` (a new clause after them). Clauses both repeating and past the limit are
     left out: the table is for reading one rule at a time.
     """
+    if "unit" in credit:
+        credit = credit[credit["unit"] == "clause"]
     kinds = np.select([~credit["repeat"] & ~credit["past_limit"], credit["repeat"] & ~credit["past_limit"],
                        ~credit["repeat"] & credit["past_limit"]], list(CLAUSE_KINDS), default="")
     frame = credit.assign(kind=kinds)
@@ -168,3 +187,34 @@ def clause_credit_table(credit: pd.DataFrame) -> pd.DataFrame:
     columns = pd.MultiIndex.from_product([["credit", "gold", "clauses"], present])
     table = table.unstack("kind").reindex(index=[1, 0, -1], columns=columns)
     return table.rename(index={1: "positive", 0: "neutral", -1: "negative"})
+
+
+def clause_credit_by_position(credit: pd.DataFrame, *, repeat: bool = False) -> pd.DataFrame:
+    """Mean credit of the clauses that repeat nothing (or, with ``repeat=True``, of the repeats) by
+    position (rows, 0-based) and sentiment (columns: positive, neutral, negative).
+
+    The gold reward's length rule is a step: nothing for the first ``reviews.MAX_CLAUSES`` clauses,
+    −``reviews.LENGTH_PENALTY`` for each after them. A policy that learned it would show a drop in
+    credit between position MAX_CLAUSES − 1 and MAX_CLAUSES larger than between earlier positions;
+    a policy that learned "shorter is better" shows an even decline. Position-matched, it also
+    compares repeats with new clauses where both occur.
+    """
+    clauses = credit[credit["unit"] == "clause"] if "unit" in credit else credit
+    clauses = clauses[clauses["repeat"] == repeat]
+    table = clauses.groupby(["position", "sentiment"])["credit"].mean().unstack("sentiment")
+    table = table.reindex(columns=[1, 0, -1]).rename(columns={1: "positive", 0: "neutral", -1: "negative"})
+    return table.rename_axis(index="position", columns=None)
+
+
+def stop_credit_table(credit: pd.DataFrame) -> pd.DataFrame:
+    """Mean credit of the stop (the final "." and end-of-sequence) by the number of clauses before it.
+
+    Reads the ``stop`` rows of ``clause_credit``'s output; one row per clause count, with ``credit``
+    (mean) and ``reviews`` (how many). The gold reward scores no stop: a review that ends after
+    ``reviews.MAX_CLAUSES`` clauses loses through its extra clauses, not through its full stop.
+    """
+    if "unit" not in credit:
+        raise ValueError("credit must be clause_credit's output, with a 'unit' column")
+    stops = credit[credit["unit"] == "stop"]
+    table = stops.groupby("position").agg(credit=("credit", "mean"), reviews=("credit", "size"))
+    return table.rename_axis("clauses before the stop")

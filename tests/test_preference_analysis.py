@@ -9,7 +9,10 @@ import torch
 from datasets import Dataset
 
 from rlbook.models import build_char_tokenizer, build_tiny_model
-from rlbook.preference_analysis import clause_credit, clause_credit_table, pair_losses_vs_margin, pair_sequence_logps
+from rlbook.preference_analysis import (
+    _unit_of_each_token, clause_credit, clause_credit_by_position, clause_credit_table, pair_losses_vs_margin,
+    pair_sequence_logps, stop_credit_table,
+)
 from rlbook.tasks.reviews import gold_reward
 
 
@@ -61,11 +64,18 @@ def test_clause_credit_splits_the_implicit_reward_and_the_gold_reward_exactly():
     for i, frame in credit.groupby("text"):
         assert frame["credit"].sum() == pytest.approx(0.5 * float(implicit[i]), abs=1e-4)
         assert frame["gold"].sum() == pytest.approx(gold_reward(texts[i]))
-    second = credit[credit["text"] == 0].iloc[1]
+        assert list(frame["unit"]) == ["clause"] * (len(frame) - 1) + ["stop"]  # one stop per review, last
+    clauses = credit[credit["unit"] == "clause"]
+    second = clauses[clauses["text"] == 0].iloc[1]
     assert bool(second["repeat"]) and second["gold"] == -1 - 1.5
-    fourth = credit[credit["text"] == 2].iloc[3]
+    fourth = clauses[clauses["text"] == 2].iloc[3]
     assert bool(fourth["past_limit"]) and not fourth["repeat"] and fourth["gold"] == -1 - 1.0
+    stops = stop_credit_table(credit)
+    assert stops.loc[2, "reviews"] == 1 and stops.loc[4, "reviews"] == 1 and stops.loc[1, "reviews"] == 1
+    with pytest.raises(ValueError, match="unit"):
+        stop_credit_table(credit.drop(columns="unit"))
     table = clause_credit_table(credit)
+    assert int(table["clauses"].sum().sum()) == 2 + 4 + 1  # every clause, and none of the three stops
     assert list(table.index) == ["positive", "neutral", "negative"]
     assert table.loc["negative", ("clauses", "repeat")] == 1
     assert table.loc["negative", ("gold", "past the limit")] == -2.0
@@ -73,3 +83,32 @@ def test_clause_credit_splits_the_implicit_reward_and_the_gold_reward_exactly():
         clause_credit(model, reference, tokenizer, prompts, texts, beta=0)
     with pytest.raises(ValueError, match="texts"):
         clause_credit(model, reference, tokenizer, prompts, texts[:2], beta=0.5)
+
+
+def test_each_clause_owns_the_separator_before_it_and_the_stop_is_its_own_unit():
+    # One character per token, as with the book's tokenizer; the last entry is the end-of-sequence token.
+    text = " the a was b, the c was d."
+    owners = _unit_of_each_token(text, [1] * len(text))
+    first, comma = text.index("the a was b"), text.index(",")
+    assert owners[:comma] == [0] * comma  # the leading space and the first clause
+    assert owners[comma:comma + 2] == [1, 1]  # ", " is the choice to write clause 1: it is clause 1's
+    assert owners[text.index("the c"):text.index(".")] == [1] * len("the c was d")
+    assert owners[text.index(".")] == 2 and owners[-1] == 2  # "." and end-of-sequence: the stop
+    assert len(owners) == len(text) + 1 and first == 1
+    with pytest.raises(ValueError, match="align"):
+        _unit_of_each_token(text, [1] * (len(text) - 1))
+
+
+def test_clause_credit_by_position_reads_new_clauses_and_repeats_apart():
+    import pandas as pd
+
+    credit = pd.DataFrame({"text": [0, 0, 0, 0, 1, 1], "unit": ["clause"] * 3 + ["stop", "clause", "stop"],
+                           "position": [0, 1, 2, 3, 0, 1], "sentiment": [1, 1, -1, 0, 1, 0],
+                           "repeat": [False, True, False, False, False, False],
+                           "past_limit": [False] * 6, "gold": [1.0, -0.5, -1.0, 0.0, 1.0, 0.0],
+                           "credit": [0.5, 0.1, -1.0, 9.0, 0.3, 9.0]})
+    new = clause_credit_by_position(credit)
+    assert list(new.columns) == ["positive", "neutral", "negative"] and list(new.index) == [0, 2]
+    assert new.loc[0, "positive"] == pytest.approx(0.4) and new.loc[2, "negative"] == -1.0  # stops left out
+    repeats = clause_credit_by_position(credit, repeat=True)
+    assert list(repeats.index) == [1] and repeats.loc[1, "positive"] == pytest.approx(0.1)

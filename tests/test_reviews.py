@@ -9,7 +9,7 @@ from datasets import Dataset
 from hypothesis import given, settings, strategies as st
 
 from rlbook.tasks.reviews import (
-    UNPARSABLE, ReviewTask, gold_preference, gold_preference_probability, gold_reward, parse_review,
+    UNPARSABLE, ReviewTask, decided_by_rule, gold_preference, gold_preference_probability, gold_reward, parse_review,
     preference_pairs, random_review,
 )
 
@@ -102,3 +102,16 @@ def test_the_task_does_not_import_the_trainers():
     script = "import sys, rlbook.tasks.reviews; print(sorted(m for m in sys.modules if m.startswith('rlbook.trainers')))"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_decided_by_rule_names_the_rule_that_orders_a_pair():
+    repeat_loses = "the plot was great, the cast was great."  # 0.5; 2 without the repeat rule
+    long_loses = "the plot was great, the cast was fun, the music was lovely, the sets was superb."  # 3; 4 without
+    plain = "the plot was fun."  # 1
+    assert decided_by_rule(plain, repeat_loses, "repeat") and not decided_by_rule(plain, repeat_loses, "length")
+    assert not decided_by_rule(long_loses, plain, "length") and not decided_by_rule(long_loses, plain, "repeat")
+    assert decided_by_rule("the plot was great, the cast was fun, the music was lovely.",
+                           "the plot was great, the cast was fun, the music was lovely, the sets was odd.", "length")
+    assert not decided_by_rule(plain, "the plot was dull.", "repeat")
+    with pytest.raises(ValueError, match="rule"):
+        decided_by_rule(plain, plain, "sentiment")

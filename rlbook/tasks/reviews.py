@@ -94,6 +94,19 @@ def clause_terms(clauses: list[tuple[str, str]], *, repeat_penalty: float = REPE
     return terms
 
 
+def decided_by_rule(chosen: str, rejected: str, rule: str) -> bool:
+    """Whether one of the gold reward's two rules decides a gold-ordered pair: with ``rule``
+    ("repeat" or "length") switched off, ``chosen`` no longer scores strictly above ``rejected``.
+
+    A model that has not learned the rule can order such a pair only by chance or by a proxy, so
+    its accuracy on these pairs, beside its accuracy on pairs neither rule decides, shows what the
+    rule costs it (lesson 06). The gold reward itself is unchanged.
+    """
+    check_choice("rule", rule, ("repeat", "length"))
+    off = {"repeat_penalty": 0.0} if rule == "repeat" else {"length_penalty": 0.0}
+    return gold_reward(chosen, **off) <= gold_reward(rejected, **off)
+
+
 def gold_preference_probability(text_a: str, text_b: str, *, temperature: float = 0.5) -> float:
     """Bradley–Terry probability that a person prefers ``text_a`` to ``text_b``."""
     temperature = check_positive("temperature", temperature)

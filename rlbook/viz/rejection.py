@@ -15,7 +15,7 @@ from rlbook.toys import toy_policy
 from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl
 
 __all__ = ["plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
-           "plot_rejection_sampling_history"]
+           "plot_reward_kl_frontier", "plot_rejection_sampling_history"]
 
 
 def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
@@ -70,6 +70,7 @@ def best_of_n_toy_widget(*, num_outcomes: int = 30, seed: int = 0):
     def draw(n, temperature, reward_levels):
         plot_best_of_n_toy(n, temperature, num_outcomes=num_outcomes,
                            reward_levels=None if reward_levels == num_outcomes else reward_levels, seed=seed)
+        plt.show()  # shown in the widget's output and closed: one figure per change, none left open
 
     return widgets.interact(
         draw,
@@ -89,6 +90,29 @@ def plot_kl_against_bound(ns, measured: dict[str, list[float]]):
     ax.set(xscale="log", xlabel="n", ylabel="KL(π_best-of-n ‖ π) (nats)", title="the best-of-n KL: formula vs exact")
     ax.set_xticks(ns, [str(int(n)) for n in ns])
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reward_kl_frontier(frontier_kl, frontier_gain, ns, best_of_n_kl_values, best_of_n_gain):
+    """Reward gain against KL from π_ref: the KL-regularised optimum swept over β (a curve, the frontier
+    no policy can pass) and best-of-n for each n of ``ns`` (points, labelled by n)."""
+    frontier_kl, frontier_gain = np.asarray(frontier_kl, dtype=float), np.asarray(frontier_gain, dtype=float)
+    best_of_n_kl_values, best_of_n_gain = np.asarray(best_of_n_kl_values, dtype=float), np.asarray(best_of_n_gain,
+                                                                                                    dtype=float)
+    points_match = best_of_n_kl_values.shape == best_of_n_gain.shape == (len(ns),)
+    if frontier_kl.shape != frontier_gain.shape or not points_match:
+        raise ValueError("frontier_kl and frontier_gain, and ns, best_of_n_kl_values and best_of_n_gain, must match")
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    order = np.argsort(frontier_kl)
+    ax.plot(frontier_kl[order], frontier_gain[order], color="tab:purple", lw=2,
+            label="π* ∝ π_ref · exp(r/β), β swept (the optimum)")
+    ax.plot(best_of_n_kl_values, best_of_n_gain, "o", color="tab:blue", label="best-of-n (exact)")
+    for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_gain):
+        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -11), fontsize=8)
+    ax.set(xlabel="KL(π ‖ π_ref) (nats)", ylabel="E_π[r] − E_π_ref[r]",
+           title="reward bought per nat: best-of-n against the KL-regularised optimum")
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 

@@ -50,9 +50,12 @@ def bradley_terry_widget():
     """The labeller's temperature T as a knob of ``plot_bradley_terry``."""
     import ipywidgets as widgets
 
-    return widgets.interact(lambda temperature: plot_bradley_terry(temperature),
-                            temperature=widgets.FloatLogSlider(value=0.5, base=10, min=-1.3, max=0.7, step=0.05,
-                                                               description="T"))
+    def draw(temperature):
+        plot_bradley_terry(temperature)
+        plt.show()  # shown in the widget's output and closed: one figure per change, none left open
+
+    return widgets.interact(draw, temperature=widgets.FloatLogSlider(value=0.5, base=10, min=-1.3, max=0.7,
+                                                                     step=0.05, description="T"))
 
 
 def plot_reward_model_history(history):
@@ -162,5 +165,10 @@ def best_of_n_winners_widget(proxy, gold):
 
     pool = torch.as_tensor(proxy).shape[1]
     options = [2 ** i for i in range(int(np.log2(pool)) + 1)]
-    return widgets.interact(lambda n: plot_best_of_n_winners(proxy, gold, n),
-                            n=widgets.SelectionSlider(options=options, value=options[len(options) // 2], description="n"))
+
+    def draw(n):
+        plot_best_of_n_winners(proxy, gold, n)
+        plt.show()  # shown in the widget's output and closed: one figure per change, none left open
+
+    return widgets.interact(draw, n=widgets.SelectionSlider(options=options, value=options[len(options) // 2],
+                                                            description="n"))
