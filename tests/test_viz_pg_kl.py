@@ -58,10 +58,6 @@ def test_kl_histograms_mark_the_true_kl():
     assert all("true KL = 0.5" in ax.get_legend().get_texts()[0].get_text() for ax in fig.axes)
 
 
-def test_kl_widget_builds():
-    assert kl_viz.kl_estimator_widget(n_samples=500) is not None
-
-
 def test_kl_table_and_gradient_plots():
     measured = {1.0: toys.kl_estimator_table_monte_carlo(1.0, n_samples=2_000)}
     fig = kl_viz.plot_kl_estimator_table([0.1, 1.0], measured=measured)

@@ -45,11 +45,6 @@ def test_overlay_on_given_axes_and_bad_axes():
         ppo_viz.plot_clipped_objective(dual_clip=0.5)
 
 
-def test_widgets_build():
-    assert ppo_viz.clipped_objective_widget() is not None
-    assert ppo_viz.gae_widget(torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.7])) is not None
-
-
 def test_gae_plot_draws_the_two_limits():
     rewards = torch.tensor([-0.01, -0.02, 0.0, 1.0])
     values = torch.tensor([0.6, 0.7, 0.65, 0.9])

@@ -67,7 +67,6 @@ def test_ratio_spread_plot_and_widget(batch_and_model):
     assert len(fig.axes) == 2 and fig.axes[0].get_xscale() == "log"
     with pytest.raises(ValueError, match="eps_token"):
         ratio_viz.plot_ratio_spread(batch, 1, eps_token=0)
-    assert ratio_viz.ratio_spread_widget(batch) is not None
 
 
 def test_plot_histories_overlays_runs():
@@ -85,7 +84,6 @@ def test_gate_plots_and_widget():
     assert len(fig.axes[1].lines) == 5  # importance sampling, PPO, SAPO, CISPO, the r = 1 marker
     with pytest.raises(ValueError, match="tau_pos"):
         gate_viz.plot_gate_weights(0.0, 1.0)
-    assert gate_viz.gate_widget() is not None
     ratio = torch.tensor([0.5, 1.0, 1.4, 2.0])
     advantages = torch.tensor([1.0, -1.0, 1.0, -1.0])
     fig = gate_viz.plot_token_coefficients(ratio, advantages, {"ppo": torch.tensor([0.5, 1.0, 0.0, 2.0]),

@@ -147,11 +147,3 @@ def test_kl_plot_and_history_plot():
     fig = rejection_viz.plot_rejection_sampling_history(history)
     np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [0.3, 0.5, 0.6])
     np.testing.assert_allclose(fig.axes[1].lines[1].get_ydata(), [0.9, 0.95])
-
-
-def test_widgets_build():
-    pytest.importorskip("ipywidgets")
-    assert rm_viz.bradley_terry_widget() is not None
-    proxy, gold = _pool_with_a_hack()
-    assert rm_viz.best_of_n_winners_widget(proxy, gold) is not None
-    assert rejection_viz.best_of_n_toy_widget(num_outcomes=6) is not None
