@@ -11,7 +11,9 @@ waits on its socket indefinitely (measured: lesson 12 at the CI size hung in 1 o
 times in 18–20 s here). The client waits for a reply with one unbounded poll of a ZeroMQ socket;
 ``PatientClient`` polls in one-second slices instead, so a wake-up the event loop misses costs
 at most a second. (That the wake-up is missed is our reading of the stall, not a proven cause:
-the message is never lost, since a fresh poll finds it.)
+the message is never lost, since a fresh poll finds it. The same symptom is reported upstream, open
+at the time of writing: jupyter/nbclient#312, "when cell contains ipywidget, execute cell will
+sometimes block", where the shell channel's ``get_msg`` returns the reply only at its timeout.)
 """
 
 from __future__ import annotations
