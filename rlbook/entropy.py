@@ -46,6 +46,8 @@ __all__ = [
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
+    "first_token_probabilities",
+    "sampled_token_entropies",
 ]
 
 
@@ -177,3 +179,50 @@ def fit_entropy_frontier(entropy, reward) -> dict[str, float]:
     residual = float(((design @ solution - r) ** 2).sum())
     spread = float(((r - r.mean()) ** 2).sum())
     return {"a": a, "b": b, "ceiling": b - a, "r2": 1.0 - residual / spread if spread > 0 else 0.0}
+
+
+@torch.no_grad()
+def first_token_probabilities(model, tokenizer, prompts, *, temperature: float = 1.0) -> torch.Tensor:
+    """The policy's distribution over the first completion token, one row per prompt: (N, V).
+
+    ``prompts`` are strings used verbatim or conversations (lists of ``{"role", "content"}``
+    dicts, formatted with the chat template and the assistant turn opened, as ``rlbook.rollout``
+    does). Each prompt runs alone (no padding), so the row is exactly the next-token
+    softmax(z / ``temperature``) a sampler would draw the completion's first token from. Lesson 16
+    follows one decision through training with it: the probability that the answer opens with the
+    scratchpad tag ``<think>``.
+    """
+    if not isinstance(prompts, (list, tuple)) or len(prompts) == 0:
+        raise ValueError(f"prompts must be a non-empty list of strings or conversations, got {prompts!r:.80}")
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    device = next(model.parameters()).device
+    rows = []
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, str):
+            text = prompt
+        elif isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) for m in prompt):
+            text = tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+        else:
+            raise ValueError(f"prompts[{i}] must be a string or a conversation, got {prompt!r:.80}")
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
+        logits = model(input_ids=ids).logits[0, -1].double()
+        rows.append(torch.softmax(logits / temperature, dim=0).cpu())
+    return torch.stack(rows)
+
+
+@torch.no_grad()
+def sampled_token_entropies(model, tokenizer, prompts, *, num_samples: int = 4, max_new_tokens: int = 64,
+                            temperature: float = 1.0, seed: int = 0) -> torch.Tensor:
+    """The entropy (nats) of the policy's next-token distribution at every token of completions it
+    samples: ``num_samples`` per prompt at ``temperature``, the entropy of softmax(z / temperature)
+    at each completion position, returned flat (1-D, padding left out). Its mean is the "token
+    entropy" a trainer logs, here measured on prompts of one's choosing (held-out ones, at one
+    temperature for every run being compared).
+    """
+    from rlbook.rollout import rollout_logprobs, sample
+
+    rollout = sample(model, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens,
+                     temperature=temperature, seed=seed)
+    _, entropy = rollout_logprobs(model, rollout, temperature=temperature, return_entropy=True)
+    return entropy[rollout.completion_mask > 0].detach().double().cpu()

@@ -192,3 +192,44 @@ def test_the_config_refuses_a_bad_control():
         OnlineConfig(cov_control="clip_cov", cov_bounds=(5.0, 1.0))
     with pytest.raises(ValueError, match="kl_cov_coef"):
         OnlineConfig(cov_control="kl_cov", kl_cov_coef=-1.0)
+
+
+def test_first_token_probabilities_and_sampled_entropies():
+    from rlbook.entropy import first_token_probabilities, sampled_token_entropies
+    from rlbook.models import load_model
+
+    model, tokenizer = load_model("arith-base")
+    prompts = [[{"role": "user", "content": "What is 1+2?"}], "<|im_start|>user\nWhat is 3+4?<|im_end|>\n"]
+    probs = first_token_probabilities(model, tokenizer, prompts)
+    assert probs.shape == (2, model.config.vocab_size)
+    assert torch.allclose(probs.sum(1), torch.ones(2, dtype=torch.float64))
+    assert torch.equal(probs, first_token_probabilities(model, tokenizer, prompts))
+    with pytest.raises(ValueError, match="prompts"):
+        first_token_probabilities(model, tokenizer, [])
+    with pytest.raises(ValueError, match="temperature"):
+        first_token_probabilities(model, tokenizer, prompts, temperature=0.0)
+    entropies = sampled_token_entropies(model, tokenizer, prompts[:1], num_samples=2, max_new_tokens=8, seed=1)
+    assert entropies.dim() == 1 and len(entropies) > 0 and bool((entropies >= 0).all())
+    assert torch.equal(entropies, sampled_token_entropies(model, tokenizer, prompts[:1], num_samples=2,
+                                                          max_new_tokens=8, seed=1))
+
+
+def test_clip_cov_draws_from_the_run_seed_not_the_global_generator():
+    from rlbook.models import build_char_tokenizer, build_tiny_model
+    from rlbook.tasks import get_task
+    from rlbook.trainers import OnlineTrainer, preset
+
+    tokenizer = build_char_tokenizer()
+    histories = []
+    for global_seed in (1, 2):
+        torch.manual_seed(0)
+        model = build_tiny_model(tokenizer, shape="test", seed=4)
+        config = preset("grpo", group_size=3, prompts_per_step=2, max_new_tokens=8, lr=1e-2, epochs=2,
+                        cov_control="clip_cov", cov_fraction=0.3, cov_bounds=(-100.0, 100.0))
+        trainer = OnlineTrainer(model, tokenizer, lambda text, example: float(len(text) % 2), config,
+                                train_dataset=get_task("arithmetic", digits=1).dataset(8, seed=0))
+        torch.manual_seed(global_seed)  # whatever the global generator holds, the run is the same
+        clock = ["tokens_per_s", "step_time", "wall_time"]  # measured time differs from run to run
+        histories.append(trainer.train(2, progress=False).to_pandas().drop(columns=clock))
+    assert (histories[0]["cov_frac"] > 0).all()
+    assert histories[0].equals(histories[1])

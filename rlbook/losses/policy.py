@@ -162,6 +162,7 @@ def policy_loss(
     cov_fraction: float | None = None,
     cov_bounds: tuple[float, float] = (1.0, 5.0),
     kl_cov_coef: float = 1.0,
+    cov_generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The online surrogate loss of ``variant``, and a dict of metrics. Minimise the loss.
 
@@ -183,7 +184,7 @@ def policy_loss(
             token's covariance (log π − mean)(A − mean) over the batch (``rlbook.entropy.token_covariance``)
             picks the tokens that drive the entropy down: Clip-Cov drops the gradient of a random
             ``cov_fraction`` of the tokens (default 2e-4, at least one) whose covariance lies in
-            ``cov_bounds`` (torch's global generator draws them); KL-Cov adds ``kl_cov_coef`` ·
+            ``cov_bounds``, drawn with ``cov_generator`` (default: torch's global generator); KL-Cov adds ``kl_cov_coef`` ·
             |log π_θ − log π_old| to the top ``cov_fraction`` (default 2e-3, at least one) by covariance.
 
     Metrics: ``policy_loss`` (the surrogate alone), ``clip_frac_low`` / ``clip_frac_high`` /
@@ -220,7 +221,7 @@ def policy_loss(
         raise ValueError("behaviour_weight_cap needs behaviour_logp (the decoupled objective)")
     if cov_control is not None:
         per_token = _covariance_control(per_token, logp, old_logp, token_advantages, mask, cov_control,
-                                        cov_fraction, cov_bounds, kl_cov_coef, extra)
+                                        cov_fraction, cov_bounds, kl_cov_coef, cov_generator, extra)
     elif cov_fraction is not None:
         raise ValueError("cov_fraction needs cov_control ('clip_cov' or 'kl_cov')")
 
@@ -244,7 +245,8 @@ def policy_loss(
     return loss, metrics
 
 
-def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fraction, bounds, coef, extra):
+def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fraction, bounds, coef, generator,
+                        extra):
     """Clip-Cov (detach the chosen tokens' loss) or KL-Cov (add coef·|log π_θ − log π_old| on them)."""
     check_choice("cov_control", control, tuple(COV_CONTROLS))
     fraction = COV_CONTROLS[control] if fraction is None else fraction
@@ -253,7 +255,7 @@ def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fr
     if control == "clip_cov":
         if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
             raise ValueError(f"cov_bounds must be (low, high), got {bounds!r}")
-        chosen = clip_cov_mask(covariance, mask, fraction=fraction, low=bounds[0], high=bounds[1])
+        chosen = clip_cov_mask(covariance, mask, fraction=fraction, low=bounds[0], high=bounds[1], generator=generator)
         per_token = torch.where(chosen, per_token.detach(), per_token)
     else:
         coef = check_positive("kl_cov_coef", coef, allow_zero=True)

@@ -73,7 +73,7 @@ from rlbook.update import minibatch_plan, optimizer_step, policy_step
 __all__ = ["OnlineTrainer"]
 
 # Purposes of the seeds derived from (config.seed, counter, purpose): a resumed run re-derives them.
-SEED_SAMPLING, SEED_PROMPTS, SEED_MINIBATCHES, SEED_NOISE, SEED_EVALUATION = range(5)
+SEED_SAMPLING, SEED_PROMPTS, SEED_MINIBATCHES, SEED_NOISE, SEED_EVALUATION, SEED_COV = range(6)
 
 
 @dataclass
@@ -365,6 +365,8 @@ class OnlineTrainer:
             return {"entropy": math.nan}
         generator = torch.Generator().manual_seed(self._seed(SEED_MINIBATCHES, self.step))
         plan = minibatch_plan(rows, self.config.minibatch_size, epochs=self.config.epochs, generator=generator)
+        # Clip-Cov's random choice of tokens, from the run's seed and step (not torch's global generator)
+        self._cov_generator = torch.Generator().manual_seed(self._seed(SEED_COV, self.step))
         first_pass = len(plan) // self.config.epochs  # the minibatches of epoch 0: each row once
         metrics, entropy_sum, token_count = [], 0.0, 0.0
         for index, minibatch in enumerate(plan):
@@ -386,7 +388,8 @@ class OnlineTrainer:
             variant=config.variant, **config.loss_overrides(), max_len=config.max_new_tokens,
             ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
             kl_estimator=config.kl_estimator, entropy_coef=config.entropy_coef, cov_control=config.cov_control,
-            cov_fraction=config.cov_fraction, cov_bounds=config.cov_bounds, kl_cov_coef=config.kl_cov_coef)
+            cov_fraction=config.cov_fraction, cov_bounds=config.cov_bounds, kl_cov_coef=config.kl_cov_coef,
+            cov_generator=self._cov_generator if config.cov_control == "clip_cov" else None)
         if self.critic is not None:
             tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
                                          rollout.completion_mask)]

@@ -1,0 +1,170 @@
+"""Figures and widgets for lesson 16 (entropy collapse; Cui et al. 2025, arXiv:2505.22617).
+
+- ``PRESETS``, ``softmax_step`` / ``plot_softmax_step`` / ``softmax_step_widget``: one exact
+  policy-gradient step on a toy softmax (``rlbook.entropy.policy_gradient_logit_step``) with a
+  positive advantage on one action: π before and after, the exact entropy change and the
+  first-order prediction −Cov_π(log π, Δz) side by side;
+- ``plot_first_order_error``: |exact − predicted| against the step size η (it shrinks like η²);
+- ``plot_collapse``: a run's mean token entropy per step, the probability of one decision at the
+  first position, and held-out pass@1 / pass@k at the probes;
+- ``plot_token_entropy_histograms``: the per-token entropies of sampled completions, early vs late;
+- ``plot_controls``: one bar per control run configuration (mean over seeds, each seed a dot) for
+  each metric: final entropy, held-out pass@1 and pass@k.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from rlbook._checks import as_float_tensor, check_positive
+from rlbook.entropy import entropy_change, policy_gradient_logit_step, predicted_entropy_change
+
+__all__ = ["PRESETS", "softmax_step", "plot_softmax_step", "softmax_step_widget", "plot_first_order_error",
+           "plot_collapse", "plot_token_entropy_histograms", "plot_controls"]
+
+# Toy logits for the widget: a confident policy, a flat one, a two-way split.
+PRESETS = {
+    "confident": (3.0, 1.0, 0.5, 0.0, -1.0),
+    "flat": (0.2, 0.1, 0.0, -0.1, -0.2),
+    "two-way": (2.0, 1.8, -1.0, -1.5, -2.0),
+}
+
+
+def softmax_step(logits, action: int, lr: float, *, natural: bool = False) -> dict:
+    """One policy-gradient step with advantage +1 on ``action`` and 0 elsewhere (centred under π by
+    ``policy_gradient_logit_step``): the logit change, π before and after, the exact ΔH and the
+    first-order prediction −Cov_π(log π, Δz)."""
+    z = torch.as_tensor(logits, dtype=torch.float64)
+    if z.dim() != 1 or z.numel() < 2:
+        raise ValueError(f"logits must be a 1-D vector of at least 2 actions, got shape {tuple(z.shape)}")
+    if not isinstance(action, (int, np.integer)) or not 0 <= action < z.numel():
+        raise ValueError(f"action must be an index in [0, {z.numel()}), got {action!r}")
+    advantages = torch.zeros_like(z)
+    advantages[action] = 1.0
+    delta = policy_gradient_logit_step(z, advantages, lr, natural=natural)
+    return {"delta": delta, "before": torch.softmax(z, 0), "after": torch.softmax(z + delta, 0),
+            "exact": entropy_change(z, delta), "predicted": predicted_entropy_change(z, delta)}
+
+
+def plot_softmax_step(preset: str = "confident", action: int = 0, lr: float = 1.0, *, natural: bool = False, ax=None):
+    """Bars of π before and after one step that rewards ``action`` under the toy logits ``preset``
+    (a key of ``PRESETS``), titled with the exact ΔH and the covariance prediction."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    step = softmax_step(PRESETS[preset], action, lr, natural=natural)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.4))
+    x = np.arange(len(PRESETS[preset]))
+    ax.bar(x - 0.2, step["before"].numpy(), width=0.4, color="tab:gray", label="π before")
+    ax.bar(x + 0.2, step["after"].numpy(), width=0.4, color="tab:blue", label="π after")
+    ax.bar(action + 0.2, float(step["after"][action]), width=0.4, color="tab:orange", label="rewarded action")
+    ax.set_xticks(x, [f"a{i}" for i in x])
+    kind = "natural η·A" if natural else "vanilla η·π·A"
+    ax.set(ylim=(0, 1.05), ylabel="probability",
+           title=f"{preset}, reward a{action}, {kind}, η = {lr:g}\n"
+                 f"exact ΔH = {step['exact']:+.4f}   −Cov(log π, Δz) = {step['predicted']:+.4f} nats")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def softmax_step_widget():
+    """``plot_softmax_step`` with its knobs (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(preset, action, lr, natural):
+        plot_softmax_step(preset, action, lr, natural=natural)
+        plt.show()
+
+    return widgets.interact(
+        draw, preset=widgets.Dropdown(options=list(PRESETS), value="confident", description="logits"),
+        action=widgets.IntSlider(value=0, min=0, max=len(PRESETS["confident"]) - 1, description="rewarded"),
+        lr=widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1, step=0.1, description="η"),
+        natural=widgets.Checkbox(value=False, description="natural PG (Δz = η·A)"))
+
+
+def plot_first_order_error(logits, advantages, lrs, *, ax=None):
+    """|exact ΔH − (−Cov(log π, Δz))| against η for vanilla and natural steps, log-log, with a
+    slope-2 guide: the prediction is first order, so its error shrinks like η²."""
+    lrs = [check_positive("lrs", float(lr)) for lr in lrs]
+    if len(lrs) < 2:
+        raise ValueError("lrs must hold at least 2 step sizes")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.6))
+    for natural, colour in ((False, "tab:blue"), (True, "tab:orange")):
+        errors = []
+        for lr in lrs:
+            delta = policy_gradient_logit_step(logits, advantages, lr, natural=natural)
+            errors.append(abs(entropy_change(logits, delta) - predicted_entropy_change(logits, delta)))
+        ax.loglog(lrs, errors, "o-", color=colour, label="natural" if natural else "vanilla")
+    guide = np.array(lrs)
+    ax.loglog(guide, errors[0] * (guide / guide[0]) ** 2, "k--", lw=1, label="∝ η²")
+    ax.set(xlabel="step size η", ylabel="|exact − first order| (nats)", title="The covariance is a first-order law")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token = <think>)"):
+    """A run in three panels: the mean token entropy of each step's batch (``entropy``, one per
+    step), the probed decision's probability, and held-out pass@1 / pass@``k``.
+
+    ``probes`` is a table (a DataFrame or dict of lists) with columns ``step``, ``decision``,
+    ``pass@1`` and ``pass@k``.
+    """
+    entropy = as_float_tensor("entropy", entropy, ndim=(1,)).numpy()
+    for column in ("step", "decision", "pass@1", f"pass@{k}"):
+        if column not in probes:
+            raise ValueError(f"probes must have a column {column!r}")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    axes[0].plot(np.arange(1, len(entropy) + 1), entropy, color="tab:red")
+    axes[0].set(xlabel="step", ylabel="nats", title="mean token entropy of the batch", ylim=(0, None))
+    steps = np.asarray(probes["step"])
+    axes[1].plot(steps, np.asarray(probes["decision"]), "o-", color="tab:purple")
+    axes[1].set(xlabel="step", ylim=(0, 1.02), title=decision + ", held-out prompts")
+    axes[2].plot(steps, np.asarray(probes["pass@1"]), "o-", label="pass@1")
+    axes[2].plot(steps, np.asarray(probes[f"pass@{k}"]), "s-", label=f"pass@{k}")
+    axes[2].set(xlabel="step", ylim=(0, 1.02), title="held-out pass@k")
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_token_entropy_histograms(early, late, *, labels=("early", "late"), ax=None):
+    """Histograms of per-token entropies (1-D, nats) of completions sampled early and late in a run."""
+    early = as_float_tensor("early", early, ndim=(1,)).numpy()
+    late = as_float_tensor("late", late, ndim=(1,)).numpy()
+    if not len(early) or not len(late):
+        raise ValueError("early and late must hold at least one token entropy each")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.4))
+    top = max(early.max(), late.max(), 1e-3)
+    bins = np.linspace(0, top, 30)
+    for values, label, colour in ((early, labels[0], "tab:gray"), (late, labels[1], "tab:red")):
+        ax.hist(values, bins=bins, alpha=0.55, color=colour, weights=np.full(len(values), 1 / len(values)),
+                label=f"{label}: mean {values.mean():.3f}, {np.mean(values < 0.01):.0%} below 0.01")
+    ax.set(xlabel="token entropy (nats)", ylabel="share of tokens", yscale="log",
+           title="Per-token entropy of sampled completions")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str = "control"):
+    """One panel per metric: a bar per ``label`` value (the mean over its runs) and a dot per run.
+
+    ``runs`` is a DataFrame with one row per run, a column ``label`` and one per metric.
+    """
+    for column in (label, *metrics):
+        if column not in runs:
+            raise ValueError(f"runs must have a column {column!r}")
+    names = list(dict.fromkeys(runs[label]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for i, name in enumerate(names):
+            values = np.asarray(runs.loc[runs[label] == name, metric], dtype=float)
+            ax.bar(i, values.mean(), color="tab:gray" if i == 0 else "tab:blue", alpha=0.6)
+            ax.scatter(np.full(len(values), i), values, color="black", s=12, zorder=3)
+        ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=8)
+        ax.set(title=metric, ylim=(0, None))
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,67 @@
+"""Lesson 16's figures and widget: they draw, agree with rlbook.entropy, and check their input."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook.entropy import entropy_change  # noqa: E402
+from rlbook.viz import entropy as viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_softmax_step_signs():
+    likely = viz.softmax_step(viz.PRESETS["confident"], 0, 0.5)
+    rare = viz.softmax_step(viz.PRESETS["confident"], 4, 0.5)
+    assert likely["exact"] < 0 < rare["exact"]
+    assert likely["predicted"] < 0 < rare["predicted"]
+    delta = likely["delta"]
+    assert likely["exact"] == pytest.approx(entropy_change(viz.PRESETS["confident"], delta))
+    assert float(likely["after"].sum()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="action"):
+        viz.softmax_step(viz.PRESETS["flat"], 5, 0.5)
+    with pytest.raises(ValueError, match="logits"):
+        viz.softmax_step([1.0], 0, 0.5)
+
+
+def test_figures_draw():
+    fig = viz.plot_softmax_step("two-way", 1, 2.0, natural=True)
+    assert "ΔH" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="preset"):
+        viz.plot_softmax_step("nope")
+    fig = viz.plot_first_order_error([1.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.01, 0.1, 1.0])
+    assert len(fig.axes[0].lines) == 3
+    with pytest.raises(ValueError, match="lrs"):
+        viz.plot_first_order_error([1.0, 0.0], [1.0, 0.0], [0.1])
+    probes = {"step": [0, 5], "decision": [0.3, 0.9], "pass@1": [0.3, 0.5], "pass@8": [0.9, 0.7]}
+    assert len(viz.plot_collapse([0.4, 0.3, 0.1], probes).axes) == 3
+    with pytest.raises(ValueError, match="pass@8"):
+        viz.plot_collapse([0.4], {"step": [0], "decision": [0.3], "pass@1": [0.3]})
+    fig = viz.plot_token_entropy_histograms(torch.rand(50), torch.rand(50) * 0.1)
+    assert len(fig.axes[0].patches) > 0
+    with pytest.raises(ValueError, match="early"):
+        viz.plot_token_entropy_histograms(torch.tensor([]), torch.rand(3))
+
+
+def test_controls_figure():
+    import pandas as pd
+
+    runs = pd.DataFrame({"control": ["none", "none", "KL", "KL"], "entropy": [0.1, 0.12, 0.2, 0.22],
+                         "pass@1": [0.4, 0.5, 0.3, 0.4], "pass@8": [0.7, 0.8, 0.7, 0.9]})
+    fig = viz.plot_controls(runs)
+    assert len(fig.axes) == 3 and len(fig.axes[0].patches) == 2
+    with pytest.raises(ValueError, match="pass@8"):
+        viz.plot_controls(runs.drop(columns="pass@8"))
+
+
+def test_widget_builds():
+    pytest.importorskip("ipywidgets")
+    assert viz.softmax_step_widget() is not None
