@@ -11,7 +11,7 @@ so a small change Δz of the logits changes the entropy by, to first order,
 (the mean E_π[log π] = −H centres the first factor, which is why it is a covariance). The entropy
 falls when the logits that rise are those of actions already likely. A policy-gradient step fixes
 Δz (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language
-Models", arXiv:2505.22617, Lemma 1 and Theorems 2–3, for a tabular softmax):
+Models", arXiv:2505.22617, §3, for a tabular softmax):
 
 - vanilla policy gradient on J = E_π[A]: ∂J/∂z_a = π(a)·A(a) (with E_π[A] = 0), so
   Δz = η·π·A and ΔH ≈ −η · Cov_π(log π(a), π(a)·A(a));
@@ -23,10 +23,10 @@ per token of a batch: the centred product (log π(y_t) − mean)·(A_t − mean)
 tokens, whose mean is the batch covariance. The paper's two controls act on the tokens where it is
 largest: **Clip-Cov** drops the gradient of a random share of the tokens whose covariance lies in
 a high band, and **KL-Cov** adds a KL penalty (|log π_θ − log π_old| weighted by a coefficient) on
-the top share of tokens by covariance (§4, eqs. 9–11 of the paper).
+the top share of tokens by covariance (§4 of the paper).
 
 The paper also fits downstream reward against entropy across training, R ≈ −a·e^H + b (§2,
-eq. 1): ``fit_entropy_frontier`` fits it by least squares, reported as measured, never assumed.
+§2): ``fit_entropy_frontier`` fits it by least squares, reported as measured, never assumed.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def token_covariance(logp, advantages, mask) -> torch.Tensor:
     ``logp`` (B, C) are the sampled tokens' log-probs, ``advantages`` (B,) per sequence or (B, C)
     per token, ``mask`` (B, C) the completion tokens. The masked mean of the result is the batch
     covariance between log-probability and advantage that drives the entropy down (Cui et al. 2025,
-    §4, eq. 8); padding positions are 0. Detached: it selects tokens, it is not differentiated.
+    §4); padding positions are 0. Detached: it selects tokens, it is not differentiated.
     """
     logp = as_float_tensor("logp", logp).detach()
     mask = as_float_tensor("mask", mask)
@@ -125,7 +125,7 @@ def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0,
     """Clip-Cov's selection: a random ``fraction`` of all masked tokens, drawn among those whose
     covariance lies in [``low``, ``high``], whose policy gradient is then dropped (True = drop).
 
-    Defaults are the paper's (r = 2e-4, ω_low = 1, ω_high = 5; Cui et al. 2025, §4, eq. 10). At
+    Defaults are the paper's (r = 2e-4, ω_low = 1, ω_high = 5; Cui et al. 2025, §4). At
     least one token is dropped when any lies in the band and ``fraction`` > 0.
     """
     covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
@@ -146,7 +146,7 @@ def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0,
 
 def kl_cov_mask(covariance, mask, *, fraction: float = 2e-3) -> torch.Tensor:
     """KL-Cov's selection: the top ``fraction`` of masked tokens by covariance (at least one when
-    ``fraction`` > 0), which get a KL penalty (True = penalised; Cui et al. 2025, §4, eq. 11,
+    ``fraction`` > 0), which get a KL penalty (True = penalised; Cui et al. 2025, §4,
     k = 2e-3 by default there)."""
     covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
     check_same_shape(covariance=covariance, mask=mask)
@@ -163,7 +163,7 @@ def kl_cov_mask(covariance, mask, *, fraction: float = 2e-3) -> torch.Tensor:
 
 
 def fit_entropy_frontier(entropy, reward) -> dict[str, float]:
-    """Least-squares fit of R = −a·e^H + b over paired (entropy, reward) points (Cui et al. 2025, eq. 1).
+    """Least-squares fit of R = −a·e^H + b over paired (entropy, reward) points (Cui et al. 2025, §2).
 
     Returns ``a``, ``b``, the predicted reward at zero entropy ``ceiling`` = b − a, and ``r2``, the
     fraction of the reward's variance the fit explains (0 when the reward does not vary).

@@ -3,7 +3,7 @@ natural policy-gradient step on a softmax.
 
 The reader writes ``my_entropy_change(logits, advantages, lr) -> float``: for π = softmax(z) and the
 natural step Δz = η·(A − E_π[A]), the first-order change of the entropy,
-ΔH ≈ −η·Cov_{a∼π}(log π(a), A(a)) (Cui et al. 2025, arXiv:2505.22617, Theorem 3). The checker
+ΔH ≈ −η·Cov_{a∼π}(log π(a), A(a)) (Cui et al. 2025, arXiv:2505.22617, §3). The checker
 compares it with ``rlbook.entropy.predicted_entropy_change`` of
 ``rlbook.entropy.policy_gradient_logit_step(..., natural=True)`` on a few policies (with advantages
 whose mean under π is not 0) and, when it differs, names the likely mistake: the sign, the vanilla
