@@ -1,0 +1,164 @@
+"""Checker for the exercise of lesson 19 (verifier hacking): a strict verifier for a new answer format.
+
+The format: the final answer is a non-negative fraction in lowest terms, written ``p/q`` (ASCII
+digits, no sign, no leading zeros, no spaces, q ≥ 2), or the integer ``p`` when the value is
+whole. It stands alone in the single final ``<answer>…</answer>`` block (surrounding whitespace
+allowed), as ``rlbook.tasks.extract_answer`` reads it. The reader writes
+``my_fraction_reward(text, expected) -> float`` (``expected`` a ``fractions.Fraction`` ≥ 0): 1.0
+for a right answer in that format, else 0.0, for any string.
+
+The checker runs it on right answers (all must get 1) and on a hostile corpus (all must get 0:
+the hacks a lax check admits, strings written for an ``eval``, huge numbers, deep nesting, Unicode
+digits…), with ``eval`` and ``exec`` switched off and a time bound on every call, and names the
+first hack the verifier admits. ``reference_fraction_reward`` is a verifier that passes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import re
+import time
+from contextlib import contextmanager
+from fractions import Fraction
+
+from rlbook.exercises.pg_kl import NOT_ATTEMPTED, _not_attempted, _verdict
+from rlbook.tasks.verifiers import extract_answer
+
+__all__ = ["RIGHT_ANSWERS", "HOSTILE_CORPUS", "reference_fraction_reward", "check_fraction_verifier"]
+
+MAX_SECONDS_PER_CALL = 0.25  # generous: a bounded verifier takes microseconds, a runaway one seconds
+_FRACTION = re.compile(r"(0|[1-9][0-9]{0,17})(?:/([1-9][0-9]{0,17}))?")
+
+# (completion, expected): every one must get 1.0.
+RIGHT_ANSWERS = (
+    ("<answer>3/4</answer>", Fraction(3, 4)),
+    ("<think>6/8 = 3/4</think><answer>3/4</answer>", Fraction(3, 4)),
+    ("<answer> 5/12 </answer>\n", Fraction(5, 12)),
+    ("<answer>2</answer>", Fraction(2)),
+    ("<answer>0</answer>", Fraction(0)),
+    ("<answer>11/12</answer>", Fraction(11, 12)),
+)
+
+# (name of the hack, completion, expected): every one must get 0.0.
+HOSTILE_CORPUS = (
+    ("answer spraying", "<answer>1/2 3/4 5/6</answer>", Fraction(3, 4)),
+    ("two answer blocks", "<answer>1/2</answer><answer>3/4</answer>", Fraction(3, 4)),
+    ("text after the answer block", "<answer>3/4</answer> or maybe 1/2", Fraction(3, 4)),
+    ("no answer block", "the answer is 3/4", Fraction(3, 4)),
+    ("answer outside the block", "<answer>1/2</answer>\n3/4", Fraction(3, 4)),
+    ("fraction not in lowest terms", "<answer>6/8</answer>", Fraction(3, 4)),
+    ("whole number written as a fraction", "<answer>4/2</answer>", Fraction(2)),
+    ("denominator 1", "<answer>2/1</answer>", Fraction(2)),
+    ("decimal", "<answer>0.75</answer>", Fraction(3, 4)),
+    ("an expression, not a fraction", "<answer>3/(2+2)</answer>", Fraction(3, 4)),
+    ("a Python expression for eval", "<answer>0.75 if 1 else 0</answer>", Fraction(3, 4)),
+    ("parentheses", "<answer>(3/4)</answer>", Fraction(3, 4)),
+    ("deep nesting", "<answer>" + "(" * 5000 + "3/4" + ")" * 5000 + "</answer>", Fraction(3, 4)),
+    ("signs that cancel", "<answer>-3/-4</answer>", Fraction(3, 4)),
+    ("a plus sign", "<answer>+3/4</answer>", Fraction(3, 4)),
+    ("leading zeros", "<answer>03/04</answer>", Fraction(3, 4)),
+    ("spaces inside", "<answer>3 / 4</answer>", Fraction(3, 4)),
+    ("underscores in numbers", "<answer>1_1/1_2</answer>", Fraction(11, 12)),
+    ("Unicode digits", "<answer>\u0663/\u0664</answer>", Fraction(3, 4)),
+    ("full-width digits", "<answer>\uff13/\uff14</answer>", Fraction(3, 4)),
+    ("zero denominator", "<answer>3/0</answer>", Fraction(3, 4)),
+    ("a huge unreduced fraction", "<answer>3" + "0" * 900 + "/4" + "0" * 900 + "</answer>", Fraction(3, 4)),
+    ("a huge answer", "<answer>" + "9" * 100_000 + "</answer>", Fraction(3, 4)),
+    ("a huge completion", "<answer>3/4</answer>" + " " * 40_000 + "x", Fraction(3, 4)),
+    ("tags injected in the answer", "<answer><answer>3/4</answer></answer>", Fraction(3, 4)),
+    ("an empty answer", "<answer></answer>", Fraction(0)),
+)
+
+
+def reference_fraction_reward(text: str, expected: Fraction) -> float:
+    """1.0 when the single final answer block holds ``expected`` in lowest terms as ``p/q`` (or ``p``).
+
+    Parses with one anchored regular expression over ASCII digits (at most 18 per number, so the
+    work is bounded and the numbers are small), never with ``eval``, ``int`` on arbitrary text or
+    ``Fraction`` on arbitrary text (both accept signs, underscores and Unicode digits).
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(expected, Fraction) or expected < 0:
+        raise ValueError(f"expected must be a non-negative Fraction, got {expected!r}")
+    answer = extract_answer(text)
+    match = _FRACTION.fullmatch(answer.strip()) if answer is not None else None
+    if match is None:
+        return 0.0
+    numerator, denominator = int(match.group(1)), int(match.group(2) or 1)
+    if match.group(2) is not None and (denominator < 2 or math.gcd(numerator, denominator) != 1):
+        return 0.0  # "4/2", "2/1" and "6/8" are not in lowest terms
+    return float(Fraction(numerator, denominator) == expected)
+
+
+class _ExecutedModelOutput(BaseException):
+    """Raised in place of ``eval`` / ``exec`` while the reader's verifier runs (a BaseException, so
+    that a verifier's ``except Exception`` does not hide it)."""
+
+
+@contextmanager
+def _no_eval_or_exec(calls: list):
+    """Switch ``eval`` and ``exec`` off; each attempt is recorded in ``calls`` and raises."""
+    def refuse(*args, **kwargs):
+        calls.append(args[:1])
+        raise _ExecutedModelOutput
+
+    saved = builtins.eval, builtins.exec
+    builtins.eval, builtins.exec = refuse, refuse
+    try:
+        yield
+    finally:
+        builtins.eval, builtins.exec = saved
+
+
+def _run(fn, text: str, expected: Fraction) -> tuple[float | None, str | None]:
+    """``(reward, None)``, or ``(None, what went wrong)``; NOT_ATTEMPTED itself for the stub."""
+    calls, start = [], time.perf_counter()
+    try:
+        with _no_eval_or_exec(calls):
+            reward = fn(text, expected)
+    except NotImplementedError:
+        return None, NOT_ATTEMPTED
+    except _ExecutedModelOutput:
+        pass
+    except Exception as error:  # the reader's code: any failure is a verdict, not a crash
+        return None, f"it raised {type(error).__name__}: {error} (a verifier must return a reward for any string)"
+    if calls:
+        return None, "it called eval or exec: a verifier must never execute model output; parse it"
+    seconds = time.perf_counter() - start
+    if seconds > MAX_SECONDS_PER_CALL:
+        return None, f"it took {seconds:.2f} s (bound the work: refuse long answers before parsing them)"
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or reward not in (0, 1):
+        return None, f"return 0.0 or 1.0, got {reward!r}"
+    return float(reward), None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:40]!r}… ({len(text)} characters)"
+
+
+def check_fraction_verifier(fn) -> bool | None:
+    """Check ``fn(text, expected) -> float`` on ``RIGHT_ANSWERS`` and ``HOSTILE_CORPUS``.
+
+    Prints a verdict naming the first hack the verifier admits (or the right answer it refuses);
+    returns True / False, or None when ``fn`` is None or still raises ``NotImplementedError``.
+    """
+    if _not_attempted(fn, "fraction verifier"):
+        return None
+    for text, expected in RIGHT_ANSWERS:
+        reward, error = _run(fn, text, expected)
+        if error is NOT_ATTEMPTED:
+            print(NOT_ATTEMPTED)
+            return None
+        if error or reward != 1.0:
+            return _verdict(False, "", f"on the right answer {_shown(text)} (expected {expected}): "
+                                       f"{error or f'reward {reward}, expected 1.0'}")
+    for name, text, expected in HOSTILE_CORPUS:
+        reward, error = _run(fn, text, expected)
+        if error:
+            return _verdict(False, "", f"on {name} {_shown(text)}: {error}")
+        if reward != 0.0:
+            return _verdict(False, "", f"it admits a hack: {name}, {_shown(text)} gets reward 1 for {expected}")
+    return _verdict(True, f"passes {len(RIGHT_ANSWERS)} right answers and refuses all {len(HOSTILE_CORPUS)} "
+                          "hostile completions, within the time bound, without eval", "")

@@ -1,0 +1,224 @@
+"""R1-Zero in miniature (lesson 17): the reward, what a completion spends its tokens on, and where
+its length growth comes from.
+
+DeepSeek-R1-Zero (DeepSeek-AI 2025, "DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via
+Reinforcement Learning", arXiv:2501.12948, §2.2) is RL straight from a base model, no SFT, with a
+rule-based reward of two parts: an **accuracy** reward (the verifier) and a **format** reward (the
+thinking goes between ``<think>`` tags). Its training curves show accuracy and response length
+rising together. This module gives the lesson what it measures that on:
+
+* ``r1_zero_reward``: w_acc · accuracy + w_fmt · format for one completion (the trainer's
+  ``format_reward_weight`` is this sum with w_acc = 1 and the book's format rule);
+* ``completion_kind`` / ``outcome_of``: a completion as "scratchpad", "direct" or "malformed", and
+  with its correctness ("scratchpad, right", ...);
+* ``mean_advantage_by_outcome``: the mean GRPO advantage each outcome gets in a real batch under a
+  reward weighting (the lesson's widget);
+* ``profile`` and ``length_decomposition``: each kind's share, mean length and accuracy, and the
+  change of the mean length split exactly into a *mix* term (more of the longer kind) and a
+  *within* term (each kind itself longer);
+* ``audit_addition_scratchpad``: for the arithmetic task, how many scratchpad lines are the school
+  algorithm's column steps, how many are wrong or extra, and whether the answer is the one the
+  working computes (the book's corpus has no self-check line, so this is what "checking" can mean
+  here).
+
+Simplified on purpose: R1's format reward asks for the ``<think>`` block; the book's
+``format_reward`` accepts a direct answer too. ``think_required=True`` gives R1's rule.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+from rlbook._checks import check_bool, check_group_size, check_positive
+from rlbook.advantages import group_advantages
+from rlbook.evaluation import sample_and_verify
+from rlbook.tasks.arithmetic import addition_steps
+from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, format_reward, is_well_formed
+
+__all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
+           "profile", "probe_profile", "length_decomposition", "scratchpad_lines", "audit_addition_scratchpad"]
+
+KINDS = ("scratchpad", "direct", "malformed")
+COLUMN_LINE = re.compile(r"[0-9]\+[0-9](\+1)?=[0-9]+")  # the shape of one column step, "4+7+1=12"
+OUTCOMES = ("scratchpad, right", "scratchpad, wrong", "direct, right", "direct, wrong", "malformed")
+
+
+def _check_text(name: str, text) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be a str, got {type(text).__name__}")
+    return text
+
+
+def completion_kind(text: str) -> str:
+    """"malformed" unless ``is_well_formed(text)``; else "scratchpad" with a ``<think>`` block, "direct" without."""
+    _check_text("text", text)
+    if not is_well_formed(text):
+        return "malformed"
+    return "scratchpad" if THINK_OPEN in text else "direct"
+
+
+def outcome_of(text: str, correct: bool) -> str:
+    """The completion's kind and correctness, one of ``OUTCOMES`` (a malformed one is never right:
+    the strict verifier reads only a well-formed final answer block)."""
+    kind = completion_kind(text)
+    return kind if kind == "malformed" else f"{kind}, {'right' if correct else 'wrong'}"
+
+
+def r1_zero_reward(text: str, example: dict, task, *, accuracy_weight: float = 1.0, format_weight: float = 0.5,
+                   think_required: bool = False) -> float:
+    """R1-Zero's rule-based reward: ``accuracy_weight`` × accuracy + ``format_weight`` × format.
+
+    accuracy: the task's **strict** verifier (1 when the single final answer block is right);
+    format: 1 for a well-formed completion (``format_reward``), and with ``think_required`` only for
+    one that also has its ``<think>`` block (R1's template, arXiv:2501.12948 §2.2.2).
+    """
+    _check_text("text", text)
+    check_positive("accuracy_weight", accuracy_weight, allow_zero=True)
+    check_positive("format_weight", format_weight, allow_zero=True)
+    check_bool("think_required", think_required)
+    accuracy = task.reward(text, example, strict=True)
+    formatted = format_reward(text) if not think_required else float(completion_kind(text) == "scratchpad")
+    return accuracy_weight * accuracy + format_weight * formatted
+
+
+def mean_advantage_by_outcome(texts, correct, group_size: int, *, accuracy_weight: float = 1.0,
+                              format_weight: float = 0.5, think_required: bool = False) -> dict:
+    """The mean GRPO advantage (r − mean)/σ of each outcome in a batch of groups, under the reward
+    ``accuracy_weight`` × correct + ``format_weight`` × format (``r1_zero_reward``'s sum).
+
+    ``texts`` (B,) and ``correct`` (B,) 0/1, B = prompts × ``group_size``, groups contiguous.
+    Returns {outcome: mean advantage} for the outcomes present (NaN for absent ones). Scaling both
+    weights by one factor leaves GRPO's advantages unchanged (σ divides it out); a reward every
+    completion earns is cancelled by the group mean.
+    """
+    texts = [_check_text("texts[i]", t) for t in texts]
+    correct = torch.as_tensor(correct, dtype=torch.float64).reshape(-1)
+    if correct.numel() != len(texts) or not bool(((correct == 0) | (correct == 1)).all()):
+        raise ValueError(f"correct must hold one 0/1 value per text ({len(texts)}), got shape {tuple(correct.shape)}")
+    check_group_size("group_size", len(texts), group_size)
+    check_positive("accuracy_weight", accuracy_weight, allow_zero=True)
+    check_positive("format_weight", format_weight, allow_zero=True)
+    check_bool("think_required", think_required)
+    kinds = [completion_kind(t) for t in texts]
+    formatted = torch.tensor([float(k == "scratchpad" if think_required else k != "malformed") for k in kinds],
+                             dtype=torch.float64)
+    advantages = group_advantages(accuracy_weight * correct + format_weight * formatted, group_size, "grpo")
+    outcomes = [outcome_of(t, bool(c)) for t, c in zip(texts, correct.tolist())]
+    return {name: _mean([a for a, o in zip(advantages.tolist(), outcomes) if o == name]) for name in OUTCOMES}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else math.nan
+
+
+def profile(texts, lengths, correct) -> dict:
+    """Each kind's ``share`` of the completions, ``length`` (mean tokens) and ``accuracy``, plus the
+    overall ones: {kind or "all": {"share", "length", "accuracy", "count"}} (NaN for an absent kind)."""
+    texts = [_check_text("texts[i]", t) for t in texts]
+    lengths = torch.as_tensor(lengths, dtype=torch.float64).reshape(-1)
+    correct = torch.as_tensor(correct, dtype=torch.float64).reshape(-1)
+    if not texts or lengths.numel() != len(texts) or correct.numel() != len(texts):
+        raise ValueError(f"texts, lengths and correct must be non-empty and of one length, got "
+                         f"{len(texts)}, {lengths.numel()}, {correct.numel()}")
+    kinds = [completion_kind(t) for t in texts]
+    result = {}
+    for kind in (*KINDS, "all"):
+        rows = [i for i, k in enumerate(kinds) if kind in (k, "all")]
+        result[kind] = {"share": len(rows) / len(texts), "count": len(rows),
+                        "length": _mean(lengths[rows].tolist()), "accuracy": _mean(correct[rows].tolist())}
+    return result
+
+
+def probe_profile(model, tokenizer, examples, verifier, *, n_samples: int = 4, max_new_tokens: int = 64,
+                  seed: int = 0):
+    """Sample ``n_samples`` completions of each held-out example at temperature 1 and ``profile`` them.
+
+    Returns (profile, rollout, correct): the rollout (groups contiguous) and the (B,) 0/1
+    correctness, kept so that a lesson can show the same prompts' completions before and after.
+    The same ``seed`` gives every model the same random draws (common random numbers), which makes
+    two probes' difference less noisy than two independent samples would be.
+    """
+    rollout, rewards = sample_and_verify(model, tokenizer, examples, verifier, n_samples=n_samples,
+                                         max_new_tokens=max_new_tokens, temperature=1.0, seed=seed)
+    correct = (rewards.flatten() == 1.0).double()
+    return profile(rollout.texts, rollout.completion_lengths, correct), rollout, correct
+
+
+def length_decomposition(before: dict, after: dict) -> dict:
+    """Split the change of the mean length between two ``profile``s into mix and within terms.
+
+    With p_k the share and ℓ_k the mean length of kind k, L = Σ_k p_k ℓ_k and exactly
+    L' − L = Σ_k (p'_k − p_k) ℓ_k  [mix: more of the kinds that are long]
+           + Σ_k p'_k (ℓ'_k − ℓ_k)  [within: each kind itself longer or shorter].
+    A kind absent on one side takes its length from the other (its within term is 0).
+    Returns {"before", "after", "change", "mix", "within"} in tokens.
+    """
+    for name, side in (("before", before), ("after", after)):
+        if not isinstance(side, dict) or any(k not in side for k in KINDS):
+            raise ValueError(f"{name} must be a profile (a dict with the kinds {KINDS}), got {side!r:.80}")
+    mix = within = 0.0
+    for kind in KINDS:
+        p, p_new = before[kind]["share"], after[kind]["share"]
+        length, length_new = before[kind]["length"], after[kind]["length"]
+        length = length_new if p == 0 else length
+        length_new = length if p_new == 0 else length_new
+        if p == 0 and p_new == 0:
+            continue
+        mix += (p_new - p) * length
+        within += p_new * (length_new - length)
+    total_before = sum(before[k]["share"] * before[k]["length"] for k in KINDS if before[k]["share"] > 0)
+    total_after = sum(after[k]["share"] * after[k]["length"] for k in KINDS if after[k]["share"] > 0)
+    return {"before": total_before, "after": total_after, "change": total_after - total_before,
+            "mix": mix, "within": within}
+
+
+def scratchpad_lines(text: str) -> list[str]:
+    """The lines of the ``<think>`` block of ``text`` ([] without one)."""
+    _check_text("text", text)
+    start, end = text.find(THINK_OPEN), text.find(THINK_CLOSE)
+    if start < 0 or end < start:
+        return []
+    return text[start + len(THINK_OPEN):end].split("\n")
+
+
+def audit_addition_scratchpad(text: str, a: int, b: int) -> dict | None:
+    """What the scratchpad of an addition ``a + b`` spends its lines on; None without a scratchpad.
+
+    ``steps``: lines equal to the school algorithm's column step at their position
+    (``rlbook.tasks.addition_steps``); ``wrong``: lines in a column's place that differ from it;
+    ``extra``: lines beyond the last column; ``missing``: columns with no line; ``other``: lines
+    not shaped like a column step at all (a self-check such as "check: 623-278=345" would count
+    here); ``follows_work``:
+    the answer is the sum the written lines compute (each line's last digit, most significant
+    column first, and the last line's carry), whether or not those lines are right.
+    """
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    lines = scratchpad_lines(text)
+    if not lines:
+        return None
+    expected = addition_steps(a, b)
+    steps = sum(line == want for line, want in zip(lines, expected))
+    columns = min(len(lines), len(expected))
+    answer = extract_answer(text)
+    return {"lines": len(lines), "steps": steps, "wrong": columns - steps,
+            "extra": max(0, len(lines) - len(expected)), "missing": max(0, len(expected) - len(lines)),
+            "other": sum(COLUMN_LINE.fullmatch(line) is None for line in lines),
+            "follows_work": answer is not None and answer.strip() == _sum_the_lines_compute(lines)}
+
+
+def _sum_the_lines_compute(lines: list[str]) -> str | None:
+    """The answer a column-per-line scratchpad implies: each line's last digit, least significant
+    line first, with the last line's full total leading (its carry); None if a line has no total."""
+    totals = []
+    for line in lines:
+        total = line.rpartition("=")[2]
+        if not total.isdigit():
+            return None
+        totals.append(total)
+    return (totals[-1] + "".join(t[-1] for t in reversed(totals[:-1]))).lstrip("0") or "0"

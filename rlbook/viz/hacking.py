@@ -1,0 +1,94 @@
+"""Figures and widgets for lesson 19 (verifier hacking).
+
+- ``plot_strategy_advantage`` / ``strategy_advantage_widget``: GRPO's expected advantage
+  (``rlbook.hacking.expected_group_advantage``) of an honest attempt and of a hack, against the
+  share of hacks in the policy's samples, for given success rates of each;
+- ``plot_pass_rates``: runs trained against a lax and a strict verifier, the lax pass rate and the
+  strict accuracy of their training batches step by step (mean over seeds, each seed thin), one
+  panel per verifier trained on;
+- ``plot_hack_counts``: completions counted by hack type (``rlbook.hacking.HACK_TYPES``), one group
+  of bars per run.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from rlbook.hacking import HACK_TYPES, expected_group_advantage
+
+__all__ = ["plot_strategy_advantage", "strategy_advantage_widget", "plot_pass_rates", "plot_hack_counts"]
+
+RATE_COLOURS = {"lax": "tab:red", "strict": "tab:blue"}
+
+
+def plot_strategy_advantage(honest_success: float, hack_success: float, *, ax=None):
+    """E[A | honest] and E[A | hack] against the hack's share of the policy's samples (0 to 1)."""
+    expected_group_advantage([honest_success, hack_success], [0.5, 0.5])  # checks both rates
+    ax = ax or plt.subplots(figsize=(6.5, 3.8))[1]
+    shares = np.linspace(0.005, 0.995, 199)
+    curves = np.array([expected_group_advantage([honest_success, hack_success], [1 - w, w]) for w in shares])
+    ax.plot(shares, curves[:, 0], color="tab:blue", label=f"honest attempt (passes {honest_success:.0%})")
+    ax.plot(shares, curves[:, 1], color="tab:red", label=f"hack (passes {hack_success:.0%})")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set(xlabel="share of hacks among the policy's samples", ylabel="expected GRPO advantage",
+           title="who the group baseline pays")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def strategy_advantage_widget():
+    """``plot_strategy_advantage`` with its two success rates as sliders (an ``ipywidgets.interact``)."""
+    import ipywidgets as widgets
+
+    def draw(honest_success, hack_success):
+        plot_strategy_advantage(honest_success, hack_success)
+        plt.show()
+
+    return widgets.interact(
+        draw, honest_success=widgets.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.05, description="honest passes"),
+        hack_success=widgets.FloatSlider(value=0.9, min=0.0, max=1.0, step=0.05, description="hack passes"))
+
+
+def plot_pass_rates(curves, *, window: int = 5, axes=None):
+    """One panel per verifier trained on: lax pass rate and strict accuracy of each step's batch.
+
+    ``curves`` is a table (pandas) with columns ``trained_on`` ("lax" / "strict"), ``seed``, ``step``,
+    ``lax`` and ``strict``; each line is a ``window``-step moving average.
+    """
+    for column in ("trained_on", "seed", "step", "lax", "strict"):
+        if column not in curves:
+            raise ValueError(f"curves must have a column {column!r}")
+    verifiers = list(dict.fromkeys(curves["trained_on"]))
+    if axes is None:
+        axes = plt.subplots(1, len(verifiers), figsize=(6 * len(verifiers), 3.6), sharey=True, squeeze=False)[1][0]
+    for ax, verifier in zip(axes, verifiers):
+        run = curves[curves["trained_on"] == verifier]
+        for rate, colour in RATE_COLOURS.items():
+            by_seed = run.pivot(index="step", columns="seed", values=rate).rolling(window, min_periods=1).mean()
+            ax.plot(by_seed.index, by_seed.values, color=colour, lw=0.7, alpha=0.4)
+            ax.plot(by_seed.index, by_seed.mean(axis=1), color=colour, lw=2,
+                    label=f"{rate} {'pass rate' if rate == 'lax' else 'accuracy'}")
+        ax.set(xlabel="step", ylabel="share of the batch's completions", title=f"trained on the {verifier} verifier")
+        ax.legend(fontsize=8)
+    return axes
+
+
+def plot_hack_counts(counts, *, ax=None):
+    """Bars: how many completions of each run fall under each hack type.
+
+    ``counts`` maps a run's label to a dict ``{hack type: count}`` (``rlbook.hacking.tally_hacks``);
+    "honest" and "fail" are left out, so the bars are the completions that passed only the lax check.
+    """
+    if not counts:
+        raise ValueError("counts must name at least one run")
+    hacks = [name for name in HACK_TYPES if name not in ("honest", "fail")]
+    ax = ax or plt.subplots(figsize=(8, 3.6))[1]
+    width = 0.8 / len(counts)
+    positions = np.arange(len(hacks))
+    for i, (label, by_type) in enumerate(counts.items()):
+        ax.bar(positions + i * width, [by_type.get(name, 0) for name in hacks], width, label=label)
+    ax.set_xticks(positions + 0.4 - width / 2, hacks, rotation=15)
+    ax.set(ylabel="completions", title="completions that pass only the lax verifier, by hack")
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,118 @@
+"""Figures and widgets for lesson 17 (R1-Zero in miniature; DeepSeek-AI 2025, arXiv:2501.12948).
+
+- ``plot_advantage_by_outcome`` / ``advantage_widget``: the mean GRPO advantage each outcome of a
+  real batch gets (``rlbook.reasoning.mean_advantage_by_outcome``) under the accuracy and format
+  weights and the format rule the reader picks;
+- ``plot_twin_curves``: held-out accuracy, mean response length and scratchpad share at the probes
+  of each run (one line per seed);
+- ``plot_length_accuracy_path``: the probes in the (length, accuracy) plane, against the straight
+  line the base model's profile predicts when only the scratchpad share moves;
+- ``plot_length_decomposition``: each run's length change split into its mix and within terms
+  (``rlbook.reasoning.length_decomposition``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from rlbook.reasoning import OUTCOMES, mean_advantage_by_outcome
+
+__all__ = ["plot_advantage_by_outcome", "advantage_widget", "plot_twin_curves", "plot_length_accuracy_path",
+           "plot_length_decomposition"]
+
+OUTCOME_COLOURS = ("tab:green", "tab:olive", "tab:blue", "tab:gray", "tab:red")
+
+
+def plot_advantage_by_outcome(texts, correct, group_size: int, *, accuracy_weight: float = 1.0,
+                              format_weight: float = 0.5, think_required: bool = False, ax=None) -> dict:
+    """Bars of the mean GRPO advantage of each outcome in the batch; returns the numbers drawn."""
+    means = mean_advantage_by_outcome(texts, correct, group_size, accuracy_weight=accuracy_weight,
+                                      format_weight=format_weight, think_required=think_required)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 3.4))
+    values = [0.0 if math.isnan(means[o]) else means[o] for o in OUTCOMES]
+    ax.bar(range(len(OUTCOMES)), values, color=OUTCOME_COLOURS)
+    for i, name in enumerate(OUTCOMES):
+        ax.text(i, values[i], "absent" if math.isnan(means[name]) else f"{values[i]:+.2f}", ha="center",
+                va="bottom" if values[i] >= 0 else "top", fontsize=9)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(OUTCOMES)), [o.replace(", ", "\n") for o in OUTCOMES], fontsize=9)
+    ax.set(ylabel="mean GRPO advantage",
+           title=f"reward = {accuracy_weight:g}·accuracy + {format_weight:g}·format"
+                 f"{' (think required)' if think_required else ''}")
+    return means
+
+
+def advantage_widget(texts, correct, group_size: int):
+    """``plot_advantage_by_outcome`` on one batch, with sliders for the two weights and the format rule."""
+    from ipywidgets import Checkbox, FloatSlider, interact
+
+    def draw(accuracy_weight, format_weight, think_required):
+        plot_advantage_by_outcome(texts, correct, group_size, accuracy_weight=accuracy_weight,
+                                  format_weight=format_weight, think_required=think_required)
+        plt.show()
+
+    return interact(draw,
+                    accuracy_weight=FloatSlider(value=1.0, min=0.0, max=2.0, step=0.1, description="w accuracy"),
+                    format_weight=FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="w format"),
+                    think_required=Checkbox(value=False, description="format needs <think>"))
+
+
+def plot_twin_curves(probes, *, label: str = "seed"):
+    """Three panels over training steps: held-out ``accuracy``, mean ``length`` (tokens) and
+    ``scratchpad`` share, one line per value of ``label``. ``probes``: a DataFrame with ``step``,
+    ``label`` and those three columns."""
+    missing = {"step", label, "accuracy", "length", "scratchpad"} - set(probes.columns)
+    if missing:
+        raise ValueError(f"probes must have the columns step, {label}, accuracy, length, scratchpad; missing {missing}")
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.4))
+    panels = (("accuracy", "held-out accuracy (pass@1)"), ("length", "mean response length (tokens)"),
+              ("scratchpad", "share of answers with <think>"))
+    for ax, (column, title) in zip(axes, panels):
+        for value, run in probes.groupby(label, sort=False):
+            ax.plot(run["step"], run[column], "o-", label=f"{label} {value}")
+        ax.set(xlabel="training step", title=title)
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    return fig
+
+
+def plot_length_accuracy_path(probes, base_profile: dict, *, label: str = "seed", ax=None):
+    """The probes as points (length, accuracy), and the line the base's profile predicts when only
+    the scratchpad share p moves: length = ℓ_d + p(ℓ_s − ℓ_d), accuracy = a_d + p(a_s − a_d)."""
+    scratch, direct = base_profile["scratchpad"], base_profile["direct"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    shares = np.linspace(0, 1, 50)
+    ax.plot(direct["length"] + shares * (scratch["length"] - direct["length"]),
+            direct["accuracy"] + shares * (scratch["accuracy"] - direct["accuracy"]), "k--",
+            label="only the scratchpad share moves (base's per-kind length, accuracy)")
+    for value, run in probes.groupby(label, sort=False):
+        ax.plot(run["length"], run["accuracy"], "o-", label=f"{label} {value}")
+    ax.set(xlabel="mean response length (tokens)", ylabel="held-out accuracy", title="accuracy against length")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_length_decomposition(decompositions: dict, ax=None):
+    """Stacked bars: for each run (key), its length change's ``mix`` and ``within`` terms."""
+    if not decompositions:
+        raise ValueError("decompositions must name at least one run")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.4))
+    names = list(decompositions)
+    x = np.arange(len(names))
+    mix = [decompositions[n]["mix"] for n in names]
+    within = [decompositions[n]["within"] for n in names]
+    ax.bar(x, mix, color="tab:blue", label="mix: more of the longer kind (the scratchpad)")
+    ax.bar(x, within, bottom=[min(m, 0) if w < 0 else m for m, w in zip(mix, within)], color="tab:orange",
+           label="within: each kind longer")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(x, names, fontsize=9)
+    ax.set(ylabel="change of mean length (tokens)", title="where the length growth comes from")
+    ax.legend(fontsize=8)
+    return ax

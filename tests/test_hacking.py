@@ -1,0 +1,241 @@
+"""Lesson 19 (verifier hacking): the hack classifier, GRPO's expected advantage per strategy, the
+figures and widget, and the exercise's checker with its hostile corpus."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import time  # noqa: E402
+from fractions import Fraction  # noqa: E402
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook import hacking  # noqa: E402
+from rlbook.advantages import group_advantages  # noqa: E402
+from rlbook.exercises.hacking import (  # noqa: E402
+    HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_fraction_verifier, reference_fraction_reward,
+)
+from rlbook.tasks import extract_answer, get_task  # noqa: E402
+from rlbook.viz import hacking as viz  # noqa: E402
+
+ARITHMETIC, COUNTDOWN = get_task("arithmetic", digits=3), get_task("countdown")
+SUM = {"answer": "623", "a": 345, "b": 278}
+PROBLEM = {"numbers": [3, 5, 7], "target": 22}
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+# --- the classifier ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("<think>5+8=13</think><answer>623</answer>", "honest"),
+    ("<answer>621 622 623</answer>", "answer spraying"),
+    ("<answer>623</answer> or so", "malformed answer"),
+    ("the sum is 623", "malformed answer"),
+    ("<answer>624</answer>", "fail"),
+    ("<answer>0623</answer>", "fail"),
+])
+def test_arithmetic_hack_types(text, expected):
+    assert hacking.hack_type(ARITHMETIC, text, SUM) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<answer>3*5+7</answer>", "honest"),
+    ("<answer>7+5*3</answer>", "honest"),
+    ("<answer>22</answer>", "target as answer"),
+    ("<answer>(3*5+7)*1</answer>", "padding"),
+    ("<answer>3*5+7+0</answer>", "padding"),
+    ("<answer>3*5+7+1-1</answer>", "padding"),
+    ("<answer>20+2</answer>", "wrong numbers"),
+    ("<answer>3*5+7+7-7</answer>", "wrong numbers"),
+    ("<answer>3*5+8-1</answer>", "wrong numbers"),  # a number missing: not padding, though the extras are 8 and 1
+    ("<answer>3*5+7</answer> done", "malformed answer"),
+    ("22", "malformed answer"),
+    ("<answer>3*5+6</answer>", "fail"),
+    ("<answer>" + "(" * 500 + "22" + ")" * 500 + "</answer>", "fail"),
+])
+def test_countdown_hack_types(text, expected):
+    assert hacking.hack_type(COUNTDOWN, text, PROBLEM) == expected
+
+
+def test_chat_messages_are_classified_like_their_text():
+    messages = [{"role": "assistant", "content": "<answer>(3*5+7)*1</answer>"}]
+    assert hacking.hack_type(COUNTDOWN, messages, PROBLEM) == "padding"
+
+
+def test_every_hack_type_is_one_the_lax_verifier_passes_and_the_strict_one_fails():
+    texts = ["<answer>22</answer>", "<answer>(3*5+7)*1</answer>", "<answer>20+2</answer>", "<answer>3*5+7</answer>!"]
+    for text in texts:
+        assert COUNTDOWN.reward(text, PROBLEM, strict=False) == 1.0 and COUNTDOWN.reward(text, PROBLEM) == 0.0
+        assert hacking.hack_type(COUNTDOWN, text, PROBLEM) not in ("honest", "fail")
+
+
+def test_hack_types_and_tally():
+    types = hacking.hack_types(COUNTDOWN, ["<answer>22</answer>", "<answer>3*5+7</answer>", "x"], [PROBLEM] * 3)
+    assert types == ["target as answer", "honest", "fail"]
+    tally = hacking.tally_hacks(types)
+    assert list(tally) == list(hacking.HACK_TYPES)
+    assert tally["target as answer"] == tally["honest"] == tally["fail"] == 1 and sum(tally.values()) == 3
+
+
+def test_classifier_checks_its_inputs():
+    with pytest.raises(ValueError, match="task"):
+        hacking.hack_type("countdown", "<answer>22</answer>", PROBLEM)
+    with pytest.raises(ValueError, match="same length"):
+        hacking.hack_types(COUNTDOWN, ["a", "b"], [PROBLEM])
+    with pytest.raises(ValueError, match="types"):
+        hacking.tally_hacks(["honest", "cheating"])
+    with pytest.raises(ValueError, match="example"):
+        hacking.hack_type(COUNTDOWN, "<answer>22</answer>", {"numbers": [3, 5, 7]})
+
+
+# --- GRPO's expected advantage per strategy -----------------------------------------------------------
+
+def test_expected_group_advantage_formula():
+    honest, hack = hacking.expected_group_advantage([0.3, 0.9], [0.8, 0.2])
+    p = 0.8 * 0.3 + 0.2 * 0.9
+    assert honest == pytest.approx((0.3 - p) / np.sqrt(p * (1 - p)))
+    assert hack == pytest.approx((0.9 - p) / np.sqrt(p * (1 - p)))
+    assert honest < 0 < hack
+
+
+def test_expected_group_advantage_matches_simulated_grpo_groups():
+    generator = torch.Generator().manual_seed(1)
+    share, rates, G, groups = 0.3, (0.2, 0.8), 128, 2000
+    is_hack = torch.rand(groups * G, generator=generator) < share
+    passes = torch.rand(groups * G, generator=generator) < torch.where(is_hack, rates[1], rates[0])
+    advantages = group_advantages(passes.double(), G, "grpo")
+    predicted = hacking.expected_group_advantage(rates, [1 - share, share])
+    assert float(advantages[~is_hack].mean()) == pytest.approx(predicted[0], abs=0.02)
+    assert float(advantages[is_hack].mean()) == pytest.approx(predicted[1], abs=0.02)
+
+
+def test_expected_group_advantage_edge_cases_and_inputs():
+    assert hacking.expected_group_advantage([0.0, 0.0], [0.5, 0.5]) == [0.0, 0.0]
+    assert hacking.expected_group_advantage([1.0, 1.0], [0.5, 0.5]) == [0.0, 0.0]
+    with pytest.raises(ValueError, match="shares"):
+        hacking.expected_group_advantage([0.5, 0.5], [0.5, 0.6])
+    with pytest.raises(ValueError, match="success_rates"):
+        hacking.expected_group_advantage([1.5, 0.5], [0.5, 0.5])
+    with pytest.raises(ValueError, match="same length"):
+        hacking.expected_group_advantage([0.5], [0.5, 0.5])
+
+
+# --- figures and widget ----------------------------------------------------------------------------
+
+def test_plot_strategy_advantage_draws_the_formula():
+    ax = viz.plot_strategy_advantage(0.3, 0.9)
+    (x, honest), (_, hack) = (line.get_xydata().T for line in ax.get_lines()[:2])
+    i = np.argmin(np.abs(x - 0.2))
+    assert [honest[i], hack[i]] == pytest.approx(hacking.expected_group_advantage([0.3, 0.9], [1 - x[i], x[i]]))
+    with pytest.raises(ValueError, match="success_rates"):
+        viz.plot_strategy_advantage(1.2, 0.5)
+
+
+def test_strategy_widget_redraws_for_each_slider(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(viz, "plot_strategy_advantage", lambda honest, hack: drawn.append((honest, hack)))
+    monkeypatch.setattr(plt, "show", lambda: None)
+    widget = viz.strategy_advantage_widget()
+    honest, hack = widget.widget.children[:2]
+    honest.value, hack.value = 0.6, 0.2
+    assert drawn[-2:] == [(0.6, 0.9), (0.6, 0.2)]
+
+
+def _curves():
+    rows = [{"trained_on": verifier, "seed": seed, "step": step, "lax": 0.1 + 0.01 * step * (verifier == "lax"),
+             "strict": 0.0} for verifier in ("lax", "strict") for seed in (0, 1) for step in range(1, 11)]
+    return pd.DataFrame(rows)
+
+
+def test_plot_pass_rates_one_panel_per_verifier():
+    axes = viz.plot_pass_rates(_curves(), window=1)
+    assert [ax.get_title() for ax in axes] == ["trained on the lax verifier", "trained on the strict verifier"]
+    means = [line for line in axes[0].get_lines() if line.get_linewidth() == 2]
+    assert means[0].get_ydata()[-1] == pytest.approx(0.2)  # the lax rate, mean over seeds
+    with pytest.raises(ValueError, match="strict"):
+        viz.plot_pass_rates(_curves().drop(columns="strict"))
+
+
+def test_plot_hack_counts_leaves_out_honest_and_fail():
+    counts = {"base": hacking.tally_hacks(["padding", "honest", "fail"]),
+              "lax": hacking.tally_hacks(["padding"] * 3 + ["wrong numbers"])}
+    ax = viz.plot_hack_counts(counts)
+    heights = [patch.get_height() for patch in ax.patches]
+    assert len(heights) == 2 * 5 and sorted(heights)[-2:] == [1, 3]
+    with pytest.raises(ValueError, match="counts"):
+        viz.plot_hack_counts({})
+
+
+# --- the exercise ----------------------------------------------------------------------------------
+
+def test_reference_passes_the_checker(capsys):
+    assert check_fraction_verifier(reference_fraction_reward) is True
+    assert "✓" in capsys.readouterr().out
+
+
+def test_corpus_is_right_by_construction():
+    assert all(reference_fraction_reward(text, expected) == 1.0 for text, expected in RIGHT_ANSWERS)
+    assert all(reference_fraction_reward(text, expected) == 0.0 for _, text, expected in HOSTILE_CORPUS)
+    assert len({name for name, *_ in HOSTILE_CORPUS}) == len(HOSTILE_CORPUS)
+
+
+def _value_only(text, expected):
+    answer = extract_answer(text)
+    try:
+        return float(answer is not None and Fraction(answer.strip()) == expected)
+    except (ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def _through_eval(text, expected):
+    try:
+        return float(eval(extract_answer(text) or "0") == expected)  # noqa: S307 - the mistake under test
+    except Exception:
+        return 0.0
+
+
+def _ints(text, expected):
+    """Parses with int(), which accepts signs, underscores and Unicode digits."""
+    answer = extract_answer(text)
+    parts = (answer or "").strip().split("/")
+    try:
+        p, q = (int(parts[0]), int(parts[1])) if len(parts) == 2 else (int(parts[0]), 1)
+    except ValueError:
+        return 0.0
+    if q == 0 or (len(parts) == 2 and (q == 1 or Fraction(p, q).denominator != q)):
+        return 0.0
+    return float(Fraction(p, q) == expected)
+
+
+def _slow(text, expected):
+    time.sleep(MAX_SECONDS_PER_CALL + 0.05)
+    return reference_fraction_reward(text, expected)
+
+
+@pytest.mark.parametrize("verifier, named", [
+    (_value_only, "fraction not in lowest terms"),
+    (_through_eval, "eval or exec"),
+    (_ints, "a plus sign"),
+    (lambda text, expected: float(str(expected) in text), "answer spraying"),
+    (lambda text, expected: 1.0 / 0, "ZeroDivisionError"),
+    (lambda text, expected: True, "0.0 or 1.0"),
+    (_slow, "bound the work"),
+    (lambda text, expected: 0.0, "on the right answer"),
+])
+def test_checker_names_the_hack_or_mistake(verifier, named, capsys):
+    assert check_fraction_verifier(verifier) is False
+    assert named in capsys.readouterr().out
+
+
+def test_checker_restores_eval():
+    check_fraction_verifier(_through_eval)
+    assert eval("1 + 1") == 2  # noqa: S307

@@ -1,0 +1,154 @@
+"""Lesson 17 (R1-Zero in miniature): the reward, completion kinds, the length decomposition, the
+scratchpad audit, the figures and the exercise checker."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from rlbook import reasoning as rz  # noqa: E402
+from rlbook.exercises.r1_zero import CASES, check_r1_zero_reward  # noqa: E402
+from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward  # noqa: E402
+from rlbook.viz import r1_zero as rz_viz  # noqa: E402
+
+TASK = ArithmeticTask(digits=3)
+EXAMPLE = {"answer": "623", "a": 345, "b": 278}
+WORKED = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>"
+DIRECT_RIGHT, DIRECT_WRONG = "<answer>623</answer>", "<answer>613</answer>"
+MALFORMED = "<answer>623</answer> done"
+
+
+def test_completion_kind_and_outcome():
+    assert rz.completion_kind(WORKED) == "scratchpad"
+    assert rz.completion_kind(DIRECT_RIGHT) == "direct"
+    assert rz.completion_kind(MALFORMED) == "malformed"
+    assert rz.outcome_of(WORKED, True) == "scratchpad, right"
+    assert rz.outcome_of(DIRECT_WRONG, False) == "direct, wrong"
+    assert rz.outcome_of(MALFORMED, True) == "malformed"
+    with pytest.raises(ValueError, match="text"):
+        rz.completion_kind(3)
+
+
+def test_r1_zero_reward_sums_strict_accuracy_and_format():
+    assert rz.r1_zero_reward(WORKED, EXAMPLE, TASK) == 1.5
+    assert rz.r1_zero_reward(DIRECT_WRONG, EXAMPLE, TASK, format_weight=0.2) == pytest.approx(0.2)
+    assert rz.r1_zero_reward(DIRECT_RIGHT, EXAMPLE, TASK, think_required=True) == 1.0
+    assert rz.r1_zero_reward(WORKED, EXAMPLE, TASK, accuracy_weight=0.0, format_weight=1.0, think_required=True) == 1.0
+    assert rz.r1_zero_reward("<answer>623 1</answer>", EXAMPLE, TASK) == 0.5  # lax would pay; strict does not
+    with pytest.raises(ValueError, match="format_weight"):
+        rz.r1_zero_reward(WORKED, EXAMPLE, TASK, format_weight=-1.0)
+    with pytest.raises(ValueError, match="think_required"):
+        rz.r1_zero_reward(WORKED, EXAMPLE, TASK, think_required=1)
+
+
+def test_mean_advantage_by_outcome_scale_invariance_and_format_cancellation():
+    texts = [WORKED, DIRECT_WRONG, DIRECT_WRONG, DIRECT_RIGHT, WORKED, WORKED, DIRECT_WRONG, MALFORMED]
+    correct = [1, 0, 0, 1, 1, 1, 0, 0]
+    base = rz.mean_advantage_by_outcome(texts, correct, 4)
+    doubled = rz.mean_advantage_by_outcome(texts, correct, 4, accuracy_weight=2.0, format_weight=1.0)
+    assert all(math.isclose(base[o], doubled[o], rel_tol=1e-5) for o in rz.OUTCOMES if not math.isnan(base[o]))
+    assert math.isnan(base["scratchpad, wrong"])
+    # the first group has no malformed completion: its advantages do not depend on the format weight
+    first = rz.mean_advantage_by_outcome(texts[:4], correct[:4], 4, format_weight=0.0)
+    assert first == pytest.approx(rz.mean_advantage_by_outcome(texts[:4], correct[:4], 4, format_weight=2.0),
+                                  nan_ok=True)
+    # paying only for the tag: every scratchpad up, every direct answer down
+    tag = rz.mean_advantage_by_outcome(texts, correct, 4, accuracy_weight=0.0, format_weight=1.0, think_required=True)
+    assert tag["scratchpad, right"] > 0 > tag["direct, right"]
+    with pytest.raises(ValueError, match="group_size"):
+        rz.mean_advantage_by_outcome(texts, correct, 3)
+    with pytest.raises(ValueError, match="correct"):
+        rz.mean_advantage_by_outcome(texts, [0.5] * 8, 4)
+
+
+def test_profile_and_length_decomposition_is_exact():
+    before = rz.profile([WORKED, DIRECT_WRONG, DIRECT_WRONG, DIRECT_RIGHT], [30, 6, 6, 6], [1, 0, 0, 1])
+    assert before["scratchpad"]["share"] == 0.25 and before["direct"]["length"] == 6
+    assert math.isnan(before["malformed"]["length"]) and before["all"]["accuracy"] == 0.5
+    after = rz.profile([WORKED, WORKED, WORKED, MALFORMED], [31, 29, 30, 8], [1, 1, 0, 0])
+    parts = rz.length_decomposition(before, after)
+    assert parts["change"] == pytest.approx(after["all"]["length"] - before["all"]["length"])
+    assert parts["mix"] + parts["within"] == pytest.approx(parts["change"])
+    assert parts["within"] == pytest.approx(0.0)  # scratchpads keep their mean length of 30
+    with pytest.raises(ValueError, match="before"):
+        rz.length_decomposition({}, after)
+    with pytest.raises(ValueError, match="texts, lengths and correct"):
+        rz.profile([WORKED], [1, 2], [1])
+
+
+def test_audit_addition_scratchpad():
+    clean = rz.audit_addition_scratchpad(WORKED, 345, 278)
+    assert clean == {"lines": 3, "steps": 3, "wrong": 0, "extra": 0, "missing": 0, "other": 0, "follows_work": True}
+    slipped = rz.audit_addition_scratchpad("<think>5+8=13\n4+7+1=12\n3+2=5</think><answer>523</answer>", 345, 278)
+    assert slipped["steps"] == 2 and slipped["wrong"] == 1 and slipped["follows_work"] is True
+    checked = rz.audit_addition_scratchpad(WORKED.replace("</think>", "\ncheck: 623-278=345</think>"), 345, 278)
+    assert checked["extra"] == 1 and checked["other"] == 1 and checked["follows_work"] is False
+    assert rz.audit_addition_scratchpad(DIRECT_RIGHT, 345, 278) is None
+    with pytest.raises(ValueError, match="a must"):
+        rz.audit_addition_scratchpad(WORKED, -1, 278)
+
+
+def test_figures_draw():
+    texts = [WORKED, DIRECT_WRONG, DIRECT_WRONG, DIRECT_RIGHT]
+    means = rz_viz.plot_advantage_by_outcome(texts, [1, 0, 0, 1], 4)
+    assert means["scratchpad, right"] > 0
+    probes = pd.DataFrame({"seed": [0, 0, 1, 1], "step": [0, 10, 0, 10], "accuracy": [0.3, 0.6, 0.3, 0.7],
+                           "length": [12, 20, 12, 22], "scratchpad": [0.25, 0.6, 0.25, 0.7]})
+    assert len(rz_viz.plot_twin_curves(probes).axes) == 3
+    profile = rz.profile(texts, [30, 6, 6, 6], [1, 0, 0, 1])
+    assert len(rz_viz.plot_length_accuracy_path(probes, profile).get_lines()) == 3
+    rz_viz.plot_length_decomposition({"a": {"mix": 10.0, "within": -0.5}, "b": {"mix": 8.0, "within": 1.0}})
+    with pytest.raises(ValueError, match="probes"):
+        rz_viz.plot_twin_curves(probes.drop(columns="length"))
+    plt.close("all")
+
+
+def test_advantage_widget_has_three_knobs_and_each_changes_the_bars():
+    texts = [WORKED, DIRECT_WRONG, MALFORMED, DIRECT_RIGHT]
+    interactive = rz_viz.advantage_widget(texts, [1, 0, 0, 1], 4).widget
+    assert [c._kwarg for c in interactive.kwargs_widgets] == ["accuracy_weight", "format_weight", "think_required"]
+    for control in interactive.kwargs_widgets:  # the interact redraws on each change without raising
+        control.value = not control.value if isinstance(control.value, bool) else control.max
+    plt.close("all")
+    bars = [rz_viz.plot_advantage_by_outcome(texts, [1, 0, 0, 1], 4, **knobs) for knobs in
+            ({}, {"accuracy_weight": 0.1}, {"format_weight": 2.0}, {"think_required": True})]
+    assert all(bars[0] != other for other in bars[1:])
+    plt.close("all")
+
+
+def test_checker_accepts_the_reference_and_names_mistakes(capsys):
+    def right(text, answer, w):
+        return arithmetic_reward(text, answer) + w * format_reward(text)
+
+    assert check_r1_zero_reward(right) is True
+    mistakes = {
+        "lax verifier": lambda t, a, w: arithmetic_reward(t, a, strict=False) + w * format_reward(t),
+        "format term is missing": lambda t, a, w: arithmetic_reward(t, a),
+        "wrong term": lambda t, a, w: w * arithmetic_reward(t, a) + format_reward(t),
+        "only to right answers": lambda t, a, w: arithmetic_reward(t, a) * (1 + w),
+        "only to well-formed": lambda t, a, w: (arithmetic_reward(t, a) + w) * format_reward(t),
+        "requires <think>": lambda t, a, w: arithmetic_reward(t, a) + w * float("<think>" in t and format_reward(t)),
+        "partial": lambda t, a, w: arithmetic_reward(t, a) + w * format_reward(t, partial=True),
+    }
+    for phrase, fn in mistakes.items():
+        assert check_r1_zero_reward(fn) is False
+        assert phrase in capsys.readouterr().out, phrase
+    assert check_r1_zero_reward(lambda t, a, w: 7.0) is False
+    assert "expected" in capsys.readouterr().out
+    assert len(CASES) >= 6
+
+
+def test_checker_stub_and_errors(capsys):
+    def stub(text, answer, w):
+        raise NotImplementedError
+
+    assert check_r1_zero_reward(stub) is None
+    assert check_r1_zero_reward(None) is None
+    assert check_r1_zero_reward(lambda t, a, w: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    with pytest.raises(ValueError):
+        check_r1_zero_reward(3)
