@@ -9,8 +9,10 @@ Both trainers get the same model weights (a fresh copy each), tokenizer, task (a
 zoo recipe's number of digits; prompts through the tokenizer's chat template), batch (``--prompts``
 × ``--group-size`` completions, one optimizer step per batch), generation length, temperature 1,
 learning rate, and
-the same objective: GRPO's group-normalised advantages, clip ε = 0.2, per-response token mean
-(TRL ``loss_type="grpo"``), β = 0 (no reference model), on the CPU. A step is everything from
+the same objective: GRPO's group-normalised advantages (Bessel's σ, as TRL computes it), clip ε = 0.2,
+per-response token mean (TRL ``loss_type="grpo"``), β = 0 (no reference model), on the CPU — one
+``OnlineConfig`` handed to TRL through ``rlbook.scaling.trl_grpo_config``, which also turns off TRL's
+default activation checkpointing (rlbook recomputes nothing, so neither should TRL here). A step is everything from
 sampling to the optimizer step. The first step of each is a warm-up and is not counted; the
 median of the remaining ``--steps`` is reported, with the ratio TRL / rlbook.
 
@@ -39,6 +41,7 @@ import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 from rlbook.models import build_char_tokenizer, build_tiny_model, load_model, load_tokenizer, zoo_names
+from rlbook.scaling import trl_grpo_config
 from rlbook.tasks import get_task
 from rlbook.trainers import OnlineTrainer, preset
 from rlbook.zoo.recipes import RECIPES
@@ -69,11 +72,15 @@ def get_model(name):
     return build_tiny_model(tokenizer, shape="small"), tokenizer, "random small Qwen2 (no zoo model shipped)"
 
 
+def benchmark_config(args):
+    """The one GRPO configuration both trainers run (TRL's through ``rlbook.scaling.trl_grpo_config``)."""
+    return preset("grpo", kl_beta=0.0, group_size=args.group_size, prompts_per_step=args.prompts,
+                  max_new_tokens=args.max_new_tokens, lr=args.lr, max_grad_norm=1.0, unbiased_std=True)
+
+
 def time_rlbook(folder, tokenizer, task, dataset, args) -> list[float]:
     model = AutoModelForCausalLM.from_pretrained(folder)
-    config = preset("grpo", kl_beta=0.0, group_size=args.group_size, prompts_per_step=args.prompts,
-                    max_new_tokens=args.max_new_tokens, lr=args.lr, max_grad_norm=1.0)
-    trainer = OnlineTrainer(model, tokenizer, task, config, train_dataset=dataset)
+    trainer = OnlineTrainer(model, tokenizer, task, benchmark_config(args), train_dataset=dataset)
     return time_steps(trainer, args)
 
 
@@ -103,15 +110,10 @@ class StepTimer(TrainerCallback):
 def time_trl(folder, task, dataset, args) -> list[float]:
     from trl import GRPOConfig, GRPOTrainer
 
-    batch = args.prompts * args.group_size
     with tempfile.TemporaryDirectory() as output_dir:
-        config = GRPOConfig(
-            output_dir=output_dir, use_cpu=True, report_to="none", save_strategy="no", logging_steps=10_000,
-            max_steps=args.steps + 1, learning_rate=args.lr, max_grad_norm=1.0,
-            per_device_train_batch_size=batch, gradient_accumulation_steps=1, num_generations=args.group_size,
-            max_completion_length=args.max_new_tokens, temperature=1.0, top_p=1.0, beta=0.0, loss_type="grpo",
-            num_iterations=1, epsilon=0.2, scale_rewards="group", seed=0, dataloader_num_workers=0,
-        )
+        config = GRPOConfig(output_dir=output_dir, use_cpu=True, report_to="none", save_strategy="no",
+                            logging_steps=10_000, max_steps=args.steps + 1, dataloader_num_workers=0,
+                            **trl_grpo_config(benchmark_config(args)))
         timer = StepTimer()
         trainer = GRPOTrainer(model=folder, reward_funcs=[task.reward_fn()], args=config, train_dataset=dataset,
                               processing_class=load_tokenizer(folder), callbacks=[timer])

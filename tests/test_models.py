@@ -142,3 +142,20 @@ def test_every_zoo_name_loads():
         model, tokenizer = load_model(name)
         assert isinstance(model, Qwen2ForCausalLM)
         assert tokenizer.eos_token == "<|im_end|>"
+
+
+def test_lora_adapters_are_drawn_from_their_seed_not_from_whatever_ran_before():
+    tokenizer = build_char_tokenizer()
+
+    def adapters(seed, *, draws_before):
+        torch.rand(draws_before)  # the global generator in some other state
+        model = add_lora(build_tiny_model(tokenizer), r=4, seed=seed)
+        return {name: p.detach().clone() for name, p in model.named_parameters() if "lora_A" in name}
+
+    first, second = adapters(0, draws_before=1), adapters(0, draws_before=7)
+    assert first and all(torch.equal(first[name], second[name]) for name in first)
+    other = adapters(1, draws_before=1)
+    assert not all(torch.equal(first[name], other[name]) for name in first)
+    state = torch.random.get_rng_state()
+    add_lora(build_tiny_model(tokenizer), r=4, seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state), "add_lora must not move the global generator"

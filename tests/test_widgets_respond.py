@@ -21,8 +21,8 @@ import torch  # noqa: E402
 
 from rlbook import toys  # noqa: E402
 from rlbook.viz import (  # noqa: E402
-    aggregation, baselines, dapo, gates, grpo, kl, policy_gradient, ppo, preference, rejection,
-    reward_models, throughput, timeline,
+    aggregation, baselines, dapo, gates, grpo, hacking, kl, policy_gradient, ppo, preference, r1_zero, rejection,
+    reward_models, scaling, throughput, timeline,
 )
 from rlbook.viz.ratios import OffPolicyBatch, ratio_spread_widget  # noqa: E402
 
@@ -169,6 +169,11 @@ WIDGETS = {
     "14 advantage_noise": lambda: throughput.advantage_noise_widget(pass_rate=0.4),
     "15 schedule": lambda: timeline.schedule_widget(),
     "15 stale_token_weights": lambda: timeline.stale_token_weights_widget(),
+    "17 r1_zero_advantage": lambda: r1_zero.advantage_widget(
+        ["<think>5+8=13</think><answer>13</answer>", "<answer>12</answer>", "<answer>13</answer> x", "<answer>13</answer>"],
+        [1, 0, 0, 1], 4),
+    "19 strategy_advantage": lambda: hacking.strategy_advantage_widget(),
+    "21 training_memory": lambda: scaling.training_memory_widget(),
 }
 
 
