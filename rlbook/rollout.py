@@ -60,7 +60,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from rlbook._checks import check_int, check_positive, check_same_shape
 from rlbook.padding import cat_padded, pad_to, stack_padded
 
-__all__ = ["Rollout", "completion_logprobs", "rollout_logprobs", "sample"]
+__all__ = ["Rollout", "completion_logprobs", "format_prompts", "prompt_text", "rollout_logprobs", "sample"]
 
 _SHARE_PREFIX = True  # prefill the prompts' common prefix once (see the module docstring)
 
@@ -138,7 +138,7 @@ def sample(model, tokenizer, prompts, *, num_samples: int = 1, max_new_tokens: i
     arguments give the same rollout. The model is run as it is: call ``model.eval()`` first if it
     has dropout.
     """
-    texts = _format_prompts(tokenizer, prompts)
+    texts = format_prompts(tokenizer, prompts)
     _check_sampling_args(num_samples, max_new_tokens, temperature, top_p, seed, batch_size)
     device = _model_device(model)
     prompt_tokens = _tokenize(tokenizer, texts)
@@ -507,20 +507,22 @@ def _token_logprobs(logits, completion_ids, completion_mask, temperature, return
 # Prompts, tokens, padding, checks
 
 
-def _format_prompts(tokenizer, prompts) -> list[str]:
-    """Strings pass through; conversations go through the chat template, assistant turn opened."""
+def prompt_text(tokenizer, prompt, *, name: str = "prompt") -> str:
+    """A prompt as the model reads it: a string verbatim (no special tokens added), a conversation
+    (a list of ``{"role", "content"}`` dicts) through the tokenizer's chat template with the
+    assistant turn opened. ``name`` is the argument an error names."""
+    if isinstance(prompt, str):
+        return prompt
+    if _is_conversation(prompt):
+        return tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+    raise ValueError(f"{name} must be a string or a list of {{'role', 'content'}} dicts, got {prompt!r:.80}")
+
+
+def format_prompts(tokenizer, prompts) -> list[str]:
+    """``prompt_text`` of each of a non-empty list of prompts: what ``sample`` feeds the model."""
     if not isinstance(prompts, (list, tuple)) or len(prompts) == 0:
         raise ValueError(f"prompts must be a non-empty list of strings or conversations, got {prompts!r:.80}")
-    texts = []
-    for i, prompt in enumerate(prompts):
-        if isinstance(prompt, str):
-            texts.append(prompt)
-        elif _is_conversation(prompt):
-            texts.append(tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True))
-        else:
-            raise ValueError(f"prompts[{i}] must be a string or a list of {{'role', 'content'}} dicts, "
-                             f"got {prompt!r:.80}")
-    return texts
+    return [prompt_text(tokenizer, prompt, name=f"prompts[{i}]") for i, prompt in enumerate(prompts)]
 
 
 def _is_conversation(prompt) -> bool:

@@ -233,3 +233,66 @@ def test_clip_cov_draws_from_the_run_seed_not_the_global_generator():
         histories.append(trainer.train(2, progress=False).to_pandas().drop(columns=clock))
     assert (histories[0]["cov_frac"] > 0).all()
     assert histories[0].equals(histories[1])
+
+
+def _tiny_rollout():
+    from rlbook.models import build_char_tokenizer, build_tiny_model
+    from rlbook.rollout import sample
+
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, shape="test", seed=3)
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=3, max_new_tokens=6, seed=0)
+    advantages = torch.tensor([1.0, -0.5, -0.5, 0.8, 0.2, -1.0])
+    return model, rollout, advantages
+
+
+def test_the_measured_entropy_change_goes_to_the_first_order_law_as_the_step_shrinks():
+    import copy
+
+    from rlbook.entropy import entropy_step_change
+
+    base, rollout, advantages = _tiny_rollout()
+    errors, results = [], []
+    for lr in (1e-2, 1e-3, 1e-4):
+        model = copy.deepcopy(base)
+        result = entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=lr), rollout, advantages,
+                                     variant="reinforce", max_grad_norm=None)
+        errors.append(abs(result["measured"] - result["first_order"]))
+        results.append(result)
+    small = results[-1]
+    assert small["measured"] == pytest.approx(small["first_order"], rel=0.1)
+    assert small["entropy_after"] - small["entropy_before"] == pytest.approx(small["measured"])
+    assert errors[2] < errors[1] / 20 < errors[0] / 400  # the error of a first-order law: ∝ η²
+    # the batch covariances do not depend on the step
+    assert results[0]["natural_cov"] == pytest.approx(small["natural_cov"])
+    assert results[0]["vanilla_cov"] == pytest.approx(small["vanilla_cov"])
+
+
+def test_the_step_covariances_are_the_token_covariances_of_the_sampled_tokens():
+    import copy
+
+    from rlbook.entropy import entropy_step_change
+    from rlbook.rollout import rollout_logprobs
+
+    base, rollout, advantages = _tiny_rollout()
+    model = copy.deepcopy(base)
+    result = entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=0.1), rollout, advantages,
+                                 variant="reinforce")
+    with torch.no_grad():
+        logp, entropy = rollout_logprobs(base, rollout, return_entropy=True)
+    mask = rollout.completion_mask.float()
+    logp = logp.double()
+
+    def batch_cov(x, y):
+        x, y = x[mask > 0], y[mask > 0]
+        return float(((x - x.mean()) * (y - y.mean())).mean())
+
+    per_token = advantages.double()[:, None].expand_as(logp)
+    assert result["natural_cov"] == pytest.approx(batch_cov(logp, per_token), rel=1e-4)
+    assert result["vanilla_cov"] == pytest.approx(batch_cov(logp, logp.exp() * per_token), rel=1e-4)
+    assert result["entropy_before"] == pytest.approx(float(entropy[mask > 0].mean()), rel=1e-4)
+    assert not torch.equal(next(model.parameters()), next(base.parameters()))  # the model was stepped
+    with pytest.raises(ValueError, match="advantages"):
+        entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=0.1), rollout, advantages[:3])
+    with pytest.raises(ValueError, match="temperature"):
+        entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=0.1), rollout, advantages, temperature=0.0)

@@ -65,3 +65,54 @@ def test_controls_figure():
 def test_widget_builds():
     pytest.importorskip("ipywidgets")
     assert viz.softmax_step_widget() is not None
+
+
+def _frontier_points():
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for control, drift in (("none", 0.0), ("KL", 0.05), ("temperature", -0.05)):
+        for seed in (0, 1):
+            for step in range(1, 6):
+                entropy = 0.4 - 0.05 * step + 0.02 * seed + rng.normal(0, 0.01)
+                rows.append({"control": control, "seed": seed, "step": step, "entropy": entropy,
+                             "reward": 0.9 - 0.5 * np.exp(entropy) + drift + rng.normal(0, 0.02)})
+    return pd.DataFrame(rows)
+
+
+def test_the_frontier_figure_fits_the_chosen_points_only():
+    from rlbook.entropy import fit_entropy_frontier
+
+    points = _frontier_points()
+    fig = viz.plot_entropy_frontier(points, controls=["none"], seed=1, from_step=2)
+    chosen = points[(points.control == "none") & (points.seed == 1) & (points.step >= 2)]
+    fit = fit_entropy_frontier(chosen["entropy"].to_numpy(), chosen["reward"].to_numpy())
+    title = fig.axes[0].get_title()
+    assert title.startswith("4 points") and f"r² = {fit['r2']:.2f}" in title
+    assert len(fig.axes[0].collections) == 1 and len(fig.axes[0].lines) == 1
+    assert "too few" in viz.plot_entropy_frontier(points, controls=["KL"], seed=0, from_step=5).axes[0].get_title()
+    with pytest.raises(ValueError, match="controls"):
+        viz.plot_entropy_frontier(points, controls=["nope"])
+    with pytest.raises(ValueError, match="reward"):
+        viz.plot_entropy_frontier(points.drop(columns="reward"))
+
+
+def test_every_control_of_the_frontier_widget_changes_the_figure():
+    pytest.importorskip("ipywidgets")
+    from test_widgets_respond import _drive
+
+    recorder = _drive(viz.entropy_frontier_widget(_frontier_points()))
+    assert len(set(recorder.fingerprints)) == len(recorder.fingerprints)
+
+
+def test_the_step_law_figure():
+    import pandas as pd
+
+    steps = pd.DataFrame({"measured": [-0.01, 0.005, -0.02], "first_order": [-0.012, 0.004, -0.015],
+                          "natural_cov": [0.2, 0.1, 0.3]})
+    fig = viz.plot_step_law(steps)
+    assert len(fig.axes) == 4 and "r = +" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="vanilla_cov"):
+        viz.plot_step_law(steps, covariance="vanilla_cov")

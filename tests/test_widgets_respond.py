@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 from rlbook import toys  # noqa: E402
 from rlbook.viz import (  # noqa: E402
-    aggregation, baselines, dapo, gates, grpo, hacking, kl, policy_gradient, ppo, preference, r1_zero, rejection,
+    aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, policy_gradient, ppo, preference, r1_zero, rejection,
     reward_models, scaling, throughput, timeline,
 )
 from rlbook.viz.ratios import OffPolicyBatch, ratio_spread_widget  # noqa: E402
@@ -144,6 +144,16 @@ def _off_policy_batch():
                           rewards=rewards, advantages=rewards - rewards.mean())
 
 
+def _frontier_points():
+    import pandas as pd
+
+    return pd.DataFrame([{"control": control, "seed": seed, "step": step,
+                          "entropy": 0.4 - 0.05 * step + 0.02 * seed + 0.01 * i,
+                          "reward": 0.8 - 0.4 * np.exp(0.4 - 0.05 * step) + 0.03 * i * seed}
+                         for i, control in enumerate(("none", "KL", "temperature")) for seed in (0, 1)
+                         for step in range(1, 6)])
+
+
 WIDGETS = {
     "01 gradient_spread": lambda: policy_gradient.gradient_spread_widget(*_bandit_inputs(), dims=(2, 3),
                                                                          num_estimates=40, seed=3),
@@ -169,6 +179,8 @@ WIDGETS = {
     "14 advantage_noise": lambda: throughput.advantage_noise_widget(pass_rate=0.4),
     "15 schedule": lambda: timeline.schedule_widget(),
     "15 stale_token_weights": lambda: timeline.stale_token_weights_widget(),
+    "16 softmax_step": lambda: entropy.softmax_step_widget(),
+    "16 entropy_frontier": lambda: entropy.entropy_frontier_widget(_frontier_points()),
     "17 r1_zero_advantage": lambda: r1_zero.advantage_widget(
         ["<think>5+8=13</think><answer>13</answer>", "<answer>12</answer>", "<answer>13</answer> x", "<answer>13</answer>"],
         [1, 0, 0, 1], 4),

@@ -23,7 +23,7 @@ import torch
 
 from rlbook._checks import check_int
 from rlbook.padding import stack_padded
-from rlbook.rollout import sample
+from rlbook.rollout import prompt_text, sample  # prompt_text: re-exported, the trainers format prompts with it
 from rlbook.tasks.reviews import gold_reward, preference_pairs
 from rlbook.tasks.verifiers import completion_text
 
@@ -44,16 +44,6 @@ class PromptCompletionBatch:
     def completion_lengths(self) -> torch.Tensor:
         """(B,) number of completion tokens per row (end-of-sequence token included), as floats."""
         return self.completion_mask.sum(dim=1).float()
-
-
-def prompt_text(tokenizer, prompt) -> str:
-    """A prompt as text: a string verbatim, a conversation through the chat template (assistant turn opened)."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) and {"role", "content"} <= m.keys()
-                                                          for m in prompt):
-        return tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
-    raise ValueError(f"prompt must be a string or a list of {{'role', 'content'}} dicts, got {prompt!r:.80}")
 
 
 def encode_prompt_completions(tokenizer, prompts, completions, *, max_prompt_length: int = 256,

@@ -9,7 +9,13 @@
   first position, and held-out pass@1 / pass@k at the probes;
 - ``plot_token_entropy_histograms``: the per-token entropies of sampled completions, early vs late;
 - ``plot_controls``: one bar per control run configuration (mean over seeds, each seed a dot) for
-  each metric: final entropy, held-out pass@1 and pass@k.
+  each metric: final entropy, held-out pass@1 and pass@k;
+- ``plot_step_law``: the covariance law step by step on a real run (``rlbook.entropy.entropy_step_change``
+  per step): measured ΔH against the first-order prediction and against −Cov(log π, A), and all
+  three over the steps;
+- ``plot_entropy_frontier`` / ``entropy_frontier_widget``: (entropy, reward) points of runs, the
+  fitted frontier R = −a·e^H + b (``rlbook.entropy.fit_entropy_frontier``) and its r²; the widget
+  chooses which controls, seeds and steps enter the fit.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ import numpy as np
 import torch
 
 from rlbook._checks import as_float_tensor, check_positive
-from rlbook.entropy import entropy_change, policy_gradient_logit_step, predicted_entropy_change
+from rlbook.entropy import entropy_change, fit_entropy_frontier, policy_gradient_logit_step, predicted_entropy_change
 
 __all__ = ["PRESETS", "softmax_step", "plot_softmax_step", "softmax_step_widget", "plot_first_order_error",
-           "plot_collapse", "plot_token_entropy_histograms", "plot_controls"]
+           "plot_collapse", "plot_token_entropy_histograms", "plot_controls", "plot_step_law",
+           "plot_entropy_frontier", "entropy_frontier_widget"]
 
 # Toy logits for the widget: a confident policy, a flat one, a two-way split.
 PRESETS = {
@@ -168,3 +175,110 @@ def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str =
         ax.set(title=metric, ylim=(0, None))
     fig.tight_layout()
     return fig
+
+
+def plot_step_law(steps, *, covariance: str = "natural_cov"):
+    """Three panels from a table with one row per training step (``entropy_step_change``'s keys):
+    measured ΔH against the first-order law with the step's own Δz (the line y = x), measured ΔH
+    against −``covariance`` (the batch covariance, known before the step; its scale η is unknown,
+    so no line), and the three over the steps (−covariance on its own axis)."""
+    for column in ("measured", "first_order", covariance):
+        if column not in steps:
+            raise ValueError(f"steps must have a column {column!r}")
+    measured = np.asarray(steps["measured"], dtype=float)
+    first_order = np.asarray(steps["first_order"], dtype=float)
+    predicted = -np.asarray(steps[covariance], dtype=float)
+    number = np.arange(1, len(measured) + 1)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    reach = max(np.abs(measured).max(), np.abs(first_order).max(), 1e-6) * 1.1
+    axes[0].plot([-reach, reach], [-reach, reach], "k--", lw=1, label="y = x")
+    axes[0].scatter(first_order, measured, c=number, cmap="viridis", s=22)
+    axes[0].set(xlabel="first order −Cov_π(log π, Δz) (nats)", ylabel="measured ΔH (nats)",
+                title=f"the law with the step's own Δz: r = {_pearson(first_order, measured):+.2f}")
+    axes[0].legend(fontsize=8)
+    axes[1].scatter(predicted, measured, c=number, cmap="viridis", s=22)
+    axes[1].axhline(0, color="gray", lw=0.8)
+    axes[1].axvline(0, color="gray", lw=0.8)
+    axes[1].set(xlabel=f"−{covariance} (before the step)", ylabel="measured ΔH (nats)",
+                title=f"the batch covariance: r = {_pearson(predicted, measured):+.2f}")
+    axes[2].plot(number, measured, "o-", color="tab:red", label="measured ΔH")
+    axes[2].plot(number, first_order, "s--", color="tab:blue", label="first order")
+    axes[2].axhline(0, color="gray", lw=0.8)
+    axes[2].set(xlabel="step", ylabel="nats", title="over the steps (colour: step)")
+    twin = axes[2].twinx()
+    twin.plot(number, predicted, "^:", color="tab:green", label=f"−{covariance}")
+    twin.set_ylabel(f"−{covariance}", color="tab:green")
+    lines = axes[2].get_lines()[:2] + twin.get_lines()
+    axes[2].legend(lines, [line.get_label() for line in lines], fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def _pearson(x, y) -> float:
+    if len(x) < 2 or np.std(x) == 0 or np.std(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def plot_entropy_frontier(points, *, controls=None, seed="all", from_step: int = 1, ax=None):
+    """(entropy, reward) points and the frontier R = −a·e^H + b fitted to them, r² in the title.
+
+    ``points`` is a table (DataFrame) with columns ``control``, ``seed``, ``step``, ``entropy`` and
+    ``reward``. Only the rows of ``controls`` (default: all), of ``seed`` ("all" or one seed) and
+    of steps ≥ ``from_step`` enter the fit; with fewer than 3 points there is no fit.
+    """
+    for column in ("control", "seed", "step", "entropy", "reward"):
+        if column not in points:
+            raise ValueError(f"points must have a column {column!r}")
+    names = list(dict.fromkeys(points["control"]))
+    chosen = names if controls is None else list(controls)
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise ValueError(f"controls must be among {names}, got {unknown}")
+    keep = points["control"].isin(chosen) & (points["step"] >= from_step)
+    if seed != "all":
+        keep &= points["seed"] == seed
+    selected = points[keep]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.2))
+    colours = plt.get_cmap("tab10")
+    for i, name in enumerate(names):
+        rows = selected[selected["control"] == name]
+        if len(rows):
+            ax.scatter(rows["entropy"], rows["reward"], s=18, color=colours(i % 10), label=name)
+    title = f"{len(selected)} points"
+    if len(selected) >= 3:
+        fit = fit_entropy_frontier(np.array(selected["entropy"], dtype=float), np.array(selected["reward"], dtype=float))
+        grid = np.linspace(selected["entropy"].min(), selected["entropy"].max(), 100)
+        ax.plot(grid, -fit["a"] * np.exp(grid) + fit["b"], "k-", lw=1.5, label="R = −a·e^H + b")
+        title += f": a = {fit['a']:.3f}, b = {fit['b']:.3f}, r² = {fit['r2']:.2f}"
+    else:
+        title += ": too few to fit (need 3)"
+    ax.set(xlabel="entropy H (nats)", ylabel="reward", title=title)
+    if len(selected):
+        ax.legend(fontsize=7, loc="best")
+    return ax.figure
+
+
+def entropy_frontier_widget(points):
+    """``plot_entropy_frontier`` with its knobs: the seed, the first step kept, and a checkbox per control."""
+    import ipywidgets as widgets
+
+    for column in ("control", "seed", "step"):
+        if column not in points:
+            raise ValueError(f"points must have a column {column!r}")
+    names = list(dict.fromkeys(points["control"]))
+    boxes = {f"control_{i}": widgets.Checkbox(value=True, description=name) for i, name in enumerate(names)}
+
+    def draw(seed, from_step, **included):
+        chosen = [name for (key, name) in zip(boxes, names) if included[key]]
+        plot_entropy_frontier(points, controls=chosen, seed=seed, from_step=from_step)
+        plt.show()
+
+    seeds = ["all", *sorted(set(points["seed"].tolist()))]
+    steps = points["step"]
+    return widgets.interact(
+        draw, seed=widgets.Dropdown(options=seeds, value="all", description="seed"),
+        from_step=widgets.IntSlider(value=int(steps.min()), min=int(steps.min()), max=int(steps.max()),
+                                    description="from step"),
+        **boxes)
