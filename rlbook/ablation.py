@@ -180,7 +180,7 @@ class AblationResult:
 
 
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
-                 eval_dataset=None, eval_samples: int = 4, progress: bool = True,
+                 eval_dataset=None, eval_samples: int = 4, progress: bool = True, live: bool | None = False,
                  trainer_kwargs: dict | None = None, eval_every: int | None = None) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
@@ -193,6 +193,8 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
             (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
         progress: show each run's progress bar.
+        live: each run's live plot (``OnlineTrainer.train``'s ``live``); off by default, since an
+            ablation's many runs would each leave a figure (the lesson plots them together).
         eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
             the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
         trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
@@ -231,11 +233,11 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
             run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
             trainer = OnlineTrainer(policy, tokenizer, task, run_config, **(trainer_kwargs or {}))
             if eval_every is None:
-                history = trainer.train(steps, progress=progress)
+                history = trainer.train(steps, progress=progress, live=live)
             else:
                 curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
                 while trainer.step < steps:
-                    history = trainer.train(min(eval_every, steps - trainer.step), progress=progress)
+                    history = trainer.train(min(eval_every, steps - trainer.step), progress=progress, live=live)
                     curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples)})
                 result.eval_curves[label].append(curve)
             result.histories[label].append(history)

@@ -68,6 +68,7 @@ from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_mod
 from rlbook.trainers.config import GROUP_ESTIMATORS, OnlineConfig
 from rlbook.trainers.critic import Critic
 from rlbook.trainers.history import History
+from rlbook.viz.live import ONLINE_PANELS, live_plot
 from rlbook.update import minibatch_plan, optimizer_step, policy_step
 
 __all__ = ["OnlineTrainer"]
@@ -124,7 +125,7 @@ class OnlineTrainer:
         self.examples = self._training_examples(train_dataset)
         self.reference = self._frozen_reference(model, reference)
         self.critic = Critic(model).eval() if config.has_critic else None
-        self.policy = (add_lora(model, r=config.lora) if config.lora else model).eval()
+        self.policy = (add_lora(model, r=config.lora, seed=config.seed) if config.lora else model).eval()
         self.optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad],
                                            lr=config.lr, weight_decay=0.0)
         # A linear warm-up, then constant (which needs no step budget); stepped after each update.
@@ -159,11 +160,12 @@ class OnlineTrainer:
 
     # --- the loop --------------------------------------------------------------------------
     def train(self, steps: int, *, checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None,
-              progress: bool = True) -> History:
+              progress: bool = True, live: bool | None = None) -> History:
         """Run ``steps`` more steps (after restoring ``resume_from``, if given); returns the history.
 
         With ``checkpoint_dir``, a checkpoint is written every ``checkpoint_every`` steps (None:
-        only at the end).
+        only at the end). ``live``: draw reward, entropy, KL, clip fraction and length live under
+        the progress bar (``rlbook.viz.live``; None: in Jupyter when ``progress``).
         """
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")
@@ -171,10 +173,13 @@ class OnlineTrainer:
             raise ValueError(f"checkpoint_every must be a positive int or None, got {checkpoint_every!r}")
         if resume_from is not None:
             self.resume(resume_from)
-        with tqdm(range(steps), desc=self.config.name, unit="step", disable=not progress) as bar:
+        name = self.config.name
+        with (tqdm(range(steps), desc=name, unit="step", disable=not progress) as bar,
+              live_plot(self.history.rows, ONLINE_PANELS, live=live, progress=progress, title=name) as plot):
             for done in bar:
                 self.train_step()
                 bar.set_postfix(self.history.postfix())
+                plot.update()
                 last = done == steps - 1
                 if checkpoint_dir is not None and (last or (checkpoint_every and self.step % checkpoint_every == 0)):
                     self.save(checkpoint_dir)

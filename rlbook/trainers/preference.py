@@ -57,6 +57,7 @@ from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_mod
                                        save_checkpoint, set_rng_state)
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions, shuffled_batches
 from rlbook.trainers.history import History
+from rlbook.viz.live import PREFERENCE_PANELS, live_plot
 
 __all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "check_preference_settings"]
 
@@ -217,7 +218,8 @@ class PreferenceTrainer:
 
     # ------------------------------------------------------------------------------ training
 
-    def train(self, *, checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None) -> History:
+    def train(self, *, checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None,
+              live: bool | None = None) -> History:
         """Run the training loop up to ``steps`` steps; returns (and keeps in ``self.history``) one dict
         of metrics per step.
 
@@ -225,7 +227,8 @@ class PreferenceTrainer:
         trainer is first restored (``resume``) and training goes on from the saved step: a run of 2
         steps resumed by a trainer built with ``steps=4`` ends where a straight 4-step run ends.
         With ``checkpoint_dir``, an atomic checkpoint (``save``) is written every
-        ``checkpoint_every`` steps (None: only at the end).
+        ``checkpoint_every`` steps (None: only at the end). ``live``: draw the loss, accuracy, margin
+        and log-probs live under the progress bar (``rlbook.viz.live``; None: in Jupyter when ``progress``).
         """
         if checkpoint_every is not None:
             check_int("checkpoint_every", checkpoint_every, minimum=1)
@@ -247,6 +250,7 @@ class PreferenceTrainer:
             self._train_reference_logps = self._reference_pair_logps(self.train_pairs,
                                                                      _chunks(len(self.train_pairs[0]), 64))
         bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
+        plot = live_plot(self.history.rows, PREFERENCE_PANELS, live=live, progress=self.progress, title=self.loss)
         for step in bar:
             epoch, indices = next(batches)
             row = {"step": step, "epoch": epoch, **self._train_step(optimizer, parameters, indices)}
@@ -255,10 +259,12 @@ class PreferenceTrainer:
                 row.update({f"eval/{k}": v for k, v in self.evaluate().items()})
             self.history.append(row)
             bar.set_postfix(_postfix(row))
+            plot.update()
             self.step = step + 1
             due = self.step == self.steps or (checkpoint_every is not None and self.step % checkpoint_every == 0)
             if checkpoint_dir is not None and due:
                 self.save(checkpoint_dir)
+        plot.finish()
         self.model.eval()
         return self.history
 

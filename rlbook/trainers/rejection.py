@@ -191,7 +191,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                                 min_reward: float | None = None, sft_steps: int = 50, sft_lr: float = 1e-3,
                                 sft_batch_size: int = 16, eval_prompts: int = 64, eval_samples: int = 4,
                                 success_reward: float = 1.0, max_new_tokens: int = 64, temperature: float = 1.0,
-                                seed: int = 0, progress: bool = True) -> History:
+                                seed: int = 0, progress: bool = True, live: bool | None = None) -> History:
     """Iterated best-of-``n`` → SFT for ``rounds`` rounds on fresh training prompts of ``task``.
 
     Keeps the best completion of each prompt (only those with reward ≥ ``min_reward`` when given)
@@ -199,6 +199,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     held-out pass@1 on ``eval_prompts`` test prompts (``eval_samples`` samples each; a sample passes
     when its reward ≥ ``success_reward``) and the mean held-out reward; for training rounds also
     the mean sampled and best-of-n rewards, how many pairs were kept, and the last SFT loss.
+    ``live``: each round's SFT draws its loss live (``sft``'s ``live``).
     """
     check_int("rounds", rounds, minimum=1)
     check_int("prompts_per_round", prompts_per_round, minimum=1)
@@ -222,7 +223,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                "best_of_n_reward": result.best_rewards.mean().item(), "kept": len(kept)}
         if kept:
             losses = sft(model, tokenizer, kept, steps=sft_steps, lr=sft_lr, batch_size=sft_batch_size,
-                         seed=seed + round_, progress=progress)
+                         seed=seed + round_, progress=progress, live=live)
             row["sft_loss"] = losses[-1]["loss"]
         row.update(_evaluate(model, tokenizer, test, task, eval_samples, success_reward, seed=seed, **sampling))
         history.append(row)

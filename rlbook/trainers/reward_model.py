@@ -35,6 +35,7 @@ from rlbook.runtime import seed_everything
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text, shuffled_batches
 from rlbook.trainers.history import History
+from rlbook.viz.live import REWARD_MODEL_PANELS, live_plot
 
 __all__ = ["RewardModel", "bradley_terry_loss", "check_reward_model_settings", "pairwise_accuracy",
            "train_reward_model"]
@@ -116,13 +117,15 @@ class RewardModel:
 
 def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = None, epochs: int = 1,
                        batch_size: int = 16, lr: float = 1e-4, eval_pairs=None, eval_every: int = 50, seed: int = 0,
-                       progress: bool = True) -> History:
+                       progress: bool = True, live: bool | None = None) -> History:
     """Fit ``reward_model`` to ``pairs`` (prompt, chosen, rejected) by the Bradley–Terry loss; returns the history.
 
     Each step scores the B chosen and B rejected texts in one forward pass and logs the loss, the
     accuracy (fraction of pairs with r(chosen) > r(rejected)), the mean margin and, every
     ``eval_every`` steps, the accuracy and margin on ``eval_pairs``. Runs ``steps`` steps, or
     ``epochs`` passes over ``pairs`` when ``steps`` is None. The same seed gives the same history.
+    ``live``: draw the metrics live under the progress bar (``rlbook.viz.live``; None: in Jupyter
+    when ``progress``).
     """
     check_columns("pairs", pairs, ("prompt", "chosen", "rejected"))
     if eval_pairs is not None:
@@ -140,6 +143,7 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
     history = History(config={"steps": steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
                               "eval_every": eval_every, "seed": seed, "n_pairs": n_pairs})
     bar = tqdm(range(steps), desc="reward model", disable=not progress)
+    plot = live_plot(history.rows, REWARD_MODEL_PANELS, live=live, progress=progress, title="reward model")
     for step in bar:
         epoch, indices = next(batches)
         reward_model.model.train()
@@ -155,6 +159,8 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
             row.update({f"eval/{k}": v for k, v in pairwise_accuracy(reward_model, eval_pairs).items()})
         history.append(row)
         bar.set_postfix({k: f"{row[k]:.3f}" for k in ("loss", "accuracy", "eval/accuracy") if k in row})
+        plot.update()
+    plot.finish()
     reward_model.model.eval()
     return history
 

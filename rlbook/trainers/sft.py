@@ -26,19 +26,20 @@ __all__ = ["check_sft_settings", "sft"]
 
 
 def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int = 16, warmup: int = 0,
-        max_length: int = 256, seed: int = 0, progress: bool = True) -> History:
+        max_length: int = 256, seed: int = 0, progress: bool = True, live: bool | None = None) -> History:
     """Fine-tune ``model`` in place on ``data`` for ``steps`` steps; returns the loss per step.
 
     ``data`` is a list of ``(prompt, completion)`` pairs or a ``datasets.Dataset`` (or dict of
     lists) with ``prompt`` and ``completion`` columns (TRL's prompt-completion format). Prompts are
     strings (verbatim) or conversations (through the chat template); completions are strings or
     lists of assistant messages. The same seed gives the same weights. The history's ``config``
-    holds the settings and the number of examples.
+    holds the settings and the number of examples. ``live``: draw the loss live under the progress
+    bar (``rlbook.viz.live``; None: in Jupyter when ``progress``).
     """
     settings = dict(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, max_length=max_length, seed=seed)
     check_sft_settings(**settings, progress=progress)
     chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
-    step_losses = train_on_chats(model, tokenizer, chats, **settings, progress=progress, desc="sft")
+    step_losses = train_on_chats(model, tokenizer, chats, **settings, progress=progress, desc="sft", live=live)
     return History([{"step": step, "loss": loss} for step, loss in enumerate(step_losses)],
                    config={**settings, "examples": len(chats)})
 

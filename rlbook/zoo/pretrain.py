@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from rlbook._checks import check_int, check_positive
 from rlbook.padding import stack_padded
 from rlbook.update import optimizer_step
+from rlbook.viz.live import SFT_PANELS, live_plot
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
@@ -76,10 +77,12 @@ def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
 
 def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int, batch_size: int = 64,
                    lr: float = 3e-3, weight_decay: float = 0.01, warmup: int = 50, max_length: int = 256,
-                   seed: int = 0, progress: bool = True, desc: str = "pretrain") -> list[float]:
+                   seed: int = 0, progress: bool = True, desc: str = "pretrain",
+                   live: bool | None = None) -> list[float]:
     """Train ``model`` in place on ``chats`` for ``steps`` AdamW steps; returns the loss per step.
 
-    ``desc`` labels the progress bar (``rlbook.trainers.sft`` passes "sft").
+    ``desc`` labels the progress bar (``rlbook.trainers.sft`` passes "sft"); ``live``: draw the loss
+    live under it (``rlbook.viz.live``; None: in Jupyter when ``progress``).
 
     Batches are drawn by a seeded shuffle, so the same seed and corpus give the same weights.
     """
@@ -96,6 +99,8 @@ def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int
     batches = _shuffled_batches(len(encoded), batch_size, rng)
     losses = []
     bar = tqdm(range(steps), desc=desc, disable=not progress)
+    rows = []  # what the live plot draws
+    plot = live_plot(rows, SFT_PANELS, live=live, progress=progress, title=desc)
     for step in bar:
         batch = [encoded[i] for i in next(batches)]
         input_ids, attention, labels = collate(batch, tokenizer.pad_token_id)
@@ -104,7 +109,10 @@ def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         optimizer_step(optimizer, loss, model.parameters(), max_grad_norm=1.0)
         losses.append(loss.item())
+        rows.append({"step": step, "loss": losses[-1]})
+        plot.update()
         if step % 20 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
+    plot.finish()
     model.eval()
     return losses
