@@ -21,8 +21,8 @@ import torch  # noqa: E402
 
 from rlbook import toys  # noqa: E402
 from rlbook.viz import (  # noqa: E402
-    aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, policy_gradient, ppo, preference, r1_zero, rejection,
-    reward_models, scaling, throughput, timeline,
+    aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, pass_at_k, policy_gradient, ppo, preference,
+    r1_zero, rejection, reward_models, scaling, throughput, timeline,
 )
 from rlbook.viz.ratios import OffPolicyBatch, ratio_spread_widget  # noqa: E402
 
@@ -154,6 +154,14 @@ def _frontier_points():
                          for step in range(1, 6)])
 
 
+def _pass_at_k_tables():
+    generator = torch.Generator().manual_seed(0)
+    base = (torch.rand(10, 16, generator=generator) < 0.2).int()
+    policies = {name: [(torch.rand(10, 16, generator=generator) < p).int() for p in rates]
+                for name, rates in (("RL", (0.5, 0.6)), ("RL + KL", (0.4, 0.45)))}
+    return base, policies
+
+
 WIDGETS = {
     "01 gradient_spread": lambda: policy_gradient.gradient_spread_widget(*_bandit_inputs(), dims=(2, 3),
                                                                          num_estimates=40, seed=3),
@@ -184,6 +192,7 @@ WIDGETS = {
     "17 r1_zero_advantage": lambda: r1_zero.advantage_widget(
         ["<think>5+8=13</think><answer>13</answer>", "<answer>12</answer>", "<answer>13</answer> x", "<answer>13</answer>"],
         [1, 0, 0, 1], 4),
+    "18 pass_at_k": lambda: pass_at_k.pass_at_k_widget(*_pass_at_k_tables()),
     "19 strategy_advantage": lambda: hacking.strategy_advantage_widget(),
     "21 training_memory": lambda: scaling.training_memory_widget(),
 }

@@ -1,0 +1,177 @@
+"""Sampler or thinker: does RL widen what a model can solve, or only how often it solves it?
+
+Yue et al. 2025 ("Does Reinforcement Learning Really Incentivize Reasoning Capacity in LLMs Beyond
+the Base Model?", arXiv:2504.13837) compare a base model and its RLVR-trained policy by pass@k for
+k from 1 to a few hundred on the same problems. RL wins at k = 1, but the base model catches up as
+k grows and often overtakes it: the problems the RL policy solves are, in the main, problems the
+base model already solved with enough samples, and its correct answers are ones the base model
+already gave high probability. ProRL (Liu et al. 2025, arXiv:2505.24864) answers that with longer
+training, a KL penalty and reference resets, RL can reach problems the base model never solves.
+
+The functions here turn the (problems × samples) 0/1 tables of ``rlbook.evaluation.sample_and_verify``
+into the numbers of that debate:
+
+- ``per_problem_pass_at_k`` and ``pass_at_k_curve``: Chen et al.'s unbiased pass@k
+  (``rlbook.metrics.pass_at_k``) per problem, and its mean over problems for each k;
+- ``crossover_k``: the first k at which the RL policy's curve no longer lies above the base's;
+- ``coverage_split``: which problems each model solves at least once in its n samples;
+- ``completion_logprob_sums``: the log-probability a model gives to chosen completions of a
+  rollout (the base model's view of the RL policy's correct answers);
+- ``seen_fraction``: how many of one model's answers are strings another model also wrote;
+- ``plug_in_pass_at_k`` and ``expected_estimates``: the naive estimator 1 − (1 − c/n)^k, and the exact
+  expectation of both estimators when the true solve rate is p, which shows the plug-in one's bias.
+
+Simplified: "solves" means at least one of n samples is correct, so coverage is a lower bound that
+grows with n; the papers use n up to 1024 or more, this book's lessons a few hundred at most.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rlbook._checks import check_int
+from rlbook.metrics import pass_at_k
+from rlbook.rollout import Rollout, completion_logprobs
+
+__all__ = ["completion_logprob_sums", "coverage_split", "crossover_k", "expected_estimates", "pass_at_k_curve",
+           "per_problem_pass_at_k", "plug_in_pass_at_k", "powers_of_two", "seen_fraction"]
+
+
+def _correct_table(name: str, correct) -> torch.Tensor:
+    """``correct`` as a (problems, samples) bool tensor, checked."""
+    correct = torch.as_tensor(correct)
+    if correct.dim() != 2 or correct.numel() == 0:
+        raise ValueError(f"{name} must be a non-empty (problems, samples) table, got shape {tuple(correct.shape)}")
+    if not ((correct == 0) | (correct == 1)).all():
+        raise ValueError(f"{name} must hold only 0/1 (or False/True) entries")
+    return correct.bool()
+
+
+def powers_of_two(n: int) -> list[int]:
+    """1, 2, 4, … up to n, with n itself last when it is not a power of two: the k of a pass@k curve."""
+    n = check_int("n", n, minimum=1)
+    ks = [2 ** i for i in range(n.bit_length()) if 2 ** i <= n]
+    return ks if ks[-1] == n else [*ks, n]
+
+
+def per_problem_pass_at_k(correct, k: int) -> torch.Tensor:
+    """(P,) float64: the unbiased pass@k (Chen et al. 2021, arXiv:2107.03374) of each problem from its
+    row of the (P, n) 0/1 table ``correct``; 1 ≤ k ≤ n."""
+    correct = _correct_table("correct", correct)
+    n = correct.shape[1]
+    k = check_int("k", k, minimum=1)
+    if k > n:
+        raise ValueError(f"k must be at most the samples per problem n={n}, got {k}")
+    return torch.tensor([pass_at_k(n, int(c), k) for c in correct.sum(dim=1).tolist()], dtype=torch.float64)
+
+
+def pass_at_k_curve(correct, ks) -> list[float]:
+    """Mean pass@k over problems for each k in ``ks`` (each 1 ≤ k ≤ n), from the (P, n) table ``correct``.
+
+    Each point averages ``per_problem_pass_at_k`` with ``math.fsum``, as ``rlbook.metrics.mean_pass_at_k``.
+    """
+    ks = list(ks)
+    if not ks:
+        raise ValueError("ks must hold at least one k")
+    return [math.fsum(per_problem_pass_at_k(correct, k).tolist()) / len(correct) for k in ks]
+
+
+def crossover_k(ks, base_curve, policy_curve) -> int | None:
+    """The first k in ``ks`` at which ``policy_curve`` is no longer above ``base_curve``; None if it
+    stays above at every k.
+
+    The curves are pass@k at the (increasing) ``ks``. When the policy is not above the base already
+    at the first k, that k is returned: there is no range where the policy led.
+    """
+    ks, base_curve, policy_curve = list(ks), list(base_curve), list(policy_curve)
+    if not ks or not len(ks) == len(base_curve) == len(policy_curve):
+        raise ValueError(f"ks, base_curve and policy_curve must be non-empty and of one length, got "
+                         f"{len(ks)}, {len(base_curve)}, {len(policy_curve)}")
+    if any(b <= a for a, b in zip(ks, ks[1:])):
+        raise ValueError(f"ks must be increasing, got {ks}")
+    for k, base, policy in zip(ks, base_curve, policy_curve):
+        if policy <= base:
+            return k
+    return None
+
+
+def coverage_split(base_correct, policy_correct) -> dict[str, int]:
+    """How many problems each model solves at least once in its samples, split four ways.
+
+    Both tables are (P, n) 0/1 over the same P problems (n may differ). Returns counts
+    ``both``, ``policy_only`` (solved by the policy, never by the base), ``base_only`` and ``neither``,
+    and ``problems`` = P.
+    """
+    base_solved = _correct_table("base_correct", base_correct).any(dim=1)
+    policy_solved = _correct_table("policy_correct", policy_correct).any(dim=1)
+    if base_solved.shape != policy_solved.shape:
+        raise ValueError(f"base_correct and policy_correct must cover the same problems, got "
+                         f"{base_solved.numel()} and {policy_solved.numel()}")
+    return {"both": int((base_solved & policy_solved).sum()), "policy_only": int((~base_solved & policy_solved).sum()),
+            "base_only": int((base_solved & ~policy_solved).sum()),
+            "neither": int((~base_solved & ~policy_solved).sum()), "problems": base_solved.numel()}
+
+
+def completion_logprob_sums(model, rollout: Rollout, rows, *, batch_size: int | None = None) -> torch.Tensor:
+    """log π(y | x) under ``model`` of the completions in ``rows`` of ``rollout``: the sum of their
+    token log-probs (end-of-sequence token included), (len(rows),) float32.
+
+    Scoring another model's samples this way is how Yue et al. (arXiv:2504.13837, their perplexity
+    analysis) ask whether the RL policy's answers were already likely under the base model.
+    """
+    rows = torch.as_tensor(rows, dtype=torch.long)
+    if rows.dim() != 1 or rows.numel() == 0:
+        raise ValueError(f"rows must be a non-empty 1-D list of row indices, got shape {tuple(rows.shape)}")
+    if int(rows.min()) < 0 or int(rows.max()) >= len(rollout):
+        raise ValueError(f"rows must index the rollout's {len(rollout)} rows, got {int(rows.min())}..{int(rows.max())}")
+    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+    with torch.no_grad():
+        return completion_logprobs(model, *(t[rows] for t in tensors), batch_size=batch_size).sum(dim=1)
+
+
+def seen_fraction(texts, reference_texts) -> float:
+    """The share of ``texts`` that also occur, character for character, among ``reference_texts``.
+
+    Per problem, with the policy's correct answers as ``texts`` and the base model's samples as
+    ``reference_texts``: how much of what RL produces the base model had already written.
+    """
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts must hold at least one string")
+    seen = set(reference_texts)
+    return sum(text in seen for text in texts) / len(texts)
+
+
+def plug_in_pass_at_k(n: int, c: int, k: int) -> float:
+    """The naive estimate 1 − (1 − c/n)^k: put the observed rate p̂ = c/n into 1 − (1 − p)^k.
+
+    It is biased low for 1 < k ≤ n: (1 − p)^k is convex in p, so by Jensen's inequality
+    E[(1 − p̂)^k] ≥ (1 − p)^k. Chen et al. (2021, arXiv:2107.03374, §2.1) point this out and use the
+    unbiased ``rlbook.metrics.pass_at_k`` instead; it is here to measure that bias, not to be used.
+    """
+    n = check_int("n", n, minimum=1)
+    c = check_int("c", c, minimum=0)
+    k = check_int("k", k, minimum=1)
+    if c > n:
+        raise ValueError(f"c must be <= n={n}, got {c}")
+    return 1.0 - (1.0 - c / n) ** k
+
+
+def expected_estimates(p: float, n: int, k: int) -> dict[str, float]:
+    """Exact expectations, over c ~ Binomial(n, p), of the unbiased and the plug-in pass@k estimates.
+
+    Returns ``{"true": 1 − (1 − p)^k, "unbiased": E[pass_at_k(n, c, k)], "plug_in": E[plug_in_pass_at_k(n, c, k)]}``
+    (sums over the n + 1 values of c, no sampling).
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be a probability in [0, 1], got {p}")
+    n = check_int("n", n, minimum=1)
+    k = check_int("k", k, minimum=1)
+    if k > n:
+        raise ValueError(f"k must be <= n={n}, got {k}")
+    weights = [math.comb(n, c) * p ** c * (1 - p) ** (n - c) for c in range(n + 1)]
+    return {"true": 1.0 - (1.0 - p) ** k,
+            "unbiased": math.fsum(w * pass_at_k(n, c, k) for c, w in enumerate(weights)),
+            "plug_in": math.fsum(w * plug_in_pass_at_k(n, c, k) for c, w in enumerate(weights))}
