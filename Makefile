@@ -14,7 +14,7 @@ TEST_SIZE ?= ci
 # `make bench` (README, "Hardware tiers" and "Benchmarks").
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test unit notebooks execute bench zoo clean
+.PHONY: lab test unit notebooks execute bench zoo clean book browser-deps assignments grade
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,18 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
 
-test: unit notebooks
+test: browser-deps unit notebooks
+
+# Browser tests (tests/browser) drive the system's Chromium through Playwright (a test extra; Playwright's
+# own browser download needs the network). Installed with apt-get when root and missing; otherwise say
+# exactly what to install, and fail in CI.
+browser-deps: $(STAMP)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || test -x "$$RLBOOK_CHROMIUM" || \
+	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
+	    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; }; } || \
+	{ echo "browser tests need Chromium: apt-get install chromium (or set RLBOOK_CHROMIUM=/path/to/chromium)"; \
+	  test "$$CI" != true; }
 
 unit: $(STAMP)
 	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(PYTEST_ARGS) tests
@@ -56,5 +67,17 @@ bench: $(STAMP)
 zoo: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m rlbook.zoo build all
 
+# Course assignments (assignments/README.md): student versions and autograders into build/assignments/.
+assignments: $(STAMP)
+	$(PY) assignments/build.py
+
+# Grade a folder of submitted notebooks: make grade ASSIGNMENT=a2_ppo SUBMISSIONS=subs/ OUT=a2_scores.csv
+grade: assignments
+	$(PY) assignments/grade.py $(SUBMISSIONS) --assignment $(ASSIGNMENT) --out $(OUT)
+
+# The book as a static site from the lessons' stored outputs (nothing executed): book/_build/html/index.html.
+book: $(STAMP)
+	$(PY) book/build.py --out book/_build
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis book/_build

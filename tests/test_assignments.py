@@ -1,0 +1,172 @@
+"""The course assignments (assignments/): built by otter-grader, graded by assignments/grade.py.
+
+One build and one grading pass per session: each assignment's folder holds its solution (the autograder
+notebook), its untouched student version and its known mistakes (assignments/known_mistakes.json, each a
+one-line edit of the solution), and assignment 1's folder also a notebook with a cell that raises and an
+answer cell deleted, and a file that is not a notebook; a notebook that never ends is graded alone under a short
+limit. The tests then read the CSV rows: full marks for the solution, 0 for the student version,
+partial credit with the mistake named for each known mistake, and a row, not a crash, for the rest.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import pathlib
+
+import nbformat
+import pytest
+
+pytest.importorskip("otter", reason="otter-grader builds and grades the assignments")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ASSIGNMENTS = ROOT / "assignments"
+MISTAKES = json.loads((ASSIGNMENTS / "known_mistakes.json").read_text())["mistakes"]
+# Generous: the notebooks take well under a minute each at the CI size; the limit only catches a hang.
+TIMEOUT_S = 300
+LOOP_TIMEOUT_S = 20
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"assignments_{name}", ASSIGNMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build, grade = _module("build"), _module("grade")
+NAMES = build.master_names()
+
+
+def _edited(notebook: nbformat.NotebookNode, find: str, replace: str) -> nbformat.NotebookNode:
+    """A copy of ``notebook`` with ``find`` replaced in the one code cell that holds it."""
+    edited = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    cells = [cell for cell in edited.cells if cell.cell_type == "code" and find in cell.source]
+    assert len(cells) == 1 and cells[0].source.count(find) == 1, f"{find!r} must occur once in one code cell"
+    cells[0].source = cells[0].source.replace(find, replace)
+    return edited
+
+
+def _without_cell(notebook: nbformat.NotebookNode, holding: str) -> nbformat.NotebookNode:
+    edited = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    edited.cells = [cell for cell in edited.cells if holding not in cell.source]
+    assert len(edited.cells) == len(notebook.cells) - 1
+    return edited
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> pathlib.Path:
+    out = tmp_path_factory.mktemp("built")
+    for name in NAMES:
+        build.build(name, out)
+    return out
+
+
+def _notebooks(out: pathlib.Path, name: str) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    solution = nbformat.read(out / name / "autograder" / f"{name}.ipynb", as_version=4)
+    student = nbformat.read(out / name / "student" / f"{name}.ipynb", as_version=4)
+    return solution, student
+
+
+def _rows(csv_path: pathlib.Path) -> dict[str, dict]:
+    with open(csv_path, newline="") as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+@pytest.fixture(scope="module")
+def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
+    """Every assignment's CSV rows by submission name (plus "loop": the notebook that never ends)."""
+    results = {}
+    for name in NAMES:
+        folder = tmp_path_factory.mktemp(name)
+        solution, student = _notebooks(built, name)
+        nbformat.write(solution, folder / "solution.ipynb")
+        nbformat.write(student, folder / "student.ipynb")
+        for mistake in (m for m in MISTAKES if m["assignment"] == name):
+            nbformat.write(_edited(solution, mistake["find"], mistake["replace"]), folder / f"{mistake['name']}.ipynb")
+        if name == NAMES[0]:
+            broken = _edited(solution, "def k3(logp, ref_logp):", "raise RuntimeError('a cell that fails')\n"
+                                                                   "def k3(logp, ref_logp):")
+            nbformat.write(_without_cell(broken, "def optimal_baseline("), folder / "broken.ipynb")
+            (folder / "not_a_notebook.ipynb").write_text("this is not JSON")
+        grade.grade_folder(folder, built / name / "autograder" / "autograder.zip", folder / "scores.csv",
+                           timeout=TIMEOUT_S, jobs=2)
+        results[name] = _rows(folder / "scores.csv")
+    loop_folder = tmp_path_factory.mktemp("loop")
+    _, student = _notebooks(built, NAMES[0])
+    nbformat.write(_edited(student, "seed_everything(SEED)", "seed_everything(SEED)\nwhile True:\n    pass"),
+                   loop_folder / "loops.ipynb")
+    grade.grade_folder(loop_folder, built / NAMES[0] / "autograder" / "autograder.zip", loop_folder / "scores.csv",
+                       timeout=LOOP_TIMEOUT_S)
+    results["loop"] = _rows(loop_folder / "scores.csv")
+    assert (loop_folder / "scores" / "loops.txt").exists(), "one feedback file per student beside the CSV"
+    return results
+
+
+def test_five_assignments_with_student_and_autograder_versions(built):
+    assert len(NAMES) >= 5
+    for name in NAMES:
+        solution, student = _notebooks(built, name)
+        assert (built / name / "autograder" / "autograder.zip").is_file()
+        student_code = "\n".join(cell.source for cell in student.cells if cell.cell_type == "code")
+        assert "BEGIN SOLUTION" not in student_code and "NotImplementedError" in student_code
+        assert "test_" not in student_code, "hidden tests must not ship to students"
+        points = grade.question_points(built / name / "autograder" / "autograder.zip")
+        assert sum(points.values()) == 20, f"{name}: 20 autograded points, {points}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_scores_full_marks(graded, name):
+    row = graded[name]["solution"]
+    assert float(row["total"]) == float(row["possible"]), row["feedback"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_untouched_student_version_scores_zero(graded, name):
+    row = graded[name]["student"]
+    assert float(row["total"]) == 0.0
+    assert "Not attempted yet" in row["feedback"] or "not computed" in row["feedback"]
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m["name"] for m in MISTAKES])
+def test_known_mistake_gets_partial_credit_and_is_named(graded, mistake):
+    row = graded[mistake["assignment"]][mistake["name"]]
+    assert 0.0 < float(row["total"]) < float(row["possible"]), row
+    assert float(row[mistake["question"]]) == 0.0, row
+    assert mistake["feedback"] in row["feedback"], row["feedback"]
+
+
+def test_each_assignment_has_two_known_mistakes():
+    for name in NAMES:
+        assert sum(m["assignment"] == name for m in MISTAKES) >= 2, name
+
+
+def test_a_cell_that_raises_costs_only_the_questions_that_need_it(graded):
+    row = graded[NAMES[0]]["broken"]  # k3's cell raises before defining k3; Q6 uses k3 for its KL (2 points)
+    assert float(row["q4_k3"]) == 0.0 and float(row["q6_training"]) == 3.0, row
+    assert float(row["q2_reinforce_loss"]) == 6.0 and float(row["q5_expected_gradient"]) == 3.0, row
+
+
+def test_a_deleted_cell_costs_only_its_question(graded):
+    row = graded[NAMES[0]]["broken"]  # the same notebook also lost the cell of Q3's answer
+    assert float(row["q3_optimal_baseline"]) == 0.0 and float(row["total"]) == float(row["possible"]) - 8.0, row
+
+
+def test_a_file_that_is_not_a_notebook_scores_zero_with_a_reason(graded):
+    row = graded[NAMES[0]]["not_a_notebook"]
+    assert float(row["total"]) == 0.0 and "could not grade" in row["feedback"]
+
+
+def test_a_notebook_that_never_ends_is_stopped_and_scored_zero(graded):
+    row = graded["loop"]["loops"]
+    assert float(row["total"]) == 0.0 and f"within the {LOOP_TIMEOUT_S} s limit" in row["feedback"]
+
+
+def test_grade_folder_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="submissions"):
+        grade.grade_folder(tmp_path / "missing", tmp_path / "a.zip", tmp_path / "out.csv")
+    with pytest.raises(ValueError, match="autograder"):
+        grade.grade_folder(tmp_path, tmp_path / "a.zip", tmp_path / "out.csv")
+    with pytest.raises(ValueError, match="name must be one of"):
+        build.build("no_such_assignment", tmp_path)
