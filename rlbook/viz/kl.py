@@ -59,6 +59,7 @@ def kl_estimator_widget(*, n_samples: int = 20_000, seed: int = 0):
 
     def draw(mu, sigma):
         plot_kl_estimator_histograms(mu, sigma, n_samples=n_samples, seed=seed)
+        plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
 
     return widgets.interact(
         draw,

@@ -82,9 +82,10 @@ def gradient_spread_widget(bandit: GaussianBandit, logits, *, dims: tuple[int, i
             ax.text(0.5, 0.5, "the leave-one-out baseline averages the other pulls\nof the batch: "
                     "it needs batch size ≥ 2", ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
-            return
-        plot_gradient_spread(bandit, logits, batch_size=batch_size, baseline=baseline, dims=dims,
-                             num_estimates=num_estimates, seed=seed)
+        else:
+            plot_gradient_spread(bandit, logits, batch_size=batch_size, baseline=baseline, dims=dims,
+                                 num_estimates=num_estimates, seed=seed)
+        plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
 
     return widgets.interact(
         draw,

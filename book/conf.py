@@ -1,0 +1,80 @@
+"""Sphinx configuration of the book (``make book``; sources written by ``book/build.py``).
+
+Why Sphinx + myst-nb + sphinx-book-theme rather than Jupyter Book 2 (mystmd): they are pip packages
+that build offline, while mystmd needs Node and fetches its themes at build time; myst-nb reads the
+notebooks with their stored outputs (execution off) and autodoc builds the API pages from the same run.
+
+Math: MathJax 3.2.2 as shipped by the pip package ``sphinx-mathjax-offline``, copied into ``_static``
+and loaded from there (SVG output: one self-contained file, no web fonts), so pages render math with
+no network. Widgets: drawn as static HTML at build time (``book/widgets.py``); no widget JavaScript.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from docstrings import as_shown  # noqa: E402
+
+_verbatim = set()  # docstrings shown as written (not valid reStructuredText)
+
+project = "rlbook"
+author = "the rlbook authors"
+copyright = "the rlbook authors"
+
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax"]
+exclude_patterns = []
+
+# Notebooks: stored outputs only; dollar math and $$ blocks; MyST directives with ::: fences.
+nb_execution_mode = "off"
+nb_ipywidgets_js = {}  # widget views are static HTML (book/widgets.py): load no widget manager from a CDN
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_heading_anchors = 3
+
+# Autodoc: members in each module's order; type hints in the signature as written.
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_preserve_defaults = True
+
+# MathJax from the pip-installed package, never a CDN. `noundefined` off, so an unknown macro is a
+# TeX error (an merror node the browser test finds) rather than red text that passes unnoticed.
+_mathjax = Path(importlib.util.find_spec("sphinx-mathjax-offline").origin).parent / "static"
+mathjax_path = "mathjax/tex-svg-full.js"
+mathjax3_config = {
+    "tex": {"packages": {"[-]": ["noundefined", "noerrors"]}},
+    "svg": {"fontCache": "global"},
+}
+
+html_theme = "sphinx_book_theme"
+html_title = "rlbook"
+html_static_path = [str(Path(__file__).parent / "_static"), str(_mathjax)]
+html_css_files = ["rlbook.css"]
+html_js_files = ["rlbook.js"]
+html_theme_options = {
+    "show_toc_level": 2,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+}
+
+
+def _show_docstring(app, what, name, obj, options, lines):
+    """autodoc-process-docstring: reStructuredText where it parses, else verbatim (book/docstrings.py)."""
+    shown, parsed = as_shown(list(lines), env=app.env)
+    lines[:] = shown
+    if not parsed:
+        _verbatim.add(name)
+
+
+def _list_verbatim(app, exception):
+    if exception is None:
+        report = Path(app.outdir) / "docstrings-verbatim.txt"
+        report.write_text("".join(f"{name}\n" for name in sorted(_verbatim)), encoding="utf-8")
+        if _verbatim:
+            print(f"book: {len(_verbatim)} docstrings are not valid reStructuredText and are shown verbatim "
+                  f"(listed in {report})")
+
+
+def setup(app):
+    app.set_html_assets_policy("always")  # MathJax on every page: the sidebar shows lesson titles with math
+    app.connect("autodoc-process-docstring", _show_docstring)
+    app.connect("build-finished", _list_verbatim)

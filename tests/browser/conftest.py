@@ -1,0 +1,95 @@
+"""Fixtures for every browser test (pytest + Playwright driving the system's Chromium).
+
+``chromium_browser`` (session)  a Playwright ``Browser`` launched from the system Chromium
+                                ($RLBOOK_CHROMIUM, else ``chromium`` / ``chromium-browser`` on PATH).
+                                Missing Chromium or Playwright: the tests fail with one line saying
+                                what to install when CI=true, and are skipped with that line otherwise.
+``page``                        a fresh context and page per test; ``page.console_errors`` collects
+                                console errors and uncaught page errors (``labtools.assert_no_console_errors``);
+                                on failure (on every test with RLBOOK_BROWSER_SCREENSHOTS=all) a
+                                full-page screenshot goes to tests/browser/artifacts/ (or
+                                $RLBOOK_BROWSER_ARTIFACTS) and its path is printed.
+``jupyter_lab`` (session)       a ``labtools.JupyterLab`` (url, token, root) on a temporary copy of
+                                notebooks/, 127.0.0.1 only, RLBOOK_SIZE=ci, OMP_NUM_THREADS=1, stopped at the end.
+``lab``                         ``jupyter_lab`` for one test: every kernel it started is shut down after it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import labtools  # noqa: E402
+
+ARTIFACTS = Path(os.environ.get("RLBOOK_BROWSER_ARTIFACTS", Path(__file__).parent / "artifacts"))
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    missing = labtools.missing_browser_dependency()
+    if missing:
+        _unavailable(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=labtools.chromium_path(),
+                                             args=labtools.CHROMIUM_ARGS, timeout=60_000)
+        yield browser
+        browser.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def page(chromium_browser, request):
+    context = chromium_browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda message: message.type == "error" and page.console_errors.append(
+        f"console: {message.text} ({message.location.get('url', '')})"))
+    page.on("pageerror", lambda error: page.console_errors.append(f"page error: {error}"))
+    yield page
+    report = getattr(request.node, "report_call", None)
+    if report is not None and (report.failed or os.environ.get("RLBOOK_BROWSER_SCREENSHOTS") == "all"):
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / (re.sub(r"[^\w.-]+", "_", request.node.name) + ".png")
+        try:
+            page.screenshot(path=str(path), full_page=True, timeout=30_000)
+            print(f"\nscreenshot of the {'failing ' if report.failed else ''}page: {path}")
+        except Exception as error:  # the page may be gone: report it, keep the test's own failure
+            print(f"\nno screenshot ({error!r})")
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def jupyter_lab(tmp_path_factory):
+    missing = labtools.missing_browser_dependency()
+    if missing:
+        _unavailable(missing)
+    server = labtools.start_jupyter_lab(tmp_path_factory.mktemp("lab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def lab(jupyter_lab):
+    yield jupyter_lab
+    jupyter_lab.shutdown_kernels()

@@ -1,0 +1,129 @@
+"""The book's build steps that need no Sphinx run: static widget views, docstring handling, the index."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+sys.path.insert(0, str(BOOK))
+
+import build  # noqa: E402
+import docstrings  # noqa: E402
+import widgets  # noqa: E402
+
+
+def _model(name, **attrs):
+    return {"model_name": name, "state": attrs}
+
+
+def _interact_state():
+    return {
+        "box": _model("VBoxModel", children=["IPY_MODEL_beta", "IPY_MODEL_n", "IPY_MODEL_mode", "IPY_MODEL_out"]),
+        "beta": _model("FloatLogSliderModel", description="β", min=-2.0, max=1.0, step=0.1, base=10.0,
+                       value=0.1, readout=True, readout_format=".3g"),
+        "n": _model("SelectionSliderModel", description="n", _options_labels=["1", "2", "4"], index=2, readout=True),
+        "mode": _model("DropdownModel", description="mode", _options_labels=["token", "seq<"], index=1),
+        "out": _model("OutputModel", outputs=[{"output_type": "stream", "name": "stdout", "text": "a < b\n"}]),
+    }
+
+
+def test_a_slider_is_drawn_disabled_at_its_stored_value_with_its_readout():
+    state = {"s": _model("FloatSliderModel", description="ε <high>", min=0.0, max=1.0, step=0.05, value=0.28,
+                         readout=True, readout_format=".2f")}
+    view = widgets.render_view(state, "s")
+    assert 'type="range" disabled min="0.0" max="1.0" step="0.05" value="0.28"' in view
+    assert ">0.28<" in view and "ε &lt;high&gt;" in view
+
+
+def test_an_interact_box_draws_each_control_and_its_output_in_order():
+    view = widgets.render_view(_interact_state(), "IPY_MODEL_box")
+    assert view.index("β") < view.index(">n<") < view.index("<select") < view.index("a &lt; b")
+    assert 'value="-1.0"' in view and ">0.1<" in view  # the log slider sits at log10(0.1); its readout is the value
+    assert 'max="2" step="1" value="2"' in view and ">4<" in view  # selection slider: the option's index and label
+    assert "<option selected>seq&lt;</option>" in view
+
+
+def test_a_tqdm_bar_is_a_progress_element_between_its_texts():
+    state = {"bar": _model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_p", "IPY_MODEL_r"]),
+             "l": _model("HTMLModel", value="step:&nbsp;100%"),
+             "p": _model("FloatProgressModel", min=0.0, max=30.0, value=30.0),
+             "r": _model("HTMLModel", value="30/30")}
+    view = widgets.render_view(state, "bar")
+    assert "rlbook-widget-row" in view and '<progress max="30.0" value="30.0">' in view
+    assert view.index("step:&nbsp;100%") < view.index("<progress") < view.index("30/30")
+
+
+def test_a_view_of_a_missing_model_is_refused():
+    with pytest.raises(ValueError, match="no widget model"):
+        widgets.render_view({}, "IPY_MODEL_gone")
+
+
+def test_static_notebook_replaces_every_view_and_drops_the_state():
+    view = {"output_type": "display_data", "metadata": {},
+            "data": {widgets.WIDGET_VIEW: {"model_id": "box", "version_major": 2}, "text/plain": "interactive(...)"}}
+    figure = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}
+    notebook = {"cells": [{"cell_type": "code", "source": "", "outputs": [view, figure]}],
+                "metadata": {"widgets": {widgets.WIDGET_STATE: {"state": _interact_state()}}}}
+    assert widgets.static_notebook(notebook) == 1
+    outputs = notebook["cells"][0]["outputs"]
+    assert widgets.WIDGET_VIEW not in outputs[0]["data"] and "rlbook-widget-view" in outputs[0]["data"]["text/html"]
+    assert outputs[1] == figure and "widgets" not in notebook["metadata"]
+
+
+def test_pipes_are_escaped_outside_inline_literals_only():
+    assert docstrings.escape_pipes("|A| and ``x | y``") == r"\|A\| and ``x | y``"
+
+
+def test_a_docstring_that_parses_is_kept_and_one_that_does_not_is_shown_verbatim():
+    lines, parsed = docstrings.as_shown(["Mean of |A| over tokens.", "", "- a bullet"])
+    assert parsed and lines[0] == r"Mean of \|A\| over tokens."
+    broken = ["A formula:", "    indented with no blank line", "back out."]
+    lines, parsed = docstrings.as_shown(broken)
+    assert not parsed and lines[:2] == ["::", ""] and lines[2:5] == [f"    {line}" for line in broken]
+
+
+def test_first_heading_titles_a_lesson_and_a_lesson_without_one_is_refused():
+    cell = {"cell_type": "markdown", "source": ["Intro\n", "## 01 · Policy gradient\n", "text"]}
+    assert build.first_heading({"cells": [cell]}) == "01 · Policy gradient"
+    with pytest.raises(ValueError, match="heading"):
+        build.first_heading({"cells": [{"cell_type": "markdown", "source": "no heading"}]})
+
+
+def test_a_lesson_page_gets_the_jupyterlab_banner_under_its_title(tmp_path):
+    path = tmp_path / "07_zoo.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# 07 · Zoo\nText."}],
+                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    source = build.book_notebook(path)["cells"][0]["source"]
+    assert source.startswith("# 07 · Zoo\n") and source.endswith("Text.")
+    assert "notebooks/07_zoo.ipynb" in source and "(http://localhost:8888/lab/tree/07_zoo.ipynb)" in source
+
+
+def test_the_index_links_readme_rows_to_pages_and_adds_lessons_the_readme_lacks(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("| nb | lesson | status |\n|---|---|---|\n"
+                      "| 00 | [Tour](notebooks/00_tour.ipynb): a \\| b | ready |\n"
+                      "| 17–21 | [R1-Zero](notebooks/17_r1.ipynb), scaling | planned |\n")
+    rows = build.readme_rows(readme)
+    assert rows == [("00", "[Tour](notebooks/00_tour.ipynb): a \\| b", "ready"),
+                    ("17–21", "[R1-Zero](notebooks/17_r1.ipynb), scaling", "planned")]
+    lessons = [Path("00_tour.ipynb"), Path("05_best.ipynb")]
+    page = build.index_page(lessons, {"00_tour.ipynb": "00 · Tour", "05_best.ipynb": "05 · Best-of-n"}, rows)
+    table = page[page.index("| nb |"):].split("\n\n")[0].splitlines()
+    assert table[2:] == ["| 00 | [Tour](lessons/00_tour.ipynb): a \\| b | ready |",
+                         "| 05 | [05 · Best-of-n](lessons/05_best.ipynb) | |",
+                         "| 17–21 | R1-Zero, scaling | planned |"]
+    assert "lessons/00_tour\nlessons/05_best" in page
+
+
+def test_api_pages_document_what_each_module_defines_not_what_it_reexports():
+    assert "policy_loss" in build.defined_members("rlbook.losses.policy")
+    assert "policy_loss" not in build.defined_members("rlbook.losses")  # a re-export
+    modules = build.public_modules()
+    assert "rlbook.kl" in modules and not any(part.startswith("_") for m in modules for part in m.split("."))
+    pages = build.api_pages(["rlbook.kl"])
+    assert ".. automodule:: rlbook.kl\n   :members: KL_ESTIMATORS, k1," in pages["api/rlbook.kl.rst"]
+    assert "   rlbook.kl\n" in pages["api/index.rst"]
