@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from rlbook import toys  # noqa: E402
 from rlbook.viz import (  # noqa: E402
     aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, pass_at_k, policy_gradient, ppo, preference,
-    r1_zero, rejection, reward_models, scaling, throughput, timeline,
+    pipeline, r1_zero, rejection, reward_models, scaling, throughput, timeline,
 )
 from rlbook.viz.ratios import OffPolicyBatch, ratio_spread_widget  # noqa: E402
 
@@ -194,6 +194,7 @@ WIDGETS = {
         [1, 0, 0, 1], 4),
     "18 pass_at_k": lambda: pass_at_k.pass_at_k_widget(*_pass_at_k_tables()),
     "19 strategy_advantage": lambda: hacking.strategy_advantage_widget(),
+    "20 rs_yield": lambda: pipeline.rs_yield_widget((torch.rand(12, 8, generator=torch.Generator().manual_seed(0)) < 0.3).int()),
     "21 training_memory": lambda: scaling.training_memory_widget(),
 }
 

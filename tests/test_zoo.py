@@ -89,3 +89,15 @@ def test_review_base_writes_reviews_of_mixed_quality():
     measured = read_card("review-base")["measured"]
     assert measured["parse_rate"] >= 0.7
     assert measured["gold_reward_std"] >= 0.5
+
+
+def test_arith_tiny_is_a_smaller_student_with_headroom():
+    """Lesson 20's distillation student: the same corpus as arith-base on a model a seventh of its size,
+    with pass@1 below arith-base's and a scratchpad that pays."""
+    tiny, base = read_card("arith-tiny"), read_card("arith-base")
+    assert tiny["parameters"] * 5 < base["parameters"]
+    assert {k: v for k, v in tiny["recipe"].items() if k not in ("name", "summary", "shape")} == \
+        {k: v for k, v in base["recipe"].items() if k not in ("name", "summary", "shape")}
+    measured = tiny["measured"]
+    assert measured["pass_at_1"] < base["measured"]["pass_at_1"]
+    assert measured["accuracy_with_scratchpad"] >= measured["accuracy_without_scratchpad"] + 0.3

@@ -12,9 +12,11 @@ from transformers import PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
 
 from rlbook._checks import check_choice
 
-# Named shapes: "test" for unit tests (builds in milliseconds), "small" for the shipped zoo.
+# Named shapes: "test" for unit tests (builds in milliseconds), "small" for the shipped zoo, "tiny" for
+# the zoo's smaller student (lesson 20's distillation).
 MODEL_SHAPES = {
     "test": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
+    "tiny": dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
     "small": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2),
 }
 

@@ -46,6 +46,16 @@ RECIPES = {
             direct_digit_noise=0.35,
         ),
         Recipe(
+            name="arith-tiny",
+            summary="arith-base's corpus on a model about a seventh of its size: the student of lesson 20's "
+                    "distillation (SFT on a bigger RL policy's outputs, against RL on it directly).",
+            task="arithmetic",
+            task_settings={"digits": 3},
+            scratchpad_fraction=0.3,
+            direct_digit_noise=0.35,
+            shape="tiny",
+        ),
+        Recipe(
             name="countdown-base",
             summary="Countdown with 3 numbers: reach the target with + - * /, each number once.",
             task="countdown",

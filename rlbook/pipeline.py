@@ -1,0 +1,219 @@
+"""The full DeepSeek-R1 pipeline at the book's scale, and distillation (lesson 20).
+
+DeepSeek-R1 (DeepSeek-AI 2025, "DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via
+Reinforcement Learning", arXiv:2501.12948) trains in four stages (§2.3):
+
+1. **cold start**: SFT on a few thousand curated long chain-of-thought demonstrations, in a
+   readable format (the thinking, then a summary);
+2. **reasoning-oriented RL**: GRPO on verifiable problems with a rule-based accuracy reward and a
+   format / language-consistency reward (§2.3.2);
+3. **rejection sampling and SFT**: from the stage-2 policy, sample many answers per prompt and keep
+   the correct, well-formatted ones (≈600k), add ≈200k *non-reasoning* examples (writing, factual
+   QA, ...), and fine-tune (§2.3.3);
+4. **RL for all scenarios**: a second RL stage in which reasoning prompts keep the rule-based reward
+   and general prompts are scored by a **reward model** of human preference (§2.3.4).
+
+§2.4 then **distils** the final model into smaller ones by SFT on its outputs alone, and reports that
+this beats large-scale RL on the small model directly (§4.1).
+
+This module holds the pieces of that pipeline that are not already trainers of the library (SFT is
+``rlbook.trainers.sft``, RL is ``OnlineTrainer``, the reward model ``RewardModel``):
+
+* ``cold_start_data``: the curated demonstrations — the task's own worked solutions, each checked by
+  the strict verifier and for the ``<think>`` format (the book's stand-in for R1's human-refined
+  chains of thought);
+* ``general_data``: the non-reasoning SFT data — review requests answered by the review corpus;
+* ``rejection_samples``: stage 3's sampling — n samples per prompt, keep a right, well-formatted one;
+* ``mixed_examples`` and ``MixedReward``: stage 4's prompt mix and its routed reward (the verifier
+  for reasoning prompts, a reward model for general ones);
+* ``stage_report``: one row of the lesson's stage-by-stage table (held-out pass@1 / pass@k, length,
+  format adherence, the review gold reward) and ``save_stage``: a stage's policy, saved with
+  ``save_pretrained`` so that ``rlbook.models.load_model(folder)`` loads it.
+
+Simplified on purpose: one small task (three-digit addition) stands for "reasoning" and one small
+domain (film reviews, ``rlbook.tasks.reviews``) for "general" use; the stages are minutes, not weeks.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+
+from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.metrics import mean_pass_at_k
+from rlbook.rollout import sample
+from rlbook.tasks.reviews import ReviewTask, gold_reward, parse_review, random_review
+from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
+
+__all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "is_r1_formatted", "keep_first", "mixed_examples",
+           "rejection_samples", "save_stage", "stage_report"]
+
+DOMAINS = ("reasoning", "general")
+
+
+def is_r1_formatted(text: str) -> bool:
+    """R1's readable format: a well-formed completion whose working is in a ``<think>`` block."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    return is_well_formed(text) and THINK_OPEN in text
+
+
+def cold_start_data(task, n: int, *, seed: int = 0) -> list[tuple[list, str]]:
+    """``n`` curated demonstrations ``(prompt, completion)`` on training prompts of ``task``.
+
+    Each completion is the task's worked solution (``task.solution(example, style="scratchpad")``),
+    kept only if the strict verifier accepts it and it is in R1's format — the filter R1's curation
+    applies (arXiv:2501.12948 §2.3.1), here a check that the solver and the verifier agree.
+    """
+    check_int("n", n, minimum=1)
+    rows = task.dataset(n, seed=seed, split="train")
+    pairs = []
+    for example in rows:
+        completion = task.solution(example, style="scratchpad")
+        if task.reward(completion, example) == 1.0 and is_r1_formatted(completion):
+            pairs.append((example["prompt"], completion))
+    if not pairs:
+        raise ValueError(f"task={getattr(task, 'name', task)!r} gave no demonstration its own verifier accepts")
+    return pairs
+
+
+def general_data(n: int, *, seed: int = 0) -> list[tuple[list, str]]:
+    """``n`` non-reasoning SFT examples: a request for a film review (train films) and a review written
+    the way the review corpus writes them (``random_review``: 1–5 clauses, any sentiment) — the
+    general writing that R1's stage 3 mixes in beside the reasoning samples."""
+    check_int("n", n, minimum=1)
+    rng = random.Random(seed)
+    prompts = ReviewTask().dataset(n, seed=seed, split="train")["prompt"]
+    return [(prompt, random_review(rng)) for prompt in prompts]
+
+
+def keep_first(texts, example, task):
+    """The first of ``texts`` that is right (``task.reward(text, example) == 1``, the strict verifier) and
+    in R1's format (``is_r1_formatted``), or None: stage 3's filter for one prompt's samples."""
+    for text in texts:
+        if task.reward(text, example) == 1.0 and is_r1_formatted(text):
+            return text
+    return None
+
+
+def rejection_samples(model, tokenizer, task, examples, *, n: int = 8, max_new_tokens: int = 64,
+                      temperature: float = 1.0, seed: int = 0) -> tuple[list[tuple[list, str]], dict]:
+    """Stage 3's rejection sampling (arXiv:2501.12948 §2.3.3): ``n`` samples for each of ``examples``
+    (rows of ``task``), and for each prompt the one ``keep_first`` keeps.
+
+    Returns the kept ``(prompt, completion)`` pairs and a dict: ``prompts``, ``samples``, ``kept``,
+    ``sample_accuracy`` (the share of all samples that were right) and ``keepable``, the (P, n) 0/1
+    table of the samples the filter would keep (right and in R1's format; what
+    ``rlbook.viz.pipeline.rs_yield_widget`` reads).
+    """
+    check_int("n", n, minimum=1)
+    examples = [dict(row) for row in examples]
+    if not examples:
+        raise ValueError("examples must hold at least one row")
+    rollout = sample(model, tokenizer, [e["prompt"] for e in examples], num_samples=n,
+                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    kept = []
+    for i, example in enumerate(examples):
+        chosen = keep_first(rollout.texts[i * n:(i + 1) * n], example, task)
+        if chosen is not None:
+            kept.append((example["prompt"], chosen))
+    right = [task.reward(t, examples[i // n]) == 1.0 for i, t in enumerate(rollout.texts)]
+    keepable = torch.tensor([r and is_r1_formatted(t) for r, t in zip(right, rollout.texts)]).view(len(examples), n)
+    counts = {"prompts": len(examples), "samples": len(examples) * n, "kept": len(kept),
+              "sample_accuracy": sum(right) / len(right), "keepable": keepable}
+    return kept, counts
+
+
+def mixed_examples(task, n_reasoning: int, n_general: int, *, seed: int = 0) -> list[dict]:
+    """Stage 4's training prompts: ``n_reasoning`` rows of ``task`` and ``n_general`` review requests,
+    shuffled, each with a ``domain`` ("reasoning" or "general") that ``MixedReward`` routes on."""
+    check_int("n_reasoning", n_reasoning, minimum=0)
+    check_int("n_general", n_general, minimum=0)
+    if n_reasoning + n_general == 0:
+        raise ValueError("n_reasoning + n_general must be at least 1")
+    rows = [{**dict(row), "domain": "reasoning"} for row in task.dataset(n_reasoning, seed=seed, split="train")]
+    rows += [{"prompt": row["prompt"], "question": row["question"], "domain": "general"}
+             for row in ReviewTask().dataset(n_general, seed=seed, split="train")]
+    random.Random(seed).shuffle(rows)
+    return rows
+
+
+class MixedReward:
+    """R1's stage-4 reward (arXiv:2501.12948 §2.3.4): rule-based on reasoning prompts, a learned
+    reward model on general ones.
+
+    ``MixedReward(task, reward_model)(text, example)``: for ``example["domain"] == "reasoning"`` the
+    task's verifier ``task.reward(text, example)``; for "general" ``reward_weight`` × the reward model's
+    score of ``text`` after the example's prompt (a ``RewardModel``). It plugs into ``OnlineTrainer`` as
+    its reward function; GRPO normalises each prompt's group on its own, so the two scales never meet
+    in one group.
+    """
+
+    def __init__(self, task, reward_model, *, reward_weight: float = 1.0):
+        if not hasattr(task, "reward"):
+            raise ValueError(f"task must have a reward(text, example) method, got {type(task).__name__}")
+        if not hasattr(reward_model, "score"):
+            raise ValueError(f"reward_model must be a RewardModel (with .score), got {type(reward_model).__name__}")
+        self.task = task
+        self.reward_model = reward_model
+        self.reward_weight = check_positive("reward_weight", reward_weight)
+
+    def __call__(self, text: str, example: dict) -> float:
+        domain = example.get("domain") if isinstance(example, dict) else None
+        check_choice("example['domain']", domain, DOMAINS)
+        if domain == "reasoning":
+            return float(self.task.reward(text, example))
+        return self.reward_weight * float(self.reward_model.score([example["prompt"]], [text])[0])
+
+
+@torch.no_grad()
+def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_samples: int = 8, k: int = 8,
+                 max_new_tokens: int = 64, review_max_new_tokens: int = 96, seed: int = 0) -> dict:
+    """One row of the stage table: how a policy does on held-out reasoning prompts and review requests.
+
+    Reasoning (``n_samples`` samples for each row of ``held_out``): ``pass@1`` and ``pass@{k}``
+    (Chen et al.'s unbiased estimator), ``length`` (mean completion tokens), ``format`` (the share in
+    R1's format, ``is_r1_formatted``). General (``n_samples`` samples for each of ``review_prompts``,
+    when given): ``gold preference`` (the mean gold reward of the reviews, unparsable ones scoring
+    ``rlbook.tasks.reviews.UNPARSABLE``) and ``reviews parsed`` (the share that are reviews at all).
+    """
+    check_int("n_samples", n_samples, minimum=1)
+    check_int("k", k, minimum=1)
+    if k > n_samples:
+        raise ValueError(f"k must be at most n_samples={n_samples}, got {k}")
+    rows = [dict(row) for row in held_out]
+    if not rows:
+        raise ValueError("held_out must hold at least one row")
+    was_training = model.training
+    model.eval()
+    rollout = sample(model, tokenizer, [r["prompt"] for r in rows], num_samples=n_samples,
+                     max_new_tokens=max_new_tokens, seed=seed)
+    correct = torch.tensor([task.reward(t, rows[i // n_samples]) == 1.0 for i, t in enumerate(rollout.texts)])
+    correct = correct.view(len(rows), n_samples)
+    report = {"pass@1": mean_pass_at_k(correct, 1), f"pass@{k}": mean_pass_at_k(correct, k),
+              "length": rollout.completion_lengths.float().mean().item(),
+              "format": sum(map(is_r1_formatted, rollout.texts)) / len(rollout.texts)}
+    if review_prompts is not None:
+        reviews = sample(model, tokenizer, list(review_prompts), num_samples=n_samples,
+                         max_new_tokens=review_max_new_tokens, seed=seed + 1)
+        report["gold preference"] = sum(map(gold_reward, reviews.texts)) / len(reviews.texts)
+        report["reviews parsed"] = sum(parse_review(t) is not None for t in reviews.texts) / len(reviews.texts)
+    model.train(was_training)
+    return report
+
+
+def save_stage(model, tokenizer, folder) -> Path:
+    """Save a stage's policy and tokenizer with ``save_pretrained`` into ``folder`` (created), a plain
+    checkpoint that ``rlbook.models.load_model(folder)`` loads (a ``peft`` policy must be merged first,
+    ``model.merge_and_unload()``, so that the folder holds whole weights)."""
+    if hasattr(model, "merge_and_unload"):
+        raise ValueError("model is a peft (LoRA) model: merge it first (model.merge_and_unload()) so that the "
+                         "saved folder holds whole weights")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+

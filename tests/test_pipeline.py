@@ -1,0 +1,198 @@
+"""Lesson 20 (the full R1 pipeline): the stages' data, the rejection filter, the routed reward, the
+stage report, saving a stage, the figures and the exercise checker."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rlbook import pipeline as pl  # noqa: E402
+from rlbook.exercises.pipeline import CASES, _mistakes, check_keep_first, reference_keep  # noqa: E402
+from rlbook.models import add_lora, build_char_tokenizer, build_tiny_model, load_model  # noqa: E402
+from rlbook.tasks import ArithmeticTask  # noqa: E402
+from rlbook.tasks.reviews import parse_review  # noqa: E402
+from rlbook.trainers import OnlineTrainer, preset  # noqa: E402
+from rlbook.viz import pipeline as pl_viz  # noqa: E402
+
+TASK = ArithmeticTask(digits=3)
+EXAMPLE = {"answer": "623", "a": 345, "b": 278}
+WORKED = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>"
+WORKED_WRONG = "<think>5+8=13\n4+7+1=12\n3+2=5</think><answer>523</answer>"
+DIRECT_RIGHT = "<answer>623</answer>"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tokenizer = build_char_tokenizer()
+    return build_tiny_model(tokenizer, shape="test", seed=0).eval(), tokenizer
+
+
+class FakeRewardModel:
+    """Scores a completion by its length, so routing is visible."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def score(self, prompts, completions):
+        self.calls += 1
+        return torch.tensor([float(len(c)) for c in completions])
+
+
+def test_r1_format():
+    assert pl.is_r1_formatted(WORKED)
+    assert not pl.is_r1_formatted(DIRECT_RIGHT)
+    assert not pl.is_r1_formatted(WORKED + " and more")
+    with pytest.raises(ValueError, match="text"):
+        pl.is_r1_formatted(None)
+
+
+def test_cold_start_data_is_right_and_formatted():
+    pairs = pl.cold_start_data(TASK, 20, seed=1)
+    rows = TASK.dataset(20, seed=1, split="train")
+    assert len(pairs) == 20
+    for (prompt, completion), row in zip(pairs, rows):
+        assert prompt == row["prompt"]
+        assert TASK.reward(completion, row) == 1.0 and pl.is_r1_formatted(completion)
+    assert pl.cold_start_data(TASK, 5, seed=1) == pairs[:5]
+    with pytest.raises(ValueError, match="n"):
+        pl.cold_start_data(TASK, 0)
+
+
+def test_general_data_are_review_requests_answered_by_reviews():
+    pairs = pl.general_data(30, seed=2)
+    assert len(pairs) == 30
+    assert all(p[0]["role"] == "user" and p[0]["content"].startswith("Review ") for p, _ in pairs)
+    assert all(parse_review(review) is not None for _, review in pairs)
+    assert pl.general_data(30, seed=2) == pairs and pl.general_data(30, seed=3) != pairs
+
+
+def test_keep_first_keeps_the_first_right_formatted_sample():
+    assert pl.keep_first([DIRECT_RIGHT, WORKED_WRONG, WORKED], EXAMPLE, TASK) == WORKED
+    assert pl.keep_first([DIRECT_RIGHT, WORKED_WRONG], EXAMPLE, TASK) is None
+    assert pl.keep_first([], EXAMPLE, TASK) is None
+
+
+def test_rejection_samples_counts_and_keepable_table(tiny):
+    model, tokenizer = tiny
+    rows = TASK.dataset(3, seed=0, split="train")
+    kept, counts = pl.rejection_samples(model, tokenizer, TASK, rows, n=4, max_new_tokens=8, seed=0)
+    assert counts["prompts"] == 3 and counts["samples"] == 12
+    assert counts["keepable"].shape == (3, 4)
+    assert counts["kept"] == len(kept) == int(counts["keepable"].any(dim=1).sum())
+    assert 0.0 <= counts["sample_accuracy"] <= 1.0
+    again, _ = pl.rejection_samples(model, tokenizer, TASK, rows, n=4, max_new_tokens=8, seed=0)
+    assert again == kept
+    with pytest.raises(ValueError, match="examples"):
+        pl.rejection_samples(model, tokenizer, TASK, [], n=2)
+    with pytest.raises(ValueError, match="n"):
+        pl.rejection_samples(model, tokenizer, TASK, rows, n=0)
+
+
+def test_mixed_examples_and_routed_reward():
+    rows = pl.mixed_examples(TASK, 6, 4, seed=0)
+    assert [r["domain"] for r in rows].count("reasoning") == 6 and len(rows) == 10
+    assert all("prompt" in r for r in rows)
+    assert [r["domain"] for r in rows] != ["reasoning"] * 6 + ["general"] * 4  # shuffled
+    with pytest.raises(ValueError, match="n_reasoning"):
+        pl.mixed_examples(TASK, 0, 0)
+
+    rm = FakeRewardModel()
+    reward = pl.MixedReward(TASK, rm, reward_weight=0.5)
+    assert reward(WORKED, {**EXAMPLE, "domain": "reasoning"}) == 1.0
+    assert reward(WORKED_WRONG, {**EXAMPLE, "domain": "reasoning"}) == 0.0
+    assert rm.calls == 0
+    general = next(r for r in rows if r["domain"] == "general")
+    assert reward("the plot was fun.", general) == pytest.approx(0.5 * len("the plot was fun."))
+    assert rm.calls == 1
+    with pytest.raises(ValueError, match="domain"):
+        reward(WORKED, EXAMPLE)
+    with pytest.raises(ValueError, match="reward_model"):
+        pl.MixedReward(TASK, object())
+    with pytest.raises(ValueError, match="reward_weight"):
+        pl.MixedReward(TASK, rm, reward_weight=-1.0)
+
+
+def test_mixed_reward_trains_in_the_online_trainer(tiny):
+    model, tokenizer = tiny
+    rows = pl.mixed_examples(TASK, 8, 8, seed=0)
+    config = preset("grpo", group_size=2, prompts_per_step=4, max_new_tokens=8, lr=1e-3, seed=0)
+    trainer = OnlineTrainer(build_tiny_model(tokenizer, shape="test", seed=0), tokenizer,
+                            pl.MixedReward(TASK, FakeRewardModel()), config, train_dataset=rows)
+    before = [p.detach().clone() for p in trainer.policy.parameters()]
+    trainer.train(2, progress=False)
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters()))
+
+
+def test_stage_report_keys_and_checks(tiny):
+    model, tokenizer = tiny
+    held_out = TASK.dataset(3, seed=7, split="test")
+    report = pl.stage_report(model, tokenizer, TASK, held_out, n_samples=4, k=2, max_new_tokens=8)
+    assert set(report) == {"pass@1", "pass@2", "length", "format"}
+    assert 0 <= report["pass@1"] <= report["pass@2"] <= 1
+    with_reviews = pl.stage_report(model, tokenizer, TASK, held_out, review_prompts=["Review Up."], n_samples=2, k=2,
+                                   max_new_tokens=8, review_max_new_tokens=8)
+    assert with_reviews["gold preference"] == -3.0 and with_reviews["reviews parsed"] == 0.0  # random weights
+    assert not model.training
+    with pytest.raises(ValueError, match="k must be at most"):
+        pl.stage_report(model, tokenizer, TASK, held_out, n_samples=2, k=4)
+    with pytest.raises(ValueError, match="held_out"):
+        pl.stage_report(model, tokenizer, TASK, [], n_samples=2, k=1)
+
+
+def test_save_stage_round_trip(tiny, tmp_path):
+    model, tokenizer = tiny
+    folder = pl.save_stage(model, tokenizer, tmp_path / "stage")
+    loaded, loaded_tokenizer = load_model(str(folder))
+    ids = tokenizer(["<answer>1</answer>"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, model(ids).logits)
+    assert loaded_tokenizer.get_vocab() == tokenizer.get_vocab()
+    with pytest.raises(ValueError, match="peft"):
+        pl.save_stage(add_lora(build_tiny_model(tokenizer, shape="test", seed=1), r=2), tokenizer, tmp_path / "lora")
+
+
+def test_figures_draw():
+    curves = pd.DataFrame([{"run": run, "seed": s, "step": step, "pass@1": 0.1 * step, "format": 0.5}
+                           for run in ("a", "b") for s in (0, 1) for step in (0, 5)])
+    assert len(pl_viz.plot_rlvr_curves(curves)) == 2
+    table = pd.DataFrame({"pass@1": [0.3, 0.8], "pass@8": [0.9, 1.0], "format": [0.3, 0.9],
+                          "gold preference": [-3.0, -1.0]}, index=["base", "stage"])
+    assert len(pl_viz.plot_stage_table(table)) == 3
+    keepable = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    axes = pl_viz.plot_rs_yield(keepable, 2)
+    assert axes[0].get_title().startswith("n = 2")
+    with pytest.raises(ValueError, match="n must be"):
+        pl_viz.plot_rs_yield(keepable, 5)
+    ax = pl_viz.plot_distillation(curves[curves.run == "a"], {0: 0.7, 1: 0.8}, base=0.2)
+    assert ax.get_ylabel() == "held-out pass@1"
+    with pytest.raises(ValueError, match="curves"):
+        pl_viz.plot_rlvr_curves(pd.DataFrame({"step": [0]}))
+    plt.close("all")
+
+
+def test_rs_yield_widget_responds():
+    widget = pl_viz.rs_yield_widget(torch.tensor([[1, 0], [0, 0]]))
+    slider = widget.widget.children[0]
+    slider.value = 2
+    plt.close("all")
+
+
+def test_exercise_checker_names_each_mistake(capsys):
+    assert check_keep_first(reference_keep) is True
+    assert check_keep_first(None) is None
+
+    def stub(samples, answer):
+        raise NotImplementedError
+
+    assert check_keep_first(stub) is None
+    for name, phrase in (("lax", "lax verifier"), ("no_format", "<think>"), ("no_accuracy", "wrong answer"),
+                         ("last", "last good sample")):
+        capsys.readouterr()
+        assert check_keep_first(lambda s, a, name=name: _mistakes(s, a)[name][0]) is False
+        assert phrase in capsys.readouterr().out
+    assert check_keep_first(lambda s, a: list(s)) is False
+    assert "not a list" in capsys.readouterr().out
+    assert all(reference_keep(s, a) is None or pl.is_r1_formatted(reference_keep(s, a)) for s, a in CASES)
