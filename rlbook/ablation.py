@@ -185,19 +185,19 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
-        configs: label → ``OnlineConfig`` (``rlbook.trainers.preset(...)``).
-        model: a zoo name, a folder or a hub id; each run starts from a fresh copy of it.
-        task: the task that rewards the runs; default: the task on the zoo model's card.
-        steps: training steps per run.
-        seeds: each run's ``config.seed`` (and the global seed) is set to each of these in turn.
-        eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
-            (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
-        progress: show each run's progress bar.
-        live: each run's live plot (``OnlineTrainer.train``'s ``live``); off by default, since an
-            ablation's many runs would each leave a figure (the lesson plots them together).
-        eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
-            the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
-        trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
+        - configs: label → ``OnlineConfig`` (``rlbook.trainers.preset(...)``).
+        - model: a zoo name, a folder or a hub id; each run starts from a fresh copy of it.
+        - task: the task that rewards the runs; default: the task on the zoo model's card.
+        - steps: training steps per run.
+        - seeds: each run's ``config.seed`` (and the global seed) is set to each of these in turn.
+        - eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
+          (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
+        - progress: show each run's progress bar.
+        - live: each run's live plot (``OnlineTrainer.train``'s ``live``); off by default, since an
+          ablation's many runs would each leave a figure (the lesson plots them together).
+        - eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
+          the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
+        - trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
     """
     from rlbook.models import load_model
     from rlbook.trainers import OnlineConfig, OnlineTrainer

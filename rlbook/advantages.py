@@ -4,10 +4,12 @@ The policy gradient E[∇log π · A] keeps its expectation when any baseline b 
 on the sampled action is subtracted from the return; a good baseline cuts the variance. The methods:
 
 - **Group baselines** (no critic). For one prompt, G responses with rewards r_1..r_G, mean μ, std σ:
+
   - ``"grpo"``:    A_i = (r_i − μ) / (σ + ε)                 (Shao et al. 2024, arXiv:2402.03300, §4.1.2)
   - ``"dr_grpo"``: A_i = r_i − μ                              (Liu et al. 2025, arXiv:2503.20783: drop the std)
   - ``"rloo"``:    A_i = r_i − mean_{j≠i} r_j = G/(G−1) · (r_i − μ)
-                   (Ahmadian et al. 2024, arXiv:2402.14740; Kool et al. 2019)
+    (Ahmadian et al. 2024, arXiv:2402.14740; Kool et al. 2019)
+
 - **GAE** with a critic (Schulman et al. 2015, arXiv:1506.02438, eq. 16).
 - **REINFORCE++** global batch normalisation (Hu 2025, arXiv:2501.03262).
 - **Reward dithering** before any of the group baselines: ``dither_rewards`` (ReDit, Wei et al. 2025,

@@ -149,11 +149,13 @@ def probe_profile(model, tokenizer, examples, verifier, *, n_samples: int = 4, m
 
 
 def length_decomposition(before: dict, after: dict) -> dict:
-    """Split the change of the mean length between two ``profile``s into mix and within terms.
+    """Split the change of the mean length between two ``probe_profile`` results into mix and within terms.
 
-    With p_k the share and ℓ_k the mean length of kind k, L = Σ_k p_k ℓ_k and exactly
-    L' − L = Σ_k (p'_k − p_k) ℓ_k  [mix: more of the kinds that are long]
-           + Σ_k p'_k (ℓ'_k − ℓ_k)  [within: each kind itself longer or shorter].
+    With p_k the share and ℓ_k the mean length of kind k, L = Σ_k p_k ℓ_k and exactly::
+
+        L' − L = Σ_k (p'_k − p_k) ℓ_k  [mix: more of the kinds that are long]
+               + Σ_k p'_k (ℓ'_k − ℓ_k)  [within: each kind itself longer or shorter].
+
     A kind absent on one side takes its length from the other (its within term is 0).
     Returns {"before", "after", "change", "mix", "within"} in tokens.
     """

@@ -18,6 +18,8 @@ __all__ = [
 def soft_overlong_penalty(length, max_len: int, cache_len: int):
     """DAPO's soft overlong punishment (Yu et al. 2025, arXiv:2503.14476, "Soft Overlong Punishment").
 
+    The reward added to a response of length |y|::
+
                   ⎧ 0                                   |y| ≤ L_max − L_cache
         R(y)  =   ⎨ ((L_max − L_cache) − |y|) / L_cache  L_max − L_cache < |y| ≤ L_max
                   ⎩ −1                                  L_max < |y|

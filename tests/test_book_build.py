@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -84,6 +87,31 @@ def test_a_docstring_that_parses_is_kept_and_one_that_does_not_is_shown_verbatim
     broken = ["A formula:", "    indented with no blank line", "back out."]
     lines, parsed = docstrings.as_shown(broken)
     assert not parsed and lines[:2] == ["::", ""] and lines[2:5] == [f"    {line}" for line in broken]
+
+
+def _documented(module):
+    """``module`` and the functions, classes and methods defined in it, with their docstrings."""
+    yield module.__name__, inspect.getdoc(module)
+    for name, obj in vars(module).items():
+        if getattr(obj, "__module__", None) != module.__name__ or name.startswith("_"):
+            continue
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            yield f"{module.__name__}.{name}", inspect.getdoc(obj)
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if inspect.isfunction(member) and not attr.startswith("_"):
+                    yield f"{module.__name__}.{name}.{attr}", inspect.getdoc(member)
+
+
+def test_every_library_docstring_is_valid_restructuredtext_so_the_api_pages_render_it():
+    import rlbook
+
+    invalid = []
+    for info in pkgutil.walk_packages(rlbook.__path__, "rlbook."):
+        for name, doc in _documented(importlib.import_module(info.name)):
+            if doc and docstrings.rst_problems("\n".join(map(docstrings.escape_pipes, doc.splitlines()))):
+                invalid.append(name)
+    assert not invalid, f"shown verbatim in the book (not valid reStructuredText): {invalid}"
 
 
 def test_first_heading_titles_a_lesson_and_a_lesson_without_one_is_refused():

@@ -167,25 +167,25 @@ def policy_loss(
     """The online surrogate loss of ``variant``, and a dict of metrics. Minimise the loss.
 
     Args:
-        logp: (B, T) log π_θ of the sampled tokens, with gradient.
-        old_logp: (B, T) log π_old of the same tokens (the sampling policy; detached).
-        advantages: (B,) per-response or (B, T) per-token advantages (detached).
-        mask: (B, T) 0/1, 1 on response tokens; padding never changes the loss.
-        variant: one of ``VARIANTS``; its defaults are ``VARIANT_DEFAULTS[variant]`` (see the table above).
-        eps_low, eps_high, dual_clip, tau_pos, tau_neg: the variant's knobs (None = its default).
-        aggregation, max_len: override the aggregation mode; ``max_len`` is Dr.GRPO's constant.
-        ref_logp, beta, kl_estimator: add β · k per token (in-loss KL, ``rlbook.kl.kl_in_loss``);
-            ``kl_importance_weighted`` multiplies k by π_θ/π_old as TRL's ``use_bias_correction_kl``.
-        entropy, entropy_coef: subtract coef × the masked mean of the given (B, T) entropies.
-        behaviour_logp, behaviour_weight_cap: AReaL's decoupled objective (Fu et al. 2025,
-            arXiv:2505.24298). ``old_logp`` is then the proximal policy and each token's loss is
-            weighted by sg[π_prox/π_behav] (``rlbook.ratios.decoupled_behaviour_weight``).
-        cov_control: None, "clip_cov" or "kl_cov" (Cui et al. 2025, arXiv:2505.22617, §4). Each
-            token's covariance (log π − mean)(A − mean) over the batch (``rlbook.entropy.token_covariance``)
-            picks the tokens that drive the entropy down: Clip-Cov drops the gradient of a random
-            ``cov_fraction`` of the tokens (default 2e-4, at least one) whose covariance lies in
-            ``cov_bounds``, drawn with ``cov_generator`` (default: torch's global generator); KL-Cov adds ``kl_cov_coef`` ·
-            |log π_θ − log π_old| to the top ``cov_fraction`` (default 2e-3, at least one) by covariance.
+        - logp: (B, T) log π_θ of the sampled tokens, with gradient.
+        - old_logp: (B, T) log π_old of the same tokens (the sampling policy; detached).
+        - advantages: (B,) per-response or (B, T) per-token advantages (detached).
+        - mask: (B, T) 0/1, 1 on response tokens; padding never changes the loss.
+        - variant: one of ``VARIANTS``; its defaults are ``VARIANT_DEFAULTS[variant]`` (see the table above).
+        - eps_low, eps_high, dual_clip, tau_pos, tau_neg: the variant's knobs (None = its default).
+        - aggregation, max_len: override the aggregation mode; ``max_len`` is Dr.GRPO's constant.
+        - ref_logp, beta, kl_estimator: add β · k per token (in-loss KL, ``rlbook.kl.kl_in_loss``);
+          ``kl_importance_weighted`` multiplies k by π_θ/π_old as TRL's ``use_bias_correction_kl``.
+        - entropy, entropy_coef: subtract coef × the masked mean of the given (B, T) entropies.
+        - behaviour_logp, behaviour_weight_cap: AReaL's decoupled objective (Fu et al. 2025,
+          arXiv:2505.24298). ``old_logp`` is then the proximal policy and each token's loss is
+          weighted by sg[π_prox/π_behav] (``rlbook.ratios.decoupled_behaviour_weight``).
+        - cov_control: None, "clip_cov" or "kl_cov" (Cui et al. 2025, arXiv:2505.22617, §4). Each
+          token's covariance (log π − mean)(A − mean) over the batch (``rlbook.entropy.token_covariance``)
+          picks the tokens that drive the entropy down: Clip-Cov drops the gradient of a random
+          ``cov_fraction`` of the tokens (default 2e-4, at least one) whose covariance lies in
+          ``cov_bounds``, drawn with ``cov_generator`` (default: torch's global generator); KL-Cov adds ``kl_cov_coef`` ·
+          |log π_θ − log π_old| to the top ``cov_fraction`` (default 2e-3, at least one) by covariance.
 
     Metrics: ``policy_loss`` (the surrogate alone), ``clip_frac_low`` / ``clip_frac_high`` /
     ``clip_frac`` (tokens whose gradient the variant clips, or whose CISPO weight is truncated),

@@ -368,6 +368,8 @@ def _log_odds_ratio(chosen_avg: torch.Tensor, rejected_avg: torch.Tensor) -> tor
 def orpo_log_odds_ratio(chosen_logps, rejected_logps, chosen_lens, rejected_lens) -> torch.Tensor:
     """ORPO's log odds ratio, per example (Hong et al., 2024, arXiv:2403.07691, §3).
 
+    In the paper's notation, with |y| the response's length in tokens::
+
         P(y|x)    = exp( log π(y|x) / |y| )            (length-averaged likelihood)
         odds(y|x) = P / (1 − P)
         log OR    = log odds(y_w|x) − log odds(y_l|x)

@@ -104,13 +104,13 @@ class AsyncConfig:
     """The asynchrony knobs of ``AsyncTrainer``.
 
     Args:
-        staleness: η ≥ 0, the most policy versions a batch may lag behind the learner (0: synchronous).
-        objective: "naive" (clip around the behaviour policy) or "decoupled" (AReaL's objective).
-        behaviour_weight_cap: decoupled only: tokens with π_prox/π_behav above it are dropped
-            (None: no cap). At least 1, since a fresh sample has weight exactly 1.
-        threaded: sample on a background thread (non-deterministic timing) instead of the
-            deterministic simulation.
-        queue_timeout: threaded only: seconds the learner waits for a batch before raising.
+        - staleness: η ≥ 0, the most policy versions a batch may lag behind the learner (0: synchronous).
+        - objective: "naive" (clip around the behaviour policy) or "decoupled" (AReaL's objective).
+        - behaviour_weight_cap: decoupled only: tokens with π_prox/π_behav above it are dropped
+          (None: no cap). At least 1, since a fresh sample has weight exactly 1.
+        - threaded: sample on a background thread (non-deterministic timing) instead of the
+          deterministic simulation.
+        - queue_timeout: threaded only: seconds the learner waits for a batch before raising.
     """
 
     staleness: int = 1

@@ -94,22 +94,22 @@ class OnlineTrainer:
     """Online RL on a causal LM: ``OnlineTrainer(model, tokenizer, task, preset("grpo")).train(50)``.
 
     Args:
-        model: a ``transformers`` causal LM (the policy); trained in place (wrapped with LoRA when
-            ``config.lora`` is set: then ``trainer.policy`` is the ``peft`` model).
-        tokenizer: its tokenizer.
-        task_or_reward: a task (``rlbook.tasks.get_task(...)``: its ``reward`` is the verifier and
-            its train split the default prompts), a function ``reward(text, example) -> float``,
-            or None when ``reward_model`` alone gives the reward.
-        config: an ``OnlineConfig`` (``rlbook.trainers.preset(name)``).
-        train_dataset: rows with a ``prompt`` column (and whatever the reward reads); default
-            ``task.dataset(2000, split="train", seed=config.seed)``.
-        reference: the frozen reference π_ref; by default, and only when ``config.kl_beta > 0``, a
-            frozen copy of ``model`` — or, under LoRA, no copy: the reference is then the policy
-            with its adapters switched off (the base weights, which LoRA never trains).
-        reward_model: a reward function in TRL's convention, ``rm(prompts=..., completions=...) -> (B,)
-            scores`` (e.g. ``rlbook.trainers.RewardModel``), added to the reward; it is given the
-            chat-formatted prompt strings and the completion texts.
-        gold_reward: a function ``(text, example) -> float`` logged as ``gold_reward`` (never trained on).
+        - model: a ``transformers`` causal LM (the policy); trained in place (wrapped with LoRA when
+          ``config.lora`` is set: then ``trainer.policy`` is the ``peft`` model).
+        - tokenizer: its tokenizer.
+        - task_or_reward: a task (``rlbook.tasks.get_task(...)``: its ``reward`` is the verifier and
+          its train split the default prompts), a function ``reward(text, example) -> float``,
+          or None when ``reward_model`` alone gives the reward.
+        - config: an ``OnlineConfig`` (``rlbook.trainers.preset(name)``).
+        - train_dataset: rows with a ``prompt`` column (and whatever the reward reads); default
+          ``task.dataset(2000, split="train", seed=config.seed)``.
+        - reference: the frozen reference π_ref; by default, and only when ``config.kl_beta > 0``, a
+          frozen copy of ``model`` — or, under LoRA, no copy: the reference is then the policy
+          with its adapters switched off (the base weights, which LoRA never trains).
+        - reward_model: a reward function in TRL's convention, ``rm(prompts=..., completions=...) -> (B,)
+          scores`` (e.g. ``rlbook.trainers.RewardModel``), added to the reward; it is given the
+          chat-formatted prompt strings and the completion texts.
+        - gold_reward: a function ``(text, example) -> float`` logged as ``gold_reward`` (never trained on).
     """
 
     def __init__(self, model, tokenizer, task_or_reward, config: OnlineConfig, *, train_dataset=None,

@@ -42,15 +42,16 @@ def plot_clipped_objective(eps_low: float = 0.2, eps_high: float = 0.2, dual_cli
     Values and slopes come from the library (``clipped_objective_curves``).
 
     Args:
-        eps_low, eps_high: the clip bounds 1 − ε_low and 1 + ε_high (PPO: 0.2 / 0.2; DAPO: 0.2 / 0.28).
-        dual_clip: the dual-clip constant c > 1, or None.
-        ax: None (a new figure) or a 2 × 2 array of Axes to draw into, e.g. to overlay a second
-            setting on the first (pass ``shade=False`` and a ``label`` for it).
-        advantage: |A| of the two tokens drawn (default 1).
-        r_max: the largest ratio drawn (default 3, or 1.5 c with dual clip so its region shows).
-        label, colour: legend label and line colour of this setting (default: the knobs; green for
-            A > 0, red for A < 0).
-        shade: shade the r where the gradient is zero.
+        - eps_low, eps_high: the clip bounds 1 − ε_low and 1 + ε_high (PPO: 0.2 / 0.2; DAPO: 0.2 / 0.28).
+        - dual_clip: the dual-clip constant c > 1, or None.
+        - ax: None (a new figure) or a 2 × 2 array of Axes to draw into, e.g. to overlay a second
+          setting on the first (pass ``shade=False`` and a ``label`` for it).
+        - advantage: |A| of the two tokens drawn (default 1).
+        - r_max: the largest ratio drawn (default 3, or 1.5 c with dual clip so its region shows).
+        - label, colour: legend label and line colour of this setting (default: the knobs; green for
+          A > 0, red for A < 0).
+        - shade: shade the r where the gradient is zero.
+
     Returns the figure.
     """
     magnitude = abs(float(as_float_tensor("advantage", advantage, ndim=(0,))))

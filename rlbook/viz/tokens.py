@@ -44,14 +44,15 @@ def plot_token_heatmap(tokens: list[list[str]], panels: dict, mask, *, row_label
     """Stacked heatmaps of per-token quantities over one batch, each cell labelled with its token.
 
     Args:
-        tokens: ``tokens[i][t]``, the label of token t of completion i (``token_labels``).
-        panels: name → (B, T) values (tensor or array), drawn top to bottom in the given order.
-        mask: (B, T) 0/1, 1 on completion tokens; padding cells are left blank.
-        row_labels: one label per completion (e.g. its reward and advantage), shown on the left.
-        centers: name → a value at which a diverging map is centred (e.g. 1 for a ratio, 0 for
-            an advantage); panels without a centre use a sequential map.
-        cmaps: name → a colormap name; limits: name → (vmin, vmax).
-        max_tokens: show at most this many token columns.
+        - tokens: ``tokens[i][t]``, the label of token t of completion i (``token_labels``).
+        - panels: name → (B, T) values (tensor or array), drawn top to bottom in the given order.
+        - mask: (B, T) 0/1, 1 on completion tokens; padding cells are left blank.
+        - row_labels: one label per completion (e.g. its reward and advantage), shown on the left.
+        - centers: name → a value at which a diverging map is centred (e.g. 1 for a ratio, 0 for
+          an advantage); panels without a centre use a sequential map.
+        - cmaps: name → a colormap name; limits: name → (vmin, vmax).
+        - max_tokens: show at most this many token columns.
+
     Returns the figure.
     """
     if not panels:
