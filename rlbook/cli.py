@@ -44,9 +44,9 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # --- zoo ----------------------------------------------------------------------------------
 def prepare_zoo(argv: list[str]):
-    from rlbook.zoo.__main__ import main as zoo_main
+    from rlbook.zoo.__main__ import prepare
 
-    return partial(zoo_main, argv)
+    return prepare(argv)
 
 
 # --- train --------------------------------------------------------------------------------
@@ -71,12 +71,12 @@ def prepare_train(argv: list[str]):
     parser.add_argument("--eval-prompts", type=non_negative_int, default=100,
                         help="held-out prompts for pass@k (0: skip)")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
-    _add_device_arguments(parser)
+    add_device_arguments(parser)
     args = parser.parse_args(argv)
 
     model_name = args.model or DEFAULT_MODELS[args.task]
-    _check_model_name("--model", model_name)
-    _check_device_arguments(args)
+    check_model_name("--model", model_name)
+    check_device_arguments(args)
     with blame("--task-set"):
         task = _task(args.task, {**_recipe_task_settings(model_name), **key_values(args.task_settings)})
     with blame("--set"):
@@ -92,7 +92,7 @@ def _run_train(args, model_name: str, task, config, checkpoint: Path) -> int:
     from rlbook.models import load_model
     from rlbook.trainers import OnlineTrainer
 
-    model, tokenizer = load_model(model_name, **_device_and_dtype(args))
+    model, tokenizer = load_model(model_name, **device_and_dtype(args))
     trainer = OnlineTrainer(model, tokenizer, task, config)
     held_out = task.dataset(args.eval_prompts, seed=config.seed, split="test") if args.eval_prompts else None
     before = trainer.evaluate(held_out) if held_out is not None and not args.resume else None
@@ -217,12 +217,12 @@ def _add_preference_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-prompts", type=positive_int, default=300, help="prompts to sample held-out pairs on")
     parser.add_argument("--steps", type=positive_int, help="optimizer steps (default: one epoch)")
     parser.add_argument("--seed", type=non_negative_int, default=0)
-    _add_device_arguments(parser)
+    add_device_arguments(parser)
 
 
 def _check_preference_data_arguments(args) -> None:
-    _check_model_name("--model", args.model)
-    _check_device_arguments(args)
+    check_model_name("--model", args.model)
+    check_device_arguments(args)
     _check_file("--pairs", args.pairs)
     _check_file("--eval-pairs", args.eval_pairs)
 
@@ -239,7 +239,7 @@ def _preference_data(args, *, repeat_penalty: float | None = None, **pair_option
     from rlbook.tasks.reviews import ReviewTask, relabel_pairs
     from rlbook.trainers.data import policy_preference_pairs
 
-    model, tokenizer = load_model(args.model, **_device_and_dtype(args))
+    model, tokenizer = load_model(args.model, **device_and_dtype(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.pairs:
@@ -276,13 +276,13 @@ def prepare_sft(argv: list[str]):
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="an sft argument, e.g. --set lr=3e-4 --set batch_size=32 (repeatable)")
-    _add_device_arguments(parser)
+    add_device_arguments(parser)
     args = parser.parse_args(argv)
     if args.model is None and args.task is None:
         parser.error("argument --model: it is required with --data")
     model_name = args.model or DEFAULT_MODELS[args.task]
-    _check_model_name("--model", model_name)
-    _check_device_arguments(args)
+    check_model_name("--model", model_name)
+    check_device_arguments(args)
     _check_file("--data", args.data)
     with blame("--task"):
         task = _task(args.task, _recipe_task_settings(model_name)) if args.task is not None else None
@@ -298,7 +298,7 @@ def _run_sft(args, model_name: str, task, settings: dict) -> int:
     from rlbook.models import load_model
     from rlbook.trainers import sft
 
-    model, tokenizer = load_model(model_name, **_device_and_dtype(args))
+    model, tokenizer = load_model(model_name, **device_and_dtype(args))
     if task is not None:
         examples = task.dataset(args.examples, seed=args.seed, split="train")
         data = [(example["prompt"], task.solution(example, style=args.style)) for example in examples]
@@ -371,7 +371,7 @@ def _bounded(kind, text: str, *, minimum, expected: str):
     return value
 
 
-def _check_model_name(argument: str, name: str) -> None:
+def check_model_name(argument: str, name: str) -> None:
     """A zoo name, an existing folder or a hub id (``owner/name``): checked without loading anything."""
     from rlbook.models.loading import resolve
 
@@ -382,14 +382,14 @@ def _check_model_name(argument: str, name: str) -> None:
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     """``--device`` and ``--dtype``, the same for every command that loads a model."""
     parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:N or mps (default cpu)")
     parser.add_argument("--dtype", choices=DTYPES, help="the weights' dtype (default: the checkpoint's own, "
                                                         "float32 for the zoo); bfloat16 on a GPU")
 
 
-def _check_device_arguments(args) -> None:
+def check_device_arguments(args) -> None:
     """The device exists on this machine: checked before any model is loaded."""
     import torch
 
@@ -404,7 +404,7 @@ def _check_device_arguments(args) -> None:
         raise ValueError(f"argument --device: there is no {args.device} ({torch.cuda.device_count()} CUDA devices)")
 
 
-def _device_and_dtype(args) -> dict:
+def device_and_dtype(args) -> dict:
     """``load_model``'s ``device`` and ``dtype`` from the checked arguments."""
     import torch
 

@@ -170,3 +170,45 @@ def test_history_save_and_load_round_trip(tmp_path):
         History.load(tmp_path)
     with pytest.raises(ValueError, match="missing"):
         History.load(tmp_path / "elsewhere")
+
+
+# --- zoo eval ----------------------------------------------------------------------------------
+ZOO_MISTAKES = [("zoo eval arith-tiny --model no-such-model", "--model", "no-such-model"),
+                ("zoo eval arith-tiny --device cuda:99", "--device", "cuda"),
+                ("zoo eval arith-tiny --dtype int8", "--dtype", "int8")]
+
+
+@pytest.mark.parametrize("arguments, blamed, named", ZOO_MISTAKES, ids=[m[0] for m in ZOO_MISTAKES])
+def test_a_zoo_eval_mistake_is_one_line_and_status_2_before_any_model_loads(arguments, blamed, named, capsys,
+                                                                             no_model_work):
+    with pytest.raises(SystemExit) as exited:
+        main(arguments.split())
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1, captured.err
+    assert f"error: argument {blamed}: " in captured.err and named in captured.err
+
+
+def test_zoo_eval_measures_the_model_given_by_model_device_and_dtype_on_the_recipes_prompts(tmp_path, capsys,
+                                                                                          monkeypatch):
+    import rlbook.zoo.__main__ as zoo_cli
+    from rlbook.zoo.recipes import RECIPES
+
+    model, tokenizer = load_model("arith-tiny")
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # no longer the shipped weights
+    model.save_pretrained(tmp_path / "trained")
+    tokenizer.save_pretrained(tmp_path / "trained")
+    measured = {}
+
+    def evaluate(model, tokenizer, recipe):  # what the card's measurement is handed (evaluate: tests/test_zoo.py)
+        measured.update(model=model, recipe=recipe)
+        return {"pass_at_1": 0.5}
+
+    monkeypatch.setattr(zoo_cli, "evaluate", evaluate)
+    assert main(["zoo", "eval", "arith-tiny", "--model", str(tmp_path / "trained"), "--device", "cpu",
+                 "--dtype", "bfloat16"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"pass_at_1": 0.5}
+    assert measured["recipe"] is RECIPES["arith-tiny"]
+    loaded = next(measured["model"].parameters())
+    assert loaded.dtype == torch.bfloat16 and torch.equal(loaded, next(model.parameters()).bfloat16())
