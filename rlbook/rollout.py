@@ -260,8 +260,8 @@ def _position_ids(mask):
 def _last_logits(model, input_ids, attention_mask, position_ids, cache):
     """One forward pass; returns the logits at the last position (b, V) and the updated cache."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[:, -1], out.past_key_values
+                cache=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1], out.cache
 
 
 class _RolloutLayer(DynamicLayer):
@@ -467,7 +467,7 @@ class _SharedPrompts:
                                                     return_inverse=True)
         ids, mask = distinct[:, :prompt_ids.shape[1] - 1], distinct[:, prompt_ids.shape[1]:-1]
         cache = model(input_ids=ids, attention_mask=mask, position_ids=_position_ids(mask), use_cache=True,
-                      logits_to_keep=1).past_key_values
+                      logits_to_keep=1).cache
         if _is_plain(cache):
             self.keys_values = [(layer.keys, layer.values) for layer in cache.layers]
 
@@ -484,7 +484,7 @@ class _SharedPrompts:
         shown = prompt_mask.shape[1] - 1  # prompt tokens already in the cache
         input_ids = torch.cat([self.prompt_ids[rows, -1:], completion_ids[:, :-1]], dim=1)
         return self.model(input_ids=input_ids, attention_mask=attention_mask[:, :-1],
-                          position_ids=positions[:, shown:-1], past_key_values=cache, use_cache=True).logits
+                          position_ids=positions[:, shown:-1], cache=cache, use_cache=True).logits
 
 
 def _token_logprobs(logits, completion_ids, completion_mask, temperature, return_entropy):

@@ -277,7 +277,7 @@ def test_model_with_another_cache_type_gives_the_same_rollout(eos_model, tokeniz
     sliding = Qwen2ForCausalLM(config).eval()
     sliding.load_state_dict(eos_model.state_dict(), strict=False)
     sliding.lm_head = eos_model.lm_head
-    cache = sliding(**tokenizer(["ab"], return_tensors="pt"), use_cache=True).past_key_values
+    cache = sliding(**tokenizer(["ab"], return_tensors="pt"), use_cache=True).cache
     assert type(cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
     fast = sample(eos_model, tokenizer, PROMPTS, num_samples=6, max_new_tokens=16, seed=9)
     plain = sample(sliding, tokenizer, PROMPTS, num_samples=6, max_new_tokens=16, seed=9)
