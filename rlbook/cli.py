@@ -455,10 +455,16 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: rlbook COMMAND ...\n" + "\n".join(f"  {c:12s} {h}" for c, (h, _) in COMMANDS.items()))
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     name, (_, prepare) = argv[0], COMMANDS[argv[0]]
+    return run_prepared(f"rlbook {name}", prepare, argv[1:])
+
+
+def run_prepared(prog: str, prepare, argv: list[str]) -> int:
+    """``prepare(argv)``, then the work it returns; a ``ValueError`` while preparing is reported as
+    ``PROG: error: ...`` in one line on stderr and exits with status 2."""
     try:
-        work = prepare(argv[1:])
+        work = prepare(argv)
     except ValueError as error:
-        print(f"rlbook {name}: error: {' '.join(str(error).splitlines())}", file=sys.stderr)
+        print(f"{prog}: error: {' '.join(str(error).splitlines())}", file=sys.stderr)
         raise SystemExit(2) from None
     return work()
 

@@ -6,7 +6,8 @@ import json
 import sys
 from functools import partial
 
-from rlbook.cli import ArgumentParser, add_device_arguments, check_device_arguments, check_model_name, device_and_dtype
+from rlbook.cli import (ArgumentParser, add_device_arguments, check_device_arguments, check_model_name, device_and_dtype,
+                        run_prepared)
 from rlbook.models import load_model
 from rlbook.zoo.build import build, read_card
 from rlbook.zoo.evaluate import evaluate
@@ -65,12 +66,7 @@ def _run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rlbook.zoo ...``: a mistake in the arguments exits with status 2 and one line on stderr."""
-    try:
-        work = prepare(sys.argv[1:] if argv is None else list(argv))
-    except ValueError as error:
-        print(f"python -m rlbook.zoo: error: {' '.join(str(error).splitlines())}", file=sys.stderr)
-        raise SystemExit(2) from None
-    return work()
+    return run_prepared("python -m rlbook.zoo", prepare, sys.argv[1:] if argv is None else list(argv))
 
 
 if __name__ == "__main__":
