@@ -14,7 +14,7 @@ TEST_SIZE ?= ci
 # `make bench` (README, "Hardware tiers" and "Benchmarks").
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test unit notebooks execute bench zoo clean book browser-deps assignments grade
+.PHONY: lab test unit-and-notebooks unit notebooks execute bench zoo clean book browser-deps assignments grade
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
 
-test: browser-deps unit notebooks
+test: browser-deps unit-and-notebooks
 
 # Browser tests (tests/browser) drive the system's Chromium through Playwright (a test extra; Playwright's
 # own browser download needs the network). Installed with apt-get when root and missing; otherwise say
@@ -44,12 +44,21 @@ browser-deps: $(STAMP)
 	{ echo "browser tests need Chromium: apt-get install chromium (or set RLBOOK_CHROMIUM=/path/to/chromium)"; \
 	  test "$$CI" != true; }
 
+# Workers for pytest-xdist: one per core, one PyTorch thread each. A notebook's cells share a kernel, so
+# a file goes to one worker whole (--dist loadfile); the lessons come first, the longest ones before the rest.
+JOBS ?= $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)))" 2>/dev/null || echo 2)
+XDIST := -n $(JOBS) --dist loadfile
+NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
+
+# make test runs the unit tests and the lessons in one pytest run, so both cores stay busy to the end.
+unit-and-notebooks: $(STAMP)
+	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(XDIST) $(NBVAL) $(PYTEST_ARGS) notebooks tests
+
 unit: $(STAMP)
-	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(PYTEST_ARGS) tests
+	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS) tests
 
 notebooks: $(STAMP)
-	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q --nbval-lax --nbval-current-env \
-		--nbval-cell-timeout=600 -p no:cacheprovider notebooks
+	RLBOOK_SIZE=$(TEST_SIZE) $(PY) -m pytest -q $(XDIST) $(NBVAL) $(PYTEST_ARGS) notebooks
 
 # Re-run lessons at full size and store their outputs: make execute NB="notebooks/00_tour.ipynb"
 # (rlbook.execute: nbconvert's engine, without the stall nbconvert shows after some widget cells).

@@ -16,9 +16,10 @@ the training batch's reward is measured on the prompts being trained on, the hel
 prompts the run never sees. The evaluations sample with their own seeded generator, so they do not
 change the training run.
 
-Simplifications: runs go one after another in this process (no parallelism: on a 2-core CPU
-that is also the fastest), and a seed replaces ``config.seed``, which seeds the training prompts'
-order, the sampling and the initialisation of anything new (a critic's head, LoRA adapters).
+The runs are independent, so they go side by side, one process per core and one thread each
+(``rlbook.parallel``); the numbers are the same as one after another. A seed replaces
+``config.seed``, which seeds the training prompts' order, the sampling and the initialisation of
+anything new (a critic's head, LoRA adapters).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlbook.parallel import default_workers, run_parallel
 from rlbook.runtime import seed_everything
 
 __all__ = ["AblationResult", "TABLE_METRICS", "run_ablation", "knob_effects"]
@@ -181,7 +183,8 @@ class AblationResult:
 
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
                  eval_dataset=None, eval_samples: int = 4, progress: bool = True, live: bool | None = False,
-                 trainer_kwargs: dict | None = None, eval_every: int | None = None) -> AblationResult:
+                 trainer_kwargs: dict | None = None, eval_every: int | None = None,
+                 workers: int | None = None) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
@@ -198,9 +201,12 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         - eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
           the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
         - trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
+        - workers: processes to run the (configuration, seed) runs in, one thread each
+          (``rlbook.parallel.run_parallel``); None: one per core (or ``$RLBOOK_WORKERS``). Each run's
+          own progress bar and live plot are shown only when the runs go one at a time; in parallel,
+          one bar counts the finished runs. Same seed, same numbers, either way.
     """
-    from rlbook.models import load_model
-    from rlbook.trainers import OnlineConfig, OnlineTrainer
+    from rlbook.trainers import OnlineConfig
 
     if not isinstance(configs, dict) or not configs:
         raise ValueError("configs must be a non-empty dict of label -> OnlineConfig")
@@ -223,29 +229,51 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     task = _task_for(model) if task is None else task
 
     result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
-    for label, config in configs.items():
+    runs = [(label, seed) for label in configs for seed in seeds]
+    workers = default_workers(len(runs)) if workers is None else workers
+    one_at_a_time = workers == 1 or len(runs) == 1
+    jobs = [(model, task, configs[label], label, seed, steps, eval_dataset, eval_samples, eval_every,
+             trainer_kwargs or {}, progress and one_at_a_time, live if one_at_a_time else False)
+            for label, seed in runs]
+    outcomes = run_parallel(_train_one, jobs, workers=workers, progress=progress and not one_at_a_time,
+                            desc=f"{len(runs)} runs")
+    for label in configs:
         result.histories[label], result.evaluations[label] = [], []
         if eval_every is not None:
             result.eval_curves[label] = []
-        for seed in seeds:
-            seed_everything(seed)
-            policy, tokenizer = load_model(model)
-            run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
-            trainer = OnlineTrainer(policy, tokenizer, task, run_config, **(trainer_kwargs or {}))
-            if eval_every is None:
-                history = trainer.train(steps, progress=progress, live=live)
-            else:
-                curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
-                while trainer.step < steps:
-                    history = trainer.train(min(eval_every, steps - trainer.step), progress=progress, live=live)
-                    curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples)})
-                result.eval_curves[label].append(curve)
-            result.histories[label].append(history)
-            if eval_dataset is not None:
-                final = (curve[-1] if eval_every is not None
-                         else trainer.evaluate(eval_dataset, n_samples=eval_samples))
-                result.evaluations[label].append({k: v for k, v in final.items() if k != "step"})
+    for (label, _), (history, final, curve) in zip(runs, outcomes):
+        result.histories[label].append(history)
+        if eval_every is not None:
+            result.eval_curves[label].append(curve)
+        if final is not None:
+            result.evaluations[label].append(final)
     return result
+
+
+def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_samples, eval_every, trainer_kwargs,
+               progress, live):
+    """One run of ``run_ablation``: a fresh copy of ``model`` trained with ``config`` under ``seed``.
+    Returns (history, final held-out evaluation or None, evaluation curve or None)."""
+    from rlbook.models import load_model
+    from rlbook.trainers import OnlineTrainer
+
+    seed_everything(seed)
+    policy, tokenizer = load_model(model)
+    run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
+    trainer = OnlineTrainer(policy, tokenizer, task, run_config, **trainer_kwargs)
+    curve = None
+    if eval_every is None:
+        history = trainer.train(steps, progress=progress, live=live)
+    else:
+        curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
+        while trainer.step < steps:
+            history = trainer.train(min(eval_every, steps - trainer.step), progress=progress, live=live)
+            curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples)})
+    final = None
+    if eval_dataset is not None:
+        final = curve[-1] if curve is not None else trainer.evaluate(eval_dataset, n_samples=eval_samples)
+        final = {k: v for k, v in final.items() if k != "step"}
+    return history, final, curve
 
 
 def _task_for(model: str):

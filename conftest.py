@@ -1,0 +1,70 @@
+"""pytest hooks for the whole repository (tests/ and the lessons that nbval executes).
+
+The lessons that time things run beside busy processes. A lesson may claim nothing about wall-clock
+time that a busy machine could break (the design's "What a claim is"): it counts, reads a CPU
+clock, or compares two timings taken in the same run. To keep that so, every lesson named in
+``$RLBOOK_BUSY_LESSONS`` (default: 14 and 15, the ones that time their runs) is executed, under
+``make test``, beside ``$RLBOOK_BUSY_PROCESSES`` processes that spin on a core each (default: one
+per core), started before its first cell and stopped after its last. A claim that holds only on an
+idle machine fails there. ``RLBOOK_BUSY_LESSONS=`` (empty) turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BUSY_LESSONS_ENV, BUSY_PROCESSES_ENV = "RLBOOK_BUSY_LESSONS", "RLBOOK_BUSY_PROCESSES"
+DEFAULT_BUSY_LESSONS = "14,15"
+SPIN = "while True: pass"
+
+_busy: dict[str, list[subprocess.Popen]] = {}  # lesson file -> its spinning processes
+
+
+def _lesson_number(item) -> str | None:
+    path = Path(str(item.fspath))
+    if path.suffix != ".ipynb" or not path.name[:2].isdigit():
+        return None
+    return path.name[:2]
+
+
+def _busy_lessons() -> set[str]:
+    setting = os.environ.get(BUSY_LESSONS_ENV, DEFAULT_BUSY_LESSONS)
+    return {number.strip().zfill(2) for number in setting.split(",") if number.strip()}
+
+
+def _busy_process_count() -> int:
+    setting = os.environ.get(BUSY_PROCESSES_ENV, "").strip()
+    if not setting:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not setting.isdigit():
+        raise ValueError(f"{BUSY_PROCESSES_ENV} must be a non-negative integer, got {setting!r}")
+    return int(setting)
+
+
+def pytest_runtest_setup(item):
+    number = _lesson_number(item)
+    key = str(item.fspath)
+    if number is None or number not in _busy_lessons() or key in _busy:
+        return
+    _busy[key] = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(_busy_process_count())]
+    print(f"\nlesson {number} runs beside {len(_busy[key])} busy processes ({BUSY_LESSONS_ENV})")
+
+
+def _stop(key: str) -> None:
+    for process in _busy.pop(key, []):
+        process.kill()
+        process.wait()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    key = str(item.fspath)
+    if key in _busy and (nextitem is None or str(nextitem.fspath) != key):
+        _stop(key)
+
+
+def pytest_unconfigure(config):
+    for key in list(_busy):
+        _stop(key)
