@@ -146,6 +146,7 @@ def _parse(match: re.Match) -> ProseNumber:
 def shown_numbers(text: str) -> set[Decimal]:
     """Every number in output or code text, as a magnitude; a percentage also as its fraction."""
     found = set()
+    text = re.sub(r"(?<=\d)_(?=\d)", "", text)  # Python's 20_000
     for match in NUMBER.finditer(text.replace("−", "-")):
         number = _parse(match)
         found.add(number.value)
@@ -335,6 +336,7 @@ def test_signs_ranges_and_scientific_notation():
 
 def test_settings_shown_in_code_count():
     assert _numbers_found("8 prompts of 16 samples at lr 0.0005.", "", "Config(prompts=8, group_size=16, lr=5e-4)") == []
+    assert _numbers_found("20,000 draws.", "", "draws = 20_000") == []
 
 
 def test_what_is_not_a_run_number():
