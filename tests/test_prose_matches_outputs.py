@@ -34,7 +34,8 @@ What is not a number about the run (skipped before matching):
 - years (1900–2099 written as four digits) and arXiv ids (2402.03300);
 - every number in a sentence that carries a citation — a literature figure must say where it comes
   from: "et al." followed by a year, a parenthesis holding an author and a year ("(DeepSeek-AI 2025)",
-  "(Schulman, 2020)"), an arXiv id, a link to a paper (arxiv.org, openreview.net, doi.org,
+  "(Schulman, 2020)"), an arXiv id, the README (whose results table records runs made outside the
+  lessons), a link to a paper (arxiv.org, openreview.net, doi.org,
   aclanthology.org), or "the paper's Table 1" / "the paper's Figure 3" / "its Table 6";
 - a number the cell lists in an allow-list marker, for the rare case none of the above covers. The
   marker is an HTML comment in the markdown cell (invisible when rendered)::
@@ -67,6 +68,7 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 MARKER = re.compile(r"<!--\s*prose-numbers-not-from-this-run:(?P<numbers>.*?)\s+—\s+(?P<reason>.*?)-->", re.S)
+BLANK = "¤"  # what skipped text becomes: not a space, so a blanked line does not end a paragraph
 HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 FENCED_CODE = re.compile(r"```.*?```", re.S)
 DISPLAY_MATH = re.compile(r"\$\$.*?\$\$|\\\[.*?\\\]|\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.S)
@@ -86,6 +88,7 @@ CITATION = re.compile(
     r"|arXiv:?\s*\d{4}\.\d{4,5}"
     r"|\b(?:paper|report|card|supplement)'s\s+(?:Table|Figure|Fig\.|§|Section|Eq\.)"
     r"|\b(?:its|their)\s+(?:Table|Figure)\s+\d"
+    r"|\bREADME\b"  # the README's results table: measured outside the notebook, and saying so
 )
 
 # A number: digits with thousands commas or a decimal part, optional exponent, optional percent or scale.
@@ -164,7 +167,7 @@ def shown_numbers(text: str) -> set[Decimal]:
 def _strip_non_prose(text: str) -> str:
     """The markdown with math, code, comments, tags, link targets, heading and list numbers blanked out."""
     for pattern in (BIBLIOGRAPHY, HTML_COMMENT, FENCED_CODE, DISPLAY_MATH, INLINE_MATH, CODE_SPAN):
-        text = pattern.sub(lambda m: " " * len(m.group(0)) if "\n" not in m.group(0) else "\n" * m.group(0).count("\n") + " ", text)
+        text = pattern.sub(lambda m: re.sub(r"[^\n]", BLANK, m.group(0)), text)
     text = LINK_TARGET.sub(lambda m: "](" + " " * (len(m.group(0)) - 3) + ")" if not PAPER_LINK.search(m.group(0)) else m.group(0), text)
     text = HTML_TAG.sub(" ", text)
     text = HEADING_NUMBER.sub(lambda m: m.group(1), text)
@@ -180,7 +183,7 @@ def sentences(text: str) -> list[str]:
         for abbreviation in ABBREVIATIONS:
             protected = protected.replace(abbreviation, abbreviation.replace(".", "\0"))
         for sentence in SENTENCE_END.split(protected):
-            sentence = " ".join(sentence.replace("\0", ".").split())
+            sentence = " ".join(re.sub(BLANK + "+", "…", sentence.replace("\0", ".")).split())
             if sentence:
                 out.append(sentence)
     return out
@@ -354,6 +357,8 @@ def test_literature_figures_need_a_citation():
     assert _numbers_found("GRPO reached 51.7 % on MATH (Shao et al. 2024).") == []
     assert _numbers_found("DeepSeekMath reached 51.7 % (arXiv:2402.03300).") == []
     assert _numbers_found("R1 scores 79.8 on AIME in the paper's Table 4.") == []
+    assert _numbers_found("The longer run reaches 0.947 (README results table).") == []
+    assert _numbers_found("It reports `cmd --steps 200`\nat 0.887 in the README.") == []
     # the citation covers its own sentence only
     assert _numbers_found("R1 scores 79.8 (DeepSeek-AI 2025). Ours scores 0.5.", "0.31") == ["0.5"]
 
