@@ -35,8 +35,11 @@ What is not a number about the run (skipped before matching):
 - every number in a sentence that carries a citation — a literature figure must say where it comes
   from: "et al." followed by a year, a parenthesis holding an author and a year ("(DeepSeek-AI 2025)",
   "(Schulman, 2020)"), an arXiv id, the README (whose results table records runs made outside the
-  lessons), a link to a paper (arxiv.org, openreview.net, doi.org,
+  lessons), a zoo model's card ("its card", "the zoo card": the quality recorded beside the model and
+  checked by the zoo's tests), a link to a paper (arxiv.org, openreview.net, doi.org,
   aclanthology.org), or "the paper's Table 1" / "the paper's Figure 3" / "its Table 6";
+- a number quoted from another lesson is checked against that lesson's outputs and code instead,
+  when the sentence names it ("lesson 03's PPO run: 0.37 → 0.03 nats");
 - a number the cell lists in an allow-list marker, for the rare case none of the above covers. The
   marker is an HTML comment in the markdown cell (invisible when rendered)::
 
@@ -89,6 +92,7 @@ CITATION = re.compile(
     r"|\b(?:paper|report|card|supplement)'s\s+(?:Table|Figure|Fig\.|§|Section|Eq\.)"
     r"|\b(?:its|their)\s+(?:Table|Figure)\s+\d"
     r"|\bREADME\b"  # the README's results table: measured outside the notebook, and saying so
+    r"|\b(?:zoo|its) cards?\b"  # a zoo model's card: its measured quality, checked by tests/test_zoo.py
 )
 
 # A number: digits with thousands commas or a decimal part, optional exponent, optional percent or scale.
@@ -258,9 +262,26 @@ def lesson_shown_numbers(notebook: dict) -> set[Decimal]:
     return shown_numbers("\n".join(texts))
 
 
-def check_notebook(notebook: dict, lesson: str) -> list[Finding | str]:
-    """Every prose number of the notebook that no output or code cell shows, and every bad marker."""
+LESSON_MENTION = re.compile(r"\b[Ll]essons?[ -](\d\d)((?:(?:,\s*|\s+and\s+|\s+or\s+|–)\d\d)*)")
+
+
+def mentioned_lessons(sentence: str) -> set[str]:
+    """The two-digit lesson numbers a sentence names ("lesson 03's run", "lessons 16 and 18")."""
+    found = set()
+    for match in LESSON_MENTION.finditer(sentence):
+        found.add(match.group(1))
+        found.update(re.findall(r"\d\d", match.group(2)))
+    return found
+
+
+def check_notebook(notebook: dict, lesson: str, other_lessons: dict[str, set[Decimal]] | None = None) -> list[Finding | str]:
+    """Every prose number of the notebook that no output or code cell shows, and every bad marker.
+
+    ``other_lessons`` maps a lesson's two-digit number to the numbers it shows: a sentence that names
+    another lesson may quote that lesson's numbers.
+    """
     shown = lesson_shown_numbers(notebook)
+    other_lessons = other_lessons or {}
     findings: list[Finding | str] = []
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] != "markdown":
@@ -274,17 +295,27 @@ def check_notebook(notebook: dict, lesson: str) -> list[Finding | str]:
             for number in prose_numbers(sentence):
                 if number.digits in allowed:
                     used.add(number.digits)
-                elif not is_shown(number, shown):
+                elif not is_shown(number, shown) and not any(
+                        is_shown(number, other_lessons.get(other, set())) for other in mentioned_lessons(sentence)):
                     findings.append(Finding(lesson, index, number.text, sentence))
         for stale in sorted(allowed - used):
             findings.append(f"{lesson} cell {index}: allow-listed {stale!r} is not in the cell's prose")
     return findings
 
 
+def _all_lessons_shown() -> dict[str, set[Decimal]]:
+    return {path.stem[:2]: lesson_shown_numbers(json.loads(path.read_text(encoding="utf-8"))) for path in LESSONS}
+
+
+@pytest.fixture(scope="module")
+def all_lessons_shown():
+    return _all_lessons_shown()
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
-def test_prose_numbers_are_shown_by_the_run(path):
+def test_prose_numbers_are_shown_by_the_run(path, all_lessons_shown):
     notebook = json.loads(path.read_text(encoding="utf-8"))
-    findings = check_notebook(notebook, path.stem)
+    findings = check_notebook(notebook, path.stem, all_lessons_shown)
     assert not findings, "prose numbers no stored output shows:\n" + "\n".join(map(str, findings))
 
 
@@ -358,9 +389,21 @@ def test_literature_figures_need_a_citation():
     assert _numbers_found("DeepSeekMath reached 51.7 % (arXiv:2402.03300).") == []
     assert _numbers_found("R1 scores 79.8 on AIME in the paper's Table 4.") == []
     assert _numbers_found("The longer run reaches 0.947 (README results table).") == []
+    assert _numbers_found("`countdown-base` (pass@1 0.34 on its zoo card).") == []
     assert _numbers_found("It reports `cmd --steps 200`\nat 0.887 in the README.") == []
     # the citation covers its own sentence only
     assert _numbers_found("R1 scores 79.8 (DeepSeek-AI 2025). Ours scores 0.5.", "0.31") == ["0.5"]
+
+
+def test_a_number_quoted_from_another_lesson_is_checked_against_that_lesson():
+    others = {"03": shown_numbers("entropy 0.367 -> 0.031")}
+    quoted = _notebook("Lesson 03's PPO run took entropy from 0.37 to 0.03 nats.")
+    assert check_notebook(quoted, "16_x", others) == []
+    wrong = _notebook("Lesson 03's PPO run took entropy from 0.47 to 0.03 nats.")
+    assert [f.number for f in check_notebook(wrong, "16_x", others)] == ["0.47"]
+    unnamed = _notebook("The PPO run took entropy from 0.37 to 0.03 nats.", "entropy 0.031")
+    assert [f.number for f in check_notebook(unnamed, "16_x", others)] == ["0.37"]
+    assert mentioned_lessons("lessons 16 and 18, and lesson-08's run") == {"16", "18", "08"}
 
 
 def test_the_allow_list_marker():
@@ -373,9 +416,9 @@ def test_the_allow_list_marker():
 
 def _report():
     """python tests/test_prose_matches_outputs.py: every finding in every lesson, for fixing prose."""
-    total = 0
+    total, others = 0, _all_lessons_shown()
     for path in LESSONS:
-        findings = check_notebook(json.loads(path.read_text(encoding="utf-8")), path.stem)
+        findings = check_notebook(json.loads(path.read_text(encoding="utf-8")), path.stem, others)
         total += len(findings)
         for finding in findings:
             print(finding)
