@@ -112,7 +112,7 @@ REFERENCE_WORD = re.compile(
 REFERENCE_JOIN = re.compile(r"^\s*(?:,|and|or|to|–|-|&)\s*$")
 
 ABBREVIATIONS = ("et al.", "e.g.", "i.e.", "vs.", "cf.", "Fig.", "Eq.", "Sec.", "approx.", "resp.", "No.")
-SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(\[*\"“‘'_$`])")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[*\"“‘'_$`])")
 BLOCK_START = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*+]\s|\d+[.)]\s|\||#))")
 
 
