@@ -1,5 +1,7 @@
 """Prose agrees with the run: every number about the run in a lesson's markdown is one its stored outputs show.
 
+The same check reads the README's lesson table: a row's numbers must be shown by its lesson.
+
 The design ("What a claim is") asks that a run number in prose be one an output prints, so that a
 re-execution that changes the run cannot leave stale prose behind. This test reads every stored lesson
 (``notebooks/[0-9][0-9]_*.ipynb``) and fails, naming the lesson, the cell index and the sentence, on a
@@ -274,13 +276,15 @@ def mentioned_lessons(sentence: str) -> set[str]:
     return found
 
 
-def check_notebook(notebook: dict, lesson: str, other_lessons: dict[str, set[Decimal]] | None = None) -> list[Finding | str]:
+def check_notebook(notebook: dict, lesson: str, other_lessons: dict[str, set[Decimal]] | None = None,
+                   shown: set[Decimal] | None = None) -> list[Finding | str]:
     """Every prose number of the notebook that no output or code cell shows, and every bad marker.
 
     ``other_lessons`` maps a lesson's two-digit number to the numbers it shows: a sentence that names
-    another lesson may quote that lesson's numbers.
+    another lesson may quote that lesson's numbers. ``shown`` replaces the notebook's own outputs (for
+    text that quotes a lesson from outside it, such as the README's table).
     """
-    shown = lesson_shown_numbers(notebook)
+    shown = lesson_shown_numbers(notebook) if shown is None else shown
     other_lessons = other_lessons or {}
     findings: list[Finding | str] = []
     for index, cell in enumerate(notebook["cells"]):
@@ -317,6 +321,32 @@ def test_prose_numbers_are_shown_by_the_run(path, all_lessons_shown):
     notebook = json.loads(path.read_text(encoding="utf-8"))
     findings = check_notebook(notebook, path.stem, all_lessons_shown)
     assert not findings, "prose numbers no stored output shows:\n" + "\n".join(map(str, findings))
+
+
+README = NOTEBOOKS.parent / "README.md"
+
+
+def readme_findings(readme: str, shown_by_lesson: dict[str, set[Decimal]]) -> list[Finding | str]:
+    """The README's lesson table quotes run numbers too: each row is checked against its lesson."""
+    findings = []
+    for line in readme.splitlines():
+        row = re.match(r"\|\s*(\d\d)\s*\|(.*)", line)
+        if not row:
+            continue
+        notebook = {"cells": [{"cell_type": "markdown", "source": row.group(2)}]}
+        findings += check_notebook(notebook, f"README row {row.group(1)}", shown_by_lesson, shown_by_lesson[row.group(1)])
+    return findings
+
+
+def test_readme_lesson_table_quotes_the_stored_runs(all_lessons_shown):
+    findings = readme_findings(README.read_text(encoding="utf-8"), all_lessons_shown)
+    assert not findings, "README lesson-table numbers no stored output shows:\n" + "\n".join(map(str, findings))
+
+
+def test_a_stale_readme_row_fails():
+    shown = {"08": shown_numbers("advantages [+0.577, -1.732]")}
+    assert readme_findings("| 08 | the worked example (+0.58 / −1.73) | ready |", shown) == []
+    assert [f.number for f in readme_findings("| 08 | the worked example (+0.58 / −1.74) | ready |", shown)] == ["1.74"]
 
 
 def test_all_lessons_are_checked():
@@ -422,6 +452,9 @@ def _report():
         total += len(findings)
         for finding in findings:
             print(finding)
+    for finding in readme_findings(README.read_text(encoding="utf-8"), others):
+        total += 1
+        print(finding)
     print(f"{total} findings")
 
 
