@@ -1,11 +1,10 @@
 """Prose agrees with the run: every number about the run in a lesson's markdown is one its stored outputs show.
 
-The same check reads the README's lesson table: a row's numbers must be shown by its lesson.
-
 The design ("What a claim is") asks that a run number in prose be one an output prints, so that a
 re-execution that changes the run cannot leave stale prose behind. This test reads every stored lesson
 (``notebooks/[0-9][0-9]_*.ipynb``) and fails, naming the lesson, the cell index and the sentence, on a
 number in a markdown cell that none of the lesson's stored outputs and none of its code cells shows.
+The same check reads the README's lesson table: a row's numbers must be shown by its lesson.
 
 What is shown. Every number printed by the lesson's stored outputs (stream text and the text/plain,
 text/html, text/latex and text/markdown forms of results and displays; figures are pixels and count for
