@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -194,3 +195,35 @@ def test_real_model_greedy_sampling_equals_generate_and_logprobs_equal_a_forward
                                      rollout.completion_mask)
     torch.testing.assert_close(rollout.logprobs, forward, atol=1e-4, rtol=0)
     torch.testing.assert_close(scored, forward, atol=1e-4, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 21's GPU cell, run on the CPU with CUDA faked (it cannot run here otherwise, and must not rot)
+
+
+def test_lesson21_gpu_cell_runs_on_the_cpu_with_cuda_faked(monkeypatch, capsys):
+    """Every call in the cell exists and takes the arguments it is given: ``load_model`` returns a zoo
+    model on the CPU in place of the hub model, and the cell's preset is run at a few tokens."""
+    import nbformat
+
+    from rlbook.tasks import get_task
+    from rlbook.trainers import preset
+
+    notebook = nbformat.read(Path(__file__).parent.parent / "notebooks" / "21_scaling_up.ipynb", as_version=4)
+    [cell] = [c for c in notebook.cells if c.cell_type == "code" and "torch.cuda.is_available()" in c.source]
+    loaded = []
+
+    def zoo_model_on_the_cpu(name, *, device=None, dtype=None):
+        loaded.append((name, device, dtype))
+        return load_model("countdown-base", dtype=dtype)
+
+    def small(name, **settings):
+        preset(name, **settings)  # the cell's own settings must be valid
+        return preset(name, **{**settings, "max_new_tokens": 8, "prompts_per_step": 2, "group_size": 2})
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: 0)
+    exec(cell.source, {"torch": torch, "load_model": zoo_model_on_the_cpu, "preset": small, "get_task": get_task})
+    printed = capsys.readouterr().out
+    assert loaded == [("Qwen/Qwen2.5-0.5B-Instruct", "cuda", torch.bfloat16)]
+    assert "step_time" in printed and "peak GPU memory: 0.0 GiB" in printed
