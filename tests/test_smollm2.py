@@ -82,9 +82,9 @@ def test_cache_dir_follows_rlbook_cache_then_xdg_then_home(monkeypatch, tmp_path
 
 
 def test_without_the_hub_the_registry_wheel_builds_the_folder_once(cache, monkeypatch, capsys):
-    model, tokenizer = load_model(NAME)
     folder = cache / "models" / NAME
-    assert resolve(NAME) == ("pretrained", str(folder))
+    assert resolve(NAME) == ("pretrained", str(folder)) and not folder.exists()  # resolving builds nothing
+    model, tokenizer = load_model(NAME)
     assert json.loads((folder / "source.json").read_text())["source"] == "registry"
     assert "package registry" in capsys.readouterr().err  # says which source it used
     assert type(model).__name__ == "Qwen2ForCausalLM" and tokenizer.padding_side == "left"

@@ -19,7 +19,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, 
                           PreTrainedTokenizerFast)
 from transformers.models.auto.tokenization_auto import get_tokenizer_config
 
-from rlbook.models.pretrained import PRETRAINED, ensure_pretrained
+from rlbook.models.pretrained import PRETRAINED, ensure_pretrained, pretrained_folder
 
 GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo" / "models"
@@ -35,8 +35,8 @@ def zoo_names() -> list[str]:
 def resolve(name_or_path: str) -> tuple[str, str]:
     """Where ``name_or_path`` comes from: ``("zoo" | "pretrained" | "local" | "hub", location)``.
 
-    A pretrained name (``rlbook.models.pretrained.PRETRAINED``) is built into the cache the first
-    time it is resolved, and read from there afterwards.
+    Nothing is loaded or built: a pretrained name (``rlbook.models.pretrained.PRETRAINED``) resolves
+    to its folder in the cache, which ``load_model`` and ``load_tokenizer`` build on first use.
     """
     if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
         raise ValueError(f"name_or_path must be a zoo name, a folder or a hub id, got {name_or_path!r}")
@@ -44,7 +44,7 @@ def resolve(name_or_path: str) -> tuple[str, str]:
     if name in zoo_names():
         return "zoo", str(ZOO_DIR / name)
     if name in PRETRAINED:
-        return "pretrained", str(ensure_pretrained(name))
+        return "pretrained", str(pretrained_folder(name))
     if Path(name).expanduser().is_dir():
         return "local", str(Path(name).expanduser())
     if not _is_hub_id(name):
@@ -70,9 +70,16 @@ def _is_hub_id(name: str) -> bool:
     return True
 
 
+def _files(name_or_path: str) -> str:
+    """The folder (or hub id) ``from_pretrained`` reads; a pretrained model is built into the cache first."""
+    source, location = resolve(name_or_path)
+    return str(ensure_pretrained(str(name_or_path))) if source == "pretrained" else location
+
+
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
-    """The tokenizer of a zoo model, folder or hub id, with a pad token and left padding for sampling."""
-    _, location = resolve(name_or_path)
+    """The tokenizer of a zoo model, pretrained model, folder or hub id, with a pad token and left padding
+    for sampling."""
+    location = _files(name_or_path)
     if get_tokenizer_config(location).get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES:
         # A tokenizer saved as a plain tokenizers pipeline (the zoo's character tokenizer) is loaded as
         # exactly that: AutoTokenizer would pick the model family's class (Qwen2Tokenizer) from
@@ -88,12 +95,13 @@ def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
 
 def load_model(name_or_path: str, *, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load ``(model, tokenizer)`` from a zoo name, a local folder or a hub id.
+    """Load ``(model, tokenizer)`` from a zoo name, a pretrained name (built into the cache on first use),
+    a local folder or a hub id.
 
     ``device`` defaults to CPU; ``dtype`` to the checkpoint's own (float32 for the zoo). The
     model is returned in eval mode.
     """
-    _, location = resolve(name_or_path)
+    location = _files(name_or_path)
     tokenizer = load_tokenizer(name_or_path)
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = AutoModelForCausalLM.from_pretrained(location, **kwargs)

