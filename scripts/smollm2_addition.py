@@ -46,10 +46,11 @@ def last_number_reward(text: str, example: dict) -> float:
     return float(bool(numbers) and int(numbers[-1]) == example["answer"])
 
 
-def measure_pass_at_k(model, tokenizer, rows, *, temperature: float, samples: int, max_new_tokens: int) -> dict:
+def measure_pass_at_k(model, tokenizer, rows, *, temperature: float, samples: int, max_new_tokens: int,
+                      seed: int) -> dict:
     start_wall, start_cpu = time.perf_counter(), time.process_time()
     rollout = sample(model, tokenizer, [r["prompt"] for r in rows], num_samples=samples,
-                     max_new_tokens=max_new_tokens, temperature=temperature, seed=0)
+                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
     rewards = np.array([last_number_reward(t, rows[i // samples]) for i, t in enumerate(rollout.texts)])
     correct = rewards.reshape(len(rows), samples).sum(axis=1).astype(int)
@@ -67,19 +68,20 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--grpo-steps", type=int, default=2, help="GRPO + LoRA steps to time (0: none)")
+    parser.add_argument("--seed", type=int, default=0, help="another seed draws other prompts and other samples")
     args = parser.parse_args()
     print(f"torch threads: {torch.get_num_threads()}")
     model, tokenizer = load_model("smollm2-135m-instruct")
 
     print(f"\nbase model, {args.prompts} prompts x {args.samples} samples, <= {args.max_new_tokens} new tokens, "
-          "last number scored")
+          f"last number scored, seed {args.seed}")
     print(f"{'digits':>6} {'T':>4} {'pass@1':>7} {'pass@' + str(args.samples):>7} {'mixed':>6} {'wall s':>7} "
           f"{'cpu s':>7}  first reply")
     for digits in (1, 2):
-        rows = addition_rows(args.prompts, digits, seed=digits)
+        rows = addition_rows(args.prompts, digits, seed=digits + 10 * args.seed)
         for temperature in (0.7, 1.0):
             m = measure_pass_at_k(model, tokenizer, rows, temperature=temperature, samples=args.samples,
-                                  max_new_tokens=args.max_new_tokens)
+                                  max_new_tokens=args.max_new_tokens, seed=args.seed)
             print(f"{digits:>6} {temperature:>4} {m['pass@1']:>7.3f} {m[f'pass@{args.samples}']:>7.3f} "
                   f"{m['mixed']:>3}/{args.prompts:<2} {m['wall_s']:>7.1f} {m['cpu_s']:>7.1f}  {m['example']!r}")
 

@@ -120,7 +120,7 @@ def ensure_pretrained(name: str, *, cache: str | Path | None = None, downloads: 
                                 + "; ".join(failures))
 
 
-_SOURCE_WORDS = {"hub": "Hugging Face hub (full precision)",
+_SOURCE_WORDS = {"hub": "Hugging Face hub (the published weights)",
                  "registry": "package registry (GGUF Q4_1, de-quantised to float32)"}
 
 
