@@ -1,9 +1,10 @@
-"""One loading function for a shipped zoo model, a local folder, or a hub id.
+"""One loading function for a shipped zoo model, a real pretrained model, a local folder, or a hub id.
 
 ``load_model("arith-base")`` loads the zoo checkpoint shipped inside the package;
-``load_model("path/to/folder")`` a model saved with ``save_pretrained``;
+``load_model("smollm2-135m-instruct")`` a real pretrained model, built once into the user's cache
+(``rlbook.models.pretrained``); ``load_model("path/to/folder")`` a model saved with ``save_pretrained``;
 ``load_model("Qwen/Qwen2.5-0.5B-Instruct", device="cuda")`` a hub model (downloaded by
-``transformers`` the first time, or read from the local cache when offline). All three go
+``transformers`` the first time, or read from the local cache when offline). All of them go
 through ``transformers``' ``from_pretrained``; only where the files come from differs.
 """
 
@@ -18,6 +19,8 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, 
                           PreTrainedTokenizerFast)
 from transformers.models.auto.tokenization_auto import get_tokenizer_config
 
+from rlbook.models.pretrained import PRETRAINED, ensure_pretrained, pretrained_folder
+
 GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo" / "models"
 
@@ -30,18 +33,25 @@ def zoo_names() -> list[str]:
 
 
 def resolve(name_or_path: str) -> tuple[str, str]:
-    """Where ``name_or_path`` comes from: ``("zoo" | "local" | "hub", location)``."""
+    """Where ``name_or_path`` comes from: ``("zoo" | "pretrained" | "local" | "hub", location)``.
+
+    Nothing is loaded or built: a pretrained name (``rlbook.models.pretrained.PRETRAINED``) resolves
+    to its folder in the cache, which ``load_model`` and ``load_tokenizer`` build on first use.
+    """
     if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
         raise ValueError(f"name_or_path must be a zoo name, a folder or a hub id, got {name_or_path!r}")
     name = str(name_or_path)
     if name in zoo_names():
         return "zoo", str(ZOO_DIR / name)
+    if name in PRETRAINED:
+        return "pretrained", str(pretrained_folder(name))
     if Path(name).expanduser().is_dir():
         return "local", str(Path(name).expanduser())
     if not _is_hub_id(name):
         raise ValueError(
             f"name_or_path={name!r} is not a zoo model ({', '.join(zoo_names()) or 'none shipped'}), "
-            "an existing folder, or a hub id of the form 'owner/name'"
+            f"a pretrained model ({', '.join(sorted(PRETRAINED))}), an existing folder, "
+            "or a hub id of the form 'owner/name'"
         )
     return "hub", name
 
@@ -60,9 +70,16 @@ def _is_hub_id(name: str) -> bool:
     return True
 
 
+def _files(name_or_path: str) -> str:
+    """The folder (or hub id) ``from_pretrained`` reads; a pretrained model is built into the cache first."""
+    source, location = resolve(name_or_path)
+    return str(ensure_pretrained(str(name_or_path))) if source == "pretrained" else location
+
+
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
-    """The tokenizer of a zoo model, folder or hub id, with a pad token and left padding for sampling."""
-    _, location = resolve(name_or_path)
+    """The tokenizer of a zoo model, pretrained model, folder or hub id, with a pad token and left padding
+    for sampling."""
+    location = _files(name_or_path)
     if get_tokenizer_config(location).get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES:
         # A tokenizer saved as a plain tokenizers pipeline (the zoo's character tokenizer) is loaded as
         # exactly that: AutoTokenizer would pick the model family's class (Qwen2Tokenizer) from
@@ -78,12 +95,13 @@ def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
 
 def load_model(name_or_path: str, *, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load ``(model, tokenizer)`` from a zoo name, a local folder or a hub id.
+    """Load ``(model, tokenizer)`` from a zoo name, a pretrained name (built into the cache on first use),
+    a local folder or a hub id.
 
     ``device`` defaults to CPU; ``dtype`` to the checkpoint's own (float32 for the zoo). The
     model is returned in eval mode.
     """
-    _, location = resolve(name_or_path)
+    location = _files(name_or_path)
     tokenizer = load_tokenizer(name_or_path)
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = AutoModelForCausalLM.from_pretrained(location, **kwargs)
