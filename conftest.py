@@ -7,6 +7,11 @@ clock, or compares two timings taken in the same run. To keep that so, every les
 ``make test``, beside ``$RLBOOK_BUSY_PROCESSES`` processes that spin on a core each (default: one
 per core), started before its first cell and stopped after its last. A claim that holds only on an
 idle machine fails there. ``RLBOOK_BUSY_LESSONS=`` (empty) turns it off.
+
+Under ``make test`` (pytest-xdist, one worker per core, a file whole per worker) the files go out
+longest first, so the last minutes are short files filling both cores rather than one long lesson
+running alone: ``LONGEST_FIRST`` lists the slow ones, in order (measured by ``make test
+PYTEST_ARGS=--durations=0``); everything else follows in its usual order.
 """
 
 from __future__ import annotations
@@ -21,6 +26,24 @@ DEFAULT_BUSY_LESSONS = "14,15"
 SPIN = "while True: pass"
 
 _busy: dict[str, list[subprocess.Popen]] = {}  # lesson file -> its spinning processes
+
+# Path prefixes (relative to the repository), slowest first: lesson 20 alone is about a fifth of make test.
+LONGEST_FIRST = ("notebooks/20_", "tests/browser/", "notebooks/21_", "notebooks/18_", "notebooks/07_",
+                 "notebooks/16_", "notebooks/15_", "notebooks/19_", "notebooks/04_", "tests/test_assignments",
+                 "notebooks/11_", "notebooks/13_", "notebooks/14_", "notebooks/17_", "notebooks/12_")
+
+
+def _rank(item) -> int:
+    path = Path(str(item.fspath)).resolve()
+    try:
+        relative = path.relative_to(Path(__file__).resolve().parent).as_posix()
+    except ValueError:
+        return len(LONGEST_FIRST)
+    return next((i for i, prefix in enumerate(LONGEST_FIRST) if relative.startswith(prefix)), len(LONGEST_FIRST))
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=_rank)  # stable: a file's items keep their order, and so do the unlisted files
 
 
 def _lesson_number(item) -> str | None:
