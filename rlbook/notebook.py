@@ -27,15 +27,31 @@ def show_source(obj) -> None:
     display(Code(source, language="python"))
 
 
-def check_claim(condition: bool, claim: str, evidence: str = "") -> None:
+def check_claim(condition: bool, claim: str, evidence: str = "", *, n: str | None = None,
+                uncertainty: str | None = None, threshold: str | None = None) -> None:
     """Assert ``claim`` about this run; print it with ``evidence`` when it holds.
 
-    Raises ``AssertionError`` naming the claim and the evidence when it does not.
+    Raises ``AssertionError`` naming the claim and the evidence when it does not. The design's claim
+    standard asks every claim for its support, given as keywords and printed in brackets after it:
+
+    - n: what backs it, e.g. ``"3 seeds"``, ``"512 samples of 64 prompts"``;
+    - uncertainty: e.g. ``"seed sd 0.03"``, ``"SE 0.02, clustered by prompt"`` (``rlbook.evidence``);
+    - threshold: where the bar comes from: ``"theory"``, ``"the paper"``, ``"fixed before the run"``.
+
+    A comparison between methods over seeds is claimed only when ``rlbook.evidence.compare_seeds``
+    says ``separated``; a "no difference" only beside ``minimum_detectable_difference``.
     """
+    support = []
+    for name, value in (("n", n), ("uncertainty", uncertainty), ("threshold", threshold)):
+        if value is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string saying what supports the claim, got {value!r}")
+            support.append(value.strip() if name != "threshold" else f"threshold: {value.strip()}")
     detail = f" ({evidence})" if evidence else ""
+    brackets = f" [{'; '.join(support)}]" if support else ""
     if not condition:
-        raise AssertionError(f"claim not shown by this run: {claim}{detail}")
-    print(f"✓ {claim}{detail}")
+        raise AssertionError(f"claim not shown by this run: {claim}{detail}{brackets}")
+    print(f"✓ {claim}{detail}{brackets}")
 
 
 def worked_check(condition: bool, statement: str, detail: str = "") -> None:

@@ -1,0 +1,76 @@
+"""Tests of rlbook.evidence and check_claim's support: the uncertainty a claim carries."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rlbook.evidence import MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference
+from rlbook.notebook import check_claim
+
+
+def test_one_sample_per_cluster_is_the_ordinary_standard_error_up_to_the_small_sample_factor():
+    y = np.array([0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    ordinary = y.std(ddof=0) / math.sqrt(len(y)) * math.sqrt(len(y) / (len(y) - 1))
+    assert clustered_se(y, range(len(y))) == pytest.approx(ordinary)
+
+
+def test_samples_of_one_prompt_that_agree_count_as_one_observation():
+    # 4 prompts, each answered 8 times the same way: really 4 observations, not 32.
+    per_prompt = np.array([1.0, 0.0, 1.0, 0.0])
+    y = np.repeat(per_prompt, 8)
+    prompts = np.repeat(np.arange(4), 8)
+    naive = y.std(ddof=1) / math.sqrt(len(y))
+    assert clustered_se(y, prompts) == pytest.approx(clustered_se(per_prompt, range(4)))
+    assert clustered_se(y, prompts) > 2.5 * naive
+
+
+def test_clustered_se_matches_the_spread_of_simulated_means():
+    rng = np.random.default_rng(0)
+    means, ses = [], []
+    for _ in range(400):
+        difficulty = rng.uniform(0, 1, size=32)                       # 32 prompts
+        y = (rng.uniform(size=(32, 8)) < difficulty[:, None]).astype(float)  # 8 samples each
+        means.append(y.mean())
+        ses.append(clustered_se(y.reshape(-1), np.repeat(np.arange(32), 8)))
+    assert np.mean(ses) == pytest.approx(np.std(means), rel=0.15)
+
+
+def test_compare_seeds_claims_only_with_three_seeds_and_no_overlap():
+    assert compare_seeds([0.8, 0.82, 0.85], [0.6, 0.62, 0.7]).separated
+    assert not compare_seeds([0.8, 0.82, 0.65], [0.6, 0.62, 0.7]).separated  # the ranges overlap
+    assert not compare_seeds([0.9, 0.95], [0.1, 0.2]).separated  # two seeds: reported, never claimed
+    result = compare_seeds([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    assert result.gap == pytest.approx(2.0) and result.seed_sd == pytest.approx(math.sqrt(2 / 4))
+    assert "reported, not claimed" in str(compare_seeds([1, 2], [0, 0])) and MIN_SEEDS == 3
+
+
+def test_minimum_detectable_difference_is_2_8_standard_errors():
+    assert minimum_detectable_difference(0.1, 3, 3) == pytest.approx(2.8016 * 0.1 * math.sqrt(2 / 3), rel=1e-4)
+    assert minimum_detectable_difference(0.1, 12, 12) < minimum_detectable_difference(0.1, 3, 3)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: clustered_se([1.0, 2.0], [0, 0]), "two clusters"),
+    (lambda: clustered_se([1.0, 2.0], [0]), "one label per value"),
+    (lambda: clustered_se([], []), "at least one number"),
+    (lambda: compare_seeds([1.0, float("nan")], [0.0]), "finite"),
+    (lambda: minimum_detectable_difference(-1.0, 3, 3), "seed_sd"),
+    (lambda: minimum_detectable_difference(0.1, 0, 3), "n_a"),
+])
+def test_bad_input_is_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_check_claim_prints_its_support_and_fails_with_it(capsys):
+    check_claim(True, "pass@1 rises", "0.30 → 0.60", n="3 seeds", uncertainty="seed sd 0.02",
+                threshold="fixed before the run")
+    assert capsys.readouterr().out == ("✓ pass@1 rises (0.30 → 0.60) [3 seeds; seed sd 0.02; "
+                                       "threshold: fixed before the run]\n")
+    with pytest.raises(AssertionError, match=r"\[2 seeds\]"):
+        check_claim(False, "pass@1 rises", n="2 seeds")
+    with pytest.raises(ValueError, match="uncertainty"):
+        check_claim(True, "x", uncertainty="  ")
