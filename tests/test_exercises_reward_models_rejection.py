@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from rlbook.exercises import rejection as rejection_exercises
 from rlbook.exercises import reward_models as rm_exercises
-from rlbook.trainers.rejection import best_of_n_distribution
+from rlbook.metrics import best_of_n_distribution
 
 
 def stub(*args):

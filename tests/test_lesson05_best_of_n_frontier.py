@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from rlbook.toys import reverse_kl, reverse_kl_optimum, toy_policy  # noqa: E402
-from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl  # noqa: E402
+from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl  # noqa: E402
 from rlbook.viz.rejection import plot_reward_kl_frontier  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Tests of rlbook.viz.live: the live plot draws in place, within its time budget, ends on the last
+"""Tests of rlbook.trainers.live: the live plot draws in place, within its time budget, ends on the last
 step, and draws nothing when off or outside a kernel; each trainer draws only when live."""
 
 import matplotlib
@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from rlbook.trainers.history import History  # noqa: E402
-from rlbook.viz import live  # noqa: E402
+from rlbook.trainers import live  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG"
 

@@ -12,10 +12,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from rlbook.metrics import best_of_n_kl  # noqa: E402
+from rlbook.metrics import (best_of_n_distribution, best_of_n_exact_kl, best_of_n_kl,  # noqa: E402
+                            expected_max_of_normals, overoptimisation_curves)
 from rlbook.toys import toy_policy  # noqa: E402
-from rlbook.trainers.rejection import (best_of_n_distribution, best_of_n_exact_kl,  # noqa: E402
-                                       expected_max_of_normals, overoptimisation_curves)
 from rlbook.viz import rejection as rejection_viz  # noqa: E402
 from rlbook.viz import reward_models as rm_viz  # noqa: E402
 

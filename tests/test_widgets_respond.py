@@ -20,11 +20,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from rlbook import toys  # noqa: E402
+from rlbook.probes import OffPolicyBatch  # noqa: E402
 from rlbook.viz import (  # noqa: E402
     aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, pass_at_k, policy_gradient, ppo, preference,
     pipeline, r1_zero, rejection, reward_models, scaling, throughput, timeline,
 )
-from rlbook.viz.ratios import OffPolicyBatch, ratio_spread_widget  # noqa: E402
+from rlbook.viz.ratios import ratio_spread_widget  # noqa: E402
 
 
 def _artist_data(fig) -> list:
