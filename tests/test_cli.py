@@ -179,8 +179,11 @@ def test_history_save_and_load_round_trip(tmp_path):
 # --- zoo eval ----------------------------------------------------------------------------------
 def test_zoo_eval_measures_the_model_given_by_model_device_and_dtype_on_the_recipes_prompts(tmp_path, capsys,
                                                                                           monkeypatch):
-    import rlbook.zoo.__main__ as zoo_cli
+    import importlib
+
     from rlbook.zoo.recipes import RECIPES
+
+    zoo_evaluate = importlib.import_module("rlbook.zoo.evaluate")  # the module (rlbook.zoo has no `evaluate` name)
 
     model, tokenizer = load_model("arith-tiny")
     with torch.no_grad():
@@ -193,7 +196,7 @@ def test_zoo_eval_measures_the_model_given_by_model_device_and_dtype_on_the_reci
         measured.update(model=model, recipe=recipe)
         return {"pass_at_1": 0.5}
 
-    monkeypatch.setattr(zoo_cli, "evaluate", evaluate)
+    monkeypatch.setattr(zoo_evaluate, "evaluate", evaluate)
     assert main(["zoo", "eval", "arith-tiny", "--model", str(tmp_path / "trained"), "--device", "cpu",
                  "--dtype", "bfloat16"]) == 0
     assert json.loads(capsys.readouterr().out) == {"pass_at_1": 0.5}
