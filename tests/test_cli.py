@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -85,10 +84,8 @@ def test_a_mistake_is_one_line_on_stderr_and_status_2_before_any_work(arguments,
                                                                       no_model_work):
     command = arguments.split()[0]
     out = [] if command == "zoo" else ["--out", str(tmp_path / "run")]  # zoo eval writes nothing
-    start = time.perf_counter()
-    with pytest.raises(SystemExit) as exited:
+    with pytest.raises(SystemExit) as exited:  # no_model_work: before any model is loaded
         main([*arguments.split(), *out])
-    assert time.perf_counter() - start < 10
     assert exited.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1, captured.err

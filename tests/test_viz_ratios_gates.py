@@ -1,25 +1,14 @@
 """The figures, widgets and helpers of lessons 12 (GSPO/GMPO) and 13 (SAPO/CISPO)."""
 
-import matplotlib
+import pandas as pd
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook import probes  # noqa: E402
-from rlbook.models import load_model  # noqa: E402
-from rlbook.tasks import get_task  # noqa: E402
-from rlbook.viz import gates as gate_viz  # noqa: E402
-from rlbook.viz import ratios as ratio_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook import probes
+from rlbook.models import load_model
+from rlbook.tasks import get_task
+from rlbook.viz import gates as gate_viz
+from rlbook.viz import ratios as ratio_viz
 
 
 @pytest.fixture(scope="module")
