@@ -16,12 +16,14 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: lab test unit-and-notebooks unit notebooks execute bench zoo clean book browser-deps assignments grade
 
-$(STAMP): pyproject.toml
+# Every package at the version in constraints.txt (the versions the stored outputs were made with), with
+# all four extras: scale (lesson 21: trl, accelerate), book, grade and test.
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@# Keep a torch the user installed first (e.g. a CUDA build); otherwise take the CPU build.
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e ".[scale,book,grade,llm,test]"
 	$(PY) -m ipykernel install --sys-prefix --name rlbook --display-name "Python (rlbook)" >/dev/null
 	@touch $(STAMP)
 

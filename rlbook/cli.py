@@ -17,6 +17,11 @@ Every training command writes the same files into ``--out``: ``history.csv``, ``
 Commands live in ``COMMANDS`` (name -> (one-line help, prepare function: the arguments -> the work,
 a function of no arguments returning an exit code)); adding a command is one entry there and one
 prepare function.
+
+``rlbook --help`` and a usage mistake answer at once: the parsers are built without importing torch,
+transformers or datasets (the names they offer as choices are listed here, and
+``tests/test_cli_startup.py`` checks them against the library's); the library is imported to check
+the settings once the arguments have parsed, and to run.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ from pathlib import Path
 # The model each task trains by default (a zoo name).
 DEFAULT_MODELS = {"arithmetic": "arith-base", "countdown": "countdown-base"}
 MODEL_DIR = "model"
+# The choices the parsers offer, named here so that a parser needs no heavy import: the keys of
+# rlbook.trainers.PRESETS, rlbook.tasks.TASKS and rlbook.zoo.RECIPES, and rlbook.trainers.PREFERENCE_LOSSES.
+PRESET_NAMES = ("cispo", "dapo", "dr_grpo", "gmpo", "grpo", "gspo", "ppo", "reinforce", "rloo", "sapo")
+TASK_NAMES = ("arithmetic", "countdown")
+PREFERENCE_LOSS_NAMES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
+ZOO_MODEL_NAMES = ("arith-base", "arith-tiny", "countdown-base", "review-base")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -44,22 +55,67 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # --- zoo ----------------------------------------------------------------------------------
 def prepare_zoo(argv: list[str]):
-    from rlbook.zoo.__main__ import prepare
+    """Parse and check ``argv`` (``list``, ``build NAME ...`` or ``eval NAME ...``) without loading a
+    model; returns the work (a function of no arguments returning an exit code). A bad ``--model``,
+    ``--device`` or ``--dtype`` is a ``ValueError`` naming the argument."""
+    parser = ArgumentParser(prog="python -m rlbook.zoo", description="Command line for the zoo: "
+                            "``python -m rlbook.zoo {list,build,eval} ...`` (or ``rlbook zoo ...``).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="list the recipes and their measured cards")
+    build_cmd = commands.add_parser("build", help="build a zoo model (or 'all') from its recipe")
+    build_cmd.add_argument("name", choices=[*ZOO_MODEL_NAMES, "all"])
+    build_cmd.add_argument("--out", help="output folder (default: the package's zoo)")
+    build_cmd.add_argument("--steps", type=int, help="override the recipe's training steps")
+    build_cmd.add_argument("--corpus-size", type=int, help="override the recipe's corpus size")
+    build_cmd.add_argument("--eval-prompts", type=int, help="override the number of held-out prompts")
+    build_cmd.add_argument("--no-eval", action="store_true", help="skip measuring the card")
+    eval_cmd = commands.add_parser("eval", help="re-measure a zoo model's card numbers, or measure another "
+                                                 "model (--model) on the same held-out prompts")
+    eval_cmd.add_argument("name", choices=list(ZOO_MODEL_NAMES), help="the recipe: its task, prompts and samples")
+    eval_cmd.add_argument("--model", help="zoo name, folder (e.g. rlbook train's OUT/model) or hub id to "
+                                          "measure instead of the recipe's own model")
+    add_device_arguments(eval_cmd)
+    args = parser.parse_args(argv)
+    if args.command == "eval":
+        if args.model is not None:
+            check_model_name("--model", args.model)
+        check_device_arguments(args)
+    return partial(_run_zoo, args)
 
-    return prepare(argv)
+
+def _run_zoo(args) -> int:
+    from rlbook.models import load_model
+    from rlbook.zoo.build import build, read_card
+    from rlbook.zoo.evaluate import evaluate
+    from rlbook.zoo.recipes import RECIPES
+
+    if args.command == "list":
+        for name, recipe in RECIPES.items():
+            try:
+                measured = read_card(name).get("measured")
+            except ValueError:
+                measured = "not built"
+            print(f"{name}: {recipe.summary}\n    {measured}")
+    elif args.command == "build":
+        names = list(RECIPES) if args.name == "all" else [args.name]
+        for name in names:
+            out = args.out if args.out and len(names) == 1 else (f"{args.out}/{name}" if args.out else None)
+            path = build(name, out_dir=out, steps=args.steps, corpus_size=args.corpus_size,
+                         eval_prompts=args.eval_prompts, measure=not args.no_eval)
+            print(f"built {name} -> {path}")
+            print(json.dumps(read_card(path)["measured"], indent=2))
+    elif args.command == "eval":
+        model, tokenizer = load_model(args.model or args.name, **device_and_dtype(args))
+        print(json.dumps(evaluate(model, tokenizer, RECIPES[args.name]), indent=2))
+    return 0
 
 
 # --- train --------------------------------------------------------------------------------
 def prepare_train(argv: list[str]):
     """``rlbook train PRESET --task arithmetic --steps N --out DIR [--model NAME] [--set key=value ...]``."""
-    from rlbook.tasks import TASKS
-    from rlbook.trainers import PRESETS, preset
-    from rlbook.trainers.checkpoint import read_checkpoint_meta
-    from rlbook.trainers.online import check_config_matches
-
     parser = ArgumentParser(prog="rlbook train", description="Online RL with a preset of the online trainer.")
-    parser.add_argument("preset", choices=sorted(PRESETS))
-    parser.add_argument("--task", choices=sorted(TASKS), default="arithmetic")
+    parser.add_argument("preset", choices=PRESET_NAMES)
+    parser.add_argument("--task", choices=TASK_NAMES, default="arithmetic")
     parser.add_argument("--steps", type=positive_int, required=True)
     parser.add_argument("--out", required=True,
                         help="folder for the history, config, summary, checkpoint and trained model")
@@ -73,6 +129,9 @@ def prepare_train(argv: list[str]):
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     add_device_arguments(parser)
     args = parser.parse_args(argv)
+    from rlbook.trainers import preset
+    from rlbook.trainers.checkpoint import read_checkpoint_meta
+    from rlbook.trainers.online import check_config_matches
 
     model_name = args.model or DEFAULT_MODELS[args.task]
     check_model_name("--model", model_name)
@@ -128,12 +187,9 @@ def _recipe_task_settings(model_name: str) -> dict:
 # --- preference and reward model ----------------------------------------------------------
 def prepare_preference(argv: list[str]):
     """``rlbook preference LOSS --out DIR [--model NAME] [--pairs FILE] [--steps N] [--set key=value ...]``."""
-    from rlbook.trainers import PREFERENCE_LOSSES
-    from rlbook.trainers.preference import check_preference_settings
-
     parser = ArgumentParser(prog="rlbook preference",
                             description="Offline preference optimisation: DPO and its relatives.")
-    parser.add_argument("loss", choices=PREFERENCE_LOSSES)
+    parser.add_argument("loss", choices=PREFERENCE_LOSS_NAMES)
     _add_preference_data_arguments(parser)
     parser.add_argument("--labels", choices=["noisy", "gold"], default="noisy",
                         help="training labels: drawn from the gold Bradley-Terry model (noisy, like people) or "
@@ -152,6 +208,8 @@ def prepare_preference(argv: list[str]):
     if args.repeat_penalty is not None and args.labels != "gold":
         parser.error("argument --repeat-penalty: it re-orders pairs by a gold reward: use it with --labels gold")
     _check_preference_data_arguments(args)
+    from rlbook.trainers.preference import check_preference_settings
+
     with blame("--set"):
         settings = key_values(args.settings, own_arguments={"loss": "LOSS", "steps": "--steps", "seed": "--seed"})
         check_preference_settings(loss=args.loss, steps=args.steps, seed=args.seed, **settings)
@@ -177,14 +235,14 @@ def _run_preference(args, settings: dict) -> int:
 
 def prepare_reward_model(argv: list[str]):
     """``rlbook reward-model --out DIR [--model NAME] [--pairs FILE] [--steps N] [--set key=value ...]``."""
-    from rlbook.trainers.reward_model import check_reward_model_settings
-
     parser = ArgumentParser(prog="rlbook reward-model", description="A Bradley-Terry reward model on preference pairs.")
     _add_preference_data_arguments(parser)
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a train_reward_model argument, e.g. --set lr=3e-4 --set batch_size=32 (repeatable)")
     args = parser.parse_args(argv)
     _check_preference_data_arguments(args)
+    from rlbook.trainers.reward_model import check_reward_model_settings
+
     with blame("--set"):
         settings = key_values(args.settings, own_arguments={"steps": "--steps", "seed": "--seed"})
         check_reward_model_settings(steps=args.steps, seed=args.seed, **settings)
@@ -262,8 +320,6 @@ def _preference_data(args, *, repeat_penalty: float | None = None, **pair_option
 # --- sft ----------------------------------------------------------------------------------
 def prepare_sft(argv: list[str]):
     """``rlbook sft --out DIR --steps N (--data FILE | --task TASK) [--model NAME] [--set key=value ...]``."""
-    from rlbook.trainers.sft import check_sft_settings
-
     parser = ArgumentParser(prog="rlbook sft", description="Supervised fine-tuning on completions.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="a JSON / JSON-lines file with prompt and completion columns")
@@ -284,6 +340,8 @@ def prepare_sft(argv: list[str]):
     check_model_name("--model", model_name)
     check_device_arguments(args)
     _check_file("--data", args.data)
+    from rlbook.trainers.sft import check_sft_settings
+
     with blame("--task"):
         task = _task(args.task, _recipe_task_settings(model_name)) if args.task is not None else None
     with blame("--set"):

@@ -25,8 +25,10 @@ largest: **Clip-Cov** drops the gradient of a random share of the tokens whose c
 a high band, and **KL-Cov** adds a KL penalty (|log π_θ − log π_old| weighted by a coefficient) on
 the top share of tokens by covariance (§4 of the paper).
 
-``entropy_step_change`` measures the law on a real update: the exact change of the full-vocabulary
-token entropy at a batch's positions, beside the batch covariances that predict it.
+``rlbook.probes.entropy_step_change`` measures the law on a real update: the exact change of the
+full-vocabulary token entropy at a batch's positions, beside the batch covariances that predict it.
+This module is pure math on tensors (the losses' Clip-Cov and KL-Cov masks come from it); what runs a
+model is in ``rlbook.probes``.
 
 The paper also fits downstream reward against entropy across training, R ≈ −a·e^H + b (§2,
 §2): ``fit_entropy_frontier`` fits it by least squares, reported as measured, never assumed.
@@ -49,9 +51,6 @@ __all__ = [
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
-    "first_token_probabilities",
-    "sampled_token_entropies",
-    "entropy_step_change",
 ]
 
 
@@ -183,109 +182,3 @@ def fit_entropy_frontier(entropy, reward) -> dict[str, float]:
     residual = float(((design @ solution - r) ** 2).sum())
     spread = float(((r - r.mean()) ** 2).sum())
     return {"a": a, "b": b, "ceiling": b - a, "r2": 1.0 - residual / spread if spread > 0 else 0.0}
-
-
-@torch.no_grad()
-def first_token_probabilities(model, tokenizer, prompts, *, temperature: float = 1.0) -> torch.Tensor:
-    """The policy's distribution over the first completion token, one row per prompt: (N, V).
-
-    ``prompts`` are strings used verbatim or conversations (lists of ``{"role", "content"}``
-    dicts), formatted by ``rlbook.rollout.format_prompts`` as the sampler formats them. Each prompt
-    runs alone (no padding), so the row is exactly the next-token softmax(z / ``temperature``) a
-    sampler would draw the completion's first token from. Lesson 16 follows one decision through
-    training with it: the probability that the answer opens with the scratchpad tag ``<think>``.
-    """
-    from rlbook.rollout import format_prompts
-
-    texts = format_prompts(tokenizer, prompts)
-    if not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    device = next(model.parameters()).device
-    rows = []
-    for text in texts:
-        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
-        logits = model(input_ids=ids).logits[0, -1].double()
-        rows.append(torch.softmax(logits / temperature, dim=0).cpu())
-    return torch.stack(rows)
-
-
-@torch.no_grad()
-def sampled_token_entropies(model, tokenizer, prompts, *, num_samples: int = 4, max_new_tokens: int = 64,
-                            temperature: float = 1.0, seed: int = 0) -> torch.Tensor:
-    """The entropy (nats) of the policy's next-token distribution at every token of completions it
-    samples: ``num_samples`` per prompt at ``temperature``, the entropy of softmax(z / temperature)
-    at each completion position, returned flat (1-D, padding left out). Its mean is the "token
-    entropy" a trainer logs, here measured on prompts of one's choosing (held-out ones, at one
-    temperature for every run being compared).
-    """
-    from rlbook.rollout import rollout_logprobs, sample
-
-    rollout = sample(model, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens,
-                     temperature=temperature, seed=seed)
-    _, entropy = rollout_logprobs(model, rollout, temperature=temperature, return_entropy=True)
-    return entropy[rollout.completion_mask > 0].detach().double().cpu()
-
-
-def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size: int | None = None,
-                        temperature: float = 1.0, max_grad_norm: float | None = 1.0, **loss_kwargs) -> dict[str, float]:
-    """One policy update on ``rollout``, and its entropy change set beside the covariance law.
-
-    The update is ``rlbook.update.policy_update`` (one pass over the rows in minibatches of
-    ``minibatch_size``, default all; ``loss_kwargs`` go to ``policy_loss``, e.g. ``variant``);
-    ``model`` and ``optimizer`` are stepped in place. At every completion position t of the batch
-    (mask 1) the full next-token distribution π_t = softmax(z_t / T) is read before and after.
-    Returns, as floats:
-
-    - ``measured``: the exact change of the mean token entropy, mean_t [H(π_t after) − H(π_t before)];
-    - ``first_order``: mean_t −Cov_{a∼π_t}(log π_t(a), Δz_t(a)) with Δz_t the step's real change of
-      the scaled logits: the covariance law of the module docstring, position by position;
-    - ``natural_cov``: the batch covariance over the sampled tokens of (log π(y_t), A_t), the
-      token-level estimator of Cui et al. 2025 (arXiv:2505.22617, §4; the mean of
-      ``token_covariance``), the natural-PG term of §3;
-    - ``vanilla_cov``: the same covariance with π(y_t)·A_t, the vanilla-PG term of §3;
-    - ``entropy_before``, ``entropy_after``: the mean token entropies.
-
-    The law predicts ``measured`` ≈ −η·cov for an unknown effective step η > 0 (a network's logits
-    are not free parameters, and the optimizer rescales the gradient), so a covariance predicts
-    the sign and the size across steps, not the nats. Holds two (B, C, V) logit tensors.
-    """
-    from rlbook.update import minibatch_plan, policy_update
-
-    mask = rollout.completion_mask.float()
-    advantages = as_float_tensor("advantages", advantages).to(mask.device)
-    if advantages.shape != (len(rollout),):
-        raise ValueError(f"advantages must have shape ({len(rollout)},), one per completion, got {tuple(advantages.shape)}")
-    if not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    before = _completion_log_policy(model, rollout, temperature)
-    plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size)
-    policy_update(model, optimizer, rollout, advantages, plan, temperature=temperature, max_grad_norm=max_grad_norm,
-                  **loss_kwargs)
-    after = _completion_log_policy(model, rollout, temperature)
-    entropy_before, entropy_after = _entropy(before), _entropy(after)
-    first_order = -(before.exp() * (before + entropy_before[..., None]) * (after - before)).sum(-1)
-    # after − before differs from Δz by a per-position constant, which the centred covariance ignores
-    sampled = before.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
-    per_token = advantages[:, None].expand_as(sampled)
-    count = mask.sum()
-    return {"measured": float(((entropy_after - entropy_before) * mask).sum() / count),
-            "first_order": float((first_order * mask).sum() / count),
-            "natural_cov": float(token_covariance(sampled, per_token, mask).sum() / count),
-            "vanilla_cov": float(token_covariance(sampled, sampled.exp() * per_token, mask).sum() / count),
-            "entropy_before": float((entropy_before * mask).sum() / count),
-            "entropy_after": float((entropy_after * mask).sum() / count)}
-
-
-@torch.no_grad()
-def _completion_log_policy(model, rollout, temperature: float) -> torch.Tensor:
-    """log softmax(z / T) of the full vocabulary at each completion position, (B, C, V) float64."""
-    mask = rollout.attention_mask
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    width = rollout.completion_ids.shape[1]
-    logits = model(input_ids=rollout.input_ids, attention_mask=mask, position_ids=positions,
-                   logits_to_keep=width + 1).logits[:, :-1]
-    return torch.log_softmax(logits.double() / temperature, dim=-1)
-
-
-def _entropy(log_policy: torch.Tensor) -> torch.Tensor:
-    return -(log_policy.exp() * log_policy).sum(-1)

@@ -1,8 +1,8 @@
 """Timelines of generation and training (lesson 15): how busy each side was, and how much they overlapped.
 
 A timeline is a list of entries ``{"phase": "generate" | "train", "start": s, "end": s, "version": v}``
-— what ``AsyncTrainer.timeline`` records for a real run, and what
-``rlbook.trainers.async_rl.pipeline_schedule`` computes for an ideal one. ``busy_fraction``,
+— what ``AsyncTrainer.timeline`` records for a real run, and what ``pipeline_schedule`` computes
+for an ideal one. ``busy_fraction``,
 ``overlap_seconds`` and ``timeline_durations`` read one; ``example_durations`` makes the uneven
 rounds of an example run. ``rlbook.viz.timeline`` draws them as Gantt charts.
 """
@@ -13,7 +13,8 @@ import numpy as np
 
 from rlbook._checks import check_int
 
-__all__ = ["LANES", "busy_fraction", "check_timeline", "example_durations", "overlap_seconds", "timeline_durations"]
+__all__ = ["LANES", "busy_fraction", "check_timeline", "example_durations", "overlap_seconds", "pipeline_schedule",
+           "timeline_durations"]
 
 LANES = ("generate", "train")
 
@@ -74,3 +75,46 @@ def example_durations(steps: int = 8, *, spread: float = 0.5, train_seconds: flo
     longest = rng.exponential(size=(steps, 16)).max(axis=1)
     generate = 1.0 + spread * (longest / longest.mean() - 1.0) if spread else np.ones(steps)
     return [float(g) for g in np.maximum(generate, 0.05)], [float(train_seconds)] * steps
+
+
+def pipeline_schedule(generate_seconds, train_seconds, staleness: int) -> list[dict]:
+    """The ideal timeline of one generator and one learner with staleness bound η (no overheads).
+
+    Round i takes ``generate_seconds[i]`` to sample and step i ``train_seconds[i]`` to train on it.
+    The generator starts round i as soon as it is free *and* the learner has reached version
+    i − η (admission control, as in the threaded ``AsyncTrainer``), sampling with the newest
+    weights; the learner starts step t once round t is sampled and step t − 1 is done:
+
+        gen_start(i)   = max(gen_end(i − 1), train_end(i − η − 1))   (train_end(j < 0) = 0)
+        train_start(t) = max(gen_end(t), train_end(t − 1))
+
+    η = 0 gives the synchronous loop, whose span is Σ (gen + train); with η ≥ 1 the two overlap,
+    and with steady times the span tends to n · max(gen, train). Returns entries like
+    ``AsyncTrainer.timeline``'s (phase, start, end, version), sorted by start.
+    """
+    generate_seconds, train_seconds = list(generate_seconds), list(train_seconds)
+    if not generate_seconds or len(generate_seconds) != len(train_seconds):
+        raise ValueError(f"generate_seconds and train_seconds must be non-empty and of equal length, got "
+                         f"{len(generate_seconds)} and {len(train_seconds)}")
+    if min(generate_seconds + train_seconds) < 0:
+        raise ValueError("generate_seconds and train_seconds must be non-negative")
+    check_int("staleness", staleness, minimum=0)
+    gen_end, train_end, entries = [], [], []
+    for i, seconds in enumerate(generate_seconds):
+        _train_until(i - 1, gen_end, train_end, train_seconds, entries)  # every step whose round exists
+        admitted = train_end[i - staleness - 1] if i - staleness > 0 else 0.0
+        start = max(gen_end[-1] if gen_end else 0.0, admitted)
+        version = sum(end <= start for end in train_end)  # the newest weights when the round starts
+        gen_end.append(start + seconds)
+        entries.append({"phase": "generate", "start": start, "end": gen_end[i], "version": version})
+    _train_until(len(train_seconds) - 1, gen_end, train_end, train_seconds, entries)
+    return sorted(entries, key=lambda e: (e["start"], e["phase"] == "train"))
+
+
+def _train_until(step: int, gen_end: list, train_end: list, train_seconds: list, entries: list) -> None:
+    """Schedule learner steps up to ``step`` (each needs its round sampled and the previous step done)."""
+    while len(train_end) <= step:
+        t = len(train_end)
+        start = max(gen_end[t], train_end[-1] if train_end else 0.0)
+        train_end.append(start + train_seconds[t])
+        entries.append({"phase": "train", "start": start, "end": train_end[t], "version": t + 1})

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib
 
-matplotlib.use("Agg")
+import pytest
 
-import pytest  # noqa: E402
-
-from rlbook.ablation import run_ablation  # noqa: E402
-from rlbook.models import build_char_tokenizer, build_tiny_model  # noqa: E402
-from rlbook.tasks import get_task  # noqa: E402
-from rlbook.trainers import preset  # noqa: E402
+from rlbook.ablation import run_ablation
+from rlbook.models import build_char_tokenizer, build_tiny_model
+from rlbook.tasks import get_task
+from rlbook.trainers import preset
 
 SMALL = dict(group_size=3, prompts_per_step=2, max_new_tokens=6, lr=1e-2)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -85,10 +84,8 @@ def test_a_mistake_is_one_line_on_stderr_and_status_2_before_any_work(arguments,
                                                                       no_model_work):
     command = arguments.split()[0]
     out = [] if command == "zoo" else ["--out", str(tmp_path / "run")]  # zoo eval writes nothing
-    start = time.perf_counter()
-    with pytest.raises(SystemExit) as exited:
+    with pytest.raises(SystemExit) as exited:  # no_model_work: before any model is loaded
         main([*arguments.split(), *out])
-    assert time.perf_counter() - start < 10
     assert exited.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1, captured.err
@@ -179,8 +176,11 @@ def test_history_save_and_load_round_trip(tmp_path):
 # --- zoo eval ----------------------------------------------------------------------------------
 def test_zoo_eval_measures_the_model_given_by_model_device_and_dtype_on_the_recipes_prompts(tmp_path, capsys,
                                                                                           monkeypatch):
-    import rlbook.zoo.__main__ as zoo_cli
+    import importlib
+
     from rlbook.zoo.recipes import RECIPES
+
+    zoo_evaluate = importlib.import_module("rlbook.zoo.evaluate")  # the module (rlbook.zoo has no `evaluate` name)
 
     model, tokenizer = load_model("arith-tiny")
     with torch.no_grad():
@@ -193,7 +193,7 @@ def test_zoo_eval_measures_the_model_given_by_model_device_and_dtype_on_the_reci
         measured.update(model=model, recipe=recipe)
         return {"pass_at_1": 0.5}
 
-    monkeypatch.setattr(zoo_cli, "evaluate", evaluate)
+    monkeypatch.setattr(zoo_evaluate, "evaluate", evaluate)
     assert main(["zoo", "eval", "arith-tiny", "--model", str(tmp_path / "trained"), "--device", "cpu",
                  "--dtype", "bfloat16"]) == 0
     assert json.loads(capsys.readouterr().out) == {"pass_at_1": 0.5}

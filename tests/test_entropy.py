@@ -195,7 +195,7 @@ def test_the_config_refuses_a_bad_control():
 
 
 def test_first_token_probabilities_and_sampled_entropies():
-    from rlbook.entropy import first_token_probabilities, sampled_token_entropies
+    from rlbook.probes import first_token_probabilities, sampled_token_entropies
     from rlbook.models import load_model
 
     model, tokenizer = load_model("arith-base")
@@ -249,7 +249,7 @@ def _tiny_rollout():
 def test_the_measured_entropy_change_goes_to_the_first_order_law_as_the_step_shrinks():
     import copy
 
-    from rlbook.entropy import entropy_step_change
+    from rlbook.probes import entropy_step_change
 
     base, rollout, advantages = _tiny_rollout()
     errors, results = [], []
@@ -271,7 +271,7 @@ def test_the_measured_entropy_change_goes_to_the_first_order_law_as_the_step_shr
 def test_the_step_covariances_are_the_token_covariances_of_the_sampled_tokens():
     import copy
 
-    from rlbook.entropy import entropy_step_change
+    from rlbook.probes import entropy_step_change
     from rlbook.rollout import rollout_logprobs
 
     base, rollout, advantages = _tiny_rollout()

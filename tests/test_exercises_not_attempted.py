@@ -1,5 +1,6 @@
 """Every checker in rlbook.exercises treats an unattempted exercise alike: a stub still raising
-NotImplementedError gets a note and None (not a ✗ and False), after one call of the stub, not two."""
+NotImplementedError gets a note and None (not a ✗ and False), after one call of the stub, not two.
+This is the one test of that path: each checker's own tests check its cases and its feedback."""
 
 import importlib
 import pkgutil

@@ -25,17 +25,6 @@ def _stub(*args):
     raise NotImplementedError
 
 
-@pytest.mark.parametrize("checker", [pg_kl.check_reinforce_loss, pg_kl.check_optimal_baseline, pg_kl.check_k3,
-                                     pg_kl.check_expected_gradient])
-def test_checkers_skip_an_unattempted_exercise(capsys, checker):
-    result, out = _capture(capsys, checker, None)
-    assert result is None and "Nothing to check yet" in out
-    result, out = _capture(capsys, checker, _stub)
-    assert result is None and "Not attempted yet" in out and "✗" not in out
-    with pytest.raises(ValueError, match="function"):
-        checker(3)
-
-
 def test_call_tells_the_stub_from_other_failures(capsys):
     assert pg_kl._call(_stub, 1.0) == (None, pg_kl.NOT_ATTEMPTED)
     assert pg_kl._failed(pg_kl.NOT_ATTEMPTED, "case 1: ") is None

@@ -22,15 +22,3 @@ def test_pass_at_k_accepts_the_estimator(capsys):
 def test_pass_at_k_names_the_mistake(wrong, words, capsys):
     assert check_pass_at_k(wrong) is False
     assert words in capsys.readouterr().out
-
-
-def test_pass_at_k_not_attempted(capsys):
-    def stub(n, c, k):
-        raise NotImplementedError
-
-    assert check_pass_at_k(stub) is None
-    assert "Not attempted yet" in capsys.readouterr().out
-    assert check_pass_at_k(None) is None
-    assert "Nothing to check yet" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="function"):
-        check_pass_at_k(3)

@@ -1,36 +1,26 @@
 """Lesson 19 (verifier hacking): the hack classifier, GRPO's expected advantage per strategy, the
 figures and widget, and the exercise's checker with its hostile corpus."""
 
-import matplotlib
+import time
+from fractions import Fraction
 
-matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+import torch
 
-import time  # noqa: E402
-from fractions import Fraction  # noqa: E402
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook import hacking  # noqa: E402
-from rlbook.advantages import group_advantages  # noqa: E402
-from rlbook.exercises.hacking import (  # noqa: E402
+from rlbook import hacking
+from rlbook.advantages import group_advantages
+from rlbook.exercises.hacking import (
     HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_fraction_verifier, reference_fraction_reward,
 )
-from rlbook.tasks import extract_answer, get_task  # noqa: E402
-from rlbook.viz import hacking as viz  # noqa: E402
+from rlbook.tasks import extract_answer, get_task
+from rlbook.viz import hacking as viz
 
 ARITHMETIC, COUNTDOWN = get_task("arithmetic", digits=3), get_task("countdown")
 SUM = {"answer": "623", "a": 345, "b": 278}
 PROBLEM = {"numbers": [3, 5, 7], "target": 22}
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 # --- the classifier ------------------------------------------------------------------------------

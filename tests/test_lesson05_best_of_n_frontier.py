@@ -1,15 +1,12 @@
 """Lesson 05's comparison of best-of-n with the KL-regularised optimum: the figure, and the facts the
 lesson states as theorems (worked checks there) checked here on other toys."""
 
-import matplotlib
+import numpy as np
+import pytest
 
-matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from rlbook.toys import reverse_kl, reverse_kl_optimum, toy_policy  # noqa: E402
-from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl  # noqa: E402
-from rlbook.viz.rejection import plot_reward_kl_frontier  # noqa: E402
+from rlbook.toys import reverse_kl, reverse_kl_optimum, toy_policy
+from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
+from rlbook.viz.rejection import plot_reward_kl_frontier
 
 
 def _frontier(probs, rewards, betas):

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
 
-matplotlib.use("Agg")
+import pytest
 
-import pytest  # noqa: E402
-
-from rlbook.viz import baselines as baselines_viz  # noqa: E402
+from rlbook.viz import baselines as baselines_viz
 
 
 def _statistics(scale=1.0):

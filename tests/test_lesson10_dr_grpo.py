@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import matplotlib
 
-matplotlib.use("Agg")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from rlbook.toys import _length_toy_policy, length_bias_toy  # noqa: E402
-from rlbook.viz.aggregation import plot_length_toy  # noqa: E402
+from rlbook.toys import _length_toy_policy, length_bias_toy
+from rlbook.viz.aggregation import plot_length_toy
 
 
 def test_starts_where_asked_and_same_seed_same_numbers():

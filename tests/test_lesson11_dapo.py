@@ -1,23 +1,12 @@
 """Lesson 11 (DAPO): the clip-higher bandit toy, the clip figure's counter-example, the clip-mask checker."""
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.exercises.dapo import CLIP_CASES, check_clip_mask, clip_mask_reference  # noqa: E402
-from rlbook.toys import clip_higher_bandit  # noqa: E402
-from rlbook.viz import dapo as dapo_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.exercises.dapo import CLIP_CASES, check_clip_mask, clip_mask_reference
+from rlbook.toys import clip_higher_bandit
+from rlbook.viz import dapo as dapo_viz
 
 
 # --- the toy ------------------------------------------------------------------------------------

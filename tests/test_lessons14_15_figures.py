@@ -4,15 +4,12 @@
 
 from __future__ import annotations
 
-import matplotlib
 
-matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from rlbook.viz.throughput import plot_filter_sweep  # noqa: E402
-from rlbook.viz.timeline import plot_behaviour_weight_spread, plot_held_out  # noqa: E402
+from rlbook.viz.throughput import plot_filter_sweep
+from rlbook.viz.timeline import plot_behaviour_weight_spread, plot_held_out
 
 TOLS = [1e-6, 0.125, 0.25]
 

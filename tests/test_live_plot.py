@@ -1,15 +1,11 @@
-"""Tests of rlbook.viz.live: the live plot draws in place, within its time budget, ends on the last
+"""Tests of rlbook.trainers.live: the live plot draws in place, within its time budget, ends on the last
 step, and draws nothing when off or outside a kernel; each trainer draws only when live."""
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-from rlbook.trainers.history import History  # noqa: E402
-from rlbook.viz import live  # noqa: E402
+from rlbook.trainers.history import History
+from rlbook.trainers import live
 
 PNG_MAGIC = b"\x89PNG"
 

@@ -1,4 +1,4 @@
-"""rlbook.timeline, rlbook.throughput and rlbook.trainers.async_rl.pipeline_schedule (lessons 14-15): the
+"""rlbook.timeline (with pipeline_schedule) and rlbook.throughput (lessons 14-15): the
 schedule obeys its recurrences, a timeline's busy time and overlap add up, and the filter's update is
 the full update rescaled."""
 
@@ -13,8 +13,7 @@ import torch
 from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.rollout import sample
 from rlbook.throughput import equal_time_table, flat_group_probability, update_gradient, update_seconds
-from rlbook.timeline import busy_fraction, overlap_seconds, timeline_durations
-from rlbook.trainers.async_rl import pipeline_schedule
+from rlbook.timeline import busy_fraction, overlap_seconds, pipeline_schedule, timeline_durations
 
 
 def span(timeline):

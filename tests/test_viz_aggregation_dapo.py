@@ -1,22 +1,11 @@
 """Figures and widgets of lessons 10 (aggregation) and 11 (DAPO): they draw, and check their input."""
 
-import matplotlib
+import pandas as pd
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.viz import aggregation as agg_viz  # noqa: E402
-from rlbook.viz import dapo as dapo_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.viz import aggregation as agg_viz
+from rlbook.viz import dapo as dapo_viz
 
 
 def test_lengths_mask_and_table():
@@ -121,10 +110,14 @@ def test_dapo_figures_draw():
         dapo_viz.plot_ablation_bars(table, ("nope",))
 
 
-def test_widgets_build():
+@pytest.mark.parametrize("make", [lambda: agg_viz.token_weights_widget(max_len=16),
+                                  lambda: dapo_viz.clip_higher_widget(_batch())], ids=["token_weights", "clip_higher"])
+def test_every_control_of_the_widgets_changes_the_figure(make):
     pytest.importorskip("ipywidgets")
-    agg_viz.token_weights_widget(max_len=16)
-    dapo_viz.clip_higher_widget(_batch())
+    from test_widgets_respond import _drive
+
+    recorder = _drive(make())  # fails on a raising draw or a control that changes nothing
+    assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 2
 
 
 def test_the_trainer_logs_flat_groups_of_the_trained_batch():

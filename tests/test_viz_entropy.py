@@ -1,21 +1,10 @@
 """Lesson 16's figures and widget: they draw, agree with rlbook.entropy, and check their input."""
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.entropy import entropy_change  # noqa: E402
-from rlbook.viz import entropy as viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.entropy import entropy_change
+from rlbook.viz import entropy as viz
 
 
 def test_softmax_step_signs():
@@ -62,9 +51,12 @@ def test_controls_figure():
         viz.plot_controls(runs.drop(columns="pass@8"))
 
 
-def test_widget_builds():
+def test_every_control_of_the_softmax_step_widget_changes_the_figure():
     pytest.importorskip("ipywidgets")
-    assert viz.softmax_step_widget() is not None
+    from test_widgets_respond import _drive
+
+    recorder = _drive(viz.softmax_step_widget())  # fails on a raising draw or a control that changes nothing
+    assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 2
 
 
 def _frontier_points():

@@ -1,19 +1,8 @@
 """The figures and widget of lesson 08 (GRPO) draw correctly."""
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-from rlbook.viz import grpo as grpo_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.viz import grpo as grpo_viz
 
 
 def test_group_advantages_figure_and_widget():

@@ -1,15 +1,12 @@
 """Lesson 18's figures and widget: they draw what they are given, and the widget's controls redraw."""
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.coverage import pass_at_k_curve  # noqa: E402
-from rlbook.viz import pass_at_k as viz  # noqa: E402
+from rlbook.coverage import pass_at_k_curve
+from rlbook.viz import pass_at_k as viz
 
 generator = torch.Generator().manual_seed(0)
 BASE = (torch.rand(12, 16, generator=generator) < 0.3).int()

@@ -1,26 +1,15 @@
 """The figures and widgets of lessons 01 and 02 draw without error and show what they claim."""
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook import toys  # noqa: E402
-from rlbook.viz import kl as kl_viz  # noqa: E402
-from rlbook.viz import policy_gradient as pg_viz  # noqa: E402
+from rlbook import toys
+from rlbook.viz import kl as kl_viz
+from rlbook.viz import policy_gradient as pg_viz
 
 BANDIT = toys.GaussianBandit(means=(1.0, 1.4, 2.0, 0.6, 1.2), noise=0.5)
 LOGITS = torch.tensor([0.5, 0.0, -0.5, 1.0, 0.0], dtype=torch.float64)
 REF = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.mark.parametrize("baseline", toys.BASELINES)
@@ -31,9 +20,11 @@ def test_gradient_spread_view_is_fixed_across_settings(baseline):
     assert baseline in fig.axes[0].get_title()
 
 
-def test_gradient_spread_widget_builds():
-    widget = pg_viz.gradient_spread_widget(BANDIT, LOGITS, num_estimates=20)
-    assert widget is not None
+def test_every_control_of_the_gradient_spread_widget_changes_the_figure():
+    from test_widgets_respond import _drive
+
+    recorder = _drive(pg_viz.gradient_spread_widget(BANDIT, LOGITS, num_estimates=20))
+    assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 2
 
 
 def test_variance_and_learning_plots():

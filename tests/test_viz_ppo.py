@@ -1,22 +1,11 @@
 """Lesson 03's figures: the clip regions come from the library's loss, and the GAE plot draws its limits."""
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.advantages import gae  # noqa: E402
-from rlbook.viz import ppo as ppo_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.advantages import gae
+from rlbook.viz import ppo as ppo_viz
 
 
 def test_clip_regions_are_shaded_where_the_gradient_is_zero():

@@ -3,26 +3,16 @@ training history, clause credit and margins."""
 
 import math
 
-import matplotlib
 
-matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+import torch
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook import losses  # noqa: E402
-from rlbook.toys import reverse_kl_optimum  # noqa: E402
-from rlbook.trainers.history import History  # noqa: E402
-from rlbook.viz import preference as viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook import losses
+from rlbook.toys import reverse_kl_optimum
+from rlbook.trainers.history import History
+from rlbook.viz import preference as viz
 
 
 REF = torch.tensor([0.35, 0.25, 0.2, 0.12, 0.08], dtype=torch.float64)

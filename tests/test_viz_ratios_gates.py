@@ -1,32 +1,22 @@
 """The figures, widgets and helpers of lessons 12 (GSPO/GMPO) and 13 (SAPO/CISPO)."""
 
-import matplotlib
+import pandas as pd
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.models import load_model  # noqa: E402
-from rlbook.tasks import get_task  # noqa: E402
-from rlbook.viz import gates as gate_viz  # noqa: E402
-from rlbook.viz import ratios as ratio_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook import probes
+from rlbook.models import load_model
+from rlbook.tasks import get_task
+from rlbook.viz import gates as gate_viz
+from rlbook.viz import ratios as ratio_viz
 
 
 @pytest.fixture(scope="module")
 def batch_and_model():
     model, tokenizer = load_model("arith-base")
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    batch = ratio_viz.off_policy_batch(model, tokenizer, get_task("arithmetic", digits=3), n_prompts=2, group_size=4,
-                                       updates=2, minibatch_size=4, max_new_tokens=40, seed=3)
+    batch = probes.off_policy_batch(model, tokenizer, get_task("arithmetic", digits=3), n_prompts=2, group_size=4,
+                                    updates=2, minibatch_size=4, max_new_tokens=40, seed=3)
     return batch, model, before
 
 
@@ -43,9 +33,9 @@ def test_off_policy_batch_records_snapshots_and_leaves_the_model_alone(batch_and
 
 def test_off_policy_batch_validates_arguments():
     with pytest.raises(ValueError, match="updates"):
-        ratio_viz.off_policy_batch(None, None, None, updates=-1)
+        probes.off_policy_batch(None, None, None, updates=-1)
     with pytest.raises(ValueError, match="group_size"):
-        ratio_viz.off_policy_batch(None, None, None, group_size=1)
+        probes.off_policy_batch(None, None, None, group_size=1)
 
 
 def test_clip_fraction_table_starts_unclipped(batch_and_model):

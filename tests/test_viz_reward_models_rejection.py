@@ -2,28 +2,17 @@
 
 import math
 
-import matplotlib
 
-matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+import torch
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.metrics import best_of_n_kl  # noqa: E402
-from rlbook.toys import toy_policy  # noqa: E402
-from rlbook.trainers.rejection import (best_of_n_distribution, best_of_n_exact_kl,  # noqa: E402
-                                       expected_max_of_normals, overoptimisation_curves)
-from rlbook.viz import rejection as rejection_viz  # noqa: E402
-from rlbook.viz import reward_models as rm_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.metrics import (best_of_n_distribution, best_of_n_exact_kl, best_of_n_kl,
+                            expected_max_of_normals, overoptimisation_curves)
+from rlbook.toys import toy_policy
+from rlbook.viz import rejection as rejection_viz
+from rlbook.viz import reward_models as rm_viz
 
 
 # ------------------------------------------------------------------------------ lesson 04

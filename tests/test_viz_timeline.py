@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import matplotlib
 
-matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-
-from rlbook.timeline import busy_fraction, example_durations  # noqa: E402
-from rlbook.trainers.async_rl import pipeline_schedule  # noqa: E402
-from rlbook.viz.throughput import plot_advantage_noise, plot_flat_groups, plot_reward_per_work  # noqa: E402
-from rlbook.viz.timeline import plot_schedule, plot_stale_token_weights, plot_timelines  # noqa: E402
+from rlbook.timeline import busy_fraction, example_durations, pipeline_schedule
+from rlbook.viz.throughput import plot_advantage_noise, plot_flat_groups, plot_reward_per_work
+from rlbook.viz.timeline import plot_schedule, plot_stale_token_weights, plot_timelines
 
 
 def test_timeline_figures_draw():

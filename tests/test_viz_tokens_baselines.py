@@ -1,24 +1,13 @@
 """The token heatmap (rlbook.viz.tokens) and the figures of lesson 09 (rlbook.viz.baselines) draw correctly."""
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from rlbook.gradients import sweep_group_sizes  # noqa: E402
-from rlbook.models import build_char_tokenizer  # noqa: E402
-from rlbook.viz import baselines as baselines_viz  # noqa: E402
-from rlbook.viz import tokens as tokens_viz  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+from rlbook.gradients import sweep_group_sizes
+from rlbook.models import build_char_tokenizer
+from rlbook.viz import baselines as baselines_viz
+from rlbook.viz import tokens as tokens_viz
 
 
 def test_token_labels_show_the_text():

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import hashlib
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from rlbook import toys  # noqa: E402
-from rlbook.viz import (  # noqa: E402
+from rlbook import toys
+from rlbook.probes import OffPolicyBatch
+from rlbook.viz import (
     aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, pass_at_k, policy_gradient, ppo, preference,
     pipeline, r1_zero, rejection, reward_models, scaling, throughput, timeline,
 )
-from rlbook.viz.ratios import OffPolicyBatch, ratio_spread_widget  # noqa: E402
+from rlbook.viz.ratios import ratio_spread_widget
 
 
 def _artist_data(fig) -> list:

@@ -2,7 +2,7 @@
 
 ``check_best_of_n_probabilities(fn)`` runs the reader's ``fn(probs, rewards, n)`` (outcomes with
 distinct rewards) on fixed cases, compares it with
-``rlbook.trainers.rejection.best_of_n_distribution`` and, when it differs, names the usual mistake
+``rlbook.metrics.best_of_n_distribution`` and, when it differs, names the usual mistake
 it matches. It prints its verdict and returns True / False, or None when not attempted yet
 (``None``, or a function that raises ``NotImplementedError``).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
-from rlbook.trainers.rejection import best_of_n_distribution
+from rlbook.metrics import best_of_n_distribution
 
 __all__ = ["check_best_of_n_probabilities"]
 

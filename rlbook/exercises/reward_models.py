@@ -1,7 +1,7 @@
 """Self-checking exercise of lesson 04 (reward models): the Bradley–Terry loss.
 
 ``check_bradley_terry_loss(fn)`` runs the reader's ``fn(chosen_rewards, rejected_rewards)`` on a
-few fixed batches, compares it with ``rlbook.trainers.reward_model.bradley_terry_loss`` and, when
+few fixed batches, compares it with ``rlbook.losses.bradley_terry_loss`` and, when
 it differs, names the usual mistake it matches. It prints its verdict and returns True / False,
 or None when the exercise is not attempted yet (``None``, or a function that raises
 ``NotImplementedError``).
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
-from rlbook.trainers.reward_model import bradley_terry_loss
+from rlbook.losses.preference import bradley_terry_loss
 
 __all__ = ["check_bradley_terry_loss"]
 

@@ -56,6 +56,7 @@ __all__ = [
     "dpo_implicit_rewards",
     "simpo_implicit_rewards",
     "reward_metrics",
+    "bradley_terry_loss",
 ]
 
 
@@ -450,3 +451,19 @@ def reward_metrics(chosen_rewards, rejected_rewards) -> dict[str, float]:
         "rewards/margins": (chosen - rejected).mean().item(),
         "rewards/accuracies": (chosen > rejected).float().mean().item(),
     }
+
+
+def bradley_terry_loss(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor) -> torch.Tensor:
+    """The Bradley–Terry negative log-likelihood, mean over pairs (Ouyang et al. 2022, eq. 1):
+
+        L = − (1/B) Σ_i log σ( r(x_i, y_w,i) − r(x_i, y_l,i) )
+
+    ``chosen_rewards`` and ``rejected_rewards`` are (B,) tensors of r for the preferred and the
+    other completion of each pair. ``F.logsigmoid`` keeps it finite for any margin.
+    """
+    if not (isinstance(chosen_rewards, torch.Tensor) and isinstance(rejected_rewards, torch.Tensor)):
+        raise ValueError("chosen_rewards and rejected_rewards must be tensors")
+    if chosen_rewards.dim() != 1 or chosen_rewards.shape != rejected_rewards.shape or chosen_rewards.numel() == 0:
+        raise ValueError(f"chosen_rewards and rejected_rewards must be non-empty (B,) tensors of one shape, got "
+                         f"{tuple(chosen_rewards.shape)} and {tuple(rejected_rewards.shape)}")
+    return -F.logsigmoid(chosen_rewards - rejected_rewards).mean()

@@ -6,6 +6,11 @@
   AReaL's decoupled objective (``rlbook.trainers.async_rl``).
 - ``History``: the tidy per-step log (``history.save(folder)``: history.csv, history.json, config.json);
   ``Checkpoint`` / ``save_checkpoint`` / ``load_checkpoint``: atomic checkpoints (safetensors + JSON).
+- ``rlbook.trainers.live``: the live plot under every loop's progress bar; ``rlbook.trainers.next_token``:
+  the next-token loop that SFT and the zoo's pretraining share.
+
+Trainers import the math, models, tasks, rollout, update and evaluation below them, never the zoo,
+the figures or the exercises above them (``tests/test_layers.py``).
 """
 
 from rlbook.trainers.async_rl import ASYNC_OBJECTIVES, AsyncConfig, AsyncTrainer

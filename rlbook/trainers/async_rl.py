@@ -90,7 +90,7 @@ from rlbook.trainers.config import OnlineConfig
 from rlbook.trainers.history import History
 from rlbook.trainers.online import OnlineTrainer, ScoredBatch
 
-__all__ = ["ASYNC_OBJECTIVES", "AsyncConfig", "AsyncTrainer", "behaviour_weight_variance", "pipeline_schedule"]
+__all__ = ["ASYNC_OBJECTIVES", "AsyncConfig", "AsyncTrainer", "behaviour_weight_variance"]
 
 ASYNC_OBJECTIVES = ("naive", "decoupled")
 # The AsyncConfig fields a resumed trainer must share with the checkpoint (queue_timeout may change).
@@ -406,49 +406,6 @@ def behaviour_weight_variance(prox_logp, behaviour_logp, mask) -> float:
         raise ValueError("mask must mark at least one token")
     weights = decoupled_behaviour_weight(prox_logp, behaviour_logp)[tokens].double()
     return weights.var(correction=0).item()
-
-
-def pipeline_schedule(generate_seconds, train_seconds, staleness: int) -> list[dict]:
-    """The ideal timeline of one generator and one learner with staleness bound η (no overheads).
-
-    Round i takes ``generate_seconds[i]`` to sample and step i ``train_seconds[i]`` to train on it.
-    The generator starts round i as soon as it is free *and* the learner has reached version
-    i − η (admission control, as in the threaded ``AsyncTrainer``), sampling with the newest
-    weights; the learner starts step t once round t is sampled and step t − 1 is done:
-
-        gen_start(i)   = max(gen_end(i − 1), train_end(i − η − 1))   (train_end(j < 0) = 0)
-        train_start(t) = max(gen_end(t), train_end(t − 1))
-
-    η = 0 gives the synchronous loop, whose span is Σ (gen + train); with η ≥ 1 the two overlap,
-    and with steady times the span tends to n · max(gen, train). Returns entries like
-    ``AsyncTrainer.timeline``'s (phase, start, end, version), sorted by start.
-    """
-    generate_seconds, train_seconds = list(generate_seconds), list(train_seconds)
-    if not generate_seconds or len(generate_seconds) != len(train_seconds):
-        raise ValueError(f"generate_seconds and train_seconds must be non-empty and of equal length, got "
-                         f"{len(generate_seconds)} and {len(train_seconds)}")
-    if min(generate_seconds + train_seconds) < 0:
-        raise ValueError("generate_seconds and train_seconds must be non-negative")
-    check_int("staleness", staleness, minimum=0)
-    gen_end, train_end, entries = [], [], []
-    for i, seconds in enumerate(generate_seconds):
-        _train_until(i - 1, gen_end, train_end, train_seconds, entries)  # every step whose round exists
-        admitted = train_end[i - staleness - 1] if i - staleness > 0 else 0.0
-        start = max(gen_end[-1] if gen_end else 0.0, admitted)
-        version = sum(end <= start for end in train_end)  # the newest weights when the round starts
-        gen_end.append(start + seconds)
-        entries.append({"phase": "generate", "start": start, "end": gen_end[i], "version": version})
-    _train_until(len(train_seconds) - 1, gen_end, train_end, train_seconds, entries)
-    return sorted(entries, key=lambda e: (e["start"], e["phase"] == "train"))
-
-
-def _train_until(step: int, gen_end: list, train_end: list, train_seconds: list, entries: list) -> None:
-    """Schedule learner steps up to ``step`` (each needs its round sampled and the previous step done)."""
-    while len(train_end) <= step:
-        t = len(train_end)
-        start = max(gen_end[t], train_end[-1] if train_end else 0.0)
-        train_end.append(start + train_seconds[t])
-        entries.append({"phase": "train", "start": start, "end": train_end[t], "version": t + 1})
 
 
 def _cloned_weights(model) -> dict:

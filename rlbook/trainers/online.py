@@ -68,7 +68,7 @@ from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_mod
 from rlbook.trainers.config import GROUP_ESTIMATORS, OnlineConfig
 from rlbook.trainers.critic import Critic
 from rlbook.trainers.history import History
-from rlbook.viz.live import ONLINE_PANELS, live_plot
+from rlbook.trainers.live import ONLINE_PANELS, live_plot
 from rlbook.update import minibatch_plan, optimizer_step, policy_step
 
 __all__ = ["OnlineTrainer"]
@@ -165,7 +165,7 @@ class OnlineTrainer:
 
         With ``checkpoint_dir``, a checkpoint is written every ``checkpoint_every`` steps (None:
         only at the end). ``live``: draw reward, entropy, KL, clip fraction and length live under
-        the progress bar (``rlbook.viz.live``; None: in Jupyter when ``progress``).
+        the progress bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
         """
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")

@@ -57,7 +57,7 @@ from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_mod
                                        save_checkpoint, set_rng_state)
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions, shuffled_batches
 from rlbook.trainers.history import History
-from rlbook.viz.live import PREFERENCE_PANELS, live_plot
+from rlbook.trainers.live import PREFERENCE_PANELS, live_plot
 
 __all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "check_preference_settings"]
 
@@ -228,7 +228,7 @@ class PreferenceTrainer:
         steps resumed by a trainer built with ``steps=4`` ends where a straight 4-step run ends.
         With ``checkpoint_dir``, an atomic checkpoint (``save``) is written every
         ``checkpoint_every`` steps (None: only at the end). ``live``: draw the loss, accuracy, margin
-        and log-probs live under the progress bar (``rlbook.viz.live``; None: in Jupyter when ``progress``).
+        and log-probs live under the progress bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
         """
         if checkpoint_every is not None:
             check_int("checkpoint_every", checkpoint_every, minimum=1)

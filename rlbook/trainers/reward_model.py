@@ -24,21 +24,20 @@ import random
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification
 
 from rlbook._checks import check_bool, check_columns, check_int, check_optional_int, check_positive, check_settings
+from rlbook.losses.preference import bradley_terry_loss
 from rlbook.models.loading import load_model, load_tokenizer, resolve
 from rlbook.padding import stack_padded
 from rlbook.runtime import seed_everything
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text, shuffled_batches
 from rlbook.trainers.history import History
-from rlbook.viz.live import REWARD_MODEL_PANELS, live_plot
+from rlbook.trainers.live import REWARD_MODEL_PANELS, live_plot
 
-__all__ = ["RewardModel", "bradley_terry_loss", "check_reward_model_settings", "pairwise_accuracy",
-           "train_reward_model"]
+__all__ = ["RewardModel", "check_reward_model_settings", "pairwise_accuracy", "train_reward_model"]
 
 
 class RewardModel:
@@ -124,7 +123,7 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
     accuracy (fraction of pairs with r(chosen) > r(rejected)), the mean margin and, every
     ``eval_every`` steps, the accuracy and margin on ``eval_pairs``. Runs ``steps`` steps, or
     ``epochs`` passes over ``pairs`` when ``steps`` is None. The same seed gives the same history.
-    ``live``: draw the metrics live under the progress bar (``rlbook.viz.live``; None: in Jupyter
+    ``live``: draw the metrics live under the progress bar (``rlbook.trainers.live``; None: in Jupyter
     when ``progress``).
     """
     check_columns("pairs", pairs, ("prompt", "chosen", "rejected"))
@@ -180,22 +179,6 @@ def check_reward_model_settings(**settings) -> None:
     ``--set`` values here before it loads a model. A setting left out keeps its (valid) default.
     """
     check_settings("train_reward_model", SETTING_CHECKS, settings)
-
-
-def bradley_terry_loss(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor) -> torch.Tensor:
-    """The Bradley–Terry negative log-likelihood, mean over pairs (Ouyang et al. 2022, eq. 1):
-
-        L = − (1/B) Σ_i log σ( r(x_i, y_w,i) − r(x_i, y_l,i) )
-
-    ``chosen_rewards`` and ``rejected_rewards`` are (B,) tensors of r for the preferred and the
-    other completion of each pair. ``F.logsigmoid`` keeps it finite for any margin.
-    """
-    if not (isinstance(chosen_rewards, torch.Tensor) and isinstance(rejected_rewards, torch.Tensor)):
-        raise ValueError("chosen_rewards and rejected_rewards must be tensors")
-    if chosen_rewards.dim() != 1 or chosen_rewards.shape != rejected_rewards.shape or chosen_rewards.numel() == 0:
-        raise ValueError(f"chosen_rewards and rejected_rewards must be non-empty (B,) tensors of one shape, got "
-                         f"{tuple(chosen_rewards.shape)} and {tuple(rejected_rewards.shape)}")
-    return -F.logsigmoid(chosen_rewards - rejected_rewards).mean()
 
 
 def pairwise_accuracy(reward_model: RewardModel, pairs, *, batch_size: int = 64) -> dict:

@@ -6,7 +6,8 @@
 carry no loss). This is the first stage of the RLHF pipeline (Ouyang et al. 2022,
 arXiv:2203.02155, §3.5) and the inner step of rejection-sampling fine-tuning (``rejection``).
 
-The loop is the zoo's pretraining loop (``rlbook.zoo.pretrain.train_on_chats``: seeded
+The loop is the next-token loop the zoo's models are pretrained with
+(``rlbook.trainers.next_token.train_on_chats``: seeded
 length-bucketed batches, AdamW, warm-up then cosine decay, gradient clipping), reused rather than
 copied; this module only turns prompts and completions in TRL's formats into its chats. Wrap the
 model with ``rlbook.models.add_lora`` first to train adapters only.
@@ -20,7 +21,7 @@ from rlbook._checks import check_bool, check_columns, check_int, check_positive,
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text
 from rlbook.trainers.history import History
-from rlbook.zoo.pretrain import train_on_chats
+from rlbook.trainers.next_token import train_on_chats
 
 __all__ = ["check_sft_settings", "sft"]
 
@@ -34,7 +35,7 @@ def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int
     strings (verbatim) or conversations (through the chat template); completions are strings or
     lists of assistant messages. The same seed gives the same weights. The history's ``config``
     holds the settings and the number of examples. ``live``: draw the loss live under the progress
-    bar (``rlbook.viz.live``; None: in Jupyter when ``progress``).
+    bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
     """
     settings = dict(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, max_length=max_length, seed=seed)
     check_sft_settings(**settings, progress=progress)

@@ -8,8 +8,8 @@
 - ``plot_length_bias``: the per-token weight a response gets as a function of its own length,
   which is where GRPO's 1/|o| length bias (Liu et al. 2025, arXiv:2503.20783, §3.1) shows;
 - ``token_weights_widget``: the lengths and the budget L as sliders over ``plot_token_weights``;
-- ``one_step_logprob_change`` / ``plot_push_by_length``: on a real batch, how much one gradient
-  step under each mode lowers the per-token log-probability of each wrong answer, by its length;
+- ``plot_push_by_length``: on a real batch (``rlbook.probes.one_step_logprob_change``), how much one
+  gradient step under each mode lowers the per-token log-probability of each wrong answer, by its length;
 - ``plot_length_toy``: the expected length of right and wrong answers over the steps of
   ``rlbook.toys.length_bias_toy``, one line per configuration, the min-max over seeds as a band.
 
@@ -26,11 +26,9 @@ import torch
 
 from rlbook._checks import check_int
 from rlbook.aggregation import AGGREGATION_MODES, token_weights
-from rlbook.rollout import rollout_logprobs
-from rlbook.update import policy_update
 
 __all__ = ["MODE_LABELS", "lengths_mask", "token_weight_table", "plot_token_weights", "plot_length_bias",
-           "token_weights_widget", "one_step_logprob_change", "plot_push_by_length", "plot_length_toy"]
+           "token_weights_widget", "plot_push_by_length", "plot_length_toy"]
 
 MODE_LABELS = {
     "seq_mean_token_mean": "GRPO: 1/(B·|o_i|)",
@@ -140,57 +138,10 @@ def token_weights_widget(*, max_len: int = 64):
     return widgets.interact(draw, **sliders, budget=budget)
 
 
-def one_step_logprob_change(model, rollout, advantages, mode: str, *, max_len: int, step_size: float = 0.02):
-    """Per-token mean change of log π of each completion after one normalised gradient step.
-
-    The policy-gradient loss of ``rollout`` with ``advantages`` is aggregated with ``mode``
-    (``rlbook.losses.policy_loss``, on-policy so the ratio is 1 and no clip acts), and one update
-    on the whole batch (``rlbook.update.policy_update``) moves the weights by
-    θ ← θ − step_size · g / ‖g‖: the same distance for every mode, so modes that differ only by a
-    constant factor (token_mean and seq_mean_token_sum_norm within one batch) give the same step.
-    Returns a (B,) tensor Δ_i = (1/|o_i|) Σ_t [log π_new − log π_old]; the model's weights are
-    restored before returning.
-    """
-    step_size = float(step_size)
-    if not step_size > 0:
-        raise ValueError(f"step_size must be > 0, got {step_size}")
-    params = [p for p in model.parameters() if p.requires_grad]
-    saved = [p.detach().clone() for p in params]
-    with torch.no_grad():
-        old_logp = rollout_logprobs(model, rollout)
-    try:
-        policy_update(model, _NormalizedGradientDescent(params, lr=step_size), rollout, advantages,
-                      [torch.arange(len(rollout))], old_logp=old_logp, max_grad_norm=None, variant="dr_grpo",
-                      aggregation=mode, max_len=max_len)
-        with torch.no_grad():
-            new_logp = rollout_logprobs(model, rollout)
-    finally:
-        with torch.no_grad():
-            for p, value in zip(params, saved):
-                p.copy_(value)
-        model.zero_grad(set_to_none=True)
-    mask = rollout.completion_mask.float()
-    return ((new_logp - old_logp) * mask).sum(1) / mask.sum(1)
-
-
-class _NormalizedGradientDescent(torch.optim.Optimizer):
-    """θ ← θ − lr · g / ‖g‖, with ‖g‖ the norm of the gradient over all the parameters: a step of length lr."""
-
-    def __init__(self, params, lr: float):
-        super().__init__(params, {"lr": lr})
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        params = [(p, group["lr"]) for group in self.param_groups for p in group["params"] if p.grad is not None]
-        norm = torch.sqrt(sum((p.grad ** 2).sum() for p, _ in params))
-        for p, lr in params:
-            p -= lr * p.grad / norm
-
-
 def plot_push_by_length(lengths, changes: dict, selected, *, ax=None):
     """Scatter of the per-token log-prob change of the ``selected`` completions against their length.
 
-    ``changes`` maps a mode to its (B,) changes (``one_step_logprob_change``); one colour per mode,
+    ``changes`` maps a mode to its (B,) changes (``rlbook.probes.one_step_logprob_change``); one colour per mode,
     with each mode's mean change in the short and the long half (split at the median length).
     """
     lengths = torch.as_tensor(lengths).float()

@@ -6,8 +6,8 @@
   ``rlbook.losses.clipped_surrogate`` for ε_low / ε_high, and the tokens of a real batch whose
   probability rose past π_old · (1 + ε_high), i.e. the tokens whose own gradient the upper clip
   cut off (other tokens' gradients can still move them: the clip is not a cap on π);
-- ``policy_after_updates``: a real batch for those pictures: a rollout, its group advantages, and
-  the log-probs after a few minibatch updates of a policy loss;
+- a real batch for those pictures (a rollout, its group advantages, and the log-probs after a few
+  minibatch updates of a policy loss) comes from ``rlbook.probes.policy_after_updates``;
 - ``upclipped_tokens``: the up-clipped tokens of a real batch as a table (which token, where, how likely);
 - ``plot_clip_higher_bandit``: the runs of ``rlbook.toys.clip_higher_bandit`` for several ε_high:
   entropy and the mass on the rare right answers against the step;
@@ -21,21 +21,17 @@ after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
 
 from __future__ import annotations
 
-import math
-
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 import torch
 
-from rlbook._checks import as_float_tensor, check_int, check_positive
+from rlbook._checks import as_float_tensor, check_positive
 from rlbook.aggregation import response_mask
 from rlbook.losses import clipped_surrogate
-from rlbook.rollout import rollout_logprobs
 from rlbook.shaping import soft_overlong_penalty
-from rlbook.update import minibatch_plan, policy_update
 
-__all__ = ["plot_overlong_penalty", "policy_after_updates", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
+__all__ = ["plot_overlong_penalty", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
            "clip_higher_widget", "plot_clip_higher_bandit", "plot_dynamic_sampling", "plot_ablation_bars"]
 
 
@@ -60,29 +56,6 @@ def plot_overlong_penalty(max_len: int = 64, cache_len: int = 16, *, lengths=Non
            title="DAPO's soft overlong punishment")
     ax.legend(fontsize=8, loc="lower left")
     return ax.figure
-
-
-def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,
-                         lr: float = 3e-4, eps_low: float = 0.2, eps_high: float = 0.28, seed: int = 0) -> dict:
-    """A real batch for the clip pictures: ``updates`` AdamW steps of DAPO's loss on minibatches of
-    ``rollout``, then every token's log-prob under the moved policy.
-
-    This is what an off-policy PPO-style update does between two samplings (lesson 03): the first
-    minibatch sees r = 1, later ones see ratios that have drifted. The minibatches come from
-    shuffled passes over the batch (``rlbook.update.minibatch_plan``); the gradient is not clipped.
-    ``model`` is trained in place (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``.
-    """
-    check_int("updates", updates, minimum=1)
-    per_pass = math.ceil(len(rollout) / check_int("minibatch_size", minibatch_size, minimum=1))
-    plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size, epochs=math.ceil(updates / per_pass),
-                          generator=torch.Generator().manual_seed(seed))[:updates]
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    policy_update(model, optimizer, rollout, advantages, plan, max_grad_norm=None, variant="dapo",
-                  eps_low=eps_low, eps_high=eps_high)
-    with torch.no_grad():
-        logp = rollout_logprobs(model, rollout)
-    return {"old_logp": rollout.logprobs.detach(), "logp": logp, "advantages": advantages,
-            "mask": rollout.completion_mask.float()}
 
 
 def _batch_tensors(batch: dict):

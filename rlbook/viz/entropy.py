@@ -10,7 +10,7 @@
 - ``plot_token_entropy_histograms``: the per-token entropies of sampled completions, early vs late;
 - ``plot_controls``: one bar per control run configuration (mean over seeds, each seed a dot) for
   each metric: final entropy, held-out pass@1 and pass@k;
-- ``plot_step_law``: the covariance law step by step on a real run (``rlbook.entropy.entropy_step_change``
+- ``plot_step_law``: the covariance law step by step on a real run (``rlbook.probes.entropy_step_change``
   per step): measured ΔH against the first-order prediction and against −Cov(log π, A), and all
   three over the steps;
 - ``plot_entropy_frontier`` / ``entropy_frontier_widget``: (entropy, reward) points of runs, the

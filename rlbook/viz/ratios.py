@@ -1,6 +1,6 @@
 """Figures and widgets for lesson 12: token ratios vs GSPO's sequence ratio and GMPO's geometric mean.
 
-The lesson looks at *real* off-policy ratios. ``off_policy_batch`` makes them the way a
+The lesson looks at *real* off-policy ratios. ``rlbook.probes.off_policy_batch`` makes them the way a
 minibatched trainer does (``rlbook.trainers.preset("gspo")`` splits each batch of 64 completions
 into minibatches of 32, so every minibatch after the first is scored by a policy that has already
 moved): sample a batch, take a few AdamW steps on it, and recompute the log-probs of the same
@@ -15,24 +15,16 @@ returns it; end a notebook line with ``;`` so Jupyter shows it once.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
-from rlbook._checks import check_int, check_positive
-from rlbook.advantages import group_advantages
+from rlbook._checks import check_positive
 from rlbook.losses import policy_loss
 from rlbook.ratios import gspo_sequence_ratio
-from rlbook.rollout import rollout_logprobs, sample
-from rlbook.update import minibatch_plan, policy_step
+from rlbook.probes import OffPolicyBatch
 
 __all__ = [
-    "OffPolicyBatch",
-    "off_policy_batch",
     "log_ratios",
     "clip_fraction_table",
     "plot_clip_fractions",
@@ -43,71 +35,6 @@ __all__ = [
 
 # |log ratio| below this is drawn at this value on the log axis (ratios equal to 1 up to float error).
 FLOOR = 1e-7
-
-
-@dataclass
-class OffPolicyBatch:
-    """One sampled batch and its log-probs as the policy moves (rows = n_prompts × G, groups contiguous).
-
-    ``old_logp`` (B, C) is the sampling policy's log-prob of each token; ``logps[k]`` (B, C) the
-    same tokens' log-prob after k optimizer steps (``logps[0]`` equals ``old_logp`` up to float
-    rounding). ``mask`` (B, C) marks completion tokens; ``rewards`` and ``advantages`` are (B,).
-    """
-
-    texts: list[str]
-    mask: torch.Tensor
-    old_logp: torch.Tensor
-    logps: list[torch.Tensor]
-    rewards: torch.Tensor
-    advantages: torch.Tensor
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        """(B,) completion lengths |y_i| in tokens."""
-        return self.mask.sum(dim=1)
-
-    @property
-    def updates(self) -> int:
-        """How many optimizer steps the last snapshot is behind the sampling policy."""
-        return len(self.logps) - 1
-
-
-def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: int = 8, updates: int = 4,
-                     minibatch_size: int = 32, lr: float = 2e-4, variant: str = "grpo", max_new_tokens: int = 64,
-                     seed: int = 0) -> OffPolicyBatch:
-    """Sample a batch from ``model`` and record how its tokens' log-probs move over ``updates`` steps.
-
-    A copy of ``model`` is trained (the given model is left as it is): the batch is shuffled into
-    minibatches of ``minibatch_size`` completions, and each of the ``updates`` AdamW steps
-    (``rlbook.update.policy_step``, at ``lr``, gradients clipped to norm 1 as the trainers do)
-    minimises ``policy_loss(variant=...)`` on the next minibatch, cycling through them. After each step the whole batch is re-scored.
-    Prompts are ``task``'s training prompts; advantages are GRPO's group advantages of
-    ``task.reward``.
-    """
-    check_int("n_prompts", n_prompts, minimum=1)
-    check_int("group_size", group_size, minimum=2)
-    check_int("updates", updates, minimum=0)
-    check_int("minibatch_size", minibatch_size, minimum=1)
-    check_positive("lr", lr)
-    policy = copy.deepcopy(model).eval()
-    examples = list(task.dataset(n_prompts, seed=seed, split="train"))
-    rollout = sample(policy, tokenizer, [e["prompt"] for e in examples], num_samples=group_size,
-                     max_new_tokens=max_new_tokens, seed=seed)
-    repeated = [e for e in examples for _ in range(group_size)]
-    rewards = torch.tensor([float(task.reward(text, e)) for text, e in zip(rollout.texts, repeated)])
-    advantages = group_advantages(rewards, group_size)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
-    minibatches = minibatch_plan(torch.arange(len(rollout)), minibatch_size,
-                                 generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        logps = [rollout_logprobs(policy, rollout)]
-    for step in range(updates):
-        rows = minibatches[step % len(minibatches)]
-        policy_step(policy, optimizer, rollout, rows, advantages[rows], max_grad_norm=1.0, variant=variant)
-        with torch.no_grad():
-            logps.append(rollout_logprobs(policy, rollout))
-    return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
-                          logps=logps, rewards=rewards, advantages=advantages)
 
 
 def log_ratios(batch: OffPolicyBatch, update: int) -> tuple[np.ndarray, np.ndarray]:

@@ -10,9 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from rlbook.metrics import best_of_n_kl
+from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl, best_of_n_kl
 from rlbook.toys import toy_policy
-from rlbook.trainers.rejection import best_of_n_distribution, best_of_n_exact_kl
 
 __all__ = ["plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
            "plot_reward_kl_frontier", "plot_rejection_sampling_history"]
@@ -134,4 +133,3 @@ def plot_rejection_sampling_history(history):
     ax_reward.legend(fontsize=8)
     fig.tight_layout()
     return fig
-

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from rlbook.trainers.rejection import best_of_n_expectation
+from rlbook.metrics import best_of_n_expectation
 
 __all__ = ["plot_bradley_terry", "bradley_terry_widget", "plot_reward_model_history", "plot_proxy_against_gold",
            "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
@@ -107,7 +107,7 @@ def plot_proxy_against_gold(proxy, gold, *, top: int = 50):
 def plot_overoptimisation(curves: dict, *, fit: bool = True):
     """Proxy and gold reward of best-of-n under the proxy, as gains over n = 1, against √KL (Gao et al. 2022).
 
-    ``curves`` is ``rlbook.trainers.rejection.overoptimisation_curves``'s output.
+    ``curves`` is ``rlbook.metrics.overoptimisation_curves``'s output.
     With ``fit`` the gold curve is fitted by Gao et al.'s best-of-n form d (α − β d), d = √KL
     (least squares), drawn dashed. The green curve is best-of-n under gold itself (no proxy)."""
     d = curves["sqrt_kl"]

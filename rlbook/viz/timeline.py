@@ -2,7 +2,7 @@
 
 A timeline is a list of entries ``{"phase": "generate" | "train", "start": s, "end": s, "version": v}``
 — what ``AsyncTrainer.timeline`` records for a real run, and what
-``rlbook.trainers.async_rl.pipeline_schedule`` computes for an ideal one (``rlbook.timeline`` reads
+``rlbook.timeline.pipeline_schedule`` computes for an ideal one (``rlbook.timeline`` reads
 them: busy fractions, overlap, durations). ``plot_timelines`` draws one Gantt panel per timeline
 (a lane for the generator, one for the learner), bars coloured by the policy version that sampled
 or produced them. ``schedule_widget`` turns η and the spread of
@@ -20,8 +20,7 @@ import torch
 
 from rlbook.losses import clipped_surrogate
 from rlbook.ratios import decoupled_behaviour_weight
-from rlbook.timeline import LANES, busy_fraction, check_timeline, example_durations
-from rlbook.trainers.async_rl import pipeline_schedule
+from rlbook.timeline import LANES, busy_fraction, check_timeline, example_durations, pipeline_schedule
 
 __all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "plot_stale_token_weights",
            "stale_token_weights_widget", "plot_behaviour_weight_spread", "plot_held_out"]

@@ -23,7 +23,7 @@ from rlbook.models.loading import ZOO_DIR
 from rlbook.runtime import seed_everything
 from rlbook.zoo.corpora import build_corpus
 from rlbook.zoo.evaluate import evaluate
-from rlbook.zoo.pretrain import train_on_chats
+from rlbook.trainers.next_token import train_on_chats
 from rlbook.zoo.recipes import RECIPES
 
 CARD_FILE = "card.json"

@@ -1,6 +1,7 @@
-"""Deterministic next-token training of a zoo model on a synthetic corpus, on the CPU.
+"""Deterministic next-token training on (prompt, completion) chats, on the CPU.
 
-One loop serves every zoo model: the corpus is a list of (prompt, completion) texts in the chat
+One loop serves every zoo model (``rlbook.zoo.build`` pretrains them with it) and SFT
+(``rlbook.trainers.sft``): the corpus is a list of (prompt, completion) texts in the chat
 format, and the loss is the cross-entropy of the completion tokens only (the prompt is context).
 The zoo's "base" models are therefore pretraining and instruction-following in one step: they have
 only ever seen answers in the book's format, some of them wrong on purpose.
@@ -24,7 +25,7 @@ from tqdm.auto import tqdm
 from rlbook._checks import check_int, check_positive
 from rlbook.padding import stack_padded
 from rlbook.update import optimizer_step
-from rlbook.viz.live import SFT_PANELS, live_plot
+from rlbook.trainers.live import SFT_PANELS, live_plot
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
@@ -82,7 +83,7 @@ def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int
     """Train ``model`` in place on ``chats`` for ``steps`` AdamW steps; returns the loss per step.
 
     ``desc`` labels the progress bar (``rlbook.trainers.sft`` passes "sft"); ``live``: draw the loss
-    live under it (``rlbook.viz.live``; None: in Jupyter when ``progress``).
+    live under it (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
 
     Batches are drawn by a seeded shuffle, so the same seed and corpus give the same weights.
     """

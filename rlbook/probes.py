@@ -1,0 +1,276 @@
+"""Probes: the small real updates and samples whose numbers the lessons' figures draw.
+
+A figure in ``rlbook.viz`` draws and checks; it never samples or trains. When a lesson's picture
+needs a real batch moved by a real update (the ratios of lessons 11-13, the push of lesson 10, the
+entropy law of lesson 16), the sampling and the update happen here, with the library's own sampler
+(``rlbook.rollout``) and update step (``rlbook.update``), and the figure is handed the result.
+
+- ``off_policy_batch`` / ``OffPolicyBatch``: a sampled batch and its tokens' log-probs after each of a
+  few minibatch steps (lessons 12-13: token vs sequence ratios, what each clip cuts);
+- ``policy_after_updates``: a real batch after a few AdamW steps of DAPO's loss (lesson 11: the
+  tokens the upper clip stops);
+- ``one_step_logprob_change``: the per-token change of each completion's log-prob after one
+  normalised step under an aggregation mode (lesson 10: GRPO's 1/|o| push);
+- ``first_token_probabilities``, ``sampled_token_entropies``, ``entropy_step_change``: the policy's
+  first decision, its token entropy on prompts of one's choosing, and one update's entropy change
+  beside the covariance law of ``rlbook.entropy`` (lesson 16).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+
+from rlbook._checks import as_float_tensor, check_int, check_positive
+from rlbook.advantages import group_advantages
+from rlbook.entropy import token_covariance
+from rlbook.rollout import format_prompts, rollout_logprobs, sample
+from rlbook.update import minibatch_plan, policy_step, policy_update
+
+__all__ = [
+    "OffPolicyBatch",
+    "off_policy_batch",
+    "policy_after_updates",
+    "one_step_logprob_change",
+    "first_token_probabilities",
+    "sampled_token_entropies",
+    "entropy_step_change",
+]
+
+
+@dataclass
+class OffPolicyBatch:
+    """One sampled batch and its log-probs as the policy moves (rows = n_prompts × G, groups contiguous).
+
+    ``old_logp`` (B, C) is the sampling policy's log-prob of each token; ``logps[k]`` (B, C) the
+    same tokens' log-prob after k optimizer steps (``logps[0]`` equals ``old_logp`` up to float
+    rounding). ``mask`` (B, C) marks completion tokens; ``rewards`` and ``advantages`` are (B,).
+    """
+
+    texts: list[str]
+    mask: torch.Tensor
+    old_logp: torch.Tensor
+    logps: list[torch.Tensor]
+    rewards: torch.Tensor
+    advantages: torch.Tensor
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """(B,) completion lengths |y_i| in tokens."""
+        return self.mask.sum(dim=1)
+
+    @property
+    def updates(self) -> int:
+        """How many optimizer steps the last snapshot is behind the sampling policy."""
+        return len(self.logps) - 1
+
+
+def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: int = 8, updates: int = 4,
+                     minibatch_size: int = 32, lr: float = 2e-4, variant: str = "grpo", max_new_tokens: int = 64,
+                     seed: int = 0) -> OffPolicyBatch:
+    """Sample a batch from ``model`` and record how its tokens' log-probs move over ``updates`` steps.
+
+    A copy of ``model`` is trained (the given model is left as it is): the batch is shuffled into
+    minibatches of ``minibatch_size`` completions, and each of the ``updates`` AdamW steps
+    (``rlbook.update.policy_step``, at ``lr``, gradients clipped to norm 1 as the trainers do)
+    minimises ``policy_loss(variant=...)`` on the next minibatch, cycling through them. After each step the whole batch is re-scored.
+    Prompts are ``task``'s training prompts; advantages are GRPO's group advantages of
+    ``task.reward``.
+    """
+    check_int("n_prompts", n_prompts, minimum=1)
+    check_int("group_size", group_size, minimum=2)
+    check_int("updates", updates, minimum=0)
+    check_int("minibatch_size", minibatch_size, minimum=1)
+    check_positive("lr", lr)
+    policy = copy.deepcopy(model).eval()
+    examples = list(task.dataset(n_prompts, seed=seed, split="train"))
+    rollout = sample(policy, tokenizer, [e["prompt"] for e in examples], num_samples=group_size,
+                     max_new_tokens=max_new_tokens, seed=seed)
+    repeated = [e for e in examples for _ in range(group_size)]
+    rewards = torch.tensor([float(task.reward(text, e)) for text, e in zip(rollout.texts, repeated)])
+    advantages = group_advantages(rewards, group_size)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
+    minibatches = minibatch_plan(torch.arange(len(rollout)), minibatch_size,
+                                 generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        logps = [rollout_logprobs(policy, rollout)]
+    for step in range(updates):
+        rows = minibatches[step % len(minibatches)]
+        policy_step(policy, optimizer, rollout, rows, advantages[rows], max_grad_norm=1.0, variant=variant)
+        with torch.no_grad():
+            logps.append(rollout_logprobs(policy, rollout))
+    return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
+                          logps=logps, rewards=rewards, advantages=advantages)
+
+
+def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,
+                         lr: float = 3e-4, eps_low: float = 0.2, eps_high: float = 0.28, seed: int = 0) -> dict:
+    """A real batch for the clip pictures: ``updates`` AdamW steps of DAPO's loss on minibatches of
+    ``rollout``, then every token's log-prob under the moved policy.
+
+    This is what an off-policy PPO-style update does between two samplings (lesson 03): the first
+    minibatch sees r = 1, later ones see ratios that have drifted. The minibatches come from
+    shuffled passes over the batch (``rlbook.update.minibatch_plan``); the gradient is not clipped.
+    ``model`` is trained in place (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``.
+    """
+    check_int("updates", updates, minimum=1)
+    per_pass = math.ceil(len(rollout) / check_int("minibatch_size", minibatch_size, minimum=1))
+    plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size, epochs=math.ceil(updates / per_pass),
+                          generator=torch.Generator().manual_seed(seed))[:updates]
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    policy_update(model, optimizer, rollout, advantages, plan, max_grad_norm=None, variant="dapo",
+                  eps_low=eps_low, eps_high=eps_high)
+    with torch.no_grad():
+        logp = rollout_logprobs(model, rollout)
+    return {"old_logp": rollout.logprobs.detach(), "logp": logp, "advantages": advantages,
+            "mask": rollout.completion_mask.float()}
+
+
+def one_step_logprob_change(model, rollout, advantages, mode: str, *, max_len: int, step_size: float = 0.02):
+    """Per-token mean change of log π of each completion after one normalised gradient step.
+
+    The policy-gradient loss of ``rollout`` with ``advantages`` is aggregated with ``mode``
+    (``rlbook.losses.policy_loss``, on-policy so the ratio is 1 and no clip acts), and one update
+    on the whole batch (``rlbook.update.policy_update``) moves the weights by
+    θ ← θ − step_size · g / ‖g‖: the same distance for every mode, so modes that differ only by a
+    constant factor (token_mean and seq_mean_token_sum_norm within one batch) give the same step.
+    Returns a (B,) tensor Δ_i = (1/|o_i|) Σ_t [log π_new − log π_old]; the model's weights are
+    restored before returning.
+    """
+    step_size = float(step_size)
+    if not step_size > 0:
+        raise ValueError(f"step_size must be > 0, got {step_size}")
+    params = [p for p in model.parameters() if p.requires_grad]
+    saved = [p.detach().clone() for p in params]
+    with torch.no_grad():
+        old_logp = rollout_logprobs(model, rollout)
+    try:
+        policy_update(model, _NormalizedGradientDescent(params, lr=step_size), rollout, advantages,
+                      [torch.arange(len(rollout))], old_logp=old_logp, max_grad_norm=None, variant="dr_grpo",
+                      aggregation=mode, max_len=max_len)
+        with torch.no_grad():
+            new_logp = rollout_logprobs(model, rollout)
+    finally:
+        with torch.no_grad():
+            for p, value in zip(params, saved):
+                p.copy_(value)
+        model.zero_grad(set_to_none=True)
+    mask = rollout.completion_mask.float()
+    return ((new_logp - old_logp) * mask).sum(1) / mask.sum(1)
+
+
+class _NormalizedGradientDescent(torch.optim.Optimizer):
+    """θ ← θ − lr · g / ‖g‖, with ‖g‖ the norm of the gradient over all the parameters: a step of length lr."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        params = [(p, group["lr"]) for group in self.param_groups for p in group["params"] if p.grad is not None]
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p, _ in params))
+        for p, lr in params:
+            p -= lr * p.grad / norm
+
+
+@torch.no_grad()
+def first_token_probabilities(model, tokenizer, prompts, *, temperature: float = 1.0) -> torch.Tensor:
+    """The policy's distribution over the first completion token, one row per prompt: (N, V).
+
+    ``prompts`` are strings used verbatim or conversations (lists of ``{"role", "content"}``
+    dicts), formatted by ``rlbook.rollout.format_prompts`` as the sampler formats them. Each prompt
+    runs alone (no padding), so the row is exactly the next-token softmax(z / ``temperature``) a
+    sampler would draw the completion's first token from. Lesson 16 follows one decision through
+    training with it: the probability that the answer opens with the scratchpad tag ``<think>``.
+    """
+    texts = format_prompts(tokenizer, prompts)
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    device = next(model.parameters()).device
+    rows = []
+    for text in texts:
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
+        logits = model(input_ids=ids).logits[0, -1].double()
+        rows.append(torch.softmax(logits / temperature, dim=0).cpu())
+    return torch.stack(rows)
+
+
+@torch.no_grad()
+def sampled_token_entropies(model, tokenizer, prompts, *, num_samples: int = 4, max_new_tokens: int = 64,
+                            temperature: float = 1.0, seed: int = 0) -> torch.Tensor:
+    """The entropy (nats) of the policy's next-token distribution at every token of completions it
+    samples: ``num_samples`` per prompt at ``temperature``, the entropy of softmax(z / temperature)
+    at each completion position, returned flat (1-D, padding left out). Its mean is the "token
+    entropy" a trainer logs, here measured on prompts of one's choosing (held-out ones, at one
+    temperature for every run being compared).
+    """
+    rollout = sample(model, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens,
+                     temperature=temperature, seed=seed)
+    _, entropy = rollout_logprobs(model, rollout, temperature=temperature, return_entropy=True)
+    return entropy[rollout.completion_mask > 0].detach().double().cpu()
+
+
+def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size: int | None = None,
+                        temperature: float = 1.0, max_grad_norm: float | None = 1.0, **loss_kwargs) -> dict[str, float]:
+    """One policy update on ``rollout``, and its entropy change set beside the covariance law.
+
+    The update is ``rlbook.update.policy_update`` (one pass over the rows in minibatches of
+    ``minibatch_size``, default all; ``loss_kwargs`` go to ``policy_loss``, e.g. ``variant``);
+    ``model`` and ``optimizer`` are stepped in place. At every completion position t of the batch
+    (mask 1) the full next-token distribution π_t = softmax(z_t / T) is read before and after.
+    Returns, as floats:
+
+    - ``measured``: the exact change of the mean token entropy, mean_t [H(π_t after) − H(π_t before)];
+    - ``first_order``: mean_t −Cov_{a∼π_t}(log π_t(a), Δz_t(a)) with Δz_t the step's real change of
+      the scaled logits: the covariance law of the module docstring, position by position;
+    - ``natural_cov``: the batch covariance over the sampled tokens of (log π(y_t), A_t), the
+      token-level estimator of Cui et al. 2025 (arXiv:2505.22617, §4; the mean of
+      ``token_covariance``), the natural-PG term of §3;
+    - ``vanilla_cov``: the same covariance with π(y_t)·A_t, the vanilla-PG term of §3;
+    - ``entropy_before``, ``entropy_after``: the mean token entropies.
+
+    The law predicts ``measured`` ≈ −η·cov for an unknown effective step η > 0 (a network's logits
+    are not free parameters, and the optimizer rescales the gradient), so a covariance predicts
+    the sign and the size across steps, not the nats. Holds two (B, C, V) logit tensors.
+    """
+    mask = rollout.completion_mask.float()
+    advantages = as_float_tensor("advantages", advantages).to(mask.device)
+    if advantages.shape != (len(rollout),):
+        raise ValueError(f"advantages must have shape ({len(rollout)},), one per completion, got {tuple(advantages.shape)}")
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    before = _completion_log_policy(model, rollout, temperature)
+    plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size)
+    policy_update(model, optimizer, rollout, advantages, plan, temperature=temperature, max_grad_norm=max_grad_norm,
+                  **loss_kwargs)
+    after = _completion_log_policy(model, rollout, temperature)
+    entropy_before, entropy_after = _entropy(before), _entropy(after)
+    first_order = -(before.exp() * (before + entropy_before[..., None]) * (after - before)).sum(-1)
+    # after − before differs from Δz by a per-position constant, which the centred covariance ignores
+    sampled = before.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
+    per_token = advantages[:, None].expand_as(sampled)
+    count = mask.sum()
+    return {"measured": float(((entropy_after - entropy_before) * mask).sum() / count),
+            "first_order": float((first_order * mask).sum() / count),
+            "natural_cov": float(token_covariance(sampled, per_token, mask).sum() / count),
+            "vanilla_cov": float(token_covariance(sampled, sampled.exp() * per_token, mask).sum() / count),
+            "entropy_before": float((entropy_before * mask).sum() / count),
+            "entropy_after": float((entropy_after * mask).sum() / count)}
+
+
+@torch.no_grad()
+def _completion_log_policy(model, rollout, temperature: float) -> torch.Tensor:
+    """log softmax(z / T) of the full vocabulary at each completion position, (B, C, V) float64."""
+    mask = rollout.attention_mask
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    width = rollout.completion_ids.shape[1]
+    logits = model(input_ids=rollout.input_ids, attention_mask=mask, position_ids=positions,
+                   logits_to_keep=width + 1).logits[:, :-1]
+    return torch.log_softmax(logits.double() / temperature, dim=-1)
+
+
+def _entropy(log_policy: torch.Tensor) -> torch.Tensor:
+    return -(log_policy.exp() * log_policy).sum(-1)

@@ -1,0 +1,17 @@
+"""What every test shares: figures are drawn off-screen (matplotlib's Agg backend, chosen here before
+any test module imports pyplot), and the figures a test leaves open are closed after it."""
+
+import sys
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")  # only when some test drew: importing pyplot here would cost every test
+    if pyplot is not None:
+        pyplot.close("all")
