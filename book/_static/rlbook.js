@@ -36,3 +36,23 @@ document.addEventListener("DOMContentLoaded", () => {
     if (img.complete) img.classList.toggle("rlbook-scaled", scaled());
   });
 });
+
+// A copy button on every code block (a lesson's cells, the API's examples and source).
+function copyText(text) {
+  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  const area = Object.assign(document.createElement("textarea"), { value: text });
+  document.body.append(area);
+  area.select();
+  document.execCommand("copy");
+  area.remove();
+  return Promise.resolve();
+}
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("div.highlight").forEach((block) => {
+    const button = Object.assign(document.createElement("button"), {
+      className: "rlbook-copy", type: "button", textContent: "copy", title: "copy this code" });
+    button.addEventListener("click", () => copyText(block.querySelector("pre").innerText.replace(/\n$/, ""))
+      .then(() => { button.textContent = "copied"; setTimeout(() => { button.textContent = "copy"; }, 1500); }));
+    block.append(button);
+  });
+});

@@ -72,6 +72,8 @@ PAGE_REPORT_JS = """async () => {
         .filter(a => /^lesson \\d\\d$/i.test(a.textContent.trim())).length,
     arxivLinks: Array.from(document.querySelectorAll('article a[href^="https://arxiv.org/abs/"]')).length,
     sourceLinks: document.querySelectorAll('a .viewcode-link, a.viewcode-link, .viewcode-link').length,
+    codeBlocks: document.querySelectorAll('article div.highlight').length,
+    copyButtons: document.querySelectorAll('article div.highlight > button.rlbook-copy').length,
   };
 }"""
 
@@ -162,6 +164,7 @@ def test_every_page_renders_with_math_images_and_links(page, book_html, book_url
     assert linked > 0.8 * mentions, f"{linked} of {mentions} mentions of another lesson link to it"
     assert sum(reports[name]["arxivLinks"] for name in lessons) > 50, "arXiv citations link to their abstracts"
     assert reports["api/rlbook.kl.html"]["sourceLinks"] > 0, "API entries link to their source"
+    assert all(reports[name]["copyButtons"] == reports[name]["codeBlocks"] for name in lessons), "a copy button per code block"
     assert sum(reports[name]["math"] for name in lessons) > 100, "the lessons' math is on the pages"
     assert sum(reports[name]["sliders"] for name in lessons) > 10, "stored sliders are drawn"
     assert sum(1 for name in reports if name.startswith("api/")) > 20, "API pages exist"
