@@ -3,7 +3,10 @@
 1. Trusts the lessons (``nbformat``'s notary, what ``jupyter trust`` does): a fresh clone's notebooks
    are untrusted, and JupyterLab then shows each stored widget as a line of text and leaves out its
    figure until the cell runs again. They are this repository's own lessons, signed on this machine.
-2. Starts JupyterLab on ``notebooks/``, serving the built site (``make book``) from the same server at
+2. Keeps, when JupyterLab saves a lesson, the ``language_info`` it was stored with: the kernel reports
+   the reader's own Python version, JupyterLab writes it into the notebook and autosaves, and a lesson
+   merely read would show as changed in ``git status`` (a pre-save hook: ``book/jupyter_lab_config.py``).
+3. Starts JupyterLab on ``notebooks/``, serving the built site (``make book``) from the same server at
    ``/static/index.html``, so that a page's "Open in JupyterLab" link opens its lesson on whatever
    port and login this JupyterLab uses.
 """
@@ -36,7 +39,8 @@ def trust(paths: list[Path]) -> int:
 def lab_command(notebooks: Path, site: Path, extra: list[str]) -> list[str]:
     """The ``jupyter lab`` command line: ``notebooks`` as its root, ``site`` served at ``/static/``."""
     return [str(Path(sys.executable).with_name("jupyter")), "lab", f"--ServerApp.root_dir={notebooks}",
-            f"--ServerApp.extra_static_paths={site}", *extra]
+            f"--ServerApp.extra_static_paths={site}",
+            f"--config={Path(__file__).with_name('jupyter_lab_config.py')}", *extra]
 
 
 def main(argv: list[str]) -> None:

@@ -137,7 +137,12 @@ def book_url(book_html):
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(book_html)))
+    class QuietServer(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # the browser left a page before it loaded: not an error
+            if not isinstance(sys.exc_info()[1], ConnectionError):
+                super().handle_error(request, client_address)
+
+    server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(book_html)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"

@@ -62,14 +62,22 @@ PAGE_REPORT_JS = """async () => {
       }
       return found;
     })(),
+    // Mentions of another lesson in the prose (not in code, math or a heading), and how many are links.
     lessonMentions: (() => {
+      const own = (window.location.pathname.match(/lessons\\/(\\d\\d)_/) || [])[1];
       const article = document.querySelector('article');
-      if (!article) return 0;
-      const text = Array.from(article.querySelectorAll('p, li')).map(e => e.textContent).join(' ');
-      return (text.match(/\\blesson \\d\\d\\b/gi) || []).length;
+      const counts = {prose: 0, linked: 0};
+      if (!article) return counts;
+      const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+      while (walker.nextNode()) {
+        const node = walker.currentNode;
+        if (node.parentElement.closest('pre, code, h1, h2, h3, h4, .math, mjx-container')) continue;
+        const others = (node.textContent.match(/\\blesson \\d\\d\\b/gi) || []).filter(m => m.slice(-2) !== own);
+        counts.prose += others.length;
+        if (node.parentElement.closest('a[href]')) counts.linked += others.length;
+      }
+      return counts;
     })(),
-    lessonLinks: Array.from(document.querySelectorAll('article a[href]'))
-        .filter(a => /^lesson \\d\\d$/i.test(a.textContent.trim())).length,
     arxivLinks: Array.from(document.querySelectorAll('article a[href^="https://arxiv.org/abs/"]')).length,
     sourceLinks: document.querySelectorAll('a .viewcode-link, a.viewcode-link, .viewcode-link').length,
     codeBlocks: document.querySelectorAll('article div.highlight').length,
@@ -159,9 +167,9 @@ def test_every_page_renders_with_math_images_and_links(page, book_html, book_url
     if too_wide:  # the figure's own layout (rlbook.viz) is what would make these legible in a column
         print(f"\n{len(too_wide)} figures wider than the column fill it and open at full size on a click:\n"
               + "\n".join(too_wide))
-    mentions = sum(reports[name]["lessonMentions"] for name in lessons)
-    linked = sum(reports[name]["lessonLinks"] for name in lessons)
-    assert linked > 0.8 * mentions, f"{linked} of {mentions} mentions of another lesson link to it"
+    mentions = sum(reports[name]["lessonMentions"]["prose"] for name in lessons)
+    linked = sum(reports[name]["lessonMentions"]["linked"] for name in lessons)
+    assert mentions > 100 and linked == mentions, f"{linked} of {mentions} mentions of another lesson link to it"
     assert sum(reports[name]["arxivLinks"] for name in lessons) > 50, "arXiv citations link to their abstracts"
     assert reports["api/rlbook.kl.html"]["sourceLinks"] > 0, "API entries link to their source"
     assert all(reports[name]["copyButtons"] == reports[name]["codeBlocks"] for name in lessons), "a copy button per code block"

@@ -56,5 +56,19 @@ def test_a_lesson_opened_from_the_book_shows_its_stored_widgets_and_stays_unchan
     page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
     page.wait_for_timeout(2_000)
     after = (lab.root / LESSON).read_bytes()
-    assert after == before, "saving the unread-into lesson changed its file (JupyterLab's form differs from the stored one)"
+    assert after == before, "saving the lesson just read changed its file (JupyterLab's form differs from the stored one)"
+
+    # A reader whose Python is not the one that stored the lesson: the kernel's version is not written back.
+    other = "stored_under_another_python.ipynb"
+    stored = before.replace(b'"version": "3.', b'"version": "2.')
+    assert stored != before, "the stored lesson records its Python version"
+    (lab.root / other).write_bytes(stored)
+    run_command(page, "docmanager:open", {"path": other})
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget"
+                           f" && window.jupyterapp.shell.currentWidget.title.label === '{other}'", timeout=60_000)
+    wait_kernel_idle(page, timeout_s=90)
+    run_command(page, "docmanager:save")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+    page.wait_for_timeout(2_000)
+    assert (lab.root / other).read_bytes() == stored, "a save wrote the reader's Python version into the lesson"
     assert_no_console_errors(page)
