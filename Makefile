@@ -30,8 +30,10 @@ $(STAMP): pyproject.toml constraints.txt
 # Jupyter refuses to start as root unless told to (containers and CI machines often run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# book/lab.py trusts the lessons (so their stored widgets show on first open) and starts JupyterLab on
+# notebooks/, serving the site that `make book` built at /static/index.html of the same server.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
+	$(PY) book/lab.py $(ROOT_ARGS) $(LAB_ARGS)
 
 test: browser-deps unit-and-notebooks
 
@@ -89,6 +91,7 @@ grade: assignments
 # The book as a static site from the lessons' stored outputs (nothing executed): book/_build/html/index.html.
 book: $(STAMP)
 	$(PY) book/build.py --out book/_build
+	@echo "book: read it at /static/index.html of the JupyterLab that make lab starts (its lesson links open the notebooks there), or open book/_build/html/index.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis book/_build

@@ -28,10 +28,19 @@ BOOK = Path(__file__).resolve().parent
 ROOT = BOOK.parent
 sys.path.insert(0, str(BOOK))
 
+from docstrings import escape_pipes, rst_problems  # noqa: E402
 from widgets import static_notebook  # noqa: E402
 
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
-LAB_URL = "http://localhost:8888/lab/tree/{name}"  # `make lab` serves notebooks/ on JupyterLab's default port
+# A lesson page at /static/lessons/NN.html of the JupyterLab that `make lab` starts (book/lab.py serves the site
+# there) opens its notebook at /lab/tree/NN.ipynb of the same server: whatever its port, base URL and login.
+LAB_LINK = "../../lab/tree/{name}"
+LAB_DEFAULT_URL = "http://localhost:8888/lab/tree/{name}"  # rlbook.js's fallback for a site served elsewhere
+DOWNLOADS = "notebooks"  # the lessons as stored, copied into the site (html_extra_path) for download
+ARXIV = re.compile(r"\barXiv:(\d{4}\.\d{4,5})(v\d+)?")
+LESSON_MENTION = re.compile(r"\b([Ll]esson) (\d\d)\b")
+# What a cross-link must not touch: headings, code, math, links and raw HTML already there.
+PROTECTED = re.compile(r"^#[^\n]*|```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$|\[[^\]\n]*\]\([^)\n]*\)|<[^>\n]*>", re.S | re.M)
 README_ROW = re.compile(r"^\|\s*(\d\d(?:[–-]\d\d)?)\s*\|(.*)\|\s*([^|]*?)\s*\|\s*$")
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
@@ -56,18 +65,48 @@ def _source(cell: dict) -> str:
 
 
 def open_in_lab_banner(name: str) -> str:
-    """MyST for the box under a lesson's title that says how to run it in JupyterLab."""
+    """MyST for the box under a lesson's title that says how to run it in JupyterLab, and offers its file."""
+    link, fallback = LAB_LINK.format(name=name), LAB_DEFAULT_URL.format(name=name)
     return (":::{admonition} Run this lesson\n:class: tip rlbook-open-in-lab\n"
-            f"In a clone of the repository, `make lab` starts JupyterLab on `notebooks/`; open `notebooks/{name}` "
-            f"there, or follow [{name} in JupyterLab]({LAB_URL.format(name=name)}) once it is running. "
-            "This page shows the outputs stored by `make execute`; sliders are drawn at the values "
-            "their figure was made with.\n:::\n")
+            f"In a clone of the repository, `make lab` starts JupyterLab on `notebooks/` and serves this book "
+            f"at its `/static/index.html`; read there, "
+            f'<a class="rlbook-lab-link" href="{link}" data-fallback="{fallback}">open {name} in JupyterLab</a> '
+            "runs it with live widgets. "
+            f'<a class="rlbook-download" href="../{DOWNLOADS}/{name}" download>Download {name}</a> '
+            "as stored.\n\n"
+            "This page shows the outputs stored by `make execute`. Its sliders and menus are pictures of the "
+            "controls at the values their figure was drawn with: greyed out, because moving them needs the "
+            "lesson's Python kernel, which JupyterLab runs.\n:::\n")
 
 
-def book_notebook(path: Path) -> dict:
-    """The lesson at ``path`` as the book shows it: static widget views and the JupyterLab banner."""
+def _outside_protected(text: str, change) -> str:
+    """``text`` with ``change`` applied to every stretch that is not code, math, a link or an HTML tag."""
+    parts, last = [], 0
+    for match in PROTECTED.finditer(text):
+        parts += [change(text[last:match.start()]), match.group(0)]
+        last = match.end()
+    return "".join(parts + [change(text[last:])])
+
+
+def cross_linked(markdown: str, pages: dict[str, str], this_page: str) -> str:
+    """``markdown`` with each "lesson NN" linked to that lesson's page (``pages``: NN -> page file name,
+    relative to the page; not on ``this_page`` itself) and each arXiv:ID to its arXiv abstract."""
+    def link(text: str) -> str:
+        text = ARXIV.sub(lambda m: f"[arXiv:{m.group(1)}{m.group(2) or ''}](https://arxiv.org/abs/{m.group(1)})", text)
+        return LESSON_MENTION.sub(lambda m: m.group(0) if pages.get(m.group(2), this_page) == this_page
+                                  else f"[{m.group(0)}]({pages[m.group(2)]})", text)
+
+    return _outside_protected(markdown, link)
+
+
+def book_notebook(path: Path, pages: dict[str, str] | None = None) -> dict:
+    """The lesson at ``path`` as the book shows it: static widget views without progress bars, the
+    JupyterLab banner, and its mentions of other lessons (``pages``: NN -> page) and of arXiv linked."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
     static_notebook(notebook)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = cross_linked(_source(cell), pages or {}, path.name)
     for cell in notebook["cells"]:
         if cell["cell_type"] == "markdown" and _source(cell).lstrip().startswith("#"):
             heading, _, rest = _source(cell).lstrip().partition("\n")
@@ -158,14 +197,39 @@ def defined_members(module_name: str) -> list[str]:
     return [n for n in public if n in defined]
 
 
+def _summary(module_name: str) -> str:
+    """The first line of ``module_name``'s docstring ('' when it has none)."""
+    doc = importlib.import_module(module_name).__doc__ or ""
+    line = escape_pipes(doc.strip().split("\n")[0])
+    return "" if rst_problems(line) else line
+
+
+def api_groups(modules: list[str]) -> dict[str, list[str]]:
+    """``modules`` grouped by package: ``rlbook`` and its top-level modules first, then each subpackage
+    with its own modules, in name order."""
+    packages = {m for m in modules if any(other.startswith(m + ".") for other in modules)} - {"rlbook"}
+    groups: dict[str, list[str]] = {"rlbook": []}
+    for module in modules:
+        package = next((p for p in sorted(packages) if module == p or module.startswith(p + ".")), "rlbook")
+        groups.setdefault(package, []).append(module)
+    return groups
+
+
 def api_pages(modules: list[str]) -> dict[str, str]:
-    """``api/index.rst`` and one ``api/MODULE.rst`` per module (autodoc of the members it defines)."""
-    pages = {"api/index.rst": "The library\n===========\n\nOne page per module of ``rlbook``, from its "
-                              "docstrings.\n\n.. toctree::\n   :maxdepth: 1\n\n"
-                              + "".join(f"   {m}\n" for m in modules)}
+    """``api/index.rst`` (the modules grouped by package, each with its summary line) and one
+    ``api/MODULE.rst`` per module: autodoc of the members it defines, constants included, with a link to
+    its highlighted source (``sphinx.ext.viewcode``)."""
+    index = ["The library", "===========", "", "One page per module of ``rlbook``, from its docstrings, grouped by "
+             "package; each page links to its module's source.", ""]
+    for package, members in api_groups(modules).items():
+        title = f"``{package}``" if package != "rlbook" else "``rlbook`` and its top-level modules"
+        index += [title, "-" * len(title), "", ".. toctree::", "   :hidden:", ""]
+        index += [f"   {m}" for m in members] + [""]
+        index += [f"- :doc:`{m}` — {_summary(m)}" if _summary(m) else f"- :doc:`{m}`" for m in members] + [""]
+    pages = {"api/index.rst": "\n".join(index)}
     for module in modules:
         members = defined_members(module)
-        option = f"   :members: {', '.join(members)}\n" if members else ""  # a bare :members: means all
+        option = f"   :members: {', '.join(members)}\n   :undoc-members:\n" if members else ""  # bare :members: = all
         pages[f"api/{module}.rst"] = f"``{module}``\n{'=' * (len(module) + 4)}\n\n.. automodule:: {module}\n{option}"
     return pages
 
@@ -176,8 +240,9 @@ def write_sources(src: Path) -> int:
     if not lessons:
         raise ValueError("no notebooks/NN_*.ipynb to build a book from")
     files, titles = {}, {}
+    pages = {path.name[:2]: path.name for path in lessons}
     for path in lessons:
-        notebook = book_notebook(path)
+        notebook = book_notebook(path, pages)
         titles[path.name] = first_heading(notebook)
         files[f"lessons/{path.name}"] = json.dumps(notebook, ensure_ascii=False, indent=1)
     files["index.md"] = index_page(lessons, titles, readme_rows())
@@ -193,13 +258,24 @@ def write_sources(src: Path) -> int:
     return len(lessons)
 
 
+def write_downloads(folder: Path) -> None:
+    """Copy every lesson, as stored, into ``folder`` (the site's ``notebooks/``, for its download links)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.ipynb"):
+        stale.unlink()
+    for path in lesson_paths():
+        (folder / path.name).write_bytes(path.read_bytes())
+
+
 def build(out: Path) -> int:
     """Write the sources into ``out/src`` and build the site into ``out/html``; Sphinx's exit status."""
     from sphinx.cmd.build import build_main
 
     count = write_sources(out / "src")
+    extra = out / "extra"
+    write_downloads(extra / DOWNLOADS)
     print(f"book: {count} lessons -> {out / 'html'}", flush=True)
-    return build_main(["-b", "html", "-c", str(BOOK), "-W", "--keep-going", "-q",
+    return build_main(["-b", "html", "-c", str(BOOK), "-W", "--keep-going", "-q", "-D", f"html_extra_path={extra}",
                        "-d", str(out / "doctrees"), str(out / "src"), str(out / "html")])
 
 

@@ -22,7 +22,8 @@ project = "rlbook"
 author = "the rlbook authors"
 copyright = "the rlbook authors"
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax"]
+# viewcode: each API entry links to its module's source, highlighted in the site itself (no network).
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode"]
 exclude_patterns = []
 
 # Notebooks: stored outputs only; dollar math and $$ blocks; MyST directives with ::: fences.
@@ -52,9 +53,23 @@ html_css_files = ["rlbook.css"]
 html_js_files = ["rlbook.js"]
 html_theme_options = {
     "show_toc_level": 2,
-    "use_download_button": False,
+    "use_download_button": False,  # each lesson page offers the notebook as stored (book/build.py's banner)
     "use_fullscreen_button": False,
 }
+
+
+def _repository_url() -> str:
+    """The clone's ``origin`` when it is a web address (the theme's repository button), else ''."""
+    import subprocess
+
+    result = subprocess.run(["git", "remote", "get-url", "origin"], cwd=Path(__file__).parents[1],
+                            capture_output=True, text=True)
+    url = result.stdout.strip().removesuffix(".git")
+    return url if result.returncode == 0 and url.startswith("https://") else ""
+
+
+if _repository_url():
+    html_theme_options |= {"repository_url": _repository_url(), "use_repository_button": True}
 
 
 def _show_docstring(app, what, name, obj, options, lines):

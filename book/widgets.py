@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from math import log
 
-__all__ = ["WIDGET_VIEW", "render_view", "static_notebook"]
+__all__ = ["WIDGET_VIEW", "is_progress_bar", "render_view", "static_notebook"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -120,8 +120,19 @@ def render_view(state: dict, model_id: str) -> str:
     return f'<div class="rlbook-widget"><code>{html.escape(name)}</code></div>'
 
 
+def is_progress_bar(state: dict, model_id: str) -> bool:
+    """Whether the view ``model_id`` is a progress bar (tqdm's: a box of texts around a progress model)."""
+    model = _model(state, model_id)
+    if model["model_name"] in ("FloatProgressModel", "IntProgressModel"):
+        return True
+    children = model["state"].get("children", []) if model["model_name"].endswith("BoxModel") else []
+    return any(_model(state, child)["model_name"] in ("FloatProgressModel", "IntProgressModel") for child in children)
+
+
 def static_notebook(notebook: dict) -> int:
-    """Replace every widget view in ``notebook`` (nbformat JSON, changed in place) by its static HTML.
+    """Replace every widget view in ``notebook`` (nbformat JSON, changed in place) by its static HTML,
+    and drop every progress bar: on a page, a bar frozen at 100 % ("Loading weights", a training run's
+    steps) says nothing the outputs around it do not, and a lesson that loads and trains often shows dozens.
 
     The stored widget state is dropped from the metadata afterwards (nothing on the page reads it).
     Returns how many views were replaced. A view whose model is missing from the state raises ValueError.
@@ -129,7 +140,11 @@ def static_notebook(notebook: dict) -> int:
     state = notebook.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     replaced = 0
     for cell in notebook.get("cells", []):
-        for output in cell.get("outputs", []):
+        if "outputs" not in cell:
+            continue
+        cell["outputs"] = [output for output in cell["outputs"] if not (
+            WIDGET_VIEW in output.get("data", {}) and is_progress_bar(state, output["data"][WIDGET_VIEW]["model_id"]))]
+        for output in cell["outputs"]:
             data = output.get("data", {})
             if WIDGET_VIEW not in data:
                 continue

@@ -18,6 +18,7 @@ sometimes block", where the shell channel's ``get_msg`` returns the reply only a
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from queue import Empty
 import nbformat
 from nbclient import NotebookClient
 
-__all__ = ["PatientClient", "execute_notebook"]
+__all__ = ["PatientClient", "execute_notebook", "as_lab_saves", "KERNELSPEC"]
 
 POLL_SLICE_S = 1.0
 
@@ -68,7 +69,7 @@ def execute_notebook(path, *, timeout: int = 600, kernel_name: str = "python3") 
     start = time.perf_counter()
     PatientClient(notebook, timeout=timeout, kernel_name=kernel_name,
                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    nbformat.write(notebook, path)
+    nbformat.write(nbformat.from_dict(as_lab_saves(notebook)), path)
     return time.perf_counter() - start
 
 
@@ -84,3 +85,29 @@ def main(paths: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+# What ipykernel's own "python3" kernel calls itself: JupyterLab writes it into a notebook it opens, so a
+# lesson stored with another display name is marked changed on open, and autosaved.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def as_lab_saves(notebook: dict) -> dict:
+    """``notebook`` (nbformat JSON) as JupyterLab saves it after opening it with the python3 kernel, so that
+    opening a stored lesson leaves its file byte for byte as it is: every whole float as an int (JSON numbers
+    pass through JavaScript: a slider's ``20.0`` comes back ``20``) and ipykernel's name for the kernel."""
+    notebook = _js_numbers(notebook)
+    if notebook.get("metadata", {}).get("kernelspec", {}).get("name") == KERNELSPEC["name"]:
+        notebook["metadata"]["kernelspec"] = dict(KERNELSPEC)
+    return notebook
+
+
+def _js_numbers(value):
+    """``value`` with every finite float that has no fractional part as an int, as JSON.parse gives it."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _js_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(item) for item in value]
+    return value

@@ -127,7 +127,32 @@ def test_a_lesson_page_gets_the_jupyterlab_banner_under_its_title(tmp_path):
                                 "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     source = build.book_notebook(path)["cells"][0]["source"]
     assert source.startswith("# 07 · Zoo\n") and source.endswith("Text.")
-    assert "notebooks/07_zoo.ipynb" in source and "(http://localhost:8888/lab/tree/07_zoo.ipynb)" in source
+    assert "notebooks/" in source and 'href="../../lab/tree/07_zoo.ipynb"' in source  # make lab's /static/ -> /lab/tree/
+    assert 'data-fallback="http://localhost:8888/lab/tree/07_zoo.ipynb"' in source
+    assert 'href="../notebooks/07_zoo.ipynb" download' in source
+
+
+def test_mentions_of_lessons_and_arxiv_ids_are_linked_outside_code_math_headings_and_links():
+    pages = {"03": "03_ppo.ipynb", "09": "09_baselines.ipynb"}
+    text = ("# About lesson 03\nSee lesson 03 (Shao et al., arXiv:2402.03300v2), `lesson 03`, $\\text{lesson 03}$, "
+            "[lesson 03](x), lesson 07 and lesson 09.\n```\nlesson 03\n```")
+    linked = build.cross_linked(text, pages, "09_baselines.ipynb")
+    assert linked.startswith("# About lesson 03\nSee [lesson 03](03_ppo.ipynb) (Shao et al., "
+                             "[arXiv:2402.03300v2](https://arxiv.org/abs/2402.03300)), `lesson 03`, $\\text{lesson 03}$, "
+                             "[lesson 03](x), lesson 07 and lesson 09.\n```\nlesson 03\n```")
+
+
+def test_progress_bars_are_left_out_of_the_page():
+    bar = {"bar": _model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_p"]), "l": _model("HTMLModel", value="x"),
+           "p": _model("FloatProgressModel", min=0.0, max=3.0, value=3.0)}
+    view = {"output_type": "display_data", "metadata": {}, "data": {widgets.WIDGET_VIEW: {"model_id": "bar"}}}
+    text = {"output_type": "stream", "name": "stdout", "text": "done\n"}
+    notebook = {"cells": [{"cell_type": "code", "source": "", "outputs": [view, text]},
+                          {"cell_type": "markdown", "source": "prose"}],
+                "metadata": {"widgets": {widgets.WIDGET_STATE: {"state": bar}}}}
+    assert widgets.is_progress_bar(bar, "bar") and not widgets.is_progress_bar(bar, "l")
+    assert widgets.static_notebook(notebook) == 0
+    assert notebook["cells"][0]["outputs"] == [text] and "outputs" not in notebook["cells"][1]
 
 
 def test_the_index_links_readme_rows_to_pages_and_adds_lessons_the_readme_lacks(tmp_path):
@@ -152,6 +177,21 @@ def test_api_pages_document_what_each_module_defines_not_what_it_reexports():
     assert "policy_loss" not in build.defined_members("rlbook.losses")  # a re-export
     modules = build.public_modules()
     assert "rlbook.kl" in modules and not any(part.startswith("_") for m in modules for part in m.split("."))
-    pages = build.api_pages(["rlbook.kl"])
+    pages = build.api_pages(["rlbook", "rlbook.kl", "rlbook.losses", "rlbook.losses.policy"])
     assert ".. automodule:: rlbook.kl\n   :members: KL_ESTIMATORS, k1," in pages["api/rlbook.kl.rst"]
-    assert "   rlbook.kl\n" in pages["api/index.rst"]
+    assert ":undoc-members:" in pages["api/rlbook.kl.rst"]  # constants without a docstring are shown too
+    assert build.api_groups(["rlbook", "rlbook.kl", "rlbook.losses", "rlbook.losses.policy"]) == {
+        "rlbook": ["rlbook", "rlbook.kl"], "rlbook.losses": ["rlbook.losses", "rlbook.losses.policy"]}
+    index = pages["api/index.rst"]
+    assert index.index("rlbook`` and its top-level modules") < index.index("   rlbook.kl\n") < index.index("``rlbook.losses``")
+
+
+def test_a_notebook_in_jupyterlabs_form_has_whole_floats_as_ints_and_ipykernels_name():
+    import notebook_form
+
+    notebook = {"metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+                "cells": [{"outputs": [{"data": {"x": [20.0, 0.5, 1e16, True, "3.0"]}}]}]}
+    saved = notebook_form.as_lab_saves(notebook)
+    assert saved["cells"][0]["outputs"][0]["data"]["x"] == [20, 0.5, 10**16, True, "3.0"]
+    assert all(type(v) is int for v in saved["cells"][0]["outputs"][0]["data"]["x"][0:3:2])
+    assert saved["metadata"]["kernelspec"]["display_name"] == "Python 3 (ipykernel)"

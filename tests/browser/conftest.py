@@ -12,19 +12,32 @@
 ``jupyter_lab`` (session)       a ``labtools.JupyterLab`` (url, token, root) on a temporary copy of
                                 notebooks/, 127.0.0.1 only, RLBOOK_SIZE=ci, OMP_NUM_THREADS=1, stopped at the end.
 ``lab``                         ``jupyter_lab`` for one test: every kernel it started is shut down after it.
+``book_html`` (session)         the built site's folder: built once into a temporary folder
+                                (``book/build.py``), or ``book/_build/html`` when that build is newer than
+                                every input (notebooks, README, book/, rlbook/); ``RLBOOK_BOOK_HTML=DIR``
+                                tests the site already built in DIR.
+``book_url`` (session)          that site served by ``http.server`` on 127.0.0.1 at a free port.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import subprocess
 import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import labtools  # noqa: E402
+
+BUILT = labtools.REPO / "book" / "_build" / "html"
+INPUTS = ("notebooks", "README.md", "book", "rlbook")
+BUILD_TIMEOUT_S = 600
 
 ARTIFACTS = Path(os.environ.get("RLBOOK_BROWSER_ARTIFACTS", Path(__file__).parent / "artifacts"))
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -93,3 +106,45 @@ def jupyter_lab(tmp_path_factory):
 def lab(jupyter_lab):
     yield jupyter_lab
     jupyter_lab.shutdown_kernels()
+
+
+def _newest_input_mtime() -> float:
+    newest = 0.0
+    for name in INPUTS:
+        path = labtools.REPO / name
+        files = [path] if path.is_file() else (p for p in path.rglob("*") if p.is_file() and "_build" not in p.parts)
+        newest = max([newest, *(p.stat().st_mtime for p in files)])
+    return newest
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory) -> Path:
+    if os.environ.get("RLBOOK_BOOK_HTML"):
+        return Path(os.environ["RLBOOK_BOOK_HTML"])
+    index = BUILT / "index.html"
+    if index.is_file() and index.stat().st_mtime > _newest_input_mtime():
+        return BUILT
+    out = tmp_path_factory.mktemp("book")
+    result = subprocess.run([sys.executable, str(labtools.REPO / "book" / "build.py"), "--out", str(out)], cwd=labtools.REPO,
+                            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    assert result.returncode == 0, f"book build failed:\n{result.stdout}\n{result.stderr}"
+    return out / "html"
+
+
+@pytest.fixture(scope="session")
+def book_url(book_html):
+    class QuietHandler(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    class QuietServer(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # the browser left a page before it loaded: not an error
+            if not isinstance(sys.exc_info()[1], ConnectionError):
+                super().handle_error(request, client_address)
+
+    server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(book_html)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()

@@ -73,6 +73,7 @@ class JupyterLab:
     url: str
     token: str
     root: Path
+    site: Path  # what it serves at /static/ (book/lab.py), as `make lab` serves the built book
     process: subprocess.Popen = field(repr=False)
     log: Path = field(repr=False)
 
@@ -114,18 +115,24 @@ def _write_lab_settings(settings_dir: Path) -> None:
         path.write_text(json.dumps(values))
 
 
-def start_jupyter_lab(workdir: Path, *, size: str = "ci") -> JupyterLab:
-    """Start JupyterLab on a free 127.0.0.1 port over a copy of the repository's notebooks/ in
-    ``workdir/notebooks``, with the kernel from this interpreter's environment, RLBOOK_SIZE=``size``
-    and OMP_NUM_THREADS=1. Waits (bounded) until the server answers."""
+def start_jupyter_lab(workdir: Path, *, size: str = "ci", site: Path | None = None) -> JupyterLab:
+    """Start JupyterLab as ``make lab`` does (``book/lab.py``: trust the lessons, serve the site ``site``
+    at /static/) on a free 127.0.0.1 port over a copy of the repository's notebooks/ in
+    ``workdir/notebooks``, with a Jupyter data folder of its own (no notebook trusted before, as in a
+    fresh clone), the kernel from this interpreter's environment, RLBOOK_SIZE=``size`` and
+    OMP_NUM_THREADS=1. Waits (bounded) until the server answers."""
     root = workdir / "notebooks"
     shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     _write_lab_settings(workdir / "lab-settings")
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, RLBOOK_SIZE=size, OMP_NUM_THREADS="1", PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
-               JUPYTER_CONFIG_DIR=str(workdir / "jupyter-config"), JUPYTER_RUNTIME_DIR=str(workdir / "jupyter-runtime"))
-    command = [str(VENV_BIN / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+               JUPYTER_CONFIG_DIR=str(workdir / "jupyter-config"), JUPYTER_RUNTIME_DIR=str(workdir / "jupyter-runtime"),
+               JUPYTER_DATA_DIR=str(workdir / "jupyter-data"))
+    site = site or workdir / "site"
+    site.mkdir(exist_ok=True)  # JupyterLab serves only a folder there at its start (a test may fill it later)
+    command = [sys.executable, str(REPO / "book" / "lab.py"), f"--notebooks={root}", f"--site={site}",
+               "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
                f"--LabApp.user_settings_dir={workdir / 'lab-settings'}",
                f"--LabApp.workspaces_dir={workdir / 'lab-workspaces'}", "--LabApp.expose_app_in_browser=True",
                "--ServerApp.open_browser=False"]
@@ -135,7 +142,7 @@ def start_jupyter_lab(workdir: Path, *, size: str = "ci") -> JupyterLab:
     with open(log, "wb") as sink:
         process = subprocess.Popen(command, env=env, cwd=root, stdout=sink, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    lab = JupyterLab(url=f"http://127.0.0.1:{port}", token=token, root=root, process=process, log=log)
+    lab = JupyterLab(url=f"http://127.0.0.1:{port}", token=token, root=root, site=site, process=process, log=log)
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -3,7 +3,7 @@
 For each lesson in notebooks/ that calls a ``*_widget(`` function: the cells its widgets need
 (``lesson_cells.needed_cells``: the setup cell, the widget cells and the cells defining what they
 use) are run in JupyterLab at the CI size; then every control of every widget is moved with the
-keyboard or mouse (a slider's handle: End or Home; a dropdown: another option; a checkbox: a click),
+mouse (a slider's handle: dragged to an end; a dropdown: another option; a checkbox: a click),
 and after each move the figure the reader sees (the <img> in the widget's output) must be redrawn
 with different pixels, with no error in any output and no browser console error. What each widget
 printed is checked for errors too, and reported (its text need not change: some knobs only redraw).
@@ -113,13 +113,20 @@ def move(control, page) -> str:
     classes = control.get_attribute("class") or ""
     if "widget-slider" in classes or "widget-hslider" in classes:
         handle = control.locator(".noUi-handle").first
+        handle.scroll_into_view_if_needed()
         now, low, high = (float(handle.get_attribute(a)) for a in ("aria-valuenow", "aria-valuemin", "aria-valuemax"))
-        key = "Home" if high - now < now - low else "End"
-        handle.focus()
-        page.keyboard.press(key)
+        track, grip = control.locator(".noUi-target").first.bounding_box(), handle.bounding_box()
+        to_low = high - now < now - low
+        start_x, y = grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2
+        end_x = track["x"] - 20 if to_low else track["x"] + track["width"] + 20  # past the end: the slider's bound
+        page.mouse.move(start_x, y)
+        page.mouse.down()
+        page.mouse.move(end_x, y, steps=8)
+        page.mouse.up()
         moved_to = float(handle.get_attribute("aria-valuenow"))
-        assert moved_to != now, f"pressing {key} on the slider's handle left it at {now}"
-        return f"slider {key} ({now:g} -> {moved_to:g})"
+        direction = "low" if to_low else "high"
+        assert moved_to != now, f"dragging the slider's handle to its {direction} end left it at {now}"
+        return f"slider dragged with the mouse to its {direction} end ({now:g} -> {moved_to:g})"
     if "widget-dropdown" in classes:
         select = control.locator("select")
         options = select.locator("option").all_inner_texts()
