@@ -51,10 +51,10 @@ class Submission:
         body = [*self.imports, *self.literals.values(), *keep.values()]
         return "\n".join(ast.unparse(node) for node in body) + "\n"
 
-    def literal_is_none(self, name: str) -> bool:
-        """True when ``name``'s last literal value is ``None`` (the stub's ``x = None  # replace ...``)."""
+    def is_placeholder(self, name: str) -> bool:
+        """True when ``name``'s last literal value is the stub's ``None`` or ``...`` (``x = None  # replace``)."""
         node = self.literals.get(name)
-        return node is not None and isinstance(node.value, ast.Constant) and node.value.value is None
+        return node is not None and isinstance(node.value, ast.Constant) and node.value.value in (None, ...)
 
     def closure(self, names: set[str]) -> set[str]:
         """``names`` that the submission defines, and every definition they reach by name, transitively."""

@@ -29,6 +29,7 @@ import concurrent.futures
 import csv
 import hashlib
 import json
+import os
 import pathlib
 import queue
 import re
@@ -72,14 +73,17 @@ def _screen(question: dict, submission: extract.Submission) -> str | None:
     training = bool(question["training"])
     for name in answer_names(question):
         if training:
-            if submission.literal_is_none(name) and name not in submission.assigned:
-                return f"Not attempted yet: {name} is still None (run the training cell of this question)"
-            if name in submission.literals and name not in submission.assigned:
+            if name in submission.assigned:
+                continue
+            if name in submission.literals and not submission.is_placeholder(name):
                 return (f"{name} is typed in, not computed: the grader re-runs this training with your functions "
                         "and its own seed, and gives no points to numbers that no code of yours computed")
-            if name not in submission.assigned and name not in submission.literals:
-                return f"Not attempted yet: {name} is never computed (run the training cell of this question)"
-            continue
+            return f"Not attempted yet: {name} is never computed (run the training cell of this question)"
+        if submission.is_placeholder(name) and name not in submission.definitions:
+            return f"Not attempted yet: replace the placeholder of {name} with your answer."
+        if name in submission.library_names():
+            return (f"{name} is the library's reference implementation ({submission.library_names()[name]}), "
+                    "imported: this question asks you to write it yourself, so it earns no points")
         if name in submission.definitions:
             reference = submission.uses_reference(name)
             if reference:
@@ -124,9 +128,10 @@ class Grader:
         self.spec = load_spec(autograder)
         self.seed = seed
         self.limits = limits or sandbox.Limits()
-        self.size = size
+        self.size = size or os.environ.get("RLBOOK_SIZE")  # the size the training re-runs use (ci or full)
         self.warning = sandbox.isolation_warning()
-        self.hide = [pathlib.Path(p).resolve() for p in hide] + [HERE, ROOT / "build", autograder.resolve()]
+        own = autograder if autograder.is_dir() else autograder.parent
+        self.hide = [pathlib.Path(p).resolve() for p in [*hide, HERE, ROOT / "build", own]]
         self.slots: queue.Queue = queue.Queue()
         for slot in range(jobs):
             self.slots.put(slot)

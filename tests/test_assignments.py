@@ -3,9 +3,11 @@
 One build and one grading pass per session: each assignment's folder holds its solution (the autograder
 notebook), its untouched student version and its known mistakes (assignments/known_mistakes.json, each a
 one-line edit of the solution), and assignment 1's folder also a notebook with a cell that raises and an
-answer cell deleted, and a file that is not a notebook; a notebook that never ends is graded alone under a short
-limit. The tests then read the CSV rows: full marks for the solution, 0 for the student version,
-partial credit with the mistake named for each known mistake, and a row, not a crash, for the rest.
+answer cell deleted, and a file that is not a notebook; a notebook whose k3 never returns is graded alone
+under a short limit. The tests then read the CSV rows: full marks for the solution (its training questions
+re-run by the grader with the solution's functions), 0 for the student version, partial credit with the
+mistake named for each known mistake, and a row, not a crash, for the rest. Hostile submissions are in
+tests/test_grading_adversarial.py, the sandbox in tests/test_grading_sandbox.py.
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
         results[name] = _rows(folder / "scores.csv")
     loop_folder = tmp_path_factory.mktemp("loop")
     _, student = _notebooks(built, NAMES[0])
-    nbformat.write(_edited(student, "seed_everything(SEED)", "seed_everything(SEED)\nwhile True:\n    pass"),
-                   loop_folder / "loops.ipynb")
+    solution, _ = _notebooks(built, NAMES[0])
+    nbformat.write(_edited(solution, "log_r = ref_logp - logp", "while True:\n        pass"), loop_folder / "loops.ipynb")
     grade.grade_folder(loop_folder, built / NAMES[0] / "autograder" / "autograder.zip", loop_folder / "scores.csv",
                        timeout=LOOP_TIMEOUT_S)
     results["loop"] = _rows(loop_folder / "scores.csv")
@@ -142,25 +144,26 @@ def test_each_assignment_has_two_known_mistakes():
         assert sum(m["assignment"] == name for m in MISTAKES) >= 2, name
 
 
-def test_a_cell_that_raises_costs_only_the_questions_that_need_it(graded):
-    row = graded[NAMES[0]]["broken"]  # k3's cell raises before defining k3; Q6 uses k3 for its KL (2 points)
-    assert float(row["q4_k3"]) == 0.0 and float(row["q6_training"]) == 3.0, row
-    assert float(row["q2_reinforce_loss"]) == 6.0 and float(row["q5_expected_gradient"]) == 3.0, row
+def test_a_cell_that_raises_costs_nothing_its_definitions_are_graded(graded):
+    row = graded[NAMES[0]]["broken"]  # k3's cell raises before defining k3: the grader reads, not runs, cells
+    assert float(row["q4_k3"]) == 3.0 and float(row["q6_training"]) == 5.0, row
 
 
 def test_a_deleted_cell_costs_only_its_question(graded):
     row = graded[NAMES[0]]["broken"]  # the same notebook also lost the cell of Q3's answer
-    assert float(row["q3_optimal_baseline"]) == 0.0 and float(row["total"]) == float(row["possible"]) - 8.0, row
+    assert float(row["q3_optimal_baseline"]) == 0.0 and float(row["total"]) == float(row["possible"]) - 3.0, row
+    assert "optimal_baseline not found" in row["feedback"]
 
 
 def test_a_file_that_is_not_a_notebook_scores_zero_with_a_reason(graded):
     row = graded[NAMES[0]]["not_a_notebook"]
-    assert float(row["total"]) == 0.0 and "could not grade" in row["feedback"]
+    assert float(row["total"]) == 0.0 and "could not read this notebook" in row["feedback"]
 
 
-def test_a_notebook_that_never_ends_is_stopped_and_scored_zero(graded):
+def test_a_function_that_never_returns_is_stopped_and_its_question_scored_zero(graded):
     row = graded["loop"]["loops"]
-    assert float(row["total"]) == 0.0 and f"within the {LOOP_TIMEOUT_S} s limit" in row["feedback"]
+    assert float(row["q4_k3"]) == 0.0 and f"within the {LOOP_TIMEOUT_S} s limit" in row["feedback"], row
+    assert float(row["total"]) < float(row["possible"]) - 5.0, row  # the training re-run calls k3 too
 
 
 def test_grade_folder_rejects_bad_arguments(tmp_path):

@@ -1,0 +1,112 @@
+"""The grader's sandbox (assignments/sandbox.py), tested with small Python programs in place of a submission.
+
+Each test runs a few lines of plain Python (no torch: well under a second each) the way grade.py runs a
+submission's tests, and checks what it could not do: read a hidden folder, another sandbox user's folder, the
+grader's environment or processes; reach the network; write outside its folder; outlive its time or memory
+limit. Each would succeed without the sandbox (run as the grader, as the old otter-based grader did).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import socket
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("assignments_sandbox", ROOT / "assignments" / "sandbox.py")
+sandbox = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+spec.loader.exec_module(sandbox)
+
+isolated = pytest.mark.skipif(sandbox.isolation_warning() is not None,
+                              reason="the sandbox user and namespaces need root, unshare and setpriv")
+UID = sandbox.FIRST_UID + 7
+
+
+def _run(tmp_path, code: str, *, hide=(), limits=None, uid=UID, name="me"):
+    tmp_path.chmod(0o711)
+    folder = sandbox.make_folder(tmp_path, name, uid)
+    return sandbox.run([sys.executable, "-I", "-c", code], folder, "", limits or sandbox.Limits(wall_s=30),
+                       uid=uid, hide=list(hide), env=sandbox.clean_env(folder, {}))
+
+
+def _attempt(action: str) -> str:
+    """Python that prints OK when ``action`` succeeds and the error's name when it does not."""
+    return f"try:\n    {action}\n    print('OK')\nexcept Exception as error:\n    print(type(error).__name__)"
+
+
+@isolated
+def test_a_hidden_folder_reads_as_empty(tmp_path):
+    secret_dir = tmp_path / "submissions"
+    secret_dir.mkdir()
+    (secret_dir / "other.ipynb").write_text("another student's answers")
+    secret_dir.chmod(0o755)
+    (secret_dir / "other.ipynb").chmod(0o644)
+    code = _attempt(f"open({str(secret_dir / 'other.ipynb')!r}).read()")
+    assert _run(tmp_path, code, hide=[secret_dir]).stdout.strip() != "OK"
+    assert _run(tmp_path, code, uid=None, name="unsandboxed").stdout.strip() == "OK"  # what the old grader allowed
+
+
+@isolated
+def test_another_submissions_folder_is_unreadable_and_nothing_outside_its_own_is_writable(tmp_path):
+    other = sandbox.make_folder(tmp_path, "other", UID + 1)
+    (other / "answers.py").write_text("x = 1")
+    os.chown(other / "answers.py", UID + 1, UID + 1)
+    out = _run(tmp_path, "\n".join([
+        _attempt(f"open({str(other / 'answers.py')!r}).read()"),
+        _attempt(f"open({str(ROOT / 'assignments' / 'pwned.txt')!r}, 'w').write('x')"),
+        _attempt("open('mine.txt', 'w').write('x')"),
+    ])).stdout.split()
+    assert out == ["PermissionError", "PermissionError", "OK"], out
+    assert not (ROOT / "assignments" / "pwned.txt").exists()
+
+
+@isolated
+def test_the_graders_environment_and_processes_are_invisible(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET", "s3cret")
+    code = ("import os\nprint(os.environ.get('GRADER_SECRET'))\n"
+            f"print(os.path.exists('/proc/{os.getpid()}/cmdline'))\nprint(os.getuid())")
+    assert _run(tmp_path, code).stdout.split() == ["None", "False", str(UID)]
+
+
+@isolated
+def test_no_network_not_even_the_graders_loopback(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        code = _attempt(f"import socket\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)")
+        assert _run(tmp_path, code).stdout.strip() != "OK"
+        assert _run(tmp_path, code, uid=None, name="unsandboxed").stdout.strip() == "OK"
+    finally:
+        server.close()
+
+
+def test_an_endless_loop_is_stopped_at_the_time_limit(tmp_path):
+    outcome = _run(tmp_path, "while True:\n    pass", limits=sandbox.Limits(wall_s=3),
+                   uid=None if sandbox.isolation_warning() else UID)
+    assert outcome.timed_out
+
+
+def test_filling_memory_fails_at_the_memory_limit(tmp_path):
+    code = _attempt("hoard = [bytearray(2**28) for _ in range(64)]")
+    outcome = _run(tmp_path, code, limits=sandbox.Limits(wall_s=30, memory_gb=2),
+                   uid=None if sandbox.isolation_warning() else UID)
+    assert outcome.stdout.strip() == "MemoryError"
+
+
+def test_without_root_the_grader_says_so_in_one_line(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    warning = sandbox.isolation_warning()
+    assert warning.startswith("warning: not running as root") and "\n" not in warning
+
+
+def test_limits_reject_bad_values():
+    with pytest.raises(ValueError, match="wall_s"):
+        sandbox.Limits(wall_s=0)
+    with pytest.raises(ValueError, match="memory_gb"):
+        sandbox.Limits(memory_gb=-1)
