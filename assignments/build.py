@@ -13,7 +13,8 @@ cell, and for each autograded question its points, its hidden tests (each a func
 the answers it needs) and, for a training question (``training`` in its name), the solution's training
 code, which the grader re-runs with the submission's own functions under its own seed, and for a
 function question the solution's definitions (``reference``), which ``hidden_cases.py`` compares the
-answer with on inputs drawn from the course's seed.
+answer with on inputs drawn from the course's seed; and the hand-graded questions' names and points
+(``manual``, for ``assignments/manual.py``).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def hidden_test(source: str) -> dict:
 def grading_spec(master: pathlib.Path) -> dict:
     """The setup code and each autograded question's points, tests and (training questions) training code."""
     cells = json.loads(master.read_text())["cells"]
-    setup, questions, question, block = [], [], None, None
+    setup, questions, manual, question, block = [], [], [], None, None
     for cell in cells:
         source = _source(cell)
         if cell["cell_type"] == "raw":
@@ -87,8 +88,7 @@ def grading_spec(master: pathlib.Path) -> dict:
                 config = yaml.safe_load(source.split("\n", 1)[1])
                 question = {"name": config["name"], "points": float(config["points"]), "tests": [], "training": "",
                             "reference": ""}
-                if not config.get("manual"):
-                    questions.append(question)
+                (manual if config.get("manual") else questions).append(question)
             elif first == "# END QUESTION":
                 question = None
             elif first in ("# BEGIN SOLUTION", "# BEGIN TESTS"):
@@ -107,7 +107,8 @@ def grading_spec(master: pathlib.Path) -> dict:
     for question in questions:
         if sum(test["points"] for test in question["tests"]) != question["points"]:
             raise ValueError(f"{master.name}: {question['name']}'s tests do not add up to its points")
-    return {"setup": "\n".join(setup), "questions": questions}
+    manual = [{"name": q["name"], "points": q["points"]} for q in manual]
+    return {"setup": "\n".join(setup), "questions": questions, "manual": manual}
 
 
 def main(argv=None) -> None:

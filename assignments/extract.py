@@ -3,10 +3,11 @@
 The grader never executes a submission's top-level code. It parses every code cell (``ast``), in order,
 and keeps only what an answer is made of:
 
-- ``import`` statements (anywhere at the top level of a cell);
-- function and class definitions: for each name, the LAST definition that is not the untouched stub
-  (a body that only raises ``NotImplementedError``), so an answer written in a new cell below the stub
-  counts, and a stub re-run below an answer does not erase it;
+- ``import`` statements (anywhere at the top level of a cell; one that fails is skipped, as in a notebook);
+- function definitions: for each name, the LAST definition that is not the untouched stub (a body that
+  only raises ``NotImplementedError``), so an answer written in a new cell below the stub counts, and a stub
+  re-run below an answer does not erase it. A ``def`` must run nothing when defined: annotations are
+  dropped, and one with a decorator or a computed default counts as other code (classes too);
 - assignments of a literal (``worked_advantages = [0.58, 0.58, 0.58, -1.73]``): the last one wins.
 
 Everything else (a cell that patches a module, changes directory, rewrites files, trains a model or types
@@ -48,8 +49,9 @@ class Submission:
     def source(self, names: set[str] | None = None) -> str:
         """Python source of the imports, the literals and the definitions (only ``names`` and what they call)."""
         keep = self.definitions if names is None else {n: self.definitions[n] for n in self.closure(names)}
-        body = [*self.imports, *self.literals.values(), *keep.values()]
-        return "\n".join(ast.unparse(node) for node in body) + "\n"
+        imports = [f"try:\n    {ast.unparse(node)}\nexcept Exception:\n    pass" for node in self.imports]
+        body = [*imports, *(ast.unparse(node) for node in [*self.literals.values(), *keep.values()])]
+        return "\n".join(body) + "\n"
 
     def is_placeholder(self, name: str) -> bool:
         """True when ``name``'s last literal value is the stub's ``None`` or ``...`` (``x = None  # replace``)."""
@@ -120,6 +122,20 @@ def _is_stub(node: ast.stmt) -> bool:
     return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
 
 
+def _runs_nothing_when_defined(node: ast.FunctionDef) -> bool:
+    """Strip what a ``def`` evaluates when it runs (annotations); False if it has decorators or computed
+    defaults, which would run code at definition time (such a definition is treated as other code)."""
+    arguments = node.args
+    defaults = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+    if node.decorator_list or not all(_is_literal(d) for d in defaults):
+        return False
+    node.returns = None
+    for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
+        if argument is not None:
+            argument.annotation = None
+    return True
+
+
 def _is_literal(node: ast.expr) -> bool:
     try:
         ast.literal_eval(node)
@@ -167,8 +183,8 @@ def parse(cells: list[str]) -> Submission:
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 imports.append(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                if isinstance(node, ast.ClassDef) or not _is_stub(node):
+            elif isinstance(node, ast.FunctionDef) and _runs_nothing_when_defined(node):
+                if not _is_stub(node):
                     definitions[node.name] = node
                     stubs.discard(node.name)
                 elif node.name not in definitions:
@@ -180,6 +196,7 @@ def parse(cells: list[str]) -> Submission:
                                                      lineno=0)
                     assigned.pop(target.id, None)
             else:  # other code: which names it computes (assigns, item assignments, loop variables), not run
-                for name in _stored_names(node):
+                named = {node.name} if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
+                for name in _stored_names(node) | named:
                     assigned[name] = ast.unparse(node).splitlines()[0][:200]
     return Submission(imports, definitions, stubs, literals, assigned, skipped)

@@ -18,7 +18,8 @@ Each ``SUBMISSIONS/*.ipynb`` (the student is the file's name) is graded with the
    when the notebook computed its answers (numbers typed in as literals earn nothing).
 
 The CSV has one row per student: ``student``, ``total``, ``possible``, one column per question and
-``feedback``; the same feedback goes to ``FEEDBACK/<student>.txt`` beside the CSV (``--feedback-dir``).
+``feedback``; the same feedback goes to ``FEEDBACK/<student>.txt`` and ``.html`` beside the CSV
+(``--feedback-dir``). Hand-graded questions: ``assignments/manual.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import ast
 import concurrent.futures
 import csv
 import hashlib
+import html
 import json
+import math
 import os
 import pathlib
 import queue
@@ -221,10 +224,36 @@ class Grader:
             feedback[name] = failed
 
 
+def read_late_days(path: pathlib.Path) -> dict[str, float]:
+    """``{student: days late}`` from a CSV with the columns ``student`` and ``days_late`` (a number >= 0)."""
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        days = {row["student"]: float(row["days_late"] or 0) for row in rows}
+    except (OSError, KeyError, ValueError) as error:
+        raise ValueError(f"late must be a CSV with columns student, days_late (numbers): {path}: {error}") from None
+    negative = [student for student, value in days.items() if not value >= 0]
+    if negative:
+        raise ValueError(f"late: days_late must be >= 0, not for {', '.join(negative)}")
+    return days
+
+
+def late_factor(days: float, penalty_per_day: float) -> float:
+    """What a late submission keeps: 1 − penalty × (each day or part of a day late), never below 0."""
+    return max(0.0, 1.0 - penalty_per_day * math.ceil(days))
+
+
 def grade_folder(submissions: pathlib.Path, autograder: pathlib.Path, out_csv: pathlib.Path, *,
                  timeout: float = 180.0, jobs: int = 1, feedback_dir: pathlib.Path | None = None, seed: int = 0,
-                 memory_gb: float = 6.0, size: str | None = None) -> list[dict]:
-    """Grade every ``*.ipynb`` in ``submissions`` and write ``out_csv`` (and one feedback file per student)."""
+                 memory_gb: float = 6.0, size: str | None = None, late_days: dict[str, float] | None = None,
+                 late_penalty: float = 0.1) -> list[dict]:
+    """Grade every ``*.ipynb`` in ``submissions`` and write ``out_csv`` (and one feedback file per student).
+
+    ``late_days`` ({student: days late}) adds the columns ``days_late``, ``late_factor`` (1 − ``late_penalty``
+    per day or part of a day) and ``total_after_late``.
+    """
+    if not 0 <= late_penalty <= 1:
+        raise ValueError(f"late_penalty must be a fraction per day in [0, 1], got {late_penalty}")
     if not submissions.is_dir():
         raise ValueError(f"submissions must be a folder of .ipynb files, got {submissions}")
     if not (autograder.is_dir() or autograder.with_name("grading.json").is_file()):
@@ -240,6 +269,12 @@ def grade_folder(submissions: pathlib.Path, autograder: pathlib.Path, out_csv: p
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(grader.grade, notebooks))
     columns = ["student", "total", "possible", *question_points(autograder), "feedback"]
+    if late_days is not None:
+        columns[3:3] = ["days_late", "late_factor", "total_after_late"]
+        for row in rows:
+            row["days_late"] = late_days.get(row["student"], 0.0)
+            row["late_factor"] = late_factor(row["days_late"], late_penalty)
+            row["total_after_late"] = row["total"] * row["late_factor"]
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     with open(out_csv, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
@@ -249,7 +284,17 @@ def grade_folder(submissions: pathlib.Path, autograder: pathlib.Path, out_csv: p
     for row in rows:
         (feedback_dir / f"{row['student']}.txt").write_text(
             f"{row['student']}: {row['total']:g} / {row['possible']:g} autograded points\n\n{row['feedback']}\n")
+        (feedback_dir / f"{row['student']}.html").write_text(feedback_html(row, list(question_points(autograder))))
     return rows
+
+
+def feedback_html(row: dict, questions: list[str]) -> str:
+    """One student's feedback as a small self-contained HTML page: a table of the questions, then the reasons."""
+    cells = "".join(f"<tr><td>{html.escape(name)}</td><td>{row[name]:g}</td></tr>" for name in questions)
+    reasons = "".join(f"<li>{html.escape(line)}</li>" for line in row["feedback"].splitlines())
+    title = html.escape(f"{row['student']}: {row['total']:g} / {row['possible']:g} autograded points")
+    return (f"<!doctype html><meta charset='utf-8'><title>{title}</title><h1>{title}</h1>"
+            f"<table><tr><th>question</th><th>points</th></tr>{cells}</table><ul>{reasons}</ul>\n")
 
 
 def main(argv=None) -> None:
@@ -264,10 +309,14 @@ def main(argv=None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (one per core)")
     parser.add_argument("--feedback-dir", type=pathlib.Path, default=None,
                         help="one feedback file per student (default: the CSV's name without .csv)")
+    parser.add_argument("--late", type=pathlib.Path, default=None,
+                        help="CSV with columns student, days_late: adds the late factor and total_after_late")
+    parser.add_argument("--late-penalty", type=float, default=0.1, help="fraction lost per day late (0.1)")
     args = parser.parse_args(argv)
     autograder = args.build / args.assignment / "autograder"
     rows = grade_folder(args.submissions, autograder, args.out, timeout=args.timeout, jobs=args.jobs,
-                        feedback_dir=args.feedback_dir, seed=args.seed, memory_gb=args.memory_gb)
+                        feedback_dir=args.feedback_dir, seed=args.seed, memory_gb=args.memory_gb,
+                        late_days=read_late_days(args.late) if args.late else None, late_penalty=args.late_penalty)
     for row in rows:
         print(f"{row['student']}: {row['total']:g} / {row['possible']:g}")
 

@@ -23,6 +23,8 @@ import nbformat
 import pytest
 
 pytest.importorskip("otter", reason="otter-grader builds the student version")
+# One build and one grading pass: 38 s of CPU; 60 s on an idle 2-core machine, 150 s at load average 10.
+pytestmark = pytest.mark.slow
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ASSIGNMENT = "a4_grpo_family"
@@ -120,11 +122,13 @@ def graded(tmp_path_factory):
 
     torch.save(torch.ones(1), secret)
     victim_bytes = victim.read_bytes()
-    rows = grade.grade_folder(folder, out / ASSIGNMENT / "autograder", tmp_path_factory.mktemp("out") / "scores.csv",
-                              timeout=240, jobs=2, memory_gb=4, size="ci")
+    scores = tmp_path_factory.mktemp("out") / "scores.csv"
+    rows = grade.grade_folder(folder, out / ASSIGNMENT / "autograder", scores, timeout=240, jobs=2, memory_gb=4,
+                              size="ci", late_days={"zz_victim": 1.5}, late_penalty=0.2)
     by_name = {row["student"]: row for row in rows}
     return {"rows": by_name, "victim_unchanged": victim.read_bytes() == victim_bytes,
-            "isolated": grade.sandbox.isolation_warning() is None}
+            "isolated": grade.sandbox.isolation_warning() is None, "autograder": out / ASSIGNMENT / "autograder",
+            "folder": folder, "scores": scores}
 
 
 def test_patching_the_checkers_and_rewriting_the_tests_earns_nothing(graded):
@@ -176,3 +180,48 @@ def test_a_submission_that_fills_memory_loses_only_that_question(graded):
     row = graded["rows"]["attacker"]
     assert row["q3_group_advantages"] == 0.0 and row["q2_worked_example"] == 2.0, row
     assert "memory" in row["feedback"].lower(), row["feedback"]
+
+
+def test_feedback_is_also_a_small_html_page_per_student(graded):
+    page = (graded["scores"].with_suffix("") / "outside.html").read_text()
+    assert "<h1>outside: 0 / 20 autograded points</h1>" in page and "clip_mask uses `open`" in page
+
+
+def test_hand_graded_points_are_exported_entered_and_merged(graded, tmp_path):
+    manual = _module("manual")
+    sheet = manual.export(graded["folder"], graded["autograder"], tmp_path / "manual")
+    with open(sheet, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["student"] for row in rows] == sorted(graded["rows"]) and "q1_derivation (max 4)" in rows[0]
+    assert "_Type your answer here" in (tmp_path / "manual" / "outside.md").read_text()
+    for row in rows:
+        row.update({"q1_derivation (max 4)": "3", "q7_written (max 6)": "5.5", "comment": "clear"})
+    with open(sheet, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    merged = {row["student"]: row for row in manual.merge(graded["scores"], sheet, graded["autograder"],
+                                                          tmp_path / "final.csv")}
+    victim = merged["zz_victim"]
+    assert victim["grand_total"] == pytest.approx((FUNCTION_POINTS + 8.5) * 0.6), victim  # 1.5 days late
+    assert merged["attacker"]["grand_total"] == float(graded["rows"]["attacker"]["total"]) + 8.5
+    assert victim["grand_possible"] == 30.0
+    rows[0]["q7_written (max 6)"] = "9"
+    with open(sheet, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(ValueError, match=rf"{rows[0]['student']}'s q7_written must be in \[0, 6\]"):
+        manual.merge(graded["scores"], sheet, graded["autograder"], tmp_path / "final.csv")
+
+
+def test_late_submissions_lose_the_stated_fraction_per_day_started(graded, tmp_path):
+    victim, other = graded["rows"]["zz_victim"], graded["rows"]["attacker"]
+    assert victim["late_factor"] == pytest.approx(0.6) and victim["total_after_late"] == pytest.approx(0.6 * 13)
+    assert other["days_late"] == 0.0 and other["total_after_late"] == other["total"]
+    grade = _module("grade")
+    (tmp_path / "late.csv").write_text("student,days_late\nann,2\nbob,-1\n")
+    with pytest.raises(ValueError, match="days_late must be >= 0, not for bob"):
+        grade.read_late_days(tmp_path / "late.csv")
+    with pytest.raises(ValueError, match="late_penalty"):
+        grade.grade_folder(tmp_path, tmp_path, tmp_path / "x.csv", late_penalty=2)
