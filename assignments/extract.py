@@ -31,7 +31,9 @@ OUTSIDE_NAMES = frozenset({
     "os", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "socket", "shutil", "pathlib",
     "io", "signal", "threading", "multiprocessing", "pickle", "marshal", "types", "open", "exec", "eval",
     "compile", "__import__", "globals", "locals", "vars", "getattr", "setattr", "delattr", "breakpoint", "input",
-    "exit", "quit", "environ", "system", "popen", "modules", "fdopen",
+    "exit", "quit", "environ", "system", "popen", "modules", "fdopen", "write", "fork", "kill", "hub", "library",
+    "cpp_extension", "f_back", "f_locals", "f_globals", "f_builtins", "gi_frame", "cr_frame", "ag_frame", "tb_frame",
+    "tb_next", "with_traceback",
 })
 
 

@@ -36,6 +36,7 @@ import os
 import pathlib
 import queue
 import re
+import secrets
 import shutil
 import sys
 import tempfile
@@ -123,6 +124,13 @@ def _jobs(spec: dict, questions: list[dict], submission: extract.Submission, see
     return jobs
 
 
+def _json_or_none(line: str):
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
 class Grader:
     """Grades submissions of one assignment; holds the sandbox users free for the jobs running at once."""
 
@@ -146,13 +154,15 @@ class Grader:
         with self.lock:
             if key in self.cache:
                 return self.cache[key]
+        nonce = secrets.token_hex(16)
         folder = sandbox.make_folder(scratch, key[:12], uid)
         for path in RUNTIME_FILES:
             shutil.copy(path, folder / path.name)
         extra = {"RLBOOK_SIZE": self.size} if self.size else {}
-        outcome = sandbox.run([sys.executable, "-I", "harness.py"], folder, json.dumps(job), self.limits, uid=uid,
-                              hide=self.hide, env=sandbox.clean_env(folder, extra))
-        results = [json.loads(line) for line in outcome.stdout.splitlines() if line.startswith("{")]
+        outcome = sandbox.run([sys.executable, "-I", "harness.py"], folder, json.dumps({**job, "nonce": nonce}),
+                              self.limits, uid=uid, hide=self.hide, env=sandbox.clean_env(folder, extra))
+        results = [result for result in map(_json_or_none, outcome.stdout.splitlines())
+                   if isinstance(result, dict) and result.get("nonce") == nonce]
         done = {(r["question"], r["test"]) for r in results}
         for question, test in ((q, t) for q in job["questions"] for t in q["tests"]):
             if (question["name"], test["name"]) in done:

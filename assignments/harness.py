@@ -44,10 +44,11 @@ def main() -> None:
     results = os.fdopen(os.dup(1), "w")  # the only channel back to the grader; prints go to stderr
     os.dup2(2, 1)
     job = json.loads(sys.stdin.read())
+    nonce = job.pop("nonce")  # the grader keeps only lines that carry it: a forged line would have to find it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # autograde.py, beside this file
 
     def report(question: str, test: str, passed: bool, message: str = "") -> None:
-        line = {"question": question, "test": test, "passed": passed, "message": message[:600]}
+        line = {"question": question, "test": test, "passed": passed, "message": message[:600], "nonce": nonce}
         results.write(json.dumps(line) + "\n")
         results.flush()
 
