@@ -4,7 +4,7 @@
 
 For each master ``assignments/masters/NAME.ipynb`` this runs ``otter assign`` (otter-grader) into
 ``OUT/NAME/``: ``student/NAME.ipynb`` is what students get (stubs, no solutions, no hidden tests),
-``autograder/autograder.zip`` is what ``assignments/grade.py`` grades with, and
+``autograder/autograder.zip`` is otter's own autograder (for Gradescope; ``grade.py`` does not use it), and
 ``autograder/NAME.ipynb`` is the solution. Offline: no PDF, no Docker, and the tests are not run
 here (``tests/test_assignments.py`` grades the solutions instead).
 

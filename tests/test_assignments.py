@@ -92,14 +92,14 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
                                                                    "def k3(logp, ref_logp):")
             nbformat.write(_without_cell(broken, "def optimal_baseline("), folder / "broken.ipynb")
             (folder / "not_a_notebook.ipynb").write_text("this is not JSON")
-        grade.grade_folder(folder, built / name / "autograder" / "autograder.zip", folder / "scores.csv",
+        grade.grade_folder(folder, built / name / "autograder", folder / "scores.csv",
                            timeout=TIMEOUT_S, jobs=2)
         results[name] = _rows(folder / "scores.csv")
     loop_folder = tmp_path_factory.mktemp("loop")
     _, student = _notebooks(built, NAMES[0])
     solution, _ = _notebooks(built, NAMES[0])
     nbformat.write(_edited(solution, "log_r = ref_logp - logp", "while True:\n        pass"), loop_folder / "loops.ipynb")
-    grade.grade_folder(loop_folder, built / NAMES[0] / "autograder" / "autograder.zip", loop_folder / "scores.csv",
+    grade.grade_folder(loop_folder, built / NAMES[0] / "autograder", loop_folder / "scores.csv",
                        timeout=LOOP_TIMEOUT_S)
     results["loop"] = _rows(loop_folder / "scores.csv")
     assert (loop_folder / "scores" / "loops.txt").exists(), "one feedback file per student beside the CSV"
@@ -114,7 +114,7 @@ def test_five_assignments_with_student_and_autograder_versions(built):
         student_code = "\n".join(cell.source for cell in student.cells if cell.cell_type == "code")
         assert "BEGIN SOLUTION" not in student_code and "NotImplementedError" in student_code
         assert "test_" not in student_code, "hidden tests must not ship to students"
-        points = grade.question_points(built / name / "autograder" / "autograder.zip")
+        points = grade.question_points(built / name / "autograder")
         assert sum(points.values()) == 20, f"{name}: 20 autograded points, {points}"
 
 
