@@ -100,19 +100,19 @@ class Submission:
         return None
 
     def reaches_outside(self, name: str) -> str | None:
-        """What answer ``name`` (or a helper it calls) uses that an answer never needs, or None."""
+        """What answer ``name`` (or a helper it calls) uses that an answer never needs, or None (a name such as
+        ``open`` or a module is reported before an attribute such as ``.write``)."""
+        names, attributes = [], []
         for helper in sorted(self.closure({name})):
             for node in ast.walk(self.definitions[helper]):
                 if isinstance(node, ast.Name) and node.id in OUTSIDE_NAMES:
-                    return node.id
-                if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in OUTSIDE_NAMES):
-                    return f".{node.attr}"
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names.append(node.id)
+                elif isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in OUTSIDE_NAMES):
+                    attributes.append(f".{node.attr}")
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
                     modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-                    for module in modules:
-                        if module.split(".")[0] in OUTSIDE_NAMES:
-                            return module
-        return None
+                    names += [module for module in modules if module.split(".")[0] in OUTSIDE_NAMES]
+        return (names + attributes or [None])[0]
 
 
 def _is_stub(node: ast.stmt) -> bool:

@@ -160,7 +160,7 @@ class Grader:
             shutil.copy(path, folder / path.name)
         extra = {"RLBOOK_SIZE": self.size} if self.size else {}
         outcome = sandbox.run([sys.executable, "-I", "harness.py"], folder, json.dumps({**job, "nonce": nonce}),
-                              self.limits, uid=uid, hide=self.hide, env=sandbox.clean_env(folder, extra))
+                              self.limits, uid=uid, hide=self.hide, extra_env=extra)
         results = [result for result in map(_json_or_none, outcome.stdout.splitlines())
                    if isinstance(result, dict) and result.get("nonce") == nonce]
         done = {(r["question"], r["test"]) for r in results}

@@ -3,8 +3,9 @@
 When the grader runs as root with ``unshare`` and ``setpriv`` (Linux; CI and a course server), the process:
 
 - runs in new network, mount and PID namespaces (``unshare``): no network at all (not even loopback), no
-  view of the grader's or any other process (its own ``/proc``), and an empty tmpfs mounted over every path
-  in ``hide`` (the submissions, the grader's outputs, the masters and autograders);
+  view of the grader's or any other process (its own ``/proc``), an empty tmpfs mounted over every path
+  in ``hide`` (the submissions, the grader's outputs, the masters and autograders), its own empty ``/tmp``,
+  ``/var/tmp`` and ``/dev/shm``, and its folder at ``/mnt``;
 - then drops to a user of its own (``setpriv``, uid ``uid``, no groups, no capabilities, no new privileges):
   it can read what every user can (the Python environment, the library, the zoo models) and write only its
   own folder (mode 0700, owned by that uid), which no other submission's uid can read;
@@ -27,6 +28,8 @@ import signal
 import subprocess
 import sys
 
+SANDBOX_DIR = "/mnt"  # where a sandboxed process sees its own folder (bound there in its mount namespace)
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # each sandboxed process gets its own, empty
 FIRST_UID = 61000  # sandbox users: FIRST_UID + slot, one per submission graded at once; no passwd entry needed
 
 
@@ -87,18 +90,25 @@ def _set_limits(limits: Limits):
 
 
 def run(argv: list[str], folder: pathlib.Path, stdin: str, limits: Limits, *, uid: int | None,
-        hide: list[pathlib.Path], env: dict[str, str]) -> Outcome:
-    """Run ``argv`` in ``folder`` (sandboxed as the module docstring says when ``uid`` is not None)."""
-    command = argv
+        hide: list[pathlib.Path], extra_env: dict[str, str] | None = None) -> Outcome:
+    """Run ``argv`` in ``folder`` (sandboxed as the module docstring says when ``uid`` is not None).
+
+    Sandboxed, the process sees its folder at ``SANDBOX_DIR`` and fresh, private ``/tmp``, ``/var/tmp`` and
+    ``/dev/shm``, so nothing it leaves there reaches the next process of the same user.
+    """
+    command, visible = argv, folder
     if uid is not None:
-        mounts = ["mount --make-rprivate /"]
-        needed = [folder, pathlib.Path(sys.prefix), pathlib.Path(__file__).resolve().parent.parent / "rlbook"]
+        visible = pathlib.Path(SANDBOX_DIR)
+        mounts = ["mount --make-rprivate /", f"mount --bind {shlex.quote(str(folder))} {SANDBOX_DIR}"]
+        needed = [pathlib.Path(sys.prefix), pathlib.Path(__file__).resolve().parent.parent / "rlbook"]
         mounts += [f"mount -t tmpfs -o size=4k,mode=000 none {shlex.quote(str(path))}"
                    for path in hide if path.is_dir() and not any(n.is_relative_to(path) for n in needed)]
+        mounts += [f"mount -t tmpfs -o size=256m,mode=1777 none {path}" for path in PRIVATE_TMP if os.path.isdir(path)]
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                 "--no-new-privs", "--"]
-        script = " && ".join(mounts) + " && cd " + shlex.quote(str(folder)) + " && exec " + shlex.join(drop + argv)
+        script = " && ".join(mounts) + f" && cd {SANDBOX_DIR} && exec " + shlex.join(drop + argv)
         command = ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", script]
+    env = clean_env(visible, extra_env or {})
     process = subprocess.Popen(command, cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_set_limits(limits))
     try:

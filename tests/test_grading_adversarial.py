@@ -164,7 +164,7 @@ def test_an_answer_that_reaches_for_files_or_the_environment_is_not_run(graded):
     row = graded["rows"]["outside"]
     assert row["total"] == 0.0, row
     assert "clip_mask uses `open`" in row["feedback"], row["feedback"]
-    assert "token_weights uses `.environ`" in row["feedback"], row["feedback"]
+    assert "token_weights uses `os`" in row["feedback"], row["feedback"]
 
 
 def test_one_submission_cannot_read_or_write_anothers_files(graded):

@@ -30,9 +30,10 @@ UID = sandbox.FIRST_UID + 7
 
 @pytest.fixture
 def base():
-    """A folder every sandbox user can pass through (pytest's own tmp_path sits in a root-only folder, which
-    would refuse a sandbox user for the wrong reason), removed afterwards."""
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-test-"))
+    """A folder every sandbox user can pass through, outside /tmp (which each sandboxed process gets empty, and
+    where pytest's tmp_path sits in a root-only folder): a refusal is then the sandbox's. Removed afterwards."""
+    (ROOT / "build").mkdir(exist_ok=True)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-test-", dir=ROOT / "build"))
     folder.chmod(0o711)
     yield folder
     shutil.rmtree(folder)
@@ -41,7 +42,7 @@ def base():
 def _run(base, code: str, *, hide=(), limits=None, uid=UID, name="me"):
     folder = sandbox.make_folder(base, name, uid)
     return sandbox.run([sys.executable, "-I", "-c", code], folder, "", limits or sandbox.Limits(wall_s=30),
-                       uid=uid, hide=list(hide), env=sandbox.clean_env(folder, {}))
+                       uid=uid, hide=list(hide))
 
 
 def _attempt(action: str) -> str:
@@ -143,3 +144,12 @@ def test_a_result_line_forged_inside_the_test_process_is_ignored(base, tmp_path)
     job = {"setup": "", "submission": "", "training": "", "questions": [question], "seed": 0}
     results = {r["test"]: r for r in grader._run(job, scratch, uid)}
     assert results["test_real"]["passed"] is False and results["test_real"]["message"] == "really wrong", results
+
+
+@isolated
+def test_files_left_in_tmp_do_not_reach_the_next_process_of_the_same_user(base):
+    leave = "open('/tmp/planted', 'w').write('from the last submission')\nopen('/dev/shm/planted', 'w').write('x')"
+    look = "import os\nprint(os.path.exists('/tmp/planted'), os.path.exists('/dev/shm/planted'))"
+    assert _run(base, leave, name="first").stderr == ""
+    assert _run(base, look, name="second").stdout.split() == ["False", "False"]
+    assert not os.path.exists("/tmp/planted")
