@@ -6,7 +6,8 @@ one-line edit of the solution), and assignment 1's folder also a notebook with a
 answer cell deleted, and a file that is not a notebook; a notebook whose k3 never returns is graded alone
 under a short limit. The tests then read the CSV rows: full marks for the solution (its training questions
 re-run by the grader with the solution's functions), 0 for the student version, partial credit with the
-mistake named for each known mistake, and a row, not a crash, for the rest. Hostile submissions are in
+mistake named for each known mistake (graded with its training answers left at None, so that only the
+solutions' training runs are re-run), and a row, not a crash, for the rest. Hostile submissions are in
 tests/test_grading_adversarial.py, the sandbox in tests/test_grading_sandbox.py.
 """
 
@@ -57,6 +58,16 @@ def _without_cell(notebook: nbformat.NotebookNode, holding: str) -> nbformat.Not
     return edited
 
 
+def _without_training(notebook: nbformat.NotebookNode, autograder: pathlib.Path) -> nbformat.NotebookNode:
+    """``notebook`` with its training answers set back to None in a last cell: the grader then skips the
+    training re-run (the known mistakes are in the functions; only the solutions' runs are re-run here)."""
+    spec = grade.load_spec(autograder / "autograder")
+    names = [n for q in spec["questions"] if q["training"] for n in grade.answer_names(q)]
+    edited = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    edited.cells.append(nbformat.v4.new_code_cell("\n".join(f"{n} = None" for n in names)))
+    return edited
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("built")
@@ -86,7 +97,8 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
         nbformat.write(solution, folder / "solution.ipynb")
         nbformat.write(student, folder / "student.ipynb")
         for mistake in (m for m in MISTAKES if m["assignment"] == name):
-            nbformat.write(_edited(solution, mistake["find"], mistake["replace"]), folder / f"{mistake['name']}.ipynb")
+            edited = _without_training(_edited(solution, mistake["find"], mistake["replace"]), built / name)
+            nbformat.write(edited, folder / f"{mistake['name']}.ipynb")
         if name == NAMES[0]:
             broken = _edited(solution, "def k3(logp, ref_logp):", "raise RuntimeError('a cell that fails')\n"
                                                                    "def k3(logp, ref_logp):")
