@@ -72,38 +72,54 @@ def answer_names(question: dict) -> list[str]:
     return list(dict.fromkeys(name for test in question["tests"] for name in test["arguments"]))
 
 
-def _screen(question: dict, submission: extract.Submission) -> str | None:
-    """Why the question scores 0 without running anything, or None to run its tests."""
-    training = bool(question["training"])
+def _refusal(name: str, submission: extract.Submission) -> str | None:
+    """Why the answer ``name`` (a function or a literal) scores 0 without running, or None to run its tests."""
+    if submission.is_placeholder(name) and name not in submission.definitions:
+        return f"Not attempted yet: replace the placeholder of {name} with your answer."
+    if name in submission.library_names():
+        return (f"{name} is the library's reference implementation ({submission.library_names()[name]}), "
+                "imported: this question asks you to write it yourself, so it earns no points")
+    if name in submission.definitions:
+        reference = submission.uses_reference(name)
+        if reference:
+            return (f"{name} calls the library's reference implementation ({reference}): this question asks "
+                    "you to write it yourself, so it earns no points")
+        outside = submission.reaches_outside(name)
+        if outside:
+            return (f"{name} uses `{outside}`, which an answer here never needs (it could reach the grader): "
+                    "not run, 0 points. Write the answer with torch and math only")
+        return None
+    if name in submission.stubs:
+        return "Not attempted yet: replace the `raise NotImplementedError` with your answer."
+    if name in submission.assigned:
+        return (f"{name} is bound to something else ({submission.assigned[name]!r}), not defined: write "
+                "it yourself (an alias of the library's function earns no points)")
+    if name not in submission.literals:
+        return f"{name} not found: the cell that defines it was deleted or does not parse as Python"
+    return None
+
+
+def _screen(question: dict, spec: dict, submission: extract.Submission) -> str | None:
+    """Why the question scores 0 without running anything, or None to run its tests.
+
+    A training question needs its answers computed by the notebook (not typed in), and every answer function
+    its re-run calls must pass the same screening as its own question (or the re-run would run refused code).
+    """
+    if not question["training"]:
+        return next(filter(None, (_refusal(name, submission) for name in answer_names(question))), None)
     for name in answer_names(question):
-        if training:
-            if name in submission.assigned:
-                continue
-            if name in submission.literals and not submission.is_placeholder(name):
-                return (f"{name} is typed in, not computed: the grader re-runs this training with your functions "
-                        "and its own seed, and gives no points to numbers that no code of yours computed")
-            return f"Not attempted yet: {name} is never computed (run the training cell of this question)"
-        if submission.is_placeholder(name) and name not in submission.definitions:
-            return f"Not attempted yet: replace the placeholder of {name} with your answer."
-        if name in submission.library_names():
-            return (f"{name} is the library's reference implementation ({submission.library_names()[name]}), "
-                    "imported: this question asks you to write it yourself, so it earns no points")
-        if name in submission.definitions:
-            reference = submission.uses_reference(name)
-            if reference:
-                return (f"{name} calls the library's reference implementation ({reference}): this question asks "
-                        "you to write it yourself, so it earns no points")
-            outside = submission.reaches_outside(name)
-            if outside:
-                return (f"{name} uses `{outside}`, which an answer here never needs (it could reach the grader): "
-                        "not run, 0 points. Write the answer with torch and math only")
-        elif name in submission.stubs:
-            return "Not attempted yet: replace the `raise NotImplementedError` with your answer."
-        elif name in submission.assigned:
-            return (f"{name} is bound to something else ({submission.assigned[name]!r}), not defined: write "
-                    "it yourself (an alias of the library's function earns no points)")
-        elif name not in submission.literals:
-            return f"{name} not found: the cell that defines it was deleted or does not parse as Python"
+        if name in submission.assigned:
+            continue
+        if name in submission.literals and not submission.is_placeholder(name):
+            return (f"{name} is typed in, not computed: the grader re-runs this training with your functions "
+                    "and its own seed, and gives no points to numbers that no code of yours computed")
+        return f"Not attempted yet: {name} is never computed (run the training cell of this question)"
+    answers = {name for q in spec["questions"] if not q["training"] for name in answer_names(q)}
+    used = {n.id for n in ast.walk(ast.parse(question["training"])) if isinstance(n, ast.Name)}
+    for name in sorted(used & answers):
+        refused = _refusal(name, submission)
+        if refused:
+            return f"the grader's re-run calls your {name}, which cannot be used: {refused}"
     return None
 
 
@@ -196,7 +212,7 @@ class Grader:
                 scratch.chmod(0o711)
                 to_run = []
                 for question in self.spec["questions"] if submission else []:
-                    reason = _screen(question, submission)
+                    reason = _screen(question, self.spec, submission)
                     if reason:
                         feedback[question["name"]] = [reason]
                     else:
