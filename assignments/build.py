@@ -4,18 +4,31 @@
 
 For each master ``assignments/masters/NAME.ipynb`` this runs ``otter assign`` (otter-grader) into
 ``OUT/NAME/``: ``student/NAME.ipynb`` is what students get (stubs, no solutions, no hidden tests),
-``autograder/autograder.zip`` is what ``assignments/grade.py`` grades with, and
+``autograder/autograder.zip`` is otter's own autograder (for Gradescope; ``grade.py`` does not use it), and
 ``autograder/NAME.ipynb`` is the solution. Offline: no PDF, no Docker, and the tests are not run
 here (``tests/test_assignments.py`` grades the solutions instead).
+
+It also writes ``autograder/grading.json``, what ``assignments/grade.py`` grades with: the master's setup
+cell, and for each autograded question its points, its hidden tests (each a function whose arguments name
+the answers it needs) and, for a training question (``training`` in its name), the solution's training
+code, which the grader re-runs with the submission's own functions under its own seed, and for a
+function question the solution's definitions (``reference``), which ``hidden_cases.py`` compares the
+answer with on inputs drawn from the course's seed; and the hand-graded questions' names and points
+(``manual``, for ``assignments/manual.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
+
+import yaml
 
 MASTERS = pathlib.Path(__file__).resolve().parent / "masters"
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent.parent / "build" / "assignments"
@@ -39,7 +52,63 @@ def build(name: str, out: pathlib.Path) -> pathlib.Path:
         raise RuntimeError(f"otter assign failed for {name}:\n{done.stdout}\n{done.stderr}")
     (zip_file,) = (target / "autograder").glob(f"{name}-autograder_*.zip")
     zip_file.rename(target / "autograder" / "autograder.zip")
+    spec = grading_spec(MASTERS / f"{name}.ipynb")
+    (target / "autograder" / "grading.json").write_text(json.dumps(spec, indent=1, ensure_ascii=False))
     return target
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def solution_code(source: str) -> str:
+    """A solution cell's code as it runs: the solution kept, the students' prompt (stub) dropped."""
+    source = re.sub(r'""" # BEGIN PROMPT.*?""" # END PROMPT\n?', "", source, flags=re.S)
+    return "\n".join(line for line in source.splitlines()
+                     if line.strip() not in ("# BEGIN SOLUTION NO PROMPT", "# BEGIN SOLUTION", "# END SOLUTION"))
+
+
+def hidden_test(source: str) -> dict:
+    """One test cell: its points, the test function's source, its name and its arguments (the answers)."""
+    config = re.search(r'""" # BEGIN TEST CONFIG\n(.*?)""" # END TEST CONFIG\n', source, re.S)
+    (function,) = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+    return {"points": float(yaml.safe_load(config.group(1))["points"]), "name": function.name,
+            "arguments": [arg.arg for arg in function.args.args], "source": ast.unparse(function)}
+
+
+def grading_spec(master: pathlib.Path) -> dict:
+    """The setup code and each autograded question's points, tests and (training questions) training code."""
+    cells = json.loads(master.read_text())["cells"]
+    setup, questions, manual, question, block = [], [], [], None, None
+    for cell in cells:
+        source = _source(cell)
+        if cell["cell_type"] == "raw":
+            first = source.strip().splitlines()[0] if source.strip() else ""
+            if first == "# BEGIN QUESTION":
+                config = yaml.safe_load(source.split("\n", 1)[1])
+                question = {"name": config["name"], "points": float(config["points"]), "tests": [], "training": "",
+                            "reference": ""}
+                (manual if config.get("manual") else questions).append(question)
+            elif first == "# END QUESTION":
+                question = None
+            elif first in ("# BEGIN SOLUTION", "# BEGIN TESTS"):
+                block = first
+            elif first in ("# END SOLUTION", "# END TESTS"):
+                block = None
+        elif cell["cell_type"] == "code" and question is None:
+            setup.append(source)
+        elif cell["cell_type"] == "code" and block == "# BEGIN TESTS":
+            question["tests"].append(hidden_test(source))
+        elif cell["cell_type"] == "code" and block == "# BEGIN SOLUTION" and "training" in question["name"]:
+            question["training"] += solution_code(source) + "\n"
+        elif cell["cell_type"] == "code" and block == "# BEGIN SOLUTION":
+            definitions = [n for n in ast.parse(solution_code(source)).body if isinstance(n, ast.FunctionDef)]
+            question["reference"] += "".join(ast.unparse(node) + "\n" for node in definitions)
+    for question in questions:
+        if sum(test["points"] for test in question["tests"]) != question["points"]:
+            raise ValueError(f"{master.name}: {question['name']}'s tests do not add up to its points")
+    manual = [{"name": q["name"], "points": q["points"]} for q in manual]
+    return {"setup": "\n".join(setup), "questions": questions, "manual": manual}
 
 
 def main(argv=None) -> None:

@@ -3,9 +3,12 @@
 One build and one grading pass per session: each assignment's folder holds its solution (the autograder
 notebook), its untouched student version and its known mistakes (assignments/known_mistakes.json, each a
 one-line edit of the solution), and assignment 1's folder also a notebook with a cell that raises and an
-answer cell deleted, and a file that is not a notebook; a notebook that never ends is graded alone under a short
-limit. The tests then read the CSV rows: full marks for the solution, 0 for the student version,
-partial credit with the mistake named for each known mistake, and a row, not a crash, for the rest.
+answer cell deleted, and a file that is not a notebook; a notebook whose k3 never returns is graded alone
+under a short limit. The tests then read the CSV rows: full marks for the solution (its training questions
+re-run by the grader with the solution's functions), 0 for the student version, partial credit with the
+mistake named for each known mistake (graded with its training answers left at None, so that only the
+solutions' training runs are re-run), and a row, not a crash, for the rest. Hostile submissions are in
+tests/test_grading_adversarial.py, the sandbox in tests/test_grading_sandbox.py.
 """
 
 from __future__ import annotations
@@ -55,6 +58,16 @@ def _without_cell(notebook: nbformat.NotebookNode, holding: str) -> nbformat.Not
     return edited
 
 
+def _without_training(notebook: nbformat.NotebookNode, autograder: pathlib.Path) -> nbformat.NotebookNode:
+    """``notebook`` with its training answers set back to None in a last cell: the grader then skips the
+    training re-run (the known mistakes are in the functions; only the solutions' runs are re-run here)."""
+    spec = grade.load_spec(autograder / "autograder")
+    names = [n for q in spec["questions"] if q["training"] for n in grade.answer_names(q)]
+    edited = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    edited.cells.append(nbformat.v4.new_code_cell("\n".join(f"{n} = None" for n in names)))
+    return edited
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("built")
@@ -84,20 +97,21 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
         nbformat.write(solution, folder / "solution.ipynb")
         nbformat.write(student, folder / "student.ipynb")
         for mistake in (m for m in MISTAKES if m["assignment"] == name):
-            nbformat.write(_edited(solution, mistake["find"], mistake["replace"]), folder / f"{mistake['name']}.ipynb")
+            edited = _without_training(_edited(solution, mistake["find"], mistake["replace"]), built / name)
+            nbformat.write(edited, folder / f"{mistake['name']}.ipynb")
         if name == NAMES[0]:
             broken = _edited(solution, "def k3(logp, ref_logp):", "raise RuntimeError('a cell that fails')\n"
                                                                    "def k3(logp, ref_logp):")
             nbformat.write(_without_cell(broken, "def optimal_baseline("), folder / "broken.ipynb")
             (folder / "not_a_notebook.ipynb").write_text("this is not JSON")
-        grade.grade_folder(folder, built / name / "autograder" / "autograder.zip", folder / "scores.csv",
+        grade.grade_folder(folder, built / name / "autograder", folder / "scores.csv",
                            timeout=TIMEOUT_S, jobs=2)
         results[name] = _rows(folder / "scores.csv")
     loop_folder = tmp_path_factory.mktemp("loop")
     _, student = _notebooks(built, NAMES[0])
-    nbformat.write(_edited(student, "seed_everything(SEED)", "seed_everything(SEED)\nwhile True:\n    pass"),
-                   loop_folder / "loops.ipynb")
-    grade.grade_folder(loop_folder, built / NAMES[0] / "autograder" / "autograder.zip", loop_folder / "scores.csv",
+    solution, _ = _notebooks(built, NAMES[0])
+    nbformat.write(_edited(solution, "log_r = ref_logp - logp", "while True:\n        pass"), loop_folder / "loops.ipynb")
+    grade.grade_folder(loop_folder, built / NAMES[0] / "autograder", loop_folder / "scores.csv",
                        timeout=LOOP_TIMEOUT_S)
     results["loop"] = _rows(loop_folder / "scores.csv")
     assert (loop_folder / "scores" / "loops.txt").exists(), "one feedback file per student beside the CSV"
@@ -112,7 +126,7 @@ def test_five_assignments_with_student_and_autograder_versions(built):
         student_code = "\n".join(cell.source for cell in student.cells if cell.cell_type == "code")
         assert "BEGIN SOLUTION" not in student_code and "NotImplementedError" in student_code
         assert "test_" not in student_code, "hidden tests must not ship to students"
-        points = grade.question_points(built / name / "autograder" / "autograder.zip")
+        points = grade.question_points(built / name / "autograder")
         assert sum(points.values()) == 20, f"{name}: 20 autograded points, {points}"
 
 
@@ -142,25 +156,26 @@ def test_each_assignment_has_two_known_mistakes():
         assert sum(m["assignment"] == name for m in MISTAKES) >= 2, name
 
 
-def test_a_cell_that_raises_costs_only_the_questions_that_need_it(graded):
-    row = graded[NAMES[0]]["broken"]  # k3's cell raises before defining k3; Q6 uses k3 for its KL (2 points)
-    assert float(row["q4_k3"]) == 0.0 and float(row["q6_training"]) == 3.0, row
-    assert float(row["q2_reinforce_loss"]) == 6.0 and float(row["q5_expected_gradient"]) == 3.0, row
+def test_a_cell_that_raises_costs_nothing_its_definitions_are_graded(graded):
+    row = graded[NAMES[0]]["broken"]  # k3's cell raises before defining k3: the grader reads, not runs, cells
+    assert float(row["q4_k3"]) == 3.0 and float(row["q6_training"]) == 5.0, row
 
 
 def test_a_deleted_cell_costs_only_its_question(graded):
     row = graded[NAMES[0]]["broken"]  # the same notebook also lost the cell of Q3's answer
-    assert float(row["q3_optimal_baseline"]) == 0.0 and float(row["total"]) == float(row["possible"]) - 8.0, row
+    assert float(row["q3_optimal_baseline"]) == 0.0 and float(row["total"]) == float(row["possible"]) - 3.0, row
+    assert "optimal_baseline not found" in row["feedback"]
 
 
 def test_a_file_that_is_not_a_notebook_scores_zero_with_a_reason(graded):
     row = graded[NAMES[0]]["not_a_notebook"]
-    assert float(row["total"]) == 0.0 and "could not grade" in row["feedback"]
+    assert float(row["total"]) == 0.0 and "could not read this notebook" in row["feedback"]
 
 
-def test_a_notebook_that_never_ends_is_stopped_and_scored_zero(graded):
+def test_a_function_that_never_returns_is_stopped_and_its_question_scored_zero(graded):
     row = graded["loop"]["loops"]
-    assert float(row["total"]) == 0.0 and f"within the {LOOP_TIMEOUT_S} s limit" in row["feedback"]
+    assert float(row["q4_k3"]) == 0.0 and f"within the {LOOP_TIMEOUT_S} s limit" in row["feedback"], row
+    assert float(row["total"]) < float(row["possible"]) - 5.0, row  # the training re-run calls k3 too
 
 
 def test_grade_folder_rejects_bad_arguments(tmp_path):
