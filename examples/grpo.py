@@ -128,8 +128,8 @@ def grpo_loss(logp, old_logp, advantages, mask, *, clip_eps=0.2, ref_logp=None, 
 # ---------------------------------------------------------------------------------------------- the loop
 
 
-def main(args: Args | None = None) -> list[float]:
-    """Train and return the mean reward of each step's samples (the learning curve)."""
+def main(args: Args | None = None):
+    """Train; return the trained model and the learning curve (the mean reward of each step's samples)."""
     args = args or parse_args()
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model)
@@ -168,7 +168,7 @@ def main(args: Args | None = None) -> list[float]:
         curve.append(rewards.mean().item())
         print(f"step {step:3d}  reward {curve[-1]:.3f}  loss {loss.item():+.4f}  "
               f"length {mask.sum(1).mean().item():5.1f}  ({time.time() - start:.0f} s)", flush=True)
-    return curve
+    return model, curve
 
 
 if __name__ == "__main__":

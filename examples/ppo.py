@@ -159,8 +159,8 @@ def ppo_value_loss(values, old_values, returns, mask, clip_eps: float = 0.2):
 # ---------------------------------------------------------------------------------------------- the loop
 
 
-def main(args: Args | None = None) -> list[float]:
-    """Train and return the mean verifier reward of each step's samples (the learning curve)."""
+def main(args: Args | None = None):
+    """Train; return the trained model and the learning curve (the mean verifier reward of each step's samples)."""
     args = args or parse_args()
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model)
@@ -209,7 +209,7 @@ def main(args: Args | None = None) -> list[float]:
         kl = ((old_logp - ref_logp) * mask).sum().item() / mask.sum().item()
         print(f"step {step:3d}  reward {curve[-1]:.3f}  policy {policy.item():+.4f}  value {value.item():.4f}  "
               f"kl {kl:.4f}  ({time.time() - start:.0f} s)", flush=True)
-    return curve
+    return model, curve
 
 
 if __name__ == "__main__":
