@@ -25,13 +25,12 @@ What is simplified, and why:
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers import HfArgumentParser
 
 from rlbook.models import load_model
 from rlbook.tasks import ReviewTask, gold_reward, preference_pairs
@@ -50,10 +49,8 @@ class Args:
 
 
 def parse_args(argv=None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+    """Every field of ``Args`` is a flag: ``--steps 5``, ``--kl_beta 0.04`` (or ``--kl-beta``)."""
+    return HfArgumentParser(Args).parse_args_into_dataclasses(argv)[0]
 
 
 # ---------------------------------------------------------------------------------------------- data

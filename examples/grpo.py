@@ -26,12 +26,11 @@ What is simplified, and why:
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import time
 from dataclasses import dataclass
 
 import torch
+from transformers import HfArgumentParser
 
 from rlbook.models import load_model
 from rlbook.tasks import get_task
@@ -55,10 +54,8 @@ class Args:
 
 
 def parse_args(argv=None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+    """Every field of ``Args`` is a flag: ``--steps 5``, ``--kl_beta 0.04`` (or ``--kl-beta``)."""
+    return HfArgumentParser(Args).parse_args_into_dataclasses(argv)[0]
 
 
 # ---------------------------------------------------------------------------------------------- sampling
