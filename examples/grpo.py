@@ -163,6 +163,7 @@ def main(args: Args | None = None):
             optimizer.step()
 
         curve.append(rewards.mean().item())
+        # On-policy the loss's value is ~0 (ratio 1, advantages centred per group); its gradient is not.
         print(f"step {step:3d}  reward {curve[-1]:.3f}  loss {loss.item():+.4f}  "
               f"length {mask.sum(1).mean().item():5.1f}  ({time.time() - start:.0f} s)", flush=True)
     return model, curve
