@@ -22,16 +22,20 @@ the entropy; a rare action rewarded raises it. On a language model the same quan
 per token of a batch: the centred product (log π(y_t) − mean)·(A_t − mean) over the batch's
 tokens, whose mean is the batch covariance. The paper's two controls act on the tokens where it is
 largest: **Clip-Cov** drops the gradient of a random share of the tokens whose covariance lies in
-a high band, and **KL-Cov** adds a KL penalty (|log π_θ − log π_old| weighted by a coefficient) on
-the top share of tokens by covariance (§4 of the paper).
+a band (1, 5) and that the PPO clip has not already stopped, and **KL-Cov** adds a KL penalty
+(|log π_θ − log π_old| weighted by a coefficient) on the top share of tokens by covariance (§4 of
+the paper). Clip-Cov reads the current log-probs, so it acts from the first, on-policy minibatch.
+KL-Cov's penalty is 0 where π_θ = π_old: on the first minibatch its gradient coef·sign(log π_θ −
+log π_old) is 0 when ``old_logp`` comes from the same forward pass, or a push of size coef in the
+direction of round-off when it comes from another (the sampler's); it acts once π_θ has moved.
 
 ``rlbook.probes.entropy_step_change`` measures the law on a real update: the exact change of the
 full-vocabulary token entropy at a batch's positions, beside the batch covariances that predict it.
 This module is pure math on tensors (the losses' Clip-Cov and KL-Cov masks come from it); what runs a
 model is in ``rlbook.probes``.
 
-The paper also fits downstream reward against entropy across training, R ≈ −a·e^H + b (§2,
-§2): ``fit_entropy_frontier`` fits it by least squares, reported as measured, never assumed.
+The paper also fits downstream reward against entropy across training, R ≈ −a·e^H + b (§2):
+``fit_entropy_frontier`` fits it by least squares, reported as measured, never assumed.
 """
 
 from __future__ import annotations
@@ -124,12 +128,14 @@ def token_covariance(logp, advantages, mask) -> torch.Tensor:
 
 
 def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0, high: float = 5.0,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
-    """Clip-Cov's selection: a random ``fraction`` of all masked tokens, drawn among those whose
-    covariance lies in [``low``, ``high``], whose policy gradient is then dropped (True = drop).
+                  generator: torch.Generator | None = None, already_clipped=None) -> torch.Tensor:
+    """Clip-Cov's selection: ⌊``fraction`` × the masked tokens⌋ (at least one), drawn at random among
+    those whose covariance lies in the open band (``low``, ``high``) and that ``already_clipped`` (the
+    tokens the PPO clip already stopped; None = none) does not mark. True = drop the gradient.
 
-    Defaults are the paper's (r = 2e-4, ω_low = 1, ω_high = 5; Cui et al. 2025, §4). At
-    least one token is dropped when any lies in the band and ``fraction`` > 0.
+    Defaults are the paper's (r = 2e-4, ω_low = 1, ω_high = 5; Cui et al. 2025, §4), and so is the
+    rule: the authors' code (PRIME-RL/Entropy-Mechanism-of-RL, ``compute_policy_loss_clip_cov``)
+    skips clipped tokens, whose gradient is already zero, so that every drop removes a live gradient.
     """
     covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
     check_same_shape(covariance=covariance, mask=mask)
@@ -137,11 +143,15 @@ def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0,
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")
     if not low <= high:
         raise ValueError(f"low must be <= high, got low={low}, high={high}")
-    in_band = (mask > 0) & (covariance >= low) & (covariance <= high)
+    in_band = (mask > 0) & (covariance > low) & (covariance < high)
+    if already_clipped is not None:
+        already_clipped = torch.as_tensor(already_clipped, dtype=torch.bool)
+        check_same_shape(covariance=covariance, already_clipped=already_clipped)
+        in_band = in_band & ~already_clipped
     candidates = in_band.flatten().nonzero().squeeze(1)
     chosen = torch.zeros(covariance.numel(), dtype=torch.bool)
     if fraction > 0 and candidates.numel():
-        count = min(candidates.numel(), max(1, round(fraction * int((mask > 0).sum()))))
+        count = min(candidates.numel(), max(1, math.floor(fraction * int((mask > 0).sum()))))
         pick = torch.randperm(candidates.numel(), generator=generator)[:count]
         chosen[candidates[pick]] = True
     return chosen.view_as(covariance)

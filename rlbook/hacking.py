@@ -13,8 +13,10 @@ constraint the lax check forgets (Countdown's "use exactly the given numbers"):
   ``<answer>`` block (two blocks, text after the block, no block at all: the lax extraction reads
   the last block or the last line);
 * ``"target as answer"`` (Countdown): the answer is the target number itself;
-* ``"padding"`` (Countdown): every given number is used, plus extra 0s or 1s (``(19+17)*1``):
-  the value is right and the constraint is broken by a neutral element;
+* ``"padding"`` (Countdown): every given number is used, plus extra 0s or 1s that do not change the
+  value (``(19+17)*1``, ``19+17+1-1``): the expression hits the target with each extra replaced by
+  its operator's identity (0 under + and −, 1 under × and ÷). Extras that change the value
+  (``5+3+1`` for 9 from [5, 3]) are "wrong numbers";
 * ``"wrong numbers"`` (Countdown): any other multiset of numbers whose value is the target.
 
 ``expected_group_advantage`` is the large-group limit of GRPO's advantage for a completion drawn
@@ -30,7 +32,7 @@ import re
 from collections import Counter
 
 from rlbook.tasks import ArithmeticTask, CountdownTask
-from rlbook.tasks.expressions import numbers_in, parse_expression
+from rlbook.tasks.expressions import evaluate, numbers_in, parse_expression
 from rlbook.tasks.verifiers import completion_text, extract_answer, extract_answer_lax
 
 __all__ = ["HACK_TYPES", "hack_type", "hack_types", "tally_hacks", "expected_group_advantage"]
@@ -77,9 +79,30 @@ def _countdown_hack(text: str, example: dict) -> str:
     if sum(used.values()) == 1:
         return "target as answer"
     extra = used - given
-    if not given - used and set(extra) <= NEUTRAL_NUMBERS:
+    if not given - used and set(extra) <= NEUTRAL_NUMBERS and _extras_are_neutral(answer, extra, example):
         return "padding"
     return "wrong numbers"
+
+
+def _extras_are_neutral(answer: str, extra: Counter, example: dict) -> bool:
+    """Does the expression still equal the target once each extra number (the last occurrences of its
+    value) is replaced by the identity of the operator it feeds: 0 under + and −, 1 under × and ÷?"""
+    tree, left_to_mark = parse_expression(answer), Counter(extra)
+
+    def neutralise(node, parent_op):
+        if isinstance(node, int):
+            if left_to_mark[node] > 0:
+                left_to_mark[node] -= 1
+                return 0 if parent_op in "+-" else 1
+            return node
+        op, left, right = node
+        right = neutralise(right, op)  # right first: the last occurrences are the extras
+        return (op, neutralise(left, op), right)
+
+    try:
+        return evaluate(neutralise(tree, "+")) == int(example["target"])
+    except ZeroDivisionError:
+        return False
 
 
 def hack_types(task, completions, examples) -> list[str]:

@@ -64,8 +64,10 @@ def cold_start_data(task, n: int, *, seed: int = 0) -> list[tuple[list, str]]:
     """``n`` curated demonstrations ``(prompt, completion)`` on training prompts of ``task``.
 
     Each completion is the task's worked solution (``task.solution(example, style="scratchpad")``),
-    kept only if the strict verifier accepts it and it is in R1's format — the filter R1's curation
-    applies (arXiv:2501.12948 §2.3.1), here a check that the solver and the verifier agree.
+    kept only if the strict verifier accepts it and it is in R1's format: a check that the solver and
+    the verifier agree. This is not how R1 curated its cold start (arXiv:2501.12948 §2.3.1: few-shot
+    long-CoT prompting, R1-Zero outputs made readable, human post-processing); keeping only samples a
+    verifier accepts is R1's later rejection-sampling stage (§2.3.3).
     """
     check_int("n", n, minimum=1)
     rows = task.dataset(n, seed=seed, split="train")

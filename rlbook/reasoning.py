@@ -61,8 +61,10 @@ def completion_kind(text: str) -> str:
 
 
 def outcome_of(text: str, correct: bool) -> str:
-    """The completion's kind and correctness, one of ``OUTCOMES`` (a malformed one is never right:
-    the strict verifier reads only a well-formed final answer block)."""
+    """The completion's kind and correctness, one of ``OUTCOMES``. A malformed completion is
+    "malformed" whatever ``correct`` says: the strict verifier reads only the final answer block and
+    ignores the text before it, so it can score a malformed completion right (``<think>5+8=13</think>
+    so <answer>623</answer>`` for 345+278); this outcome does not split such completions by correctness."""
     kind = completion_kind(text)
     return kind if kind == "malformed" else f"{kind}, {'right' if correct else 'wrong'}"
 

@@ -30,7 +30,7 @@ from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
 from rlbook.trainers.config import OnlineConfig
 
-__all__ = ["ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "parameters_of_shape", "train_with_trl", "trl_grpo_config", "training_memory",
+__all__ = ["ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "optimizer_bytes_per_parameter", "parameters_of_shape", "train_with_trl", "trl_grpo_config", "training_memory",
            "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
@@ -204,6 +204,13 @@ def verl_overrides(config: OnlineConfig) -> dict:
 
 ADAM_AND_MASTER_BYTES = 12  # per trained parameter: fp32 master weights + Adam's two fp32 moments, 4 bytes each
 
+
+def optimizer_bytes_per_parameter(weight_bytes: int) -> int:
+    """Bytes the optimizer keeps per trained parameter beside its weight and gradient: Adam's two fp32
+    moments (8), plus an fp32 master copy (4) when the weights are narrower than fp32 (mixed precision).
+    fp32 weights are their own master copy: 4 + 4 + 8 = 16 bytes in all, as bf16's 2 + 2 + 12."""
+    return ADAM_AND_MASTER_BYTES if weight_bytes < 4 else ADAM_AND_MASTER_BYTES - 4
+
 # Shapes of three public models, from their config.json files on the Hugging Face hub (Qwen2.5 technical
 # report, arXiv:2412.15115; Llama 3, arXiv:2407.21783): enough to build each class on the meta device.
 HUB_SHAPES = {
@@ -247,7 +254,8 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
 
     Policy weights at ``weight_bytes`` (2: bf16); its gradients at the same width; Adam's two moments and
     fp32 master weights, 12 bytes per *trained* parameter (mixed precision: 2 + 2 + 12 = 16 bytes per
-    parameter, ZeRO §3). ``lora_fraction``: the share of parameters LoRA trains (gradients and Adam only
+    parameter, ZeRO §3; at ``weight_bytes=4`` the weights are their own master: 4 + 4 + 8 = 16, see
+    ``optimizer_bytes_per_parameter``). ``lora_fraction``: the share of parameters LoRA trains (gradients and Adam only
     for those). The frozen reference holds weights only; a critic (PPO) is a second trained model of the
     same size. The KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
     tokens at ``weight_bytes``. ``shards``: GPUs the run is spread over — model states fully sharded (ZeRO stage 3 /
@@ -271,12 +279,13 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     per_gpu = 1024 ** 3 * shards
     head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
     kv_per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads * head_dim * weight_bytes
-    trained_model = params * weight_bytes + trained * (weight_bytes + ADAM_AND_MASTER_BYTES)
+    optimizer_bytes = optimizer_bytes_per_parameter(weight_bytes)
+    trained_model = params * weight_bytes + trained * (weight_bytes + optimizer_bytes)
     return {
         "parameters (B)": params / 1e9,
         "policy weights": params * weight_bytes / per_gpu,
         "policy gradients": trained * weight_bytes / per_gpu,
-        "Adam + fp32 master": trained * ADAM_AND_MASTER_BYTES / per_gpu,
+        "Adam + fp32 master": trained * optimizer_bytes / per_gpu,
         "reference": params * weight_bytes / per_gpu if reference else 0.0,
         "critic": trained_model / per_gpu if critic else 0.0,
         "KV cache": kv_per_token * sequences * tokens_per_sequence / per_gpu,

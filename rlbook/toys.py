@@ -607,9 +607,11 @@ def clip_higher_bandit(eps_high: float, *, eps_low: float = 0.2, seeds: int = 12
     (``rlbook.advantages.group_advantages``) and makes ``updates`` full-batch Adam steps on the mean
     of ``rlbook.losses.clipped_surrogate`` with the ratio r = π_θ(a)/π_old(a). Adam moves a rare
     arm's logit about as fast as the common arm's, so its ratio runs past 1 + ε_high within one
-    batch and the upper clip is what limits it. Once no wrong arm is sampled every group is flat
-    and the split among the right arms freezes, so the entropy left at the end measures how much
-    the rare right answers grew before that.
+    batch and the upper clip is what limits it. A step whose group holds no wrong arm is flat and
+    changes nothing, but the split among the right arms does not freeze: while the wrong arms keep
+    a little mass, a group of 64 still draws one on a good share of the steps, and each such step
+    moves the split again. The entropy at the end therefore measures how much the rare right answers
+    grew early on plus a slow drift after, not a frozen state.
 
     ``seeds`` independent runs are done at once (one row of logits each). Returns float64 arrays:
     ``entropy`` (seeds, steps + 1) of π before each step and after the last, ``rare_mass`` (same

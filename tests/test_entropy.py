@@ -72,11 +72,23 @@ def test_clip_cov_drops_a_seeded_share_of_in_band_tokens_only():
     mask = torch.ones(2, 4)
     mask[1, 3] = 0
     chosen = clip_cov_mask(cov, mask, fraction=0.5, low=1.0, high=5.0, generator=torch.Generator().manual_seed(0))
-    assert int(chosen.sum()) == round(0.5 * 7)
-    assert ((cov[chosen] >= 1.0) & (cov[chosen] <= 5.0)).all()
+    assert int(chosen.sum()) == math.floor(0.5 * 7)  # the authors' int(r · N)
+    assert ((cov[chosen] > 1.0) & (cov[chosen] < 5.0)).all()
     again = clip_cov_mask(cov, mask, fraction=0.5, low=1.0, high=5.0, generator=torch.Generator().manual_seed(0))
     assert torch.equal(chosen, again)
     assert not clip_cov_mask(cov, mask, fraction=0.0).any()
+
+
+def test_clip_cov_skips_tokens_the_ppo_clip_already_stopped_and_the_band_edges():
+    cov = torch.tensor([[2.0, 3.0, 1.0, 5.0]])
+    mask = torch.ones(1, 4)
+    stopped = torch.tensor([[True, False, False, False]])
+    for seed in range(20):  # without the rule, the stopped token is drawn on about half of the seeds
+        chosen = clip_cov_mask(cov, mask, fraction=0.25, generator=torch.Generator().manual_seed(seed),
+                               already_clipped=stopped)
+        assert chosen.tolist() == [[False, True, False, False]]
+    everything = clip_cov_mask(cov, mask, fraction=1.0)
+    assert everything.tolist() == [[True, True, False, False]]  # 1.0 and 5.0 lie outside the open band
 
 
 def test_kl_cov_picks_the_top_tokens_by_covariance_among_masked_ones():
@@ -137,7 +149,10 @@ def test_clip_cov_zeroes_exactly_the_chosen_tokens_gradient():
     torch.manual_seed(0)
     logp, *_, loss, metrics = _gradient(cov_control="clip_cov", cov_fraction=0.2, cov_bounds=(0.0, 100.0))
     torch.manual_seed(0)
-    chosen = clip_cov_mask(token_covariance(logp, advantages, mask), mask, fraction=0.2, low=0.0, high=100.0)
+    ratio = (logp - old).exp()
+    stopped = ((ratio > 1.2) & (advantages[:, None] > 0)) | ((ratio < 0.8) & (advantages[:, None] < 0))
+    chosen = clip_cov_mask(token_covariance(logp, advantages, mask), mask, fraction=0.2, low=0.0, high=100.0,
+                           already_clipped=stopped)
     assert chosen.any()
     assert (logp.grad[chosen] == 0).all() and (plain_logp.grad[chosen] != 0).all()
     torch.testing.assert_close(logp.grad[~chosen], plain_logp.grad[~chosen])
@@ -148,6 +163,23 @@ def test_clip_cov_zeroes_exactly_the_chosen_tokens_gradient():
         policy_loss(logp, old, advantages, mask, cov_control="cov_clip")
     with pytest.raises(ValueError, match="cov_fraction"):
         policy_loss(logp, old, advantages, mask, cov_fraction=0.1)
+
+
+def test_clip_cov_in_policy_loss_spends_its_drop_on_a_live_gradient():
+    from rlbook.losses import policy_loss
+
+    old = torch.tensor([[-0.6, -0.2], [-3.0, -3.0]], dtype=torch.float64)
+    advantages = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    mask = torch.ones(2, 2, dtype=torch.float64)
+    for seed in range(12):
+        logp = torch.tensor([[-0.1, -0.2], [-3.0, -3.0]], dtype=torch.float64, requires_grad=True)
+        # token (0, 0): ratio e^0.5 > 1.2 with A > 0, so the PPO clip has already zeroed its gradient;
+        # all four tokens' covariances lie in (1, 5), and ⌊0.25 · 4⌋ = 1 token is dropped
+        loss, _ = policy_loss(logp, old, advantages, mask, variant="grpo", cov_control="clip_cov", cov_fraction=0.25,
+                              cov_generator=torch.Generator().manual_seed(seed))
+        loss.backward()
+        assert logp.grad[0, 0] == 0
+        assert int((logp.grad == 0).sum()) == 2, f"seed {seed}: the drop fell on the clipped token"
 
 
 def test_kl_cov_adds_the_absolute_log_ratio_on_the_top_covariance_tokens():

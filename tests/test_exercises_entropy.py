@@ -41,3 +41,13 @@ def test_errors(capsys):
     assert check_entropy_change(lambda z, a, lr: 1 / 0) is False
     assert "ZeroDivisionError" in capsys.readouterr().out
     assert check_entropy_change(lambda z, a, lr: z) is False
+
+
+def test_the_exact_change_is_named_not_taken_for_the_prediction(capsys):
+    from rlbook.entropy import entropy_change, policy_gradient_logit_step
+
+    def exact(z, a, lr):
+        return torch.tensor(entropy_change(z, policy_gradient_logit_step(z, a, lr, natural=True)))
+
+    assert check_entropy_change(exact) is False
+    assert "exact change" in capsys.readouterr().out

@@ -34,7 +34,7 @@ WRONG_ANSWERS = [
      "σ(τ(r − 1)) alone"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: torch.sigmoid(tau(a, tp, tn) * (r - 1)) * 4 / tau(a, tp, tn),
      "the gate f(r) itself"),
-    (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tp, tn) * r, "w(r) · r"),
+    (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tp, tn) * r, "g(r) · r = w(r)"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r + 1, a, tp, tn), "centred at r = 1"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tn, tp), "swapped"),
 ]

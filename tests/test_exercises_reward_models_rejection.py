@@ -15,9 +15,15 @@ from rlbook.metrics import best_of_n_distribution
 def test_bradley_terry_checker_accepts_correct_answers(capsys):
     assert rm_exercises.check_bradley_terry_loss(lambda c, r: -F.logsigmoid(c - r).mean()) is True
     assert rm_exercises.check_bradley_terry_loss(lambda c, r: F.softplus(r - c).mean()) is True
-    # the textbook form, log(1 + exp(−Δ)), is fine at these margins too
-    assert rm_exercises.check_bradley_terry_loss(lambda c, r: torch.log1p(torch.exp(-(c - r))).mean()) is True
     assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("naive", [lambda c, r: -torch.log(torch.sigmoid(c - r)).mean(),
+                                   lambda c, r: torch.log1p(torch.exp(-(c - r))).mean()])
+def test_bradley_terry_checker_refuses_the_unstable_textbook_forms(naive, capsys):
+    # right on paper, but at the margin of −800 σ underflows (or e^800 overflows) even in float64
+    assert rm_exercises.check_bradley_terry_loss(naive) is False
+    assert "not finite for a large margin" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge"])

@@ -56,6 +56,17 @@ def test_countdown_hack_types(text, expected):
     assert hacking.hack_type(COUNTDOWN, text, PROBLEM) == expected
 
 
+@pytest.mark.parametrize("numbers, target, text, expected", [
+    ([5, 3], 8, "<answer>(5+3)*1</answer>", "padding"),
+    ([5, 3], 9, "<answer>5+3+1</answer>", "wrong numbers"),  # the 1 is worth 1: not a neutral element
+    ([5, 3], 13, "<answer>5*3-1-1</answer>", "wrong numbers"),
+    ([5, 3], 15, "<answer>5*3*1+0</answer>", "padding"),
+    ([5, 3], 16, "<answer>(5+3)*(1+1)</answer>", "wrong numbers"),
+])
+def test_padding_is_only_extras_that_leave_the_value_unchanged(numbers, target, text, expected):
+    assert hacking.hack_type(COUNTDOWN, text, {"numbers": numbers, "target": target}) == expected
+
+
 def test_chat_messages_are_classified_like_their_text():
     messages = [{"role": "assistant", "content": "<answer>(3*5+7)*1</answer>"}]
     assert hacking.hack_type(COUNTDOWN, messages, PROBLEM) == "padding"
@@ -224,6 +235,22 @@ def _slow(text, expected):
 def test_checker_names_the_hack_or_mistake(verifier, named, capsys):
     assert check_fraction_verifier(verifier) is False
     assert named in capsys.readouterr().out
+
+
+def _short_answers_only(text, expected):
+    """Over-strict: refuses answers of 8 characters or more, or with a denominator above 12."""
+    answer = (extract_answer(text) or "").strip()
+    if len(answer) >= 8 or expected.denominator > 12:
+        return 0.0
+    return reference_fraction_reward(text, expected)
+
+
+def test_checker_refuses_an_over_strict_verifier_and_accepts_a_canonical_form_comparison(capsys):
+    assert check_fraction_verifier(_short_answers_only) is False
+    assert "on the right answer '<answer>123457/789</answer>'" in capsys.readouterr().out
+    # str(Fraction) is the lowest-terms p/q (or p): comparing with it is a right verifier
+    canonical = lambda text, expected: float((extract_answer(text) or "").strip() == str(expected))  # noqa: E731
+    assert check_fraction_verifier(canonical) is True
 
 
 def test_checker_restores_eval():

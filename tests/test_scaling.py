@@ -104,6 +104,19 @@ def test_the_exercise_checker_names_the_missing_master_copy(capsys):
     assert "master copy" in capsys.readouterr().out
 
 
+def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
+    # fp32: weight 4 + gradient 4 + Adam's m, v 8 (no separate master); bf16: 2 + 2 + 4 master + 8
+    assert reference_bytes_per_parameter(4) == 16 and reference_bytes_per_parameter(2) == 16
+    assert check_bytes_per_parameter(lambda w: 2 * w + (8 if w >= 4 else 12)) is True
+    capsys.readouterr()
+    assert check_bytes_per_parameter(lambda w: 2 * w + 12) is False  # master copy counted for fp32 weights
+    assert "their own master copy" in capsys.readouterr().out
+    shape = scaling.HUB_SHAPES["Qwen/Qwen2.5-0.5B"]
+    fp32 = scaling.training_memory(shape, sequences=8, tokens_per_sequence=128, weight_bytes=4)
+    per_param = (fp32["policy weights"] + fp32["policy gradients"] + fp32["Adam + fp32 master"]) * 1024 ** 3
+    assert per_param / (fp32["parameters (B)"] * 1e9) == pytest.approx(16.0)
+
+
 @pytest.mark.slow
 def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path):
     from rlbook.tasks import get_task

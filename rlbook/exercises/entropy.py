@@ -7,14 +7,15 @@ natural step Δz = η·(A − E_π[A]), the first-order change of the entropy,
 compares it with ``rlbook.entropy.predicted_entropy_change`` of
 ``rlbook.entropy.policy_gradient_logit_step(..., natural=True)`` on a few policies (with advantages
 whose mean under π is not 0) and, when it differs, names the likely mistake: the sign, the vanilla
-weighting π·A, no centring, a uniform average over actions instead of one under π, η left out.
+weighting π·A, no centring, a uniform average over actions instead of one under π, η left out, or
+the exact change H(softmax(z + Δz)) − H(softmax(z)) in place of its first-order prediction.
 """
 
 from __future__ import annotations
 
 import torch
 
-from rlbook.entropy import policy_gradient_logit_step, predicted_entropy_change
+from rlbook.entropy import entropy_change, policy_gradient_logit_step, predicted_entropy_change
 from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
 
 __all__ = ["CASES", "reference_entropy_change", "check_entropy_change"]
@@ -42,6 +43,7 @@ def _mistakes(logits, advantages, lr: float) -> dict[str, tuple[float, str]]:
     right = reference_entropy_change(logits, advantages, lr)
     vanilla = predicted_entropy_change(logits, policy_gradient_logit_step(logits, advantages, lr))
     uniform = -lr * float(((log_p - log_p.mean()) * (a - a.mean())).mean())
+    exact = entropy_change(logits, policy_gradient_logit_step(logits, advantages, lr, natural=True))
     return {
         "sign": (-right, "the sign is flipped: ΔH ≈ −η·Cov(log π, A); rewarding a likely action lowers the entropy"),
         "vanilla": (vanilla, "that is the vanilla step Δz = η·π·A; the natural step moves each logit by η·A itself"),
@@ -49,6 +51,9 @@ def _mistakes(logits, advantages, lr: float) -> dict[str, tuple[float, str]]:
                                                            "(E_π[log π] = −H and E_π[A]) before taking E_π[·]"),
         "uniform": (uniform, "the means and the average are uniform over actions; they are expectations under π"),
         "no_lr": (right / lr, "η is missing: the change is proportional to the step size"),
+        "exact": (exact, f"that is the exact change H(softmax(z + Δz)) − H(softmax(z)) = {exact:.6f}; the "
+                         f"exercise asks for its first-order prediction −η·Cov_π(log π, A) = {right:.6f}, "
+                         "which differs from it at order η²"),
     }
 
 

@@ -1,9 +1,11 @@
 """Checker for the exercise of lesson 13 (SAPO and CISPO): SAPO's gate weight.
 
-The reader writes ``fn(ratio, advantages, tau_pos, tau_neg) -> w``, the weight SAPO's soft gate
+The reader writes ``fn(ratio, advantages, tau_pos, tau_neg) -> g``, the weight SAPO's soft gate
 puts on the importance-sampled gradient r · A · ∇log π (Gao et al. 2025, arXiv:2511.20347):
 
-    w(r) = f'(r) = 4 σ(τ (r − 1)) (1 − σ(τ (r − 1))),   τ = τ_pos if A > 0 else τ_neg.
+    g(r) = f'(r) = 4 σ(τ (r − 1)) (1 − σ(τ (r − 1))),   τ = τ_pos if A > 0 else τ_neg.
+
+(Lesson 13's notation: the full coefficient of A · ∇log π is w(r) = r · g(r).)
 
 The reference is not a second formula: it is autograd's derivative of the library's
 ``rlbook.ratios.sapo_gate``. When the answer differs the checker names the likely mistake.
@@ -49,8 +51,8 @@ def _gate_mistakes(ratio, advantages, tau_pos, tau_neg):
                            "gate is σ(τ(r − 1)) · 4/τ, and the 4/τ makes the weight 4 σ(1 − σ), 1 at r = 1 for any τ."),
         "gate_value": (sig * 4 / tau, "this is the gate f(r) itself (2/τ at r = 1); the weight on the gradient is "
                        "its derivative f'(r)."),
-        "times_ratio": (weight * ratio, "this is w(r) · r, the full coefficient of A · ∇log π; the gate weight is "
-                        "the factor on the importance-sampled gradient r · A · ∇log π, without the r."),
+        "times_ratio": (weight * ratio, "this is g(r) · r = w(r), the full coefficient of A · ∇log π; the gate "
+                        "weight g(r) is the factor on the importance-sampled gradient r · A · ∇log π, without the r."),
         "no_shift": (4 * no_shift * (1 - no_shift), "the sigmoid must be centred at r = 1: σ(τ (r − 1)), not σ(τ r)."),
         "swapped_tau": (4 * swapped_sig * (1 - swapped_sig), "τ_pos and τ_neg are swapped: τ_pos applies where "
                         "A > 0, τ_neg where A ≤ 0."),

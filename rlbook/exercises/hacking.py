@@ -10,7 +10,9 @@ for a right answer in that format, else 0.0, for any string.
 The checker runs it on right answers (all must get 1) and on a hostile corpus (all must get 0:
 the hacks a lax check admits, strings written for an ``eval``, huge numbers, deep nesting, Unicode
 digits…), with ``eval`` and ``exec`` switched off and a time bound on every call, and names the
-first hack the verifier admits. ``reference_fraction_reward`` is a verifier that passes.
+first hack the verifier admits, or the right answer an over-strict one refuses (long answers, large
+denominators, newlines inside the block). ``reference_fraction_reward`` is a verifier that passes; so
+is comparing the stripped answer with ``str(expected)``, the canonical form.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ RIGHT_ANSWERS = (
     ("<answer>2</answer>", Fraction(2)),
     ("<answer>0</answer>", Fraction(0)),
     ("<answer>11/12</answer>", Fraction(11, 12)),
+    ("<answer>123457/789</answer>", Fraction(123457, 789)),  # long, with a large denominator
+    ("<answer>\n7/9\n</answer>", Fraction(7, 9)),  # newlines inside the block are whitespace
+    ("<think>" + "1/2 + 1/4 = 3/4; " * 20 + "</think><answer>3/4</answer>", Fraction(3, 4)),
 )
 
 # (name of the hack, completion, expected): every one must get 0.0.

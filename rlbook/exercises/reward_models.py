@@ -19,11 +19,14 @@ __all__ = ["check_bradley_terry_loss"]
 
 
 def _cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Three fixed batches of (chosen, rejected) rewards, B = 5, margins of both signs and one large."""
+    """Three fixed batches of (chosen, rejected) rewards, B = 5, margins of both signs; the third holds a
+    margin of −800, where σ(Δr) underflows to 0 in float64 and e^{−Δr} overflows, so a naive
+    −log σ(Δr) or log(1 + e^{−Δr}) is not finite (a margin of 35 let both pass)."""
     generator = torch.Generator().manual_seed(404)
     cases = [(2.0 * torch.randn(5, dtype=DTYPE, generator=generator), 2.0 * torch.randn(5, dtype=DTYPE, generator=generator))
              for _ in range(2)]
-    cases.append((torch.tensor([30.0, 0.5, -1.0, 2.0, 0.0], dtype=DTYPE), torch.tensor([-5.0, 0.0, 1.0, 2.5, 0.1], dtype=DTYPE)))
+    cases.append((torch.tensor([-400.0, 0.5, -1.0, 2.0, 0.0], dtype=DTYPE),
+                  torch.tensor([400.0, 0.0, 1.0, 2.5, 0.1], dtype=DTYPE)))
     return cases
 
 

@@ -184,7 +184,7 @@ def policy_loss(
           token's covariance (log π − mean)(A − mean) over the batch (``rlbook.entropy.token_covariance``)
           picks the tokens that drive the entropy down: Clip-Cov drops the gradient of a random
           ``cov_fraction`` of the tokens (default 2e-4, at least one) whose covariance lies in
-          ``cov_bounds``, drawn with ``cov_generator`` (default: torch's global generator); KL-Cov adds ``kl_cov_coef`` ·
+          ``cov_bounds`` and that the clip has not already stopped, drawn with ``cov_generator`` (default: torch's global generator); KL-Cov adds ``kl_cov_coef`` ·
           |log π_θ − log π_old| to the top ``cov_fraction`` (default 2e-3, at least one) by covariance.
 
     Metrics: ``policy_loss`` (the surrogate alone), ``clip_frac_low`` / ``clip_frac_high`` /
@@ -221,7 +221,8 @@ def policy_loss(
         raise ValueError("behaviour_weight_cap needs behaviour_logp (the decoupled objective)")
     if cov_control is not None:
         per_token = _covariance_control(per_token, logp, old_logp, token_advantages, mask, cov_control,
-                                        cov_fraction, cov_bounds, kl_cov_coef, cov_generator, extra)
+                                        cov_fraction, cov_bounds, kl_cov_coef, cov_generator, extra,
+                                        already_clipped=clip_low | clip_high)
     elif cov_fraction is not None:
         raise ValueError("cov_fraction needs cov_control ('clip_cov' or 'kl_cov')")
 
@@ -246,7 +247,7 @@ def policy_loss(
 
 
 def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fraction, bounds, coef, generator,
-                        extra):
+                        extra, already_clipped):
     """Clip-Cov (detach the chosen tokens' loss) or KL-Cov (add coef·|log π_θ − log π_old| on them)."""
     check_choice("cov_control", control, tuple(COV_CONTROLS))
     fraction = COV_CONTROLS[control] if fraction is None else fraction
@@ -255,7 +256,8 @@ def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fr
     if control == "clip_cov":
         if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
             raise ValueError(f"cov_bounds must be (low, high), got {bounds!r}")
-        chosen = clip_cov_mask(covariance, mask, fraction=fraction, low=bounds[0], high=bounds[1], generator=generator)
+        chosen = clip_cov_mask(covariance, mask, fraction=fraction, low=bounds[0], high=bounds[1], generator=generator,
+                               already_clipped=already_clipped)
         per_token = torch.where(chosen, per_token.detach(), per_token)
     else:
         coef = check_positive("kl_cov_coef", coef, allow_zero=True)
