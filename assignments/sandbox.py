@@ -103,7 +103,7 @@ def run(argv: list[str], folder: pathlib.Path, stdin: str, limits: Limits, *, ui
         needed = [pathlib.Path(sys.prefix), pathlib.Path(__file__).resolve().parent.parent / "rlbook"]
         mounts += [f"mount -t tmpfs -o size=4k,mode=000 none {shlex.quote(str(path))}"
                    for path in hide if path.is_dir() and not any(n.is_relative_to(path) for n in needed)]
-        mounts += [f"mount -t tmpfs -o size=256m,mode=1777 none {path}" for path in PRIVATE_TMP if os.path.isdir(path)]
+        mounts += _private_tmp_mounts(needed)
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                 "--no-new-privs", "--"]
         script = " && ".join(mounts) + f" && cd {SANDBOX_DIR} && exec " + shlex.join(drop + argv)
@@ -121,6 +121,27 @@ def run(argv: list[str], folder: pathlib.Path, stdin: str, limits: Limits, *, ui
             pass
         stdout, stderr = process.communicate()
         return Outcome(stdout, stderr, None, True)
+
+
+def _private_tmp_mounts(needed: list[pathlib.Path]) -> list[str]:
+    """Shell commands giving the process an empty ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) that still shows
+    the ``needed`` folders under them (the interpreter and rlbook, when the checkout itself lives in ``/tmp``):
+    each is opened before the empty tmpfs covers it and bound back from that open descriptor."""
+    commands, descriptor = [], 3
+    for path in PRIVATE_TMP:
+        if not os.path.isdir(path):
+            continue
+        inside = [n for n in needed if n.resolve().is_relative_to(path)]
+        opened = {}
+        for folder in inside:
+            opened[folder.resolve()] = descriptor
+            commands.append(f"exec {descriptor}< {shlex.quote(str(folder.resolve()))}")
+            descriptor += 1
+        commands.append(f"mount -t tmpfs -o size=256m,mode=1777 none {path}")
+        for folder, fd in opened.items():
+            commands += [f"mkdir -p {shlex.quote(str(folder))}",
+                         f"mount --no-canonicalize --bind /proc/self/fd/{fd} {shlex.quote(str(folder))}", f"exec {fd}<&-"]
+    return commands
 
 
 def clean_env(folder: pathlib.Path, extra: dict[str, str]) -> dict[str, str]:
