@@ -83,9 +83,6 @@ def main(paths: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-
 
 # What ipykernel's own "python3" kernel calls itself: JupyterLab writes it into a notebook it opens, so a
 # lesson stored with another display name is marked changed on open, and autosaved.
@@ -111,3 +108,7 @@ def _js_numbers(value):
     if isinstance(value, list):
         return [_js_numbers(item) for item in value]
     return value
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
