@@ -18,7 +18,8 @@ cores this process may use, never more than there are jobs.
 Simplifications: the workers are started with ``fork`` (Linux), so a function defined in a notebook
 cell works as it is and nothing but the results is pickled; the results must be picklable (a
 ``History``, numbers, dicts, tensors). Where ``fork`` is not the platform's way (macOS, Windows),
-the jobs run one after another in this process, with the same numbers. What a worker prints
+or once this process has initialised CUDA (a forked child cannot use it), the jobs run one after
+another in this process, with the same numbers. What a worker prints
 reaches the notebook in no particular order (or the terminal that started Jupyter): a job should
 return what the lesson shows rather than print it; the parent shows one progress bar over the jobs.
 """
@@ -59,7 +60,9 @@ def default_workers(n_jobs: int) -> int:
 
 
 def _can_fork() -> bool:
-    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+    # A forked child cannot use CUDA once the parent has initialised it: on a GPU the jobs run here.
+    return (sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+            and not torch.cuda.is_initialized())
 
 
 @contextmanager
