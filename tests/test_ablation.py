@@ -6,20 +6,10 @@ from __future__ import annotations
 import pytest
 
 from rlbook.ablation import run_ablation
-from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.tasks import get_task
 from rlbook.trainers import preset
 
 SMALL = dict(group_size=3, prompts_per_step=2, max_new_tokens=6, lr=1e-2)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    tokenizer = build_char_tokenizer()
-    build_tiny_model(tokenizer, shape="test").save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from rlbook.ablation import run_ablation
-from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.parallel import WORKERS_ENV, default_workers, run_parallel
 from rlbook.tasks import get_task
 from rlbook.trainers import preset
@@ -70,15 +69,6 @@ def test_default_workers_follows_the_environment(monkeypatch):
         default_workers(4)
     monkeypatch.delenv(WORKERS_ENV)
     assert default_workers(1000) == len(os.sched_getaffinity(0))
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    tokenizer = build_char_tokenizer()
-    build_tiny_model(tokenizer, shape="test").save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
 
 
 def _comparable(value):
