@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.losses.policy import VARIANT_DEFAULTS
+from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS
 from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
 from rlbook.trainers.config import OnlineConfig
@@ -72,12 +72,14 @@ def _check_config(config) -> OnlineConfig:
     return config
 
 
-def trl_grpo_config(config: OnlineConfig) -> dict:
+def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
     """Keyword arguments of ``trl.GRPOConfig`` for ``config`` (add output_dir, max_steps, logging yourself).
 
     One rlbook step (``prompts_per_step`` × ``group_size`` completions, ``epochs`` passes in minibatches of
-    ``minibatch_size``) is one TRL generation batch: ``per_device_train_batch_size`` = the minibatch,
-    ``steps_per_generation`` = minibatches per batch, ``num_iterations`` = epochs. Raises ``ValueError``
+    ``minibatch_size``) is one TRL generation batch: ``steps_per_generation`` = minibatches per batch,
+    ``num_iterations`` = epochs, and ``per_device_train_batch_size`` = the minibatch divided by
+    ``num_processes`` (the processes ``accelerate launch`` starts: TRL's batch size is per device, so
+    without the division N processes would train on an N times larger minibatch). Raises ``ValueError``
     for a setting TRL cannot express (a critic, GMPO, the KL in the reward, an entropy bonus, Clip-Cov,
     dynamic sampling, advantage filtering or noise, the soft overlong penalty as a config key).
     """
@@ -112,9 +114,15 @@ def trl_grpo_config(config: OnlineConfig) -> dict:
     minibatch = config.minibatch_size or batch
     if batch % minibatch:
         raise ValueError(f"minibatch_size must divide prompts_per_step × group_size = {batch}, got {minibatch}")
+    if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive int, got {num_processes!r}")
+    if minibatch % num_processes:
+        raise ValueError(f"num_processes={num_processes} must divide the minibatch of {minibatch} completions "
+                         "(per_device_train_batch_size = minibatch / num_processes); change minibatch_size or "
+                         "the number of processes")
     kwargs = dict(
         num_generations=config.group_size,
-        per_device_train_batch_size=minibatch,
+        per_device_train_batch_size=minibatch // num_processes,
         gradient_accumulation_steps=1,
         steps_per_generation=batch // minibatch,
         num_iterations=config.epochs,
@@ -143,63 +151,166 @@ def trl_grpo_config(config: OnlineConfig) -> dict:
     return kwargs
 
 
-def verl_overrides(config: OnlineConfig) -> dict:
-    """Hydra overrides of verl's PPO trainer for ``config`` (names from verl's ``ppo_trainer.yaml``).
+# rlbook's variants as verl's ``actor.policy_loss.loss_mode`` (registered in verl's
+# ``verl/trainer/ppo/core_algos.py`` with ``@register_policy_loss``): "vanilla" is PPO's clipped surrogate,
+# "gpg" the plain −A·log π (REINFORCE), "geo_mean" GMPO, "cispo" and "sapo" as named. GSPO, GMPO and SAPO
+# fix their own aggregation in verl (seq-mean-token-mean, or the plain mean over sequences for geo_mean,
+# which equals it for one ratio per sequence), so rlbook's must be the same or the variant is refused.
+_VERL_LOSS_MODE = {"ppo": "vanilla", "grpo": "vanilla", "dr_grpo": "vanilla", "dapo": "vanilla",
+                   "reinforce": "gpg", "gspo": "gspo", "gmpo": "geo_mean", "cispo": "cispo", "sapo": "sapo"}
+_VERL_FIXED_AGGREGATION = {"gspo": "seq_mean_token_mean", "gmpo": "seq_mean_token_mean", "sapo": "seq_mean_token_mean"}
+_VERL_ESTIMATOR = {"grpo": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforce_plus_plus",
+                   "gae": "gae"}
 
-    Documentation, not a tested interface: verl is not a dependency. Raises ``ValueError`` for a setting
-    with no verl key here (GMPO, SAPO, CISPO's loss modes, advantage filtering or noise).
+
+def verl_overrides(config: OnlineConfig) -> dict:
+    """Hydra overrides of verl's PPO trainer for ``config``: every setting translated or refused by name.
+
+    Names are verl's (Sheng et al. 2024, arXiv:2409.19256), checked against its source at the time of writing
+    (``ppo_trainer.yaml``, ``actor/actor.yaml``, ``model/hf_model.yaml``, ``core_algos.py``'s policy losses)
+    and its DAPO recipe: dynamic sampling is ``algorithm.filter_groups.*`` and the soft overlong penalty
+    ``reward_model.overlong_buffer.*`` with the ``dapo`` reward manager (newer verl releases spell the latter
+    ``reward_model.reward_kwargs.overlong_buffer_cfg.*``). verl is not a dependency, so these are documentation,
+    not a tested interface: check them against the release you run. Raises ``ValueError`` naming the field
+    for a setting verl's configuration cannot express: no advantage ("none"), advantage filtering or noise,
+    a format reward weight (a reward function in verl), covariance control on a non-PPO loss, an aggregation
+    GSPO / GMPO / SAPO do not use in verl, a minibatch that is not whole groups, or an overlong window that
+    does not end at the generation budget.
+
+    Conventions that differ without a key to change them (read before comparing runs): verl's GRPO σ is
+    Bessel's (n − 1), rlbook's only with ``unbiased_std``; verl's "vanilla" loss always applies the dual clip
+    at ``clip_ratio_c`` (default 3) to tokens with A < 0, and its "kl_cov" adds its penalty to the unclipped
+    surrogate — both differ from rlbook only on tokens whose ratio has moved, which a single on-policy
+    step (one epoch, one minibatch) never has.
     """
     config = _check_config(config)
     settings = _loss_settings(config)
     actor, algorithm = "actor_rollout_ref.actor", "algorithm"
-    estimators = {"grpo": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforce_plus_plus",
-                  "gae": "gae"}
-    if config.advantage not in estimators:
+    if config.advantage not in _VERL_ESTIMATOR:
         raise _unsupported("advantage", config.advantage, "verl", "verl always uses an advantage estimator")
-    loss_modes = {"ppo": "vanilla", "grpo": "vanilla", "dr_grpo": "vanilla", "dapo": "vanilla",
-                  "reinforce": "vanilla", "gspo": "gspo"}
-    if config.variant not in loss_modes:
-        raise _unsupported("variant", config.variant, "verl", "no policy_loss.loss_mode for it in ppo_trainer.yaml")
-    for field, is_set in (("advantage_filter", config.advantage_filter is not None),
-                          ("advantage_noise", config.advantage_noise > 0)):
+    for field, is_set, why in (
+            ("advantage_filter", config.advantage_filter is not None, "no key for it in ppo_trainer.yaml"),
+            ("advantage_noise", config.advantage_noise > 0, "no key for it in ppo_trainer.yaml"),
+            ("format_reward_weight", config.format_reward_weight > 0,
+             "verl's reward is one function (custom_reward_function): add the weighted format reward there")):
         if is_set:
-            raise _unsupported(field, getattr(config, field), "verl", "no key for it in ppo_trainer.yaml")
-    loss_mode = {"clip_cov": "clip_cov", "kl_cov": "kl_cov"}.get(config.cov_control, loss_modes[config.variant])
+            raise _unsupported(field, getattr(config, field), "verl", why)
+    fixed = _VERL_FIXED_AGGREGATION.get(config.variant)
+    if fixed is not None and settings["aggregation"] != fixed:
+        raise _unsupported("aggregation", settings["aggregation"], "verl",
+                           f"verl's {_VERL_LOSS_MODE[config.variant]} loss always aggregates as {fixed}")
+    loss_mode = _VERL_LOSS_MODE[config.variant]
+    if config.cov_control is not None:
+        if loss_mode != "vanilla":
+            raise _unsupported("cov_control", f"{config.cov_control} with variant {config.variant}", "verl",
+                               "verl's clip_cov / kl_cov loss modes replace the vanilla PPO loss")
+        loss_mode = config.cov_control
+    batch = config.batch_size
+    minibatch = config.minibatch_size or batch
+    if minibatch % config.group_size:
+        raise _unsupported("minibatch_size", minibatch, "verl",
+                           f"ppo_mini_batch_size counts prompts (whole groups of {config.group_size})")
     overrides = {
-        f"{algorithm}.adv_estimator": estimators[config.advantage],
+        f"{algorithm}.adv_estimator": _VERL_ESTIMATOR[config.advantage],
         f"{algorithm}.norm_adv_by_std_in_grpo": config.advantage != "dr_grpo",
         "data.train_batch_size": config.prompts_per_step,
         "actor_rollout_ref.rollout.n": config.group_size,
         "data.max_response_length": config.max_new_tokens,
         "actor_rollout_ref.rollout.temperature": config.temperature,
         "actor_rollout_ref.rollout.top_p": config.top_p,
-        f"{actor}.ppo_mini_batch_size": (config.minibatch_size or config.batch_size) // config.group_size,
+        f"{actor}.ppo_mini_batch_size": minibatch // config.group_size,
         f"{actor}.ppo_epochs": config.epochs,
         f"{actor}.optim.lr": config.lr,
-        f"{actor}.grad_clip": config.max_grad_norm or 0.0,
+        f"{actor}.optim.lr_warmup_steps": config.warmup_steps,
+        # verl always calls clip_grad_norm_(max_norm=grad_clip): 0 would zero every gradient, inf clips nothing
+        f"{actor}.grad_clip": config.max_grad_norm if config.max_grad_norm is not None else float("inf"),
         f"{actor}.loss_agg_mode": _VERL_AGGREGATION[settings["aggregation"]],
         f"{actor}.policy_loss.loss_mode": loss_mode,
         f"{actor}.entropy_coeff": config.entropy_coef,
     }
-    if settings.get("eps_low") is not None:
-        overrides.update({f"{actor}.clip_ratio_low": settings["eps_low"], f"{actor}.clip_ratio_high": settings["eps_high"]})
-    if config.dual_clip is not None:
-        overrides[f"{actor}.clip_ratio_c"] = config.dual_clip
+    if settings["aggregation"] == "seq_mean_token_sum_norm":
+        # Dr.GRPO's constant L is the budget; verl divides by loss_scale_factor, or the padded width when unset
+        overrides[f"{actor}.loss_scale_factor"] = config.max_new_tokens
+    overrides.update(_verl_clip(config, settings, actor))
     if config.kl_beta > 0 and config.kl_placement == "loss":
         overrides.update({f"{actor}.use_kl_loss": True, f"{actor}.kl_loss_coef": config.kl_beta,
                           f"{actor}.kl_loss_type": _VERL_KL[config.kl_estimator]})
-    elif config.kl_beta > 0:
-        overrides.update({f"{algorithm}.use_kl_in_reward": True, f"{algorithm}.kl_ctrl.kl_coef": config.kl_beta,
-                          f"{algorithm}.kl_penalty": _VERL_KL[config.kl_estimator]})
-    if config.cov_control is not None and config.cov_fraction is not None:
-        key = "clip_cov_ratio" if config.cov_control == "clip_cov" else "kl_cov_ratio"
-        overrides[f"{actor}.policy_loss.{key}"] = config.cov_fraction
-    if config.dynamic_sampling:
-        overrides[f"{algorithm}.dynamic_filter.enable"] = True
+    else:
+        overrides[f"{actor}.use_kl_loss"] = False
+        if config.kl_beta > 0:
+            overrides.update({f"{algorithm}.use_kl_in_reward": True, f"{algorithm}.kl_ctrl.kl_coef": config.kl_beta,
+                              f"{algorithm}.kl_penalty": _VERL_KL[config.kl_estimator]})
+    if config.cov_control is not None:
+        policy_loss = f"{actor}.policy_loss"
+        fraction = config.cov_fraction if config.cov_fraction is not None else COV_CONTROLS[config.cov_control]
+        if config.cov_control == "clip_cov":
+            overrides.update({f"{policy_loss}.clip_cov_ratio": fraction, f"{policy_loss}.clip_cov_lb": config.cov_bounds[0],
+                              f"{policy_loss}.clip_cov_ub": config.cov_bounds[1]})
+        else:
+            overrides.update({f"{policy_loss}.kl_cov_ratio": fraction, f"{policy_loss}.ppo_kl_coef": config.kl_cov_coef})
+    overrides.update(_verl_dynamic_sampling(config))
+    overrides.update(_verl_overlong(config))
+    if config.lora:
+        model = "actor_rollout_ref.model"
+        peft = lora_config(r=config.lora)  # rlbook's LoRA: the same rank, alpha and target modules
+        overrides.update({f"{model}.lora_rank": peft.r, f"{model}.lora_alpha": peft.lora_alpha,
+                          f"{model}.target_modules": sorted(peft.target_modules)})
     if config.advantage == "gae":
         overrides.update({f"{algorithm}.gamma": config.gamma, f"{algorithm}.lam": config.lam,
                           "critic.optim.lr": config.critic_lr})
     return overrides
+
+
+def _verl_clip(config: OnlineConfig, settings: dict, actor: str) -> dict:
+    """verl's clip keys: PPO's bounds (also GSPO's and, in log space, GMPO's: the same in both), CISPO's
+    weight bounds, SAPO's temperatures, and the dual clip."""
+    if config.variant == "sapo":
+        return {f"{actor}.tau_pos": settings["tau_pos"], f"{actor}.tau_neg": settings["tau_neg"]}
+    if settings.get("eps_high") is None:
+        return {}  # REINFORCE: nothing to clip
+    # verl's cispo clamps the weight to [1 − clip_ratio_low, 1 + clip_ratio_high]; rlbook's default has no
+    # lower bound, which clip_ratio_low = 1 (a floor at 0, below every ratio) expresses exactly.
+    low = settings["eps_low"] if settings["eps_low"] is not None else 1.0
+    clip = {f"{actor}.clip_ratio_low": low, f"{actor}.clip_ratio_high": settings["eps_high"]}
+    if config.dual_clip is not None:
+        clip[f"{actor}.clip_ratio_c"] = config.dual_clip
+    return clip
+
+
+def _verl_dynamic_sampling(config: OnlineConfig) -> dict:
+    """DAPO's dynamic sampling in verl: ``algorithm.filter_groups`` (verl's DAPO recipe).
+
+    rlbook drops groups whose rewards, as the advantages see them (verifier + format + overlong, minus the
+    KL when it is in the reward), are all equal: verl's metric ``seq_final_reward`` (the summed
+    ``token_level_rewards``). rlbook samples ``prompts_per_step`` prompts a round and at most
+    ``max_resample_rounds`` extra rounds; verl counts generation batches, the first included. When the
+    rounds run out rlbook trains on the groups it has, where verl's recipe stops with an error.
+    """
+    if not config.dynamic_sampling:
+        return {"algorithm.filter_groups.enable": False}
+    return {"algorithm.filter_groups.enable": True, "algorithm.filter_groups.metric": "seq_final_reward",
+            "algorithm.filter_groups.max_num_gen_batches": config.max_resample_rounds + 1,
+            "data.gen_batch_size": config.prompts_per_step}
+
+
+def _verl_overlong(config: OnlineConfig) -> dict:
+    """DAPO's soft overlong penalty in verl: ``reward_model.overlong_buffer`` with the ``dapo`` reward manager.
+
+    verl's buffer ends at ``data.max_response_length`` and adds min(−(|y| − (L_max − len)) / len × factor, 0)
+    (DAPO recipe), which is rlbook's ``soft_overlong_penalty`` (Yu et al. 2025, arXiv:2503.14476, "Soft Overlong Punishment") with
+    len = cache_len and factor 1 when rlbook's max_len is the generation budget. Other windows are refused.
+    """
+    if config.overlong is None:
+        return {"reward_model.overlong_buffer.enable": False}
+    max_len, cache_len = config.overlong
+    if max_len != config.max_new_tokens:
+        raise _unsupported("overlong", config.overlong, "verl",
+                           f"verl's overlong buffer ends at data.max_response_length = max_new_tokens = "
+                           f"{config.max_new_tokens}, not at {max_len}")
+    if cache_len < 1:
+        raise _unsupported("overlong", config.overlong, "verl", "verl's overlong_buffer.len must be at least 1")
+    return {"reward_model.reward_manager": "dapo", "reward_model.overlong_buffer.enable": True,
+            "reward_model.overlong_buffer.len": cache_len, "reward_model.overlong_buffer.penalty_factor": 1.0}
 
 
 ADAM_AND_MASTER_BYTES = 12  # per trained parameter: fp32 master weights + Adam's two fp32 moments, 4 bytes each
@@ -302,6 +413,7 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     held-out pass@1), when given, is called before training and every ``eval_every`` steps; its dict is
     merged into that step's row. Each row: ``step``, TRL's logged ``reward`` and ``entropy`` where logged.
     """
+    import os
     import tempfile
 
     from transformers import TrainerCallback
@@ -328,9 +440,12 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
 
     dataset = train_dataset if train_dataset is not None else task.dataset(2000, seed=config.seed, split="train")
     with tempfile.TemporaryDirectory() as scratch:
+        # WORLD_SIZE: the processes accelerate launch (or torchrun) started; 1 when run directly
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
         args = GRPOConfig(output_dir=str(output_dir or scratch), use_cpu=not torch.cuda.is_available(),
                           report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
-                          disable_tqdm=True, dataloader_num_workers=0, **trl_grpo_config(config))
+                          disable_tqdm=True, dataloader_num_workers=0,
+                          **trl_grpo_config(config, num_processes=world_size))
         trainer = GRPOTrainer(model=str(model_folder), reward_funcs=[task.reward_fn()], args=args,
                               train_dataset=dataset, processing_class=load_tokenizer(model_folder),
                               peft_config=lora_config(r=config.lora) if config.lora else None,
@@ -373,44 +488,59 @@ def train_with_rlbook(model_folder, task, config: OnlineConfig, *, steps: int, t
 def main(argv=None) -> int:
     """``accelerate launch --cpu --num_processes 1 -m rlbook.scaling --steps 2``: GRPO through TRL on a zoo model.
 
-    What lesson 21 launches: the zoo model saved to a temporary folder, rlbook's verifier as the reward,
-    the preset mapped by ``trl_grpo_config``; prints one line per logged step and the final held-out pass@1.
+    What lesson 21 launches: the model saved to a temporary folder, rlbook's verifier as the reward, the
+    preset mapped by ``trl_grpo_config`` (its minibatch divided between the launched processes); prints one
+    line per logged step and the final held-out pass@1. The generation budget is the preset's
+    ``max_new_tokens`` unless ``--max-new-tokens`` is given; the prompts carry the task's format instruction
+    as a system prompt for a model outside the zoo (zoo models learned the format and get none) unless
+    ``--system-prompt`` says otherwise ("" for none).
     """
     import argparse
     import json
     import tempfile
 
     from rlbook.evaluation import evaluate_pass_at_k
-    from rlbook.models import load_model
-    from rlbook.tasks import get_task
+    from rlbook.models import load_model, resolve
+    from rlbook.tasks import FORMAT_INSTRUCTION, get_task
     from rlbook.trainers import preset
 
     parser = argparse.ArgumentParser(prog="python -m rlbook.scaling", description=main.__doc__)
-    parser.add_argument("--model", default="arith-base", help="zoo name or folder")
+    parser.add_argument("--model", default="arith-base", help="zoo name, folder or hub id")
     parser.add_argument("--task", default="arithmetic")
     parser.add_argument("--preset", default="grpo")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--lora", type=int, default=8, help="LoRA rank (0: train every weight)")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the preset's max_new_tokens")
+    parser.add_argument("--system-prompt", default=None,
+                        help='default: none for a zoo model, the format instruction otherwise; "" for none')
     args = parser.parse_args(argv)
     try:
+        budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}
         config = preset(args.preset, kl_beta=0.0, lora=args.lora or None, lr=args.lr, seed=args.seed,
-                        max_new_tokens=48, unbiased_std=True)
+                        unbiased_std=True, **budget)
         task = get_task(args.task)
+        source, _ = resolve(args.model)
         model, tokenizer = load_model(args.model)
     except ValueError as error:
         parser.error(str(error))
-    held_out = list(task.dataset(32, seed=0, split="test"))
+    if args.system_prompt is None:
+        system_prompt = None if source == "zoo" else FORMAT_INSTRUCTION
+    else:
+        system_prompt = args.system_prompt or None
+    held_out = list(task.dataset(32, seed=0, split="test", system_prompt=system_prompt))
+    train_dataset = task.dataset(2000, seed=config.seed, split="train", system_prompt=system_prompt)
 
     def evaluate(policy):
         return {"held-out pass@1": evaluate_pass_at_k(policy, tokenizer, held_out, task.reward, n_samples=4,
-                                                      max_new_tokens=48)["pass@1"]}
+                                                      max_new_tokens=config.max_new_tokens)["pass@1"]}
 
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        rows = train_with_trl(folder, task, config, steps=args.steps, evaluate=evaluate, eval_every=args.steps)
+        rows = train_with_trl(folder, task, config, steps=args.steps, train_dataset=train_dataset,
+                              evaluate=evaluate, eval_every=args.steps)
     for row in rows:
         print(json.dumps({key: round(value, 4) if isinstance(value, float) else value for key, value in row.items()}))
     return 0
