@@ -30,8 +30,9 @@ from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
 from rlbook.trainers.config import OnlineConfig
 
-__all__ = ["ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "optimizer_bytes_per_parameter", "parameters_of_shape", "train_with_trl", "trl_grpo_config", "training_memory",
-           "verl_overrides"]
+__all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
+           "gpus_needed", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape",
+           "train_with_trl", "trl_grpo_config", "training_memory", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
 _TRL_LOSS_TYPE = {
@@ -244,10 +245,12 @@ def verl_overrides(config: OnlineConfig) -> dict:
         policy_loss = f"{actor}.policy_loss"
         fraction = config.cov_fraction if config.cov_fraction is not None else COV_CONTROLS[config.cov_control]
         if config.cov_control == "clip_cov":
-            overrides.update({f"{policy_loss}.clip_cov_ratio": fraction, f"{policy_loss}.clip_cov_lb": config.cov_bounds[0],
+            overrides.update({f"{policy_loss}.clip_cov_ratio": fraction,
+                              f"{policy_loss}.clip_cov_lb": config.cov_bounds[0],
                               f"{policy_loss}.clip_cov_ub": config.cov_bounds[1]})
         else:
-            overrides.update({f"{policy_loss}.kl_cov_ratio": fraction, f"{policy_loss}.ppo_kl_coef": config.kl_cov_coef})
+            overrides.update({f"{policy_loss}.kl_cov_ratio": fraction,
+                              f"{policy_loss}.ppo_kl_coef": config.kl_cov_coef})
     overrides.update(_verl_dynamic_sampling(config))
     overrides.update(_verl_overlong(config))
     if config.lora:
@@ -297,8 +300,9 @@ def _verl_overlong(config: OnlineConfig) -> dict:
     """DAPO's soft overlong penalty in verl: ``reward_model.overlong_buffer`` with the ``dapo`` reward manager.
 
     verl's buffer ends at ``data.max_response_length`` and adds min(−(|y| − (L_max − len)) / len × factor, 0)
-    (DAPO recipe), which is rlbook's ``soft_overlong_penalty`` (Yu et al. 2025, arXiv:2503.14476, "Soft Overlong Punishment") with
-    len = cache_len and factor 1 when rlbook's max_len is the generation budget. Other windows are refused.
+    (DAPO recipe), which is rlbook's ``soft_overlong_penalty`` (Yu et al. 2025, arXiv:2503.14476, "Soft
+    Overlong Punishment") with len = cache_len and factor 1 when rlbook's max_len is the generation budget.
+    Other windows are refused.
     """
     if config.overlong is None:
         return {"reward_model.overlong_buffer.enable": False}
@@ -358,49 +362,170 @@ def parameters_of_shape(config) -> int:
     return count_parameters(model)
 
 
-def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
-                    reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
-                    shards: int = 1) -> dict:
-    """GiB per GPU for each role in full fine-tuning (or LoRA) of the model ``config`` describes.
+# The roles ``training_memory`` charges, in the order the figures stack them. Persistent model states
+# first, then what only generation holds (a full copy of the weights, the KV cache), then what only the
+# training pass holds (activations, logits).
+MEMORY_ROLES = ("policy weights", "policy gradients", "Adam + fp32 master", "reference", "critic",
+                "weights gathered for generation", "KV cache", "activations", "logits")
+ACTIVATION_BYTES_PER_LAYER = 34  # × s·b·h per layer, 16-bit activations (Korthikanti et al. 2022, eq. 1)
 
-    Policy weights at ``weight_bytes`` (2: bf16); its gradients at the same width; Adam's two moments and
-    fp32 master weights, 12 bytes per *trained* parameter (mixed precision: 2 + 2 + 12 = 16 bytes per
-    parameter, ZeRO §3; at ``weight_bytes=4`` the weights are their own master: 4 + 4 + 8 = 16, see
-    ``optimizer_bytes_per_parameter``). ``lora_fraction``: the share of parameters LoRA trains (gradients and Adam only
-    for those). The frozen reference holds weights only; a critic (PPO) is a second trained model of the
-    same size. The KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
-    tokens at ``weight_bytes``. ``shards``: GPUs the run is spread over — model states fully sharded (ZeRO stage 3 /
-    FSDP: weights, gradients and optimizer states each divided by it) and the rollout's sequences split
-    between them (data-parallel generation), so every role is divided by ``shards``.
-    Activations are left out: they depend on checkpointing and micro-batching.
-    """
+
+def _model_config(config):
     from transformers import PretrainedConfig
 
     model_config = _config_from_shape(config) if isinstance(config, dict) else config
     if not isinstance(model_config, PretrainedConfig):
         raise ValueError(f"config must be a transformers config or a shape dict, got {type(config).__name__}")
+    return model_config
+
+
+def _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction):
     for name, value in (("sequences", sequences), ("tokens_per_sequence", tokens_per_sequence),
-                        ("weight_bytes", weight_bytes), ("shards", shards)):
+                        ("weight_bytes", weight_bytes), ("shards", shards), ("micro_batch", micro_batch)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if lora_fraction is not None and not 0 < lora_fraction <= 1:
         raise ValueError(f"lora_fraction must be in (0, 1], got {lora_fraction!r}")
-    params = parameters_of_shape(model_config)
+
+
+def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, weight_bytes: int = 2,
+                     gradient_checkpointing: bool = False) -> float:
+    """Bytes of activations the backward pass keeps for one micro-batch (``micro_batch`` sequences of
+    ``tokens_per_sequence`` tokens) of the model ``config`` describes, on one GPU.
+
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+    arXiv:2205.05198, §4.1, eq. 1): a transformer layer stores s·b·h·(34 + 5·a·s/h) bytes with 16-bit
+    activations (s tokens, b sequences, h hidden size, a heads). The 5·a·s/h term is the attention
+    matrix, which FlashAttention (Dao et al. 2022, arXiv:2205.14135) does not store, so this counts
+    34·s·b·h per layer, scaled by ``weight_bytes`` / 2 for other widths. The 34 assumes a 4h MLP and dropout
+    masks; a SwiGLU MLP of another width changes it, so read this as an estimate. With
+    ``gradient_checkpointing`` (full recomputation, the baseline the same paper's §5 improves on) only each layer's
+    input, 2·s·b·h bytes, is kept, plus one layer's activations while it is recomputed. Activations are
+    not sharded by ZeRO: every data-parallel GPU holds its own micro-batch's.
+    """
+    model_config = _model_config(config)
+    _check_memory_options(1, tokens_per_sequence, weight_bytes, 1, micro_batch, None)
+    sbh = tokens_per_sequence * micro_batch * model_config.hidden_size
+    per_layer = ACTIVATION_BYTES_PER_LAYER * sbh * weight_bytes / 2
+    if gradient_checkpointing:
+        return weight_bytes * sbh * model_config.num_hidden_layers + per_layer
+    return per_layer * model_config.num_hidden_layers
+
+
+def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1) -> float:
+    """Bytes of one fp32 copy of the logits of a micro-batch: ``micro_batch`` × tokens × vocabulary × 4.
+
+    The policy-gradient loss needs log π of every sampled token, a log-softmax over the whole vocabulary
+    at every position, computed in fp32 for accuracy: for a 152k vocabulary that is ≈ 2.5 GB per
+    4,096-token sequence, more than the activations of a small model (Wijmans et al. 2024, "Cut Your
+    Losses in Large-Vocabulary Language Models", arXiv:2411.09009). A lower bound: the log-softmax
+    output and its gradient are more copies of the same size unless the loss is fused or chunked.
+    """
+    model_config = _model_config(config)
+    _check_memory_options(1, tokens_per_sequence, 2, 1, micro_batch, None)
+    return micro_batch * tokens_per_sequence * model_config.vocab_size * 4
+
+
+def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, weight_bytes, reference, critic,
+                lora_fraction, shards, micro_batch, gradient_checkpointing) -> dict:
+    """Bytes per GPU of each role in ``MEMORY_ROLES`` (the arithmetic of ``training_memory``)."""
     trained = params * (lora_fraction or 1.0)
-    per_gpu = 1024 ** 3 * shards
+    weights = params * weight_bytes
     head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
     kv_per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads * head_dim * weight_bytes
     optimizer_bytes = optimizer_bytes_per_parameter(weight_bytes)
-    trained_model = params * weight_bytes + trained * (weight_bytes + optimizer_bytes)
+    tokens = dict(tokens_per_sequence=tokens_per_sequence, micro_batch=micro_batch)
     return {
-        "parameters (B)": params / 1e9,
-        "policy weights": params * weight_bytes / per_gpu,
-        "policy gradients": trained * weight_bytes / per_gpu,
-        "Adam + fp32 master": trained * optimizer_bytes / per_gpu,
-        "reference": params * weight_bytes / per_gpu if reference else 0.0,
-        "critic": trained_model / per_gpu if critic else 0.0,
-        "KV cache": kv_per_token * sequences * tokens_per_sequence / per_gpu,
+        "policy weights": weights / shards,
+        "policy gradients": trained * weight_bytes / shards,
+        "Adam + fp32 master": trained * optimizer_bytes / shards,
+        # Under LoRA the reference is the frozen base with the adapters switched off: no second copy.
+        "reference": weights / shards if reference and lora_fraction is None else 0.0,
+        "critic": (weights + trained * (weight_bytes + optimizer_bytes)) / shards if critic else 0.0,
+        "weights gathered for generation": weights * (1 - 1 / shards),
+        "KV cache": kv_per_token * sequences * tokens_per_sequence / shards,
+        "activations": activation_bytes(model_config, weight_bytes=weight_bytes,
+                                        gradient_checkpointing=gradient_checkpointing, **tokens),
+        "logits": logits_bytes(model_config, **tokens),
     }
+
+
+def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
+                    reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
+                    shards: int = 1, micro_batch: int = 1, gradient_checkpointing: bool = False) -> dict:
+    """GiB per GPU for each role (``MEMORY_ROLES``) of an RL run on the model ``config`` describes, and
+    ``"parameters (B)"``.
+
+    Model states: policy weights at ``weight_bytes`` (2: bf16); gradients at the same width; Adam's two
+    moments and fp32 master weights, 12 bytes per *trained* parameter (mixed precision: 2 + 2 + 12 = 16
+    bytes per parameter, the count ZeRO starts from, Rajbhandari et al. 2020, arXiv:1910.02054, §3; at
+    ``weight_bytes=4`` the weights are their own master: 4 + 4 + 8 = 16, see
+    ``optimizer_bytes_per_parameter``). ``lora_fraction``: the share of parameters LoRA trains (gradients
+    and Adam only for those). ``reference``: the run has a frozen reference policy (a KL term); it holds
+    weights only, and under LoRA it costs nothing: it is the base model with the adapters switched off.
+    A ``critic`` (PPO) is a second trained model of the same size.
+
+    ``shards``: GPUs the run is spread over. Model states are fully sharded (ZeRO stage 3 / FSDP: weights,
+    gradients and optimizer states each divided by it, ZeRO §5.3) and the rollout's sequences split
+    between them (data-parallel generation), so those roles are divided by ``shards``. Generation cannot
+    run on a shard: a generation engine needs the whole model on the GPU that samples (HybridFlow, Sheng et
+    al. 2024, arXiv:2409.19256, §5, reshards the actor's weights for it), so "weights gathered for
+    generation" charges the (1 − 1/shards) of the weights each GPU does not own.
+
+    Rollout: the KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
+    tokens at ``weight_bytes``: 2 × layers × KV heads × head dimension values per token. Training pass:
+    ``activation_bytes`` (with or without ``gradient_checkpointing``) and ``logits_bytes`` of one
+    micro-batch of ``micro_batch`` sequences, neither divided by ``shards``.
+
+    Every role is charged as if all were resident at once, an upper bound: an engine that frees the KV
+    cache before training (verl's hybrid engine does) needs less.
+    """
+    model_config = _model_config(config)
+    _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction)
+    params = parameters_of_shape(model_config)
+    roles = _role_bytes(model_config, params, sequences=sequences, tokens_per_sequence=tokens_per_sequence,
+                        weight_bytes=weight_bytes, reference=reference, critic=critic, lora_fraction=lora_fraction,
+                        shards=shards, micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing)
+    return {"parameters (B)": params / 1e9, **{role: value / 1024 ** 3 for role, value in roles.items()}}
+
+
+def memory_total(memory: dict) -> float:
+    """GiB per GPU in all: the sum of the ``MEMORY_ROLES`` of a ``training_memory`` result (or table row)."""
+    return float(sum(memory[role] for role in MEMORY_ROLES))
+
+
+def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, **options) -> int:
+    """The fewest GPUs of ``gpu_gib`` GiB over which ``training_memory(config, shards=N, **options)`` fits.
+
+    Sharding divides the model states and the KV cache but not the activations, the logits, or the full
+    weights generation needs, so the answer is not the total divided by one GPU's memory. Raises
+    ``ValueError`` when even ``max_gpus`` GPUs are not enough (the part no sharding divides is too large).
+    """
+    if "shards" in options:
+        raise ValueError("shards is what gpus_needed finds: leave it out")
+    if not isinstance(gpu_gib, (int, float)) or isinstance(gpu_gib, bool) or not gpu_gib > 0:
+        raise ValueError(f"gpu_gib must be a positive number, got {gpu_gib!r}")
+    if not isinstance(max_gpus, int) or isinstance(max_gpus, bool) or max_gpus < 1:
+        raise ValueError(f"max_gpus must be a positive int, got {max_gpus!r}")
+    model_config = _model_config(config)
+    settings = dict(weight_bytes=2, reference=True, critic=False, lora_fraction=None, micro_batch=1,
+                    gradient_checkpointing=False)
+    unknown = set(options) - set(settings) - {"sequences", "tokens_per_sequence"}
+    if unknown:
+        raise ValueError(f"unknown training_memory options {sorted(unknown)}")
+    settings.update(options)
+    _check_memory_options(settings.get("sequences"), settings.get("tokens_per_sequence"), settings["weight_bytes"],
+                          1, settings["micro_batch"], settings["lora_fraction"])
+    params = parameters_of_shape(model_config)
+    budget = gpu_gib * 1024 ** 3
+    for shards in range(1, max_gpus + 1):
+        if sum(_role_bytes(model_config, params, shards=shards, **settings).values()) <= budget:
+            return shards
+    unsharded = _role_bytes(model_config, params, shards=max_gpus, **settings)
+    fixed = sum(unsharded[role] for role in ("weights gathered for generation", "policy weights", "activations",
+                                             "logits")) / 1024 ** 3
+    raise ValueError(f"gpu_gib={gpu_gib} is too small for any number of GPUs up to max_gpus={max_gpus}: "
+                     f"full weights, activations and logits alone take {fixed:,.1f} GiB per GPU")
 
 
 def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
