@@ -71,7 +71,7 @@ execute: $(STAMP)
 	RLBOOK_SIZE=full $(PY) -m rlbook.execute $(NB)
 
 # Ratios against HF generate and TRL's GRPOTrainer, measured in one run each (README "Benchmarks"):
-# the zoo's arith-base, then the real SmolLM2-135M-Instruct (about 15 minutes on an idle 2-core CPU).
+# the zoo's arith-base, then the real SmolLM2-135M-Instruct (its three took about 10 minutes of CPU time here).
 # Offline: the real model must already be built in rlbook's cache (the script says how if not).
 REAL_MODEL := smollm2-135m-instruct
 bench: $(STAMP)
