@@ -70,10 +70,17 @@ NB ?= notebooks/[0-9][0-9]_*.ipynb
 execute: $(STAMP)
 	RLBOOK_SIZE=full $(PY) -m rlbook.execute $(NB)
 
+# Ratios against HF generate and TRL's GRPOTrainer, measured in one run each (README "Benchmarks"):
+# the zoo's arith-base, then the real SmolLM2-135M-Instruct (its three took about 10 minutes of CPU time here).
+# Offline: the real model must already be built in rlbook's cache (the script says how if not).
+REAL_MODEL := smollm2-135m-instruct
 bench: $(STAMP)
 	$(PY) benchmarks/rollout.py
 	$(PY) benchmarks/rollout.py --num-samples 8
 	$(PY) benchmarks/grpo_vs_trl.py --beside-busy
+	$(PY) benchmarks/rollout.py --model $(REAL_MODEL)
+	$(PY) benchmarks/rollout.py --model $(REAL_MODEL) --num-samples 8
+	$(PY) benchmarks/grpo_vs_trl.py --model $(REAL_MODEL)
 
 # Rebuild every zoo checkpoint and its card (single-threaded whatever OMP_NUM_THREADS says: the
 # recorded checkpoints and cards are reproduced bit for bit).
