@@ -48,6 +48,16 @@ def _k3(logp, ref_logp):
     return torch.expm1(log_r) - log_r
 
 
+def _off_policy_tokens(rng):
+    """(logp, old_logp, advantages, mask, eps_low) of a variant's per-token loss: ratios about e^{±1}, each
+    response's advantage on all its tokens, no padding (what a loss returns on padding is not graded)."""
+    b, t = _int(rng, 2, 5), _int(rng, 3, 9)
+    old_logp = -2 * torch.rand(b, t, generator=rng, dtype=DTYPE)
+    advantages = _normal(rng, b).unsqueeze(1).expand(b, t).clone()
+    return (old_logp + 0.6 * _normal(rng, b, t), old_logp, advantages, torch.ones(b, t, dtype=DTYPE),
+            _uniform(rng, 0.1, 0.3))
+
+
 def _bandit(rng):
     k = _int(rng, 3, 6)
     n = _int(rng, 4, 12)
@@ -70,6 +80,7 @@ CASES = {
     "gae_advantages": lambda rng: [(_normal(rng, t), _normal(rng, t), _uniform(rng, 0.8, 1.0), _uniform(rng, 0, 1))
                                    for t in (1, 5, 9)],
     "critic_targets": lambda rng: [(_normal(rng, t), _normal(rng, t)) for t in (3, 8)],
+    "clip_only_negative_loss": lambda rng: [_off_policy_tokens(rng) for _ in range(4)],
     "optimal_policy": lambda rng: [(torch.softmax(_normal(rng, k), 0), _normal(rng, k), _uniform(rng, 0.1, 2))
                                    for k in (3, 6)],
     "dpo_loss": lambda rng: [_preference(rng, _uniform(rng, 0.05, 1)) for _ in range(3)],
@@ -84,7 +95,7 @@ CASES = {
     "pass_at_k": lambda rng: [(n, c, k) for n in (_int(rng, 5, 40) for _ in range(6))
                               for c in (_int(rng, 0, n),) for k in (1, _int(rng, 1, n))],
 }
-GRADIENT_OF = {"reinforce_loss": 0}
+GRADIENT_OF = {"reinforce_loss": 0, "clip_only_negative_loss": 0}
 
 
 def _value(result) -> torch.Tensor:

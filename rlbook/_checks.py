@@ -93,6 +93,14 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
+def check_knob(name: str, value):
+    """Return a loss knob's value after checking it is a finite number, a bool or None (it must fit JSON)."""
+    number = isinstance(value, (int, float)) and (isinstance(value, bool) or math.isfinite(value))
+    if value is not None and not number:
+        raise ValueError(f"{name} must be a finite number, a bool or None, got {value!r}")
+    return value
+
+
 def check_bool(name: str, value) -> bool:
     """Raise unless ``value`` is True or False."""
     if not isinstance(value, bool):

@@ -38,6 +38,7 @@ from rlbook._checks import as_float_tensor, as_mask, check_choice, check_positiv
 
 __all__ = [
     "AGGREGATION_MODES",
+    "AGGREGATION_RULES",
     "TRL_LOSS_TYPES",
     "VERL_LOSS_AGG_MODES",
     "token_weights",
@@ -47,6 +48,15 @@ __all__ = [
 ]
 
 AGGREGATION_MODES = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
+# Each mode in words, as ``rlbook.losses.explain`` prints it (the table above has the weights).
+AGGREGATION_RULES = {
+    "seq_mean_token_mean": "sequence mean of token means, (1/B) Σ_i (1/|o_i|) Σ_t ℓ_it: each response counts "
+                           "equally (GRPO)",
+    "token_mean": "token mean, Σ_i Σ_t ℓ_it / Σ_i |o_i|: each token of the batch counts equally (DAPO)",
+    "seq_mean_token_sum": "sequence mean of token sums, (1/B) Σ_i Σ_t ℓ_it (REINFORCE)",
+    "seq_mean_token_sum_norm": "token sum over a fixed constant, Σ_i Σ_t ℓ_it / (B·L), L = max_len the "
+                               "generation budget (Dr.GRPO)",
+}
 
 # TRL 1.16 GRPOConfig.loss_type -> mode. "bnpo" normalises by the local batch's tokens and "dapo" /
 # "cispo" by the whole accumulated batch's tokens: on one process without accumulation they coincide.

@@ -55,3 +55,54 @@ def test_gae_checker_names_the_lambda_only_recursion(capsys):
     assert "γλ, not λ" in capsys.readouterr().out
     assert exercises.check_gae(lambda r, v, g, l: torch.zeros(3)) is False
     assert "shape" in capsys.readouterr().out
+
+
+# --- a variant of the reader's own: the "clip only negative" surrogate, registered -----------------
+def _capture(capsys, checker, fn):
+    result = checker(fn)
+    return result, capsys.readouterr().out
+
+
+def _clip_only_negative(logp, old_logp, advantages, mask, eps_low):
+    ratio = torch.exp(logp - old_logp)
+    return -torch.minimum(ratio * advantages, ratio.clamp(min=1 - eps_low) * advantages)
+
+
+def _ratio(logp, old_logp):
+    return torch.exp(logp - old_logp)
+
+
+def test_clip_only_negative_reference_passes_and_leaves_no_variant_behind(capsys):
+    from rlbook.exercises.ppo import check_clip_only_negative_loss
+    from rlbook.losses import variant_names
+
+    before = variant_names()
+    result, out = _capture(capsys, check_clip_only_negative_loss, _clip_only_negative)
+    assert result is True and out.startswith("✓") and variant_names() == before
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda logp, old_logp, advantages, mask, eps_low: -_clip_only_negative(logp, old_logp, advantages, mask, eps_low),
+     "the sign is flipped"),
+    (lambda logp, old_logp, advantages, mask, eps_low: -_ratio(logp, old_logp) * advantages, "you forgot the clip"),
+    (lambda logp, old_logp, advantages, mask, eps_low: -torch.minimum(
+        _ratio(logp, old_logp) * advantages, _ratio(logp, old_logp).clamp(1 - eps_low, 1 + eps_low) * advantages),
+     "you clipped the upper side too"),
+    (lambda logp, old_logp, advantages, mask, eps_low: -advantages * logp, "you used log π"),
+    (lambda logp, old_logp, advantages, mask, eps_low: _clip_only_negative(old_logp, logp, advantages, mask, eps_low),
+     "the ratio is upside down"),
+    (lambda logp, old_logp, advantages, mask, eps_low: -_ratio(logp, old_logp).clamp(min=1 - eps_low) * advantages,
+     "the min is missing"),
+    (lambda logp, old_logp, advantages, mask, eps_low: _clip_only_negative(logp, old_logp, advantages, mask, 0.2),
+     "ignores the eps_low"),
+    (lambda logp, old_logp, advantages, mask, eps_low: _clip_only_negative(logp.detach(), old_logp, advantages, mask,
+                                                                           eps_low), "no gradient reaches logp"),
+    (lambda logp, old_logp, advantages, mask: -advantages * logp, "does not accept the knob"),
+    (lambda logp, advantages, old_logp, mask, eps_low: -advantages * logp, "in that order"),
+    (lambda logp, old_logp, advantages, mask, eps_low: (-advantages * logp)[:, :2], "shape"),
+])
+def test_clip_only_negative_mistakes_are_named(capsys, wrong, words):
+    from rlbook.exercises.ppo import check_clip_only_negative_loss
+
+    result, out = _capture(capsys, check_clip_only_negative_loss, wrong)
+    assert result is False and words in out, out

@@ -5,6 +5,10 @@ collected, those inside functions too: an import inside a function is an edge al
 later one. Each module belongs to a floor; a module may import modules on its own floor or below,
 never above (a back-edge), and the graph has no cycle (on one floor either). A failure names the
 edge: ``rlbook.trainers.online -> rlbook.viz.live``.
+
+The package itself (``rlbook/__init__.py``) is the front door, on a floor of its own at the top: it
+re-exports a few names for a reader's notebook cell (``rlbook.explain``), imported on first use, and no
+module imports it. It is matched by its exact name only, so a module missing from ``FLOORS`` fails.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbook"
 # Floors, lowest first: a module's floor is that of the longest prefix listed here.
 FLOORS = [
     ("foundation: argument checks, the run size, independent runs side by side",
-     ["rlbook", "rlbook._checks", "rlbook.runtime", "rlbook.parallel"]),
+     ["rlbook._checks", "rlbook.runtime", "rlbook.parallel"]),
     ("math: pure functions on tensors",
      ["rlbook.advantages", "rlbook.aggregation", "rlbook.kl", "rlbook.ratios", "rlbook.losses", "rlbook.metrics",
       "rlbook.shaping", "rlbook.schedules", "rlbook.padding", "rlbook.entropy", "rlbook.timeline",
@@ -37,6 +41,8 @@ FLOORS = [
      ["rlbook.viz", "rlbook.exercises"]),
     ("command lines and notebook helpers",
      ["rlbook.cli", "rlbook.__main__", "rlbook.zoo.__main__", "rlbook.execute", "rlbook.notebook"]),
+    ("the front door: names re-exported from the package, imported on first use",
+     [PACKAGE.name]),
 ]
 
 # What a leaf must never import, whatever its floor allows: the update step and the trainers train,
@@ -86,7 +92,8 @@ def floor_of(name: str) -> int:
     best, floor = -1, None
     for level, (_, prefixes) in enumerate(FLOORS):
         for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+            below = name.startswith(prefix + ".") and prefix != PACKAGE.name  # the package root is no prefix
+            if (name == prefix or below) and len(prefix) > best:
                 best, floor = len(prefix), level
     if floor is None:
         raise KeyError(name)
@@ -212,3 +219,9 @@ def test_a_leaf_may_not_import_what_trains():
                                          ("rlbook.zoo.__main__", 7), ("rlbook.viz.live", 6)])
 def test_the_longest_prefix_decides_the_floor(name, floor):
     assert floor_of(name) == floor
+
+
+def test_the_package_root_is_the_top_floor_and_no_prefix():
+    assert floor_of("rlbook") == len(FLOORS) - 1
+    with pytest.raises(KeyError):
+        floor_of("rlbook.a_module_missing_from_floors")

@@ -1,17 +1,26 @@
 """Checkers for the exercises of lesson 03 (PPO).
 
-==============================  ==============================================  ==========
-checker                         the reader writes                               lesson
-==============================  ==============================================  ==========
-``check_clipped_objective``     PPO's clipped objective for one token           03
-``check_gae``                   GAE's advantages for one trajectory             03
-==============================  ==============================================  ==========
+=================================  ==============================================  ==========
+checker                            the reader writes                               lesson
+=================================  ==============================================  ==========
+``check_clipped_objective``        PPO's clipped objective for one token           03
+``check_gae``                      GAE's advantages for one trajectory             03
+``check_clip_only_negative_loss``  a variant's per-token loss: PPO's clip on A < 0  03, 11
+=================================  ==============================================  ==========
 
 Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
 with the library (``rlbook.losses.clipped_surrogate``, ``rlbook.advantages.gae``), and when they
 differ tries the usual mistakes one by one and names the one the reader's answer matches. It prints
 its verdict and returns True / False, or None when the exercise is not attempted yet (``None``, or
 a function that raises ``NotImplementedError``).
+
+``check_clip_only_negative_loss`` checks a variant of the reader's own: PPO's clip kept only where it acts on
+A < 0 tokens, −min(r·A, max(r, 1 − ε_low)·A) per token (DAPO's clip-higher, Yu et al. 2025, arXiv:2503.14476,
+§3.1, taken to ε_high = ∞), written as ``fn(logp, old_logp, advantages, mask, eps_low)``, the form
+``rlbook.losses.register_policy_loss`` takes. It registers the function under a name of its own, compares
+its values and gradient on the response tokens with ``clipped_surrogate`` at an ε_high no ratio reaches,
+runs it through ``policy_loss``, and names the likely mistake: the sign, no clip at all, PPO's two-sided
+clip, log π in place of the ratio, the ratio upside down, the min left out, ε_low ignored, a detached ratio.
 """
 
 from __future__ import annotations
@@ -21,10 +30,11 @@ import itertools
 import torch
 
 from rlbook.advantages import gae
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
-from rlbook.losses import clipped_surrogate
+from rlbook.exercises.pg_kl import DTYPE, NOT_ATTEMPTED, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.losses import clipped_surrogate, policy_loss, register_policy_loss, unregister_policy_loss
 
-__all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes"]
+__all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes", "clip_only_negative_reference",
+           "check_clip_only_negative_loss"]
 
 # Ratios on both sides of both bounds, advantages of both signs, symmetric and asymmetric bounds.
 RATIOS = (0.3, 0.75, 0.85, 1.0, 1.1, 1.25, 1.5, 2.5)
@@ -199,3 +209,117 @@ def check_gae(gae_fn) -> bool | None:
             return _verdict(False, "", f"at γ={gamma}, λ={lam}: expected {[round(v, 4) for v in reference.tolist()]}, "
                                        f"got {[round(v, 4) for v in result.double().tolist()]}")
     return _verdict(True, "your GAE matches rlbook.advantages.gae on every trajectory and (γ, λ)", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# A variant of the reader's own: PPO's clip on A < 0 tokens only, registered and run through policy_loss
+
+NEGATIVE_CLIP_EPS = (0.2, 0.1)  # eps_low
+CHECKER_VARIANT = "_checking_clip_only_negative"  # the name the checker registers the reader's function under
+
+
+def clip_only_negative_reference(logp, old_logp, advantages, mask, eps_low: float) -> torch.Tensor:
+    """−min(r·A, max(r, 1 − ε_low)·A): ``clipped_surrogate`` with an ε_high that no ratio here reaches."""
+    ratio = torch.exp(logp - old_logp)
+    never = float(ratio.detach().max()) + 1.0
+    return clipped_surrogate(ratio, advantages, eps_low=eps_low, eps_high=never)
+
+
+def _negative_clip_inputs(padded: bool) -> tuple[torch.Tensor, ...]:
+    """(logp, old_logp, advantages, mask): 4 responses of 9 tokens, ratios over (0.4, 1.9), both signs of A."""
+    generator = torch.Generator().manual_seed(11)
+    ratio = torch.linspace(0.4, 1.9, 36, dtype=torch.float64)[torch.randperm(36, generator=generator)].view(4, 9)
+    old_logp = -2 * torch.rand(4, 9, generator=generator, dtype=torch.float64)
+    advantages = torch.tensor([1.3, -0.8, 0.6, -1.5], dtype=torch.float64).unsqueeze(1).expand(4, 9).clone()
+    mask = torch.ones(4, 9, dtype=torch.float64)
+    if padded:
+        mask[1, 6:], mask[2, 4:] = 0, 0
+    return ratio.log() + old_logp, old_logp, advantages, mask
+
+
+def _wrong_negative_clips(logp, old_logp, advantages, eps_low: float) -> dict[str, tuple[torch.Tensor, str]]:
+    """The usual wrong per-token losses, each with the hint that names it."""
+    ratio = torch.exp(logp - old_logp)
+    right = clip_only_negative_reference(logp, old_logp, advantages, None, eps_low)
+    default = clip_only_negative_reference(logp, old_logp, advantages, None, 0.2) if eps_low != 0.2 else None
+    return {
+        "fixed_eps": (default, "the clip ignores the eps_low it is given (it uses 0.2): the knob's value comes "
+                               "from the registry's defaults or the config"),
+        "sign": (-right, "the sign is flipped: return the loss, minus the objective min(r·A, max(r, 1 − ε_low)·A) "
+                         "(policy_loss minimises it)"),
+        "no_clip": (-ratio * advantages, "you forgot the clip: an A < 0 token whose ratio fell below 1 − ε_low "
+                                         "must lose its gradient (the loss is −(1 − ε_low)·A there, a constant)"),
+        "ppo": (clipped_surrogate(ratio, advantages, eps_low=eps_low, eps_high=eps_low),
+                "you clipped the upper side too: that is PPO's (and GRPO's) clip; this variant drops it, so an "
+                "A > 0 token keeps its gradient however far its ratio rises"),
+        "log_pi": (-advantages * logp, "you used log π: the surrogate multiplies A by the ratio r = "
+                                       "exp(logp − old_logp) (−A·log π is REINFORCE)"),
+        "inverted": (clip_only_negative_reference(old_logp, logp, advantages, None, eps_low),
+                     "the ratio is upside down: r = π_θ/π_old = exp(logp − old_logp)"),
+        "no_min": (-ratio.clamp(min=1 - eps_low) * advantages,
+                   "the min is missing: −max(r, 1 − ε_low)·A alone also flattens A > 0 tokens whose ratio fell "
+                   "below 1 − ε_low; min(r·A, max(r, 1 − ε_low)·A) keeps their (pessimistic) unclipped term"),
+    }
+
+
+def check_clip_only_negative_loss(fn) -> bool | None:
+    """Check the per-token loss ``fn(logp, old_logp, advantages, mask, eps_low)`` of the "clip only negative"
+    surrogate: its values and gradient on the response tokens, and the same loss through ``policy_loss``.
+
+    Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None
+    or raises ``NotImplementedError`` (not attempted yet).
+    """
+    if _not_attempted(fn, "per-token loss"):
+        return None
+    logp, old_logp, advantages, mask = _negative_clip_inputs(padded=False)
+    _, error = _call(fn, logp, old_logp, advantages, mask, NEGATIVE_CLIP_EPS[0])
+    if error == NOT_ATTEMPTED:
+        return _failed(error)
+    try:
+        register_policy_loss(CHECKER_VARIANT, fn, defaults={"eps_low": 0.2}, aggregation="token_mean",
+                             overwrite=True)
+    except ValueError as error:
+        return _verdict(False, "", f"register_policy_loss refuses it: {error}")
+    try:
+        for eps_low in NEGATIVE_CLIP_EPS:
+            for padded in (False, True):
+                verdict = _check_negative_clip_case(fn, eps_low, padded)
+                if verdict is not True:
+                    return verdict
+    finally:
+        unregister_policy_loss(CHECKER_VARIANT)
+    return _verdict(True, f"matches clipped_surrogate with no upper clip, values and gradient, for ε_low in "
+                          f"{NEGATIVE_CLIP_EPS}, and trains through policy_loss", "")
+
+
+def _check_negative_clip_case(fn, eps_low: float, padded: bool) -> bool | None:
+    logp, old_logp, advantages, mask = _negative_clip_inputs(padded)
+    where = f"eps_low={eps_low}{', with padding' if padded else ''}: "
+    logp = logp.clone().requires_grad_(True)
+    result, error = _call(fn, logp, old_logp.clone(), advantages.clone(), mask.clone(), eps_low)
+    if error:
+        return _failed(error, where)
+    if tuple(result.shape) != tuple(logp.shape):
+        return _verdict(False, "", f"{where}return one loss per token, shape {tuple(logp.shape)}; got shape "
+                                   f"{tuple(result.shape)}")
+    tokens = mask > 0
+    expected = clip_only_negative_reference(logp, old_logp, advantages, mask, eps_low)
+    if not _close(result[tokens], expected[tokens]):
+        wrong = {name: (candidate[tokens].detach(), hint)
+                 for name, (candidate, hint) in _wrong_negative_clips(logp, old_logp, advantages, eps_low).items()
+                 if candidate is not None}
+        return _verdict(False, "", where + _diagnose(result[tokens], expected[tokens].detach(), wrong))
+    if not result.requires_grad:
+        return _verdict(False, "", f"{where}the values are right but no gradient reaches logp: compute the ratio "
+                                   "from logp, not from a detached copy")
+    (got,) = torch.autograd.grad((result * mask).sum(), logp, allow_unused=True)
+    (want,) = torch.autograd.grad((expected * mask).sum(), logp)
+    if got is None or not _close(got, want):
+        return _verdict(False, "", f"{where}the values are right but the gradient is not: is the ratio (or a "
+                                   "term of the min) detached?")
+    loss, _ = policy_loss(logp, old_logp, advantages[:, 0], mask, variant=CHECKER_VARIANT, eps_low=eps_low)
+    reference = (expected * mask).sum() / mask.sum()
+    if not _close(loss, reference):
+        return _verdict(False, "", f"{where}through policy_loss the loss is {loss.item():.6f}, expected "
+                                   f"{reference.item():.6f}")
+    return True

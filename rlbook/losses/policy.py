@@ -1,4 +1,4 @@
-"""Online policy-gradient losses: one entry point, ``policy_loss``, whose variants are configurations.
+"""Online policy-gradient losses: one entry point, ``policy_loss``, whose variants are registry entries.
 
 Every variant estimates the same policy gradient E[A · ∇log π_θ(y_t)] from samples of π_old, and
 differs only in three choices, each a function in this library:
@@ -10,28 +10,15 @@ differs only in three choices, each a function in this library:
    behaviour-policy weight for stale samples, and Clip-Cov / KL-Cov's treatment of the tokens whose
    log-probability and advantage covary most (``rlbook.entropy``).
 
-=========  ==============================================  ===========================  ==========================
-variant    per-token loss (minimised)                      defaults                     aggregation
-=========  ==============================================  ===========================  ==========================
-reinforce  −A · log π_θ                                    —                            seq_mean_token_sum
-ppo        −min(rA, clip(r, 1−ε_low, 1+ε_high) A)          ε = 0.2 / 0.2                token_mean
-grpo       as ppo                                          ε = 0.2 / 0.2                seq_mean_token_mean
-dr_grpo    as ppo                                          ε = 0.2 / 0.2                seq_mean_token_sum_norm
-dapo       as ppo                                          ε_low 0.2, ε_high 0.28       token_mean
-gspo       as ppo, with GSPO-token's sequence ratio        ε_low 3e-4, ε_high 4e-4      seq_mean_token_mean
-gmpo       −A_i · ρ_i (log-clipped geometric mean)         ε = 0.4 / 0.4 (log space)    seq_mean_token_mean
-sapo       −f(r) · A, f(r) = σ(τ(r−1)) · 4/τ               τ_pos 1.0, τ_neg 1.05        seq_mean_token_mean
-cispo      −sg[min(r, 1+ε_high)] · A · log π_θ             ε_high 4.0, no ε_low         token_mean
-=========  ==============================================  ===========================  ==========================
+A variant is the first two choices plus its knobs' defaults and its paper, held in one entry of
+``rlbook.losses.registry``. The built-ins below are registered exactly as a reader registers a new one
+(``register_policy_loss``), each beside its surrogate, so one screen holds a method's whole loss; and
+``explain(name)`` prints any entry::
 
-Where the defaults come from: PPO's ε = 0.2 and its average over all timesteps of the batch
-(Schulman et al. 2017, arXiv:1707.06347); GRPO
-(Shao et al. 2024, arXiv:2402.03300); Dr.GRPO (Liu et al. 2025, arXiv:2503.20783, which also needs
-``max_len``: its constant normaliser, the generation budget); DAPO's clip-higher 0.28 and token-level
-loss (Yu et al. 2025, arXiv:2503.14476); GSPO's (3e-4, 4e-4) (Zheng et al. 2025, arXiv:2507.18071);
-GMPO's (e^{−0.4}, e^{0.4}) (Zhao et al. 2025, arXiv:2507.20673); SAPO's τ (Gao et al. 2025,
-arXiv:2511.20347); CISPO (MiniMax 2025, arXiv:2506.13585) with ScaleRL's cap ε_max = 5 (Khatri et al.
-2025, arXiv:2510.13786). Each is overridable by keyword; a knob the variant does not use is an error.
+    rlbook.explain("grpo")     # per-token loss, defaults, aggregation, KL placement, paper and equation
+    rlbook.losses.variant_names()
+
+Each knob is overridable by keyword; a knob the variant does not use is an error.
 """
 
 from __future__ import annotations
@@ -42,6 +29,7 @@ from rlbook._checks import as_float_tensor, check_choice, check_positive, check_
 from rlbook.aggregation import AGGREGATION_MODES, aggregate, masked_mean, response_mask
 from rlbook.entropy import clip_cov_mask, kl_cov_mask, token_covariance
 from rlbook.kl import KL_ESTIMATORS, kl_estimate, kl_in_loss
+from rlbook.losses.registry import VARIANT_DEFAULTS, Surrogate, policy_loss_variant, register_policy_loss, variant_names
 from rlbook.ratios import (
     cispo_weight,
     decoupled_behaviour_weight,
@@ -62,22 +50,8 @@ __all__ = [
     "policy_loss",
 ]
 
-VARIANTS = ("reinforce", "ppo", "grpo", "dr_grpo", "dapo", "gspo", "gmpo", "sapo", "cispo")
 # Cui et al. 2025 (arXiv:2505.22617), §4: the share of tokens each control acts on, by default.
 COV_CONTROLS = {"clip_cov": 2e-4, "kl_cov": 2e-3}
-
-_CLIP = {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": None}
-VARIANT_DEFAULTS = {
-    "reinforce": {"aggregation": "seq_mean_token_sum"},
-    "ppo": {**_CLIP, "aggregation": "token_mean"},
-    "grpo": {**_CLIP, "aggregation": "seq_mean_token_mean"},
-    "dr_grpo": {**_CLIP, "aggregation": "seq_mean_token_sum_norm"},
-    "dapo": {**_CLIP, "eps_high": 0.28, "aggregation": "token_mean"},
-    "gspo": {**_CLIP, "eps_low": 3e-4, "eps_high": 4e-4, "aggregation": "seq_mean_token_mean"},
-    "gmpo": {"eps_low": 0.4, "eps_high": 0.4, "aggregation": "seq_mean_token_mean"},
-    "sapo": {"tau_pos": 1.0, "tau_neg": 1.05, "aggregation": "seq_mean_token_mean"},
-    "cispo": {"eps_low": None, "eps_high": 4.0, "aggregation": "token_mean"},
-}
 
 
 def reinforce_surrogate(logp, advantages) -> torch.Tensor:
@@ -163,6 +137,7 @@ def policy_loss(
     cov_bounds: tuple[float, float] = (1.0, 5.0),
     kl_cov_coef: float = 1.0,
     cov_generator: torch.Generator | None = None,
+    **knobs,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The online surrogate loss of ``variant``, and a dict of metrics. Minimise the loss.
 
@@ -171,8 +146,10 @@ def policy_loss(
         - old_logp: (B, T) log π_old of the same tokens (the sampling policy; detached).
         - advantages: (B,) per-response or (B, T) per-token advantages (detached).
         - mask: (B, T) 0/1, 1 on response tokens; padding never changes the loss.
-        - variant: one of ``VARIANTS``; its defaults are ``VARIANT_DEFAULTS[variant]`` (see the table above).
-        - eps_low, eps_high, dual_clip, tau_pos, tau_neg: the variant's knobs (None = its default).
+        - variant: a registered variant (``rlbook.losses.variant_names()``: the built-ins ``VARIANTS`` and any
+          added with ``register_policy_loss``); its defaults are ``VARIANT_DEFAULTS[variant]`` (``explain(variant)``).
+        - eps_low, eps_high, dual_clip, tau_pos, tau_neg, and ``**knobs`` (a registered variant's own
+          knobs): the variant's knobs (None = its default).
         - aggregation, max_len: override the aggregation mode; ``max_len`` is Dr.GRPO's constant.
         - ref_logp, beta, kl_estimator: add β · k per token (in-loss KL, ``rlbook.kl.kl_in_loss``);
           ``kl_importance_weighted`` multiplies k by π_θ/π_old as TRL's ``use_bias_correction_kl``.
@@ -194,13 +171,12 @@ def policy_loss(
     ``behaviour_weight_mean`` when those inputs are given; ``token_cov`` (the batch covariance) and
     ``cov_frac`` (share of tokens Clip-Cov / KL-Cov acted on) with ``cov_control``.
     """
-    check_choice("variant", variant, VARIANTS)
+    entry = policy_loss_variant(variant)
     check_choice("kl_estimator", kl_estimator, KL_ESTIMATORS)
-    settings = _resolve_settings(
-        variant,
-        eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip, tau_pos=tau_pos, tau_neg=tau_neg,
-        aggregation=aggregation,
-    )
+    settings = _resolve_knobs(entry, dict(eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip, tau_pos=tau_pos,
+                                          tau_neg=tau_neg, **knobs))
+    aggregation = check_choice("aggregation", entry.aggregation if aggregation is None else aggregation,
+                               AGGREGATION_MODES)
     logp = as_float_tensor("logp", logp, ndim=(2,))
     old_logp = as_float_tensor("old_logp", old_logp, ndim=(2,)).detach()
     check_same_shape(logp=logp, old_logp=old_logp)
@@ -209,9 +185,10 @@ def policy_loss(
     token_advantages = _token_advantages(advantages, logp)
     ratio = token_ratio(logp, old_logp)
 
-    if variant == "gmpo" and torch.as_tensor(advantages).dim() != 1:
-        raise ValueError("advantages must be per-sequence, shape (B,), for variant 'gmpo' (its ratio is per sequence)")
-    per_token, clip_low, clip_high, extra = _SURROGATES[variant](logp, old_logp, token_advantages, mask, settings)
+    if entry.sequence_advantages and torch.as_tensor(advantages).dim() != 1:
+        raise ValueError(f"advantages must be per-sequence, shape (B,), for variant {variant!r} "
+                         "(its ratio is per sequence)")
+    per_token, clip_low, clip_high, extra = _surrogate(entry, logp, old_logp, token_advantages, mask, settings)
     if behaviour_logp is not None:
         behaviour_logp = as_float_tensor("behaviour_logp", behaviour_logp, ndim=(2,))
         weight = decoupled_behaviour_weight(old_logp, behaviour_logp, cap=behaviour_weight_cap)
@@ -226,11 +203,11 @@ def policy_loss(
     elif cov_fraction is not None:
         raise ValueError("cov_fraction needs cov_control ('clip_cov' or 'kl_cov')")
 
-    surrogate_value = aggregate(per_token.detach(), mask, settings["aggregation"], max_len=max_len).item()
+    surrogate_value = aggregate(per_token.detach(), mask, aggregation, max_len=max_len).item()
     if ref_logp is not None or beta != 0.0:
         weight = ratio if kl_importance_weighted else None
         per_token = per_token + _kl_term(logp, ref_logp, mask, beta, kl_estimator, weight, extra)
-    loss = aggregate(per_token, mask, settings["aggregation"], max_len=max_len)
+    loss = aggregate(per_token, mask, aggregation, max_len=max_len)
     if entropy is not None or entropy_coef != 0.0:
         loss = loss - _entropy_bonus(entropy, entropy_coef, logp, mask, extra)
 
@@ -244,6 +221,38 @@ def policy_loss(
     }
     metrics["clip_frac"] = metrics["clip_frac_low"] + metrics["clip_frac_high"]
     return loss, metrics
+
+
+def _surrogate(entry, logp, old_logp, advantages, mask, settings):
+    """Call the variant's surrogate; return (per-token loss, clipped below, clipped above, extra metrics)."""
+    result = entry.fn(logp, old_logp, advantages, mask, **settings)
+    result = result if isinstance(result, Surrogate) else Surrogate(result)
+    loss = result.loss
+    if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or tuple(loss.shape) != tuple(logp.shape):
+        got = f"shape {tuple(loss.shape)}, dtype {loss.dtype}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(f"variant {entry.name!r} must return the per-token loss, a float tensor of shape "
+                         f"{tuple(logp.shape)} (or a Surrogate holding one); got {got}")
+    if torch.is_grad_enabled() and logp.requires_grad and not loss.requires_grad:
+        raise ValueError(f"variant {entry.name!r} returned a per-token loss with no gradient with respect to logp: "
+                         "was it computed from detached tensors?")
+    clip_low = _nothing(mask) if result.clipped_low is None else result.clipped_low
+    clip_high = _nothing(mask) if result.clipped_high is None else result.clipped_high
+    return loss, clip_low, clip_high, dict(result.metrics or {})
+
+
+def _resolve_knobs(entry, overrides: dict) -> dict:
+    """The variant's knob defaults with the given (non-None) overrides; a knob it does not use is an error."""
+    settings = dict(entry.defaults)
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        if name not in settings:
+            raise ValueError(f"{name} is not used by variant {entry.name!r} (its knobs: {sorted(settings)})")
+        settings[name] = value
+    for name in ("eps_low", "eps_high", "tau_pos", "tau_neg"):  # the built-in knobs' meaning is fixed
+        if settings.get(name) is not None:
+            settings[name] = check_positive(name, settings[name], allow_zero=not name.startswith("tau"))
+    return settings
 
 
 def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fraction, bounds, coef, generator,
@@ -290,87 +299,8 @@ def _entropy_bonus(entropy, entropy_coef, logp, mask, extra) -> torch.Tensor:
     return entropy_coef * mean_entropy
 
 
-def _reinforce(logp, old_logp, advantages, mask, settings):
-    return reinforce_surrogate(logp, advantages), _nothing(mask), _nothing(mask), {}
-
-
-def _ppo_family(logp, old_logp, advantages, mask, settings):
-    """PPO / GRPO / Dr.GRPO / DAPO: the clipped surrogate on the token ratio."""
-    return _clipped(token_ratio(logp, old_logp), advantages, mask, settings, extra={})
-
-
-def _gspo(logp, old_logp, advantages, mask, settings):
-    """GSPO: the clipped surrogate on GSPO-token's ratio (the sequence ratio's value on every token)."""
-    sequence_ratio = gspo_sequence_ratio(logp.detach(), old_logp, mask)
-    extra = _ratio_stats("seq_ratio", sequence_ratio)
-    return _clipped(gspo_token_ratio(logp, old_logp, mask), advantages, mask, settings, extra=extra)
-
-
-def _clipped(ratio, advantages, mask, settings, *, extra):
-    eps_low, eps_high, dual_clip = settings["eps_low"], settings["eps_high"], settings["dual_clip"]
-    per_token = clipped_surrogate(ratio, advantages, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
-    value = ratio.detach()
-    low, high = (value < 1 - eps_low) & (advantages < 0), (value > 1 + eps_high) & (advantages > 0)
-    if dual_clip is not None:
-        extra["clip_frac_dual"] = masked_mean(((value > dual_clip) & (advantages < 0)).to(mask.dtype), mask).item()
-    return per_token, low, high, extra
-
-
-def _gmpo(logp, old_logp, advantages, mask, settings):
-    """−A_i · ρ_i on every token of response i; the clip indicators are per token, in log space."""
-    sequence_advantages = advantages[:, 0]
-    eps_low, eps_high = settings["eps_low"], settings["eps_high"]
-    rho = gmpo_sequence_ratio(logp, old_logp, sequence_advantages, mask, eps_low=eps_low, eps_high=eps_high)
-    per_token = (-sequence_advantages * rho).unsqueeze(1).expand_as(logp)
-    log_ratio = (logp - old_logp).detach()
-    low, high = (log_ratio < -eps_low) & (advantages < 0), (log_ratio > eps_high) & (advantages > 0)
-    return per_token, low, high, _ratio_stats("seq_ratio", rho.detach())
-
-
-def _sapo(logp, old_logp, advantages, mask, settings):
-    gate = sapo_gate(token_ratio(logp, old_logp), advantages, tau_pos=settings["tau_pos"], tau_neg=settings["tau_neg"])
-    return -gate * advantages, _nothing(mask), _nothing(mask), {"gate_mean": masked_mean(gate.detach(), mask).item()}
-
-
-def _cispo(logp, old_logp, advantages, mask, settings):
-    """−sg[r̂] · A · log π_θ; "clipped" here means the IS weight was truncated (any sign of A)."""
-    ratio = token_ratio(logp, old_logp).detach()
-    weight = cispo_weight(ratio, eps_low=settings["eps_low"], eps_high=settings["eps_high"])
-    low = _nothing(mask) if settings["eps_low"] is None else ratio < 1 - settings["eps_low"]
-    return -weight * advantages * logp, low, ratio > 1 + settings["eps_high"], {}
-
-
 def _nothing(mask: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(mask, dtype=torch.bool)
-
-
-_SURROGATES = {
-    "reinforce": _reinforce,
-    "ppo": _ppo_family,
-    "grpo": _ppo_family,
-    "dr_grpo": _ppo_family,
-    "dapo": _ppo_family,
-    "gspo": _gspo,
-    "gmpo": _gmpo,
-    "sapo": _sapo,
-    "cispo": _cispo,
-}
-
-
-def _resolve_settings(variant: str, **overrides) -> dict:
-    """The variant's defaults with the given (non-None) overrides; a knob it does not use is an error."""
-    settings = dict(VARIANT_DEFAULTS[variant])
-    for name, value in overrides.items():
-        if value is None:
-            continue
-        if name not in settings:
-            raise ValueError(f"{name} is not used by variant {variant!r} (its knobs: {sorted(settings)})")
-        settings[name] = value
-    check_choice("aggregation", settings["aggregation"], AGGREGATION_MODES)
-    for name in ("eps_low", "eps_high", "tau_pos", "tau_neg"):
-        if settings.get(name) is not None:
-            settings[name] = check_positive(name, settings[name], allow_zero=not name.startswith("tau"))
-    return settings
 
 
 def _token_advantages(advantages, logp: torch.Tensor) -> torch.Tensor:
@@ -392,3 +322,124 @@ def _ratio_stats(prefix: str, ratio: torch.Tensor, mask: torch.Tensor | None = N
         f"{prefix}_min": selected.min().item(),
         f"{prefix}_max": selected.max().item(),
     }
+
+
+# --- the built-in variants: each registered beside its surrogate, as a reader registers one ----------------
+CLIPPED_FORMULA = "ℓ_t = −min(r_t·A, clip(r_t, 1−ε_low, 1+ε_high)·A),  r_t = π_θ(y_t)/π_old(y_t)"
+_CLIP = {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": None}
+
+
+@register_policy_loss(
+    "reinforce", aggregation="seq_mean_token_sum", kl="none", formula="ℓ_t = −A·log π_θ(y_t)",
+    doc="the score-function estimator: no ratio, no clip; a response's tokens summed, responses averaged",
+    paper="Williams 1992 (Machine Learning 8:229–256): the REINFORCE estimator (r − b)·∇log π, its baseline b "
+          "carried by the advantage (RLOO's leave-one-out b: Ahmadian et al. 2024, arXiv:2402.14740)")
+def _reinforce(logp, old_logp, advantages, mask):
+    return reinforce_surrogate(logp, advantages)
+
+
+def _ppo_family(logp, old_logp, advantages, mask, *, eps_low, eps_high, dual_clip=None) -> Surrogate:
+    """PPO / GRPO / Dr.GRPO / DAPO: the clipped surrogate on the token ratio."""
+    return _clipped(token_ratio(logp, old_logp), advantages, mask, eps_low, eps_high, dual_clip, metrics={})
+
+
+register_policy_loss(
+    "ppo", _ppo_family, defaults=_CLIP, aggregation="token_mean", kl="reward", formula=CLIPPED_FORMULA,
+    doc="PPO's clipped surrogate on the token ratio, every token of the batch counting equally",
+    paper="Schulman et al. 2017, arXiv:1707.06347, eq. 7 (L^CLIP, an average over the batch's timesteps), "
+          "ε = 0.2 (§6.1); the KL per token in the reward as in InstructGPT, Ouyang et al. 2022, "
+          "arXiv:2203.02155, eq. 2")
+register_policy_loss(
+    "grpo", _ppo_family, defaults=_CLIP, aggregation="seq_mean_token_mean", kl="loss", formula=CLIPPED_FORMULA,
+    doc="PPO's clipped surrogate averaged within each response, then over responses; k3 KL in the loss",
+    paper="Shao et al. 2024, arXiv:2402.03300, §4.1, eq. 3 (1/G Σ_i 1/|o_i| Σ_t of the clipped term minus β·KL) "
+          "with the KL estimator k3 of eq. 4, β = 0.04; ε = 0.2 is PPO's")
+register_policy_loss(
+    "dr_grpo", _ppo_family, defaults=_CLIP, aggregation="seq_mean_token_sum_norm", kl="none",
+    formula=CLIPPED_FORMULA,
+    doc="PPO's clipped surrogate summed over each response and divided by a constant, so no token's weight "
+        "depends on its response's length",
+    paper="Liu et al. 2025, arXiv:2503.20783, §3.1: GRPO's objective with 1/|o_i| replaced by a constant (the "
+          "generation budget, max_len) and no σ in the advantage (advantage='dr_grpo'); no KL term")
+register_policy_loss(
+    "dapo", _ppo_family, defaults={**_CLIP, "eps_high": 0.28}, aggregation="token_mean", kl="none",
+    formula=CLIPPED_FORMULA,
+    doc="PPO's clipped surrogate with the upper bound raised (clip-higher), every token of the batch counting "
+        "equally",
+    paper="Yu et al. 2025, arXiv:2503.14476: the DAPO objective of §3, clip-higher ε_low = 0.2, ε_high = 0.28 "
+          "(§3.1, values §4.1), the token-level loss 1/Σ_i|o_i| (§3.3), no KL term (§2.3)")
+
+
+def _clipped(ratio, advantages, mask, eps_low, eps_high, dual_clip, *, metrics) -> Surrogate:
+    """``clipped_surrogate`` on ``ratio``, and the tokens whose gradient its clip stops on each side."""
+    per_token = clipped_surrogate(ratio, advantages, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
+    value = ratio.detach()
+    low, high = (value < 1 - eps_low) & (advantages < 0), (value > 1 + eps_high) & (advantages > 0)
+    if dual_clip is not None:
+        metrics["clip_frac_dual"] = masked_mean(((value > dual_clip) & (advantages < 0)).to(mask.dtype), mask).item()
+    return Surrogate(per_token, low, high, metrics)
+
+
+@register_policy_loss(
+    "gspo", defaults={**_CLIP, "eps_low": 3e-4, "eps_high": 4e-4}, aggregation="seq_mean_token_mean", kl="none",
+    formula="ℓ_t = −min(s_t·A, clip(s_t, 1−ε_low, 1+ε_high)·A),  s_t = sg[s_i]·π_θ(y_t)/sg[π_θ(y_t)],  "
+            "s_i = (π_θ(y_i)/π_old(y_i))^{1/|y_i|}",
+    doc="the clipped surrogate on the length-normalised sequence ratio: a whole response is clipped or not",
+    paper="Zheng et al. 2025, arXiv:2507.18071, eq. 5 with the sequence ratio s_i of eq. 7, in GSPO-token's "
+          "form (§4.3: GSPO's gradient when each token has its response's advantage); clip range 3e-4 / 4e-4 "
+          "(§5.1); no KL term")
+def _gspo(logp, old_logp, advantages, mask, *, eps_low, eps_high, dual_clip=None) -> Surrogate:
+    """GSPO: the clipped surrogate on GSPO-token's ratio (the sequence ratio's value on every token)."""
+    sequence_ratio = gspo_sequence_ratio(logp.detach(), old_logp, mask)
+    return _clipped(gspo_token_ratio(logp, old_logp, mask), advantages, mask, eps_low, eps_high, dual_clip,
+                    metrics=_ratio_stats("seq_ratio", sequence_ratio))
+
+
+@register_policy_loss(
+    "gmpo", defaults={"eps_low": 0.4, "eps_high": 0.4}, aggregation="seq_mean_token_mean", kl="none",
+    sequence_advantages=True,
+    formula="ℓ_t = −A_i·ρ_i on every token of response i,  ρ_i = exp((1/|y_i|) Σ_t ℓ*_t),  ℓ*_t = log r_t "
+            "clipped to [−ε_low, ε_high] on the side the sign of A_i makes pessimistic",
+    doc="the geometric mean of log-clipped token ratios times the response's advantage",
+    paper="Zhao et al. 2025, arXiv:2507.20673: the GMPO objective, A_i times the geometric mean of the token "
+          "ratios, each clipped in log space (one-sided by the sign of A_i, as PPO's) before the mean; range "
+          "(e^−0.4, e^0.4); no KL term")
+def _gmpo(logp, old_logp, advantages, mask, *, eps_low, eps_high) -> Surrogate:
+    """−A_i · ρ_i on every token of response i; the clip indicators are per token, in log space."""
+    sequence_advantages = advantages[:, 0]
+    rho = gmpo_sequence_ratio(logp, old_logp, sequence_advantages, mask, eps_low=eps_low, eps_high=eps_high)
+    per_token = (-sequence_advantages * rho).unsqueeze(1).expand_as(logp)
+    log_ratio = (logp - old_logp).detach()
+    low, high = (log_ratio < -eps_low) & (advantages < 0), (log_ratio > eps_high) & (advantages > 0)
+    return Surrogate(per_token, low, high, _ratio_stats("seq_ratio", rho.detach()))
+
+
+@register_policy_loss(
+    "sapo", defaults={"tau_pos": 1.0, "tau_neg": 1.05}, aggregation="seq_mean_token_mean", kl="none",
+    formula="ℓ_t = −f(r_t)·A,  f(r) = σ(τ(r−1))·4/τ,  τ = τ_pos if A > 0 else τ_neg",
+    doc="a smooth sigmoid gate in place of the hard clip, decaying faster for negative advantages",
+    paper="Gao et al. 2025, arXiv:2511.20347: SAPO's objective, the soft gate f in place of PPO's clip (f′(1) = 1: "
+          "on-policy it is the policy gradient), τ_pos = 1.0, τ_neg = 1.05, averaged as GRPO's (1/G Σ_i 1/|y_i| "
+          "Σ_t); no KL term")
+def _sapo(logp, old_logp, advantages, mask, *, tau_pos, tau_neg) -> Surrogate:
+    gate = sapo_gate(token_ratio(logp, old_logp), advantages, tau_pos=tau_pos, tau_neg=tau_neg)
+    return Surrogate(-gate * advantages, metrics={"gate_mean": masked_mean(gate.detach(), mask).item()})
+
+
+@register_policy_loss(
+    "cispo", defaults={"eps_low": None, "eps_high": 4.0}, aggregation="token_mean", kl="none",
+    formula="ℓ_t = −sg[min(r_t, 1+ε_high)]·A·log π_θ(y_t)  (sg[clip(r_t, 1−ε_low, 1+ε_high)] when ε_low is set)",
+    doc="REINFORCE weighted by the clipped, stopped IS ratio: a clipped token keeps its gradient",
+    paper="MiniMax 2025, arXiv:2506.13585, eq. 4 with the clipped weight of eq. 5, no lower bound, normalised "
+          "by 1/Σ_i|o_i|; the cap 1 + ε_high = 5 is ScaleRL's ε_max (Khatri et al. 2025, arXiv:2510.13786); "
+          "no KL term")
+def _cispo(logp, old_logp, advantages, mask, *, eps_low, eps_high) -> Surrogate:
+    """−sg[r̂] · A · log π_θ; "clipped" here means the IS weight was truncated (any sign of A)."""
+    ratio = token_ratio(logp, old_logp).detach()
+    weight = cispo_weight(ratio, eps_low=eps_low, eps_high=eps_high)
+    low = _nothing(mask) if eps_low is None else ratio < 1 - eps_low
+    return Surrogate(-weight * advantages * logp, low, ratio > 1 + eps_high)
+
+
+# The book's built-in variants (registered above); variant_names() also lists a reader's.
+VARIANTS = variant_names()

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from rlbook._checks import check_choice, check_int, check_positive
+from rlbook._checks import check_choice, check_int, check_knob, check_positive
 from rlbook.aggregation import AGGREGATION_MODES
 from rlbook.kl import KL_ESTIMATORS
-from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS, VARIANTS
+from rlbook.losses.policy import COV_CONTROLS
+from rlbook.losses.registry import policy_loss_variant
 
 __all__ = ["ADVANTAGE_ESTIMATORS", "GROUP_ESTIMATORS", "OnlineConfig", "PRESETS", "preset"]
 
@@ -31,7 +32,8 @@ __all__ = ["ADVANTAGE_ESTIMATORS", "GROUP_ESTIMATORS", "OnlineConfig", "PRESETS"
 ADVANTAGE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "none")
 GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo")
 KL_PLACEMENTS = ("loss", "reward")
-# Knobs of policy_loss that a config may override; each must be one the variant uses.
+# Knobs of policy_loss that a config may override; each must be one the variant uses. A registered
+# variant's other knobs go in ``loss_knobs``.
 LOSS_KNOBS = ("eps_low", "eps_high", "dual_clip", "tau_pos", "tau_neg", "aggregation")
 
 
@@ -46,7 +48,9 @@ class OnlineConfig:
     ``warmup_steps`` of linear warm-up; gradients clipped to ``max_grad_norm`` (None: no clipping).
     Advantages: ``advantage`` in ``ADVANTAGE_ESTIMATORS``; ``unbiased_std`` for GRPO's σ;
     ``gamma`` / ``lam`` / ``critic_lr`` for "gae".
-    Loss: ``variant`` of ``policy_loss`` and overrides of its knobs (None: the variant's default);
+    Loss: ``variant``, any variant registered with ``policy_loss`` (``rlbook.losses.variant_names()``: the
+    built-ins and a reader's own, ``register_policy_loss``), and overrides of its knobs (None: the variant's
+    default; ``loss_knobs``: {knob: value} for a registered variant's knobs that have no field here);
     ``entropy_coef`` for an entropy bonus; ``cov_control`` ("clip_cov" / "kl_cov", Cui et al. 2025)
     with ``cov_fraction`` (None: the paper's share), Clip-Cov's ``cov_bounds`` and KL-Cov's
     ``kl_cov_coef`` acts on the tokens whose
@@ -83,6 +87,7 @@ class OnlineConfig:
     tau_pos: float | None = None
     tau_neg: float | None = None
     aggregation: str | None = None
+    loss_knobs: dict = field(default_factory=dict)
     kl_beta: float = 0.0
     kl_estimator: str = "k3"
     kl_placement: str = "loss"
@@ -121,7 +126,8 @@ class OnlineConfig:
 
     def loss_overrides(self) -> dict:
         """The policy_loss knobs this config sets (the others keep the variant's defaults)."""
-        return {knob: getattr(self, knob) for knob in LOSS_KNOBS if getattr(self, knob) is not None}
+        fields = {knob: getattr(self, knob) for knob in LOSS_KNOBS if getattr(self, knob) is not None}
+        return {**fields, **self.loss_knobs}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -176,22 +182,24 @@ class OnlineConfig:
         check_positive("critic_lr", self.critic_lr)
 
     def _check_loss_knobs(self):
-        check_choice("variant", self.variant, VARIANTS)
-        defaults = VARIANT_DEFAULTS[self.variant]
+        entry = policy_loss_variant(self.variant)  # a ValueError listing the registered variants
+        defaults = {**entry.defaults, "aggregation": entry.aggregation}
+        self._check_extra_knobs(entry)
         for knob, value in self.loss_overrides().items():
             if knob not in defaults:
                 raise ValueError(f"{knob} is not used by variant {self.variant!r} (its knobs: {sorted(defaults)})")
             if knob == "aggregation":
                 check_choice("aggregation", value, AGGREGATION_MODES)
-            else:
+            elif knob in LOSS_KNOBS:
                 check_positive(knob, value, allow_zero=knob in ("eps_low", "eps_high"))
         eps_low = self.eps_low if self.eps_low is not None else defaults.get("eps_low")
         eps_high = self.eps_high if self.eps_high is not None else defaults.get("eps_high")
         if eps_low is not None and eps_high is not None and eps_high < eps_low:
             raise ValueError(f"eps_high must be >= eps_low={eps_low} (clip-higher widens the upper bound), "
                              f"got {eps_high}")
-        if self.variant == "gmpo" and self.advantage == "gae":
-            raise ValueError("variant 'gmpo' needs one advantage per response; advantage 'gae' gives one per token")
+        if entry.sequence_advantages and self.advantage == "gae":
+            raise ValueError(f"variant {self.variant!r} needs one advantage per response; advantage 'gae' gives one "
+                             "per token")
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError(f"dual_clip must be > 1, got {self.dual_clip}")
         check_positive("entropy_coef", self.entropy_coef, allow_zero=True)
@@ -206,6 +214,18 @@ class OnlineConfig:
         if (not isinstance(bounds, (tuple, list)) or len(bounds) != 2
                 or not all(isinstance(b, (int, float)) and math.isfinite(b) for b in bounds) or bounds[0] > bounds[1]):
             raise ValueError(f"cov_bounds must be (low, high) with low <= high, got {bounds!r}")
+
+    def _check_extra_knobs(self, entry):
+        """``loss_knobs``: {name: number, bool or None} for knobs of the variant that have no field of their own."""
+        if not isinstance(self.loss_knobs, dict):
+            raise ValueError(f"loss_knobs must be a dict of knob -> value, got {type(self.loss_knobs).__name__}")
+        for knob, value in self.loss_knobs.items():
+            if knob in LOSS_KNOBS:
+                raise ValueError(f"loss_knobs: set {knob} as its own field, OnlineConfig({knob}=...)")
+            if knob not in entry.defaults:
+                raise ValueError(f"loss_knobs: {knob} is not used by variant {entry.name!r} "
+                                 f"(its knobs: {sorted(entry.defaults)})")
+            check_knob(f"loss_knobs: {knob}", value)
 
     def _check_kl_and_rewards(self):
         check_positive("kl_beta", self.kl_beta, allow_zero=True)
