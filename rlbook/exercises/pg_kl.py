@@ -10,15 +10,15 @@ The shared plumbing below is what every lesson's checker uses: ``_not_attempted`
 ``_call`` to run the reader's function (it returns the error ``NOT_ATTEMPTED`` for the stub), and
 ``_failed`` to turn an error into the verdict (None and a note for the stub, False otherwise).
 
-============================  ===============================================  ==========
-checker                       the reader writes                                lesson
-============================  ===============================================  ==========
-``check_reinforce_loss``      the REINFORCE loss with the value baseline       01
-``check_optimal_baseline``    the variance-minimising constant baseline        01
-``check_k3``                  Schulman's k3 per token                          02
-``check_k3_straight_through`` k3's value with k2's gradient (verl's "k3+")     02
-``check_expected_gradient``   E_{x~π}[∇k(x)] by exact enumeration              02
-============================  ===============================================  ==========
+===============================  ===============================================  ==========
+checker                          the reader writes                                lesson
+===============================  ===============================================  ==========
+``check_reinforce_loss``         the REINFORCE loss with the value baseline       01
+``check_optimal_baseline``       the variance-minimising constant baseline        01
+``check_k3``                     Schulman's k3 per token                          02
+``check_k3_straight_through``    k3's value with k2's gradient (verl's "k3+")     02
+``check_expected_gradient``      E_{x~π}[∇k(x)] by exact enumeration              02
+===============================  ===============================================  ==========
 """
 
 from __future__ import annotations

@@ -104,13 +104,15 @@ def plot_kl_estimator_table(mus=None, *, measured: dict[float, dict] | None = No
     ax_bias.set_ylabel("bias / true KL")
     ax_std.set_ylabel("stdev / true KL")
     ax_std.set_yscale("log")
+    highest = max(t[name]["stdev/true"] for t in tables for name in ESTIMATOR_COLOURS)
+    ax_std.set_ylim(top=15 * highest)  # room above the curves for the legend
     for ax in (ax_bias, ax_std):
         ax.set_xscale("log")
         ax.set_xlabel("μ  (π_θ = N(0, 1), π_ref = N(μ, 1))")
         ax.grid(True, which="both", alpha=0.3)
         if measured:
             ax.plot([], [], "o", color="white", mec="black", label="measured (points)")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left" if ax is ax_bias else "upper right")
     fig.tight_layout()
     return fig
 
