@@ -17,8 +17,11 @@ gives three single-sample estimators of KL(π_θ ‖ π_ref) = E_{π_θ}[−log 
 
 So GRPO's "k3 in the loss" (Shao et al. 2024, arXiv:2402.03300, §4.1) optimises the forward KL,
 while "k1 in the reward" (Ziegler et al. 2019, arXiv:1909.08593; Ouyang et al. 2022,
-arXiv:2203.02155) and "k2 in the loss" both give the reverse-KL gradient (Liu et al. 2025,
-"Rethinking KL Regularization in RLHF", arXiv:2510.01555). verl's ``"k3+"`` / ``"low_var_kl+"``
+arXiv:2203.02155) and "k2 in the loss" both give the reverse-KL gradient (K. Liu et al. 2025,
+"Rethinking KL Regularization in RLHF: From Value Estimation to Gradient Optimization",
+arXiv:2510.01555). All three identities need fresh samples: on tokens drawn from an older π_old
+(later epochs on one batch) E_{π_old}[∇k1] = −∇ KL(π_old ‖ π_θ), and the importance ratio
+π_θ/π_old (``kl_in_loss``'s ``ratio``) is what restores the reverse-KL gradient, for k1 and k3. verl's ``"k3+"`` / ``"low_var_kl+"``
 straight-through estimator reports k3's value with k2's gradient (``k3_straight_through``); its
 ``"low_var_kl"`` is k3 clamped to [−10, 10]. The lesson on KL estimators checks every one of these
 gradient facts by exact enumeration (tests/test_gradient_identities.py).

@@ -12,8 +12,9 @@ baseline b that is zero, the exact value J(θ), or the mean of the *other* rewar
 
 **Two Gaussians** (lesson 02). Samples x ~ π_θ = N(0, 1) and a reference π_ref = N(μ, σ²); the
 per-sample KL estimators k1, k2, k3 of ``rlbook.kl`` estimate KL(π_θ ‖ π_ref), whose value is
-known. For σ = 1 the bias and spread of every estimator have closed forms too (Schulman 2020
-reported them by sampling; ``kl_estimator_table_exact`` derives them).
+known. The bias and spread of every estimator have closed forms too (Schulman 2020 reported them
+by sampling): ``kl_estimator_table_exact`` derives them for σ = 1, ``kl_estimator_table_any_sigma``
+for any σ (k3's variance is infinite once σ² ≥ 2).
 
 **A categorical policy and a reference** (lesson 02). E_{x~π}[∇k(x)] is the finite sum
 ∇ Σ_x sg[π(x)] k(x), so which divergence an estimator's gradient follows is checked exactly; and
@@ -66,6 +67,8 @@ __all__ = [
     "gaussian_log_density",
     "sample_kl_estimates",
     "kl_estimator_table_exact",
+    "kl_estimator_table_any_sigma",
+    "k1_k3_spread_crossover",
     "kl_estimator_table_monte_carlo",
     "expected_estimator_gradient",
     "reverse_kl",
@@ -81,7 +84,7 @@ __all__ = [
 
 DTYPE = torch.float64
 BASELINES = ("none", "value", "leave_one_out")
-KL_PLACEMENTS = ("k1_in_reward", "k1_in_loss", "k2_in_loss", "k3_in_loss")
+KL_PLACEMENTS = ("k1_in_reward", "k1_in_loss", "k2_in_loss", "k3_in_loss", "k3+_in_loss")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -295,22 +298,106 @@ def kl_estimator_table_exact(mu: float) -> dict[str, dict[str, float]]:
     return table
 
 
+def _standard_normal_moment(power: int) -> float:
+    """E[x^power] for x ~ N(0, 1): 0 for odd powers, (power − 1)!! for even ones."""
+    return 0.0 if power % 2 else float(math.prod(range(power - 1, 0, -2)))
+
+
+def _polynomial_mean(coefficients: np.ndarray) -> float:
+    """E[Σ_j c_j x^j] for x ~ N(0, 1), ``coefficients`` in increasing powers."""
+    return float(sum(c * _standard_normal_moment(j) for j, c in enumerate(coefficients)))
+
+
+def kl_estimator_table_any_sigma(mu: float, sigma: float = 1.0) -> dict[str, dict[str, float]]:
+    """The table of ``kl_estimator_table_exact`` for π_θ = N(0, 1) and π_ref = N(μ, σ²), any σ.
+
+    With x ~ N(0, 1) the log-ratio is a quadratic, L = log r = a x² + b x + c with
+    a = ½ − 1/(2σ²), b = μ/σ², c = −μ²/(2σ²) − log σ, so KL = −E[L] and
+
+    - k1 = −L and k2 = ½ L² have moments that are polynomial moments of a Gaussian (E x^{2j} = (2j − 1)!!);
+    - k3 = e^L − 1 − L needs E[e^{2L}] and E[L e^L], from the moment generating function of L,
+      log E[e^{tL}] = ψ(t) = t c + t² b² / (2(1 − 2ta)) − ½ log(1 − 2ta) (finite while 1 − 2ta > 0):
+      E[e^{2L}] = e^{ψ(2)} = ∫ π_ref²/π_θ, finite only when 1 − 4a > 0, i.e. σ² < 2; and
+      E[L e^L] = ψ'(1) (since E[e^L] = 1), ψ'(t) = c + t b² (1 − ta)/(1 − 2ta)² + a/(1 − 2ta).
+
+    k3's "stdev/true" is ``inf`` for σ² ≥ 2: its variance diverges, so a sample's stdev is finite but
+    meaningless and its batch mean is heavy-tailed. At σ = 1 this equals ``kl_estimator_table_exact``
+    (Schulman, "Approximating KL Divergence", 2020). Same return shape as that function.
+    """
+    sigma = check_positive("sigma", sigma)
+    true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
+    if true_kl <= 0:
+        raise ValueError("mu and sigma give π_ref = π_θ (KL 0): the ratios to the true KL are undefined")
+    a, b, c = 0.5 - 0.5 / sigma**2, mu / sigma**2, -(mu**2) / (2 * sigma**2) - math.log(sigma)
+    log_ratio = np.array([c, b, a])  # L as a polynomial in x, increasing powers
+    moment = {k: _polynomial_mean(np.polynomial.polynomial.polypow(log_ratio, k)) for k in (1, 2, 4)}
+    mean_l_exp_l = c + b**2 * (1 - a) / (1 - 2 * a) ** 2 + a / (1 - 2 * a)  # ψ'(1) = E[L e^L]
+    if 1 - 4 * a > 0:
+        mean_r_squared = math.exp(2 * c + 2 * b**2 / (1 - 4 * a)) / math.sqrt(1 - 4 * a)  # e^{ψ(2)}
+        # E[k3²] = E[(r − 1)²] − 2 E[(r − 1) L] + E[L²], with E[r] = 1
+        k3_second_moment = mean_r_squared - 1 - 2 * (mean_l_exp_l - moment[1]) + moment[2]
+        k3_stdev = math.sqrt(max(k3_second_moment - true_kl**2, 0.0))
+    else:
+        k3_stdev = math.inf
+    rows = {
+        "k1": (0.0, math.sqrt(moment[2] - moment[1] ** 2)),
+        "k2": (moment[2] / 2 - true_kl, math.sqrt(moment[4] - moment[2] ** 2) / 2),
+        "k3": (0.0, k3_stdev),
+    }
+    table = {"true_kl": {"value": true_kl}}
+    for name, (bias, stdev) in rows.items():
+        table[name] = {"bias/true": bias / true_kl, "stdev/true": stdev / true_kl}
+    return table
+
+
+def k1_k3_spread_crossover(iterations: int = 100) -> float:
+    """The μ beyond which k3 spreads more than k1, for π_θ = N(0, 1) and π_ref = N(μ, 1).
+
+    From ``kl_estimator_table_exact``: Var(k3) = e^{μ²} − 1 − μ² and Var(k1) = μ², equal where
+    e^{u} = 1 + 2u with u = μ² > 0; found by bisection (e^u − 1 − 2u is negative, then positive,
+    on (0, 2)). About 1.12: below it k3 is the better estimator, above it k1 is.
+    """
+    iterations = check_int("iterations", iterations, minimum=1)
+    low, high = 0.5, 2.0
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        if math.expm1(middle) < 2 * middle:
+            low = middle
+        else:
+            high = middle
+    return math.sqrt(0.5 * (low + high))
+
+
 def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: int,
                                    seed: int = 0) -> dict[str, dict[str, float]]:
-    """The same table measured from ``n_samples`` draws, with the standard error of the bias.
+    """The same table measured from ``n_samples`` draws, with the standard errors of what it measures.
 
-    ``"bias_se/true"`` is stdev / √n / true: a bias within a few of these is not distinguishable
-    from zero at this sample size.
+    - ``"bias_se/true"`` = stdev / √n / true, the standard error of the bias: a bias within a few of
+      these is not distinguishable from zero at this sample size.
+    - ``"stdev_se/true"``: the standard error of the sample stdev s, by the delta method,
+      √((m₄ − s⁴)/n) / (2s) with m₄ the fourth central moment of the sample (it needs a finite
+      fourth moment to mean anything: not for k3 when σ² ≥ 2, where even the variance diverges).
+    - For k1 and k2, ``"bias_vs_k3/true"`` and ``"bias_vs_k3_se/true"``: the bias measured as the
+      mean of k − k3 on the same draws. k3 is unbiased (E r = 1), so this estimates the same bias;
+      for k2 the paired difference ½L² − (e^L − 1 − L) ≈ −L³/6 is tiny when L is, so its standard
+      error is far smaller than k2's own (common random numbers).
     """
     true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
     table = {"true_kl": {"value": true_kl}}
-    for name, values in sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed).items():
+    samples = sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed)
+    for name, values in samples.items():
         stdev = float(values.std())
+        fourth = float(((values - values.mean()) ** 4).mean())
         table[name] = {
             "bias/true": (float(values.mean()) - true_kl) / true_kl,
             "stdev/true": stdev / true_kl,
             "bias_se/true": stdev / math.sqrt(n_samples) / true_kl,
+            "stdev_se/true": math.sqrt(max(fourth - stdev**4, 0.0) / n_samples) / (2 * stdev) / true_kl,
         }
+        if name != "k3":
+            paired = values - samples["k3"]
+            table[name]["bias_vs_k3/true"] = float(paired.mean()) / true_kl
+            table[name]["bias_vs_k3_se/true"] = float(paired.std()) / math.sqrt(n_samples) / true_kl
     return table
 
 
@@ -318,29 +405,45 @@ def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: 
 # A categorical policy: which divergence each gradient follows, by exact enumeration
 
 
-def _categorical(values, ref_probs, *, name: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
-    """``values`` (one number per outcome, called ``name``) and ``ref_probs`` as float64, checked."""
+def _categorical(values, ref_probs, *, name: str = "logits",
+                 probs_name: str = "ref_probs") -> tuple[torch.Tensor, torch.Tensor]:
+    """``values`` (one number per outcome, called ``name``) and a distribution ``ref_probs`` (called
+    ``probs_name`` in errors) as float64, checked."""
     values = torch.as_tensor(values, dtype=DTYPE)
     ref_probs = torch.as_tensor(ref_probs, dtype=DTYPE)
     if values.dim() != 1 or ref_probs.shape != values.shape:
-        raise ValueError(f"{name} and ref_probs must be 1-D of the same size, got {tuple(values.shape)} "
+        raise ValueError(f"{name} and {probs_name} must be 1-D of the same size, got {tuple(values.shape)} "
                          f"and {tuple(ref_probs.shape)}")
     if (ref_probs <= 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-9:
-        raise ValueError("ref_probs must be positive and sum to 1")
+        raise ValueError(f"{probs_name} must be positive and sum to 1")
     return values, ref_probs
 
 
-def expected_estimator_gradient(logits, ref_probs, estimator: str) -> torch.Tensor:
+def expected_estimator_gradient(logits, ref_probs, estimator: str, *, sampling_probs=None,
+                                importance_weighted: bool = False) -> torch.Tensor:
     """E_{x~π_θ}[∇_θ k(x)] = ∇_θ Σ_x sg[π_θ(x)] · k(x), computed exactly.
 
     The weights π_θ(x) are *not* differentiated: a sample carries no gradient through the fact
     that it was drawn, exactly as when k is averaged over sampled tokens in a loss.
+
+    ``sampling_probs`` = π_old: the tokens were drawn from an older policy (PPO's and GRPO's later
+    epochs on one batch), and the result is E_{x~π_old}[∇_θ k(x)]. On-policy identities then fail:
+    for k1 it is Σ π_old ∇log π_θ = −∇ KL(π_old ‖ π_θ), not 0 (Liu et al. 2025, arXiv:2510.01555,
+    on off-policy KL losses). ``importance_weighted=True`` multiplies k by the ratio π_θ/π_old
+    (``rlbook.kl.kl_in_loss``'s ``ratio``, as DeepSeek-V3.2 and TRL's ``use_bias_correction_kl``
+    do), which makes the sum Σ_x π_θ(x) k(x) = E_{π_θ}[k] with its weights differentiated: for k1
+    and k3 the reverse-KL gradient, on fresh and on stale samples alike.
     """
     logits, ref_probs = _categorical(logits, ref_probs)
     theta = logits.clone().requires_grad_(True)
     logp = torch.log_softmax(theta, dim=0)
-    weighted = (logp.exp().detach() * kl_estimate(logp, ref_probs.log(), estimator)).sum()
-    (gradient,) = torch.autograd.grad(weighted, theta)
+    if sampling_probs is None:
+        sampler = logp.exp().detach()
+    else:
+        _, sampler = _categorical(logits, sampling_probs, probs_name="sampling_probs")
+    ratio = (logp - sampler.log()).exp() if importance_weighted else None
+    terms = kl_in_loss(logp, ref_probs.log(), beta=1.0, estimator=estimator, ratio=ratio)
+    (gradient,) = torch.autograd.grad((sampler * terms).sum(), theta)
     return gradient
 
 
@@ -374,7 +477,8 @@ def placement_gradient(logits, ref_probs, rewards, *, beta: float, placement: st
     - ``"k1_in_reward"``: the shaped reward R − β·sg[k1] (``rlbook.kl.kl_in_reward``) multiplies
       ∇log π, as in REINFORCE;
     - ``"kN_in_loss"``: REINFORCE on R alone, plus the loss term β·kN (``rlbook.kl.kl_in_loss``)
-      differentiated directly.
+      differentiated directly; ``"k3+_in_loss"`` is verl's straight-through k3 (k3's value, k2's
+      gradient: ``rlbook.kl.k3_straight_through``).
 
     Returns the ascent direction (the gradient of the objective, not of the loss).
     """

@@ -5,7 +5,7 @@ import torch
 
 from rlbook import toys
 from rlbook.exercises import pg_kl
-from rlbook.kl import k1, k2, k3
+from rlbook.kl import k1, k2, k3, k3_straight_through
 
 
 def _capture(capsys, checker, fn):
@@ -100,3 +100,80 @@ def test_expected_gradient(capsys):
     assert _capture(capsys, pg_kl.check_expected_gradient, _enumerate("detached"))[0] is True
     result, out = _capture(capsys, pg_kl.check_expected_gradient, _enumerate("live"))
     assert result is False and "wrong for k1" in out and "differentiated the sampling weights" in out
+
+
+def test_k3_in_float32_passes_with_a_precision_note(capsys):
+    result, out = _capture(capsys, pg_kl.check_k3, lambda logp, ref: k3(logp.float(), ref.float()))
+    assert result is True and "float32" in out
+
+
+def _sg(t):
+    return t.detach()
+
+
+def test_k3_straight_through_right_answers_pass(capsys):
+    for right in (k3_straight_through,
+                  lambda logp, ref: _sg(k3(logp, ref)) + k2(logp, ref) - _sg(k2(logp, ref)),
+                  lambda logp, ref: _sg(k3(logp, ref)) + (k2(logp, ref) - _sg(k2(logp, ref))).float()):
+        result, out = _capture(capsys, pg_kl.check_k3_straight_through, right)
+        assert result is True and out.startswith("✓"), out
+    result, out = _capture(capsys, pg_kl.check_k3_straight_through,
+                           lambda logp, ref: k3_straight_through(logp.float(), ref.float()))
+    assert result is True and "float32" in out
+    assert _capture(capsys, pg_kl.check_k3_straight_through, None)[0] is None
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (k3, "plain k3"),
+    (k2, "value is k2's"),
+    (lambda logp, ref: _sg(k2(logp, ref)) + k3(logp, ref) - _sg(k3(logp, ref)), "swapped"),
+    (lambda logp, ref: k3(logp, ref) + k2(logp, ref) - _sg(k2(logp, ref)), "k3 was not detached"),
+    (lambda logp, ref: _sg(k3(logp, ref)) + k1(logp, ref) - _sg(k1(logp, ref)), "k1's"),
+    (lambda logp, ref: _sg(k3(logp, ref)) - k2(logp, ref) + _sg(k2(logp, ref)), "wrong sign"),
+    (lambda logp, ref: _sg(k3(logp, ref)), "carries no gradient"),
+    (lambda logp, ref: _sg(k3(logp, ref)) + k2(logp, ref), "k3 + k2"),
+    (lambda logp, ref: k3_straight_through(ref, logp), "upside down"),
+    (lambda logp, ref: k3_straight_through(logp, ref).mean(), "one value per token"),
+    (lambda logp, ref: k3_straight_through(logp, ref) + 0.1, "not the expected values"),
+])
+def test_k3_straight_through_mistakes_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_k3_straight_through, wrong)
+    assert result is False and words in out, out
+
+
+def _slip(slip):
+    def gradient(logits, ref_probs, estimator):
+        return pg_kl._enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip=slip)
+    return gradient
+
+
+def _mean_over_x(logits, ref_probs, estimator):
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, 0)
+    return torch.autograd.grad((logp.exp().detach() * estimator(logp, ref_probs.log())).mean(), theta)[0]
+
+
+def _value_gradient_minus_score_term(logits, ref_probs, estimator):
+    """The other right form: ∇E[k] − E[k ∇log π]."""
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, 0)
+    values = estimator(logp, ref_probs.log())
+    value_gradient = torch.autograd.grad((logp.exp() * values).sum(), theta, retain_graph=True)[0]
+    score_term = torch.autograd.grad((logp.exp().detach() * values.detach() * logp).sum(), theta)[0]
+    return value_gradient - score_term
+
+
+def test_expected_gradient_other_right_form_passes(capsys):
+    assert _capture(capsys, pg_kl.check_expected_gradient, _value_gradient_minus_score_term)[0] is True
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_slip("unlogged_ref"), "passed ref_probs"),
+    (_slip("swapped"), "arguments are swapped"),
+    (_slip("wrt_probs"), "with respect to the probabilities"),
+    (_mean_over_x, "averaged over the outcomes"),
+    (lambda logits, ref_probs, estimator: -_enumerate("detached")(logits, ref_probs, estimator), "sign is flipped"),
+])
+def test_expected_gradient_slips_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, wrong)
+    assert result is False and words in out, out

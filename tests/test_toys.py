@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rlbook import toys
+from rlbook.kl import kl_estimate
 
 BANDIT = toys.GaussianBandit(means=(1.0, 1.4, 2.0, 0.6, 1.2), noise=0.5)
 LOGITS = torch.tensor([0.5, 0.0, -0.5, 1.0, 0.0], dtype=torch.float64)
@@ -99,6 +100,95 @@ def test_kl_table_matches_schulman_2020():
     assert large["k3"]["stdev/true"] == pytest.approx(1.7, abs=0.01)
     with pytest.raises(ValueError, match="mu"):
         toys.kl_estimator_table_exact(0.0)
+
+
+@pytest.mark.parametrize("mu", [0.1, 0.5, 1.0, 3.0])
+def test_kl_table_any_sigma_is_the_sigma_one_table_at_sigma_one(mu):
+    general, exact = toys.kl_estimator_table_any_sigma(mu, 1.0), toys.kl_estimator_table_exact(mu)
+    for name in ("k1", "k2", "k3"):
+        for column in ("bias/true", "stdev/true"):
+            assert general[name][column] == pytest.approx(exact[name][column], rel=1e-9, abs=1e-12)
+
+
+def _quadrature_moments(mu, sigma, estimator):
+    """E and stdev of an estimator under x ~ N(0, 1), by a fine Riemann sum (tails negligible here)."""
+    x = torch.linspace(-30, 30, 600_001, dtype=torch.float64)
+    logp, ref_logp = toys.gaussian_log_density(x, 0.0, 1.0), toys.gaussian_log_density(x, mu, sigma)
+    values = kl_estimate(logp, ref_logp, estimator)
+    weights = logp.exp() * (x[1] - x[0])
+    mean = float((weights * values).sum())
+    return mean, math.sqrt(float((weights * values**2).sum()) - mean**2)
+
+
+@pytest.mark.parametrize("mu, sigma", [(0.5, 0.7), (1.0, 1.2), (0.5, 1.3), (0.0, 1.3)])
+def test_kl_table_any_sigma_matches_quadrature(mu, sigma):
+    table = toys.kl_estimator_table_any_sigma(mu, sigma)
+    kl = toys.gaussian_kl(0.0, 1.0, mu, sigma)
+    assert table["true_kl"]["value"] == pytest.approx(kl)
+    for name in ("k1", "k2", "k3"):
+        mean, stdev = _quadrature_moments(mu, sigma, name)
+        assert table[name]["bias/true"] == pytest.approx(mean / kl - 1, abs=1e-7), name
+        assert table[name]["stdev/true"] == pytest.approx(stdev / kl, rel=1e-6), name
+
+
+def test_kl_table_any_sigma_wide_reference_and_bad_input():
+    wide = toys.kl_estimator_table_any_sigma(0.5, 2.0)
+    assert wide["k3"]["stdev/true"] == math.inf          # E[r²] = ∫ π_ref²/π_θ diverges for σ² ≥ 2
+    assert math.isfinite(wide["k1"]["stdev/true"]) and wide["k2"]["bias/true"] < 0  # k2 biased *down*
+    with pytest.raises(ValueError, match="sigma"):
+        toys.kl_estimator_table_any_sigma(0.5, 0.0)
+    with pytest.raises(ValueError, match="KL 0"):
+        toys.kl_estimator_table_any_sigma(0.0, 1.0)
+
+
+def test_k1_k3_spread_crossover():
+    mu = toys.k1_k3_spread_crossover()
+    assert math.exp(mu**2) == pytest.approx(1 + 2 * mu**2)
+    below, above = toys.kl_estimator_table_exact(mu - 0.01), toys.kl_estimator_table_exact(mu + 0.01)
+    assert below["k3"]["stdev/true"] < below["k1"]["stdev/true"]
+    assert above["k3"]["stdev/true"] > above["k1"]["stdev/true"]
+
+
+def test_monte_carlo_table_standard_errors():
+    # Over 40 seeds, the reported standard errors match the seed-to-seed spread of what they describe.
+    tables = [toys.kl_estimator_table_monte_carlo(0.5, n_samples=20_000, seed=seed) for seed in range(40)]
+    for name, column, se_column in (("k1", "bias/true", "bias_se/true"), ("k1", "stdev/true", "stdev_se/true"),
+                                    ("k2", "stdev/true", "stdev_se/true"),
+                                    ("k2", "bias_vs_k3/true", "bias_vs_k3_se/true")):
+        spread = float(torch.tensor([t[name][column] for t in tables]).std())
+        reported = sum(t[name][se_column] for t in tables) / len(tables)
+        assert 0.7 < spread / reported < 1.4, (name, column, spread, reported)
+    # close distributions: k2's bias measured against k3 on the same draws is far more precise than alone
+    close = toys.kl_estimator_table_monte_carlo(0.1, n_samples=20_000, seed=0)
+    assert close["k2"]["bias_vs_k3_se/true"] < close["k2"]["bias_se/true"] / 10
+    assert "bias_vs_k3/true" not in close["k3"]
+
+
+def test_off_policy_estimator_gradients():
+    old = torch.softmax(torch.tensor([0.3, -0.2, 0.1, 0.0, 0.4], dtype=torch.float64), 0)
+    k1_stale = toys.expected_estimator_gradient(LOGITS, REF, "k1", sampling_probs=old)
+    # E_{π_old}[∇k1] = Σ π_old ∇log π_θ = −∇ KL(π_old ‖ π_θ): not zero once π_θ has moved
+    assert torch.allclose(k1_stale, -toys.kl_gradient(LOGITS, old, "forward"), atol=1e-14)
+    assert k1_stale.abs().max() > 0.05
+    # at π_old = π_θ the stale expectation is the on-policy one
+    on_policy = torch.softmax(LOGITS, 0)
+    for name in ("k1", "k2", "k3"):
+        assert torch.allclose(toys.expected_estimator_gradient(LOGITS, REF, name, sampling_probs=on_policy),
+                              toys.expected_estimator_gradient(LOGITS, REF, name), atol=1e-14)
+    # the ratio π_θ/π_old turns k1 and k3 into the reverse-KL gradient, stale or not
+    reverse = toys.kl_gradient(LOGITS, REF, "reverse")
+    for name in ("k1", "k3"):
+        for sampler in (None, old):
+            weighted = toys.expected_estimator_gradient(LOGITS, REF, name, sampling_probs=sampler,
+                                                        importance_weighted=True)
+            assert torch.allclose(weighted, reverse, atol=1e-14), (name, sampler)
+    with pytest.raises(ValueError, match="sampling_probs"):
+        toys.expected_estimator_gradient(LOGITS, REF, "k1", sampling_probs=torch.tensor([0.5, 0.5]))
+
+
+def test_straight_through_placement_converges_to_the_tilt():
+    final = toys.regularised_ascent(REF.log(), REF, REWARDS, beta=0.25, placement="k3+_in_loss", steps=300, lr=4.0)
+    assert torch.allclose(final, toys.reverse_kl_optimum(REF, REWARDS, beta=0.25), atol=1e-6)
 
 
 def test_estimator_gradients_follow_their_divergences():

@@ -47,6 +47,13 @@ def test_kl_histograms_mark_the_true_kl():
     fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
     assert len(fig.axes) == 3
     assert all("true KL = 0.5" in ax.get_legend().get_texts()[0].get_text() for ax in fig.axes)
+    assert "(exact 1.70)" in fig.axes[2].get_title()  # k3's closed-form stdev/true beside the sample's
+
+
+def test_kl_histograms_show_the_infinite_variance_of_k3():
+    fig = kl_viz.plot_kl_estimator_histograms(0.5, 2.0, n_samples=2_000, seed=3)
+    assert "(exact ∞)" in fig.axes[2].get_title() and "∞" not in fig.axes[0].get_title()
+    assert "seed 3" in fig._suptitle.get_text()
 
 
 def test_kl_table_and_gradient_plots():
@@ -59,8 +66,13 @@ def test_kl_table_and_gradient_plots():
     assert len(fig.axes[0].patches) == 15
 
 
-def test_placement_plot():
+def test_placement_plot_puts_each_marker_over_the_bars_it_predicts():
     rewards = torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64)
-    finals = {"k1_in_reward": REF, "k3_in_loss": REF}
+    finals = {"k1_in_reward": REF, "k3_in_loss": REF, "k3+_in_loss": REF}
     fig = kl_viz.plot_placement_outcomes(REF, rewards, finals, reverse_optimum=REF, forward_optimum=REF)
-    assert len(fig.axes[0].patches) == 15
+    ax = fig.axes[0]
+    assert len(ax.patches) == 20
+    bar_centres = {round(patch.get_x() + patch.get_width() / 2, 9) for patch in ax.patches}
+    marker_xs = {round(float(x), 9) for line in ax.get_lines() for x in line.get_xdata()}
+    assert marker_xs <= bar_centres  # every marker sits on a bar, none between bars
+    assert len(ax.get_lines()) == 3  # × over k1_in_reward and k3+_in_loss, ○ over k3_in_loss

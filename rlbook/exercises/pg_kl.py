@@ -10,28 +10,34 @@ The shared plumbing below is what every lesson's checker uses: ``_not_attempted`
 ``_call`` to run the reader's function (it returns the error ``NOT_ATTEMPTED`` for the stub), and
 ``_failed`` to turn an error into the verdict (None and a note for the stub, False otherwise).
 
-============================  ===============================================  ==========
-checker                       the reader writes                                lesson
-============================  ===============================================  ==========
-``check_reinforce_loss``      the REINFORCE loss with the value baseline       01
-``check_optimal_baseline``    the variance-minimising constant baseline        01
-``check_k3``                  Schulman's k3 per token                          02
-``check_expected_gradient``   E_{x~π}[∇k(x)] by exact enumeration              02
-============================  ===============================================  ==========
+===============================  ===============================================  ==========
+checker                          the reader writes                                lesson
+===============================  ===============================================  ==========
+``check_reinforce_loss``         the REINFORCE loss with the value baseline       01
+``check_optimal_baseline``       the variance-minimising constant baseline        01
+``check_k3``                     Schulman's k3 per token                          02
+``check_k3_straight_through``    k3's value with k2's gradient (verl's "k3+")     02
+``check_expected_gradient``      E_{x~π}[∇k(x)] by exact enumeration              02
+===============================  ===============================================  ==========
 """
 
 from __future__ import annotations
 
 import torch
 
-from rlbook.kl import k1, k2, k3
+from rlbook.kl import k1, k2, k3, k3_straight_through
 from rlbook.losses import reinforce_surrogate
 from rlbook.toys import GaussianBandit, optimal_constant_baseline
 
-__all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_expected_gradient"]
+__all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_k3_straight_through",
+           "check_expected_gradient"]
 
 DTYPE = torch.float64
 TOLERANCE = dict(rtol=1e-6, atol=1e-9)
+# A right formula computed in float32 (eps ≈ 1.2e-7, and k3 = (r − 1) − log r cancels) lands within this.
+FLOAT32_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
+FLOAT32_NOTE = ("(to float32 precision only: your function computes in float32 — the inputs are float64, so "
+                "keep their dtype, e.g. avoid torch.tensor(..., dtype=torch.float32) or .float())")
 # The error ``_call`` returns when the reader's function is still the stub raising NotImplementedError.
 NOT_ATTEMPTED = "Not attempted yet: replace the `raise NotImplementedError` with your answer."
 
@@ -85,6 +91,11 @@ def _failed(error: str, context: str = "") -> bool | None:
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a.to(DTYPE), b.to(DTYPE), **TOLERANCE)
+
+
+def _close_in_float32(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when ``a`` is ``b`` to float32 precision: the right formula, computed in single precision."""
+    return a.shape == b.shape and torch.allclose(a.detach().to(DTYPE), b.detach().to(DTYPE), **FLOAT32_TOLERANCE)
 
 
 def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]]) -> str:
@@ -253,6 +264,8 @@ def check_k3(k3_fn) -> bool | None:
                         f"{tuple(result.shape)} (average later, in the loss)")
     if _close(result, reference):
         return _verdict(True, "your k3 matches rlbook.kl.k3", "")
+    if _close_in_float32(result, reference):
+        return _verdict(True, f"your k3 matches rlbook.kl.k3 {FLOAT32_NOTE}", "")
     log_r = ref_logp - logp
     mistakes = {
         "flipped_ratio": (k3(ref_logp, logp),
@@ -265,6 +278,78 @@ def check_k3(k3_fn) -> bool | None:
         "log_sign": (torch.expm1(log_r) + log_r, "log r should be subtracted: k3 = (r − 1) − log r."),
     }
     return _verdict(False, "", f"your k3 is wrong — {_diagnose(result, reference, mistakes)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 02: k3+, k3's value with k2's gradient
+
+
+def _value_and_gradient(fn, logp, ref_logp, weights):
+    """``fn(logp, ref_logp)`` and ∇_logp Σ weights · fn(…), or an error message."""
+    leaf = logp.clone().requires_grad_(True)
+    result, error = _call(fn, leaf, ref_logp.clone())
+    if error:
+        return None, None, error
+    if result.shape != logp.shape:
+        return None, None, (f"return one value per token, shape {tuple(logp.shape)} like logp; got "
+                            f"{tuple(result.shape)} (average later, in the loss)")
+    if not result.requires_grad:
+        return result, None, ("your k3+ carries no gradient: the value may be detached, but the k2 part must "
+                              "stay differentiable (detach only what should not be differentiated)")
+    (gradient,) = torch.autograd.grad((weights * result).sum(), leaf, allow_unused=True)
+    if gradient is None:
+        return result, None, "your k3+ does not depend on logp through anything differentiable"
+    return result, gradient, None
+
+
+def check_k3_straight_through(fn) -> bool | None:
+    """Check ``fn(logp, ref_logp)``: per token, k3's value with k2's gradient (``rlbook.kl.k3_straight_through``).
+
+    The value is compared with k3, and the gradient of Σ w · fn(logp, ref_logp) with respect to
+    ``logp`` (fixed random weights w) with k2's; each usual mistake is named from which of the
+    two is wrong and what it matches instead.
+    """
+    if _not_attempted(fn, "k3+"):
+        return None
+    logp, ref_logp = _token_cases()
+    weights = torch.rand(logp.shape, dtype=DTYPE, generator=torch.Generator().manual_seed(3)) + 0.5
+    value, gradient, error = _value_and_gradient(fn, logp, ref_logp, weights)
+    if error and value is None:
+        return _failed(error)
+    gradients = {}
+    for name, estimator in (("k1", k1), ("k2", k2), ("k3", k3)):
+        _, gradients[name], _ = _value_and_gradient(estimator, logp, ref_logp, weights)
+    values = {"k1": k1(logp, ref_logp), "k2": k2(logp, ref_logp), "k3": k3(logp, ref_logp)}
+    value_ok = _close(value, values["k3"])
+    value_float32 = not value_ok and _close_in_float32(value, values["k3"])
+    if not (value_ok or value_float32):
+        if _close(value, values["k2"]):
+            if gradient is not None and _close(gradient, gradients["k3"]):
+                return _verdict(False, "", "the two parts are swapped: you return k2's value with k3's gradient. "
+                                "Keep the value of k3 (detached) and add k2 − sg[k2].")
+            return _verdict(False, "", "the value is k2's, ½ (log r)²: the logged number must be k3's, "
+                            "(r − 1) − log r, which is unbiased.")
+        if _close(value, k3(ref_logp, logp)):
+            return _verdict(False, "", "the value is k3 with the ratio upside down (r = π_θ/π_ref); r = π_ref/π_θ.")
+        if _close(value, values["k3"] + values["k2"]):
+            return _verdict(False, "", "the value is k3 + k2: the k2 part must add zero to the value — "
+                            "add k2 − sg[k2], not k2.")
+        return _verdict(False, "", _diagnose(value, values["k3"], {}))
+    if error:
+        return _verdict(False, "", error)
+    if not _close(gradient, gradients["k2"]) and not (value_float32 and _close_in_float32(gradient, gradients["k2"])):
+        mistakes = {
+            "plain_k3": (gradients["k3"], "that is plain k3: its gradient is k3's, the forward-KL one. Keep k3's value "
+                         "but take the gradient from k2: sg[k3] + k2 − sg[k2]."),
+            "undetached_k3": (gradients["k3"] + gradients["k2"], "k3 was not detached: its gradient adds to k2's. "
+                              "Use k3.detach() for the value."),
+            "k1_gradient": (gradients["k1"], "the gradient is k1's, which is zero in expectation; k3+ takes k2's."),
+            "negated": (-gradients["k2"], "the gradient has the wrong sign: add k2 − sg[k2], not sg[k2] − k2."),
+        }
+        return _verdict(False, "", f"the value is right but the gradient is not — "
+                        f"{_diagnose(gradient, gradients['k2'], mistakes)}")
+    return _verdict(True, "your k3+ has k3's value and k2's gradient"
+                    + (f" {FLOAT32_NOTE}" if value_float32 else ""), "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -281,13 +366,20 @@ def _categorical_cases():
     return cases
 
 
-def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str):
-    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated") or 1 ("uniform")."""
+def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: str | None = None):
+    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated") or 1 ("uniform").
+
+    ``slip`` makes one of the usual mistakes instead: "unlogged_ref" passes π_ref for log π_ref,
+    "swapped" calls estimator(ref_logp, logp), "wrt_probs" differentiates with respect to the
+    probabilities π rather than the logits.
+    """
     theta = logits.clone().requires_grad_(True)
-    logp = torch.log_softmax(theta, dim=0)
-    values = estimator(logp, ref_probs.log())
+    leaf = torch.softmax(theta, dim=0).detach().requires_grad_(True) if slip == "wrt_probs" else theta
+    logp = leaf.log() if slip == "wrt_probs" else torch.log_softmax(theta, dim=0)
+    ref = ref_probs if slip == "unlogged_ref" else ref_probs.log()
+    values = estimator(ref, logp) if slip == "swapped" else estimator(logp, ref)
     w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
-    (gradient,) = torch.autograd.grad((w * values).sum(), theta)
+    (gradient,) = torch.autograd.grad((w * values).sum(), leaf)
     return gradient
 
 
@@ -317,6 +409,17 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                             "you summed ∇k(x) over x without weighting by π_θ(x): an expectation under π_θ "
                             "is Σ_x π_θ(x) (…)."),
                 "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
+                "unlogged_ref": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached",
+                                                      slip="unlogged_ref"),
+                                 "you passed ref_probs where the estimator takes ref_logp: call "
+                                 "estimator(logp, ref_probs.log())."),
+                "swapped": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="swapped"),
+                            "the estimator's arguments are swapped: it is estimator(logp, ref_logp), policy first."),
+                "wrt_probs": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_probs"),
+                              "you differentiated with respect to the probabilities π, not the logits θ: "
+                              "build log π = log_softmax(θ) from the logits and differentiate with respect to θ."),
+                "mean": (reference / logits.numel(), "you averaged over the outcomes x: an expectation is the "
+                         "π-weighted *sum* Σ_x π_θ(x) ∇k(x), not a mean over x."),
             }
             return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}")
     return _verdict(True, "your enumeration matches the reference for k1, k2 and k3", "")

@@ -10,7 +10,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from rlbook.toys import gaussian_kl, kl_estimator_table_exact, sample_kl_estimates
+from rlbook.toys import (
+    k1_k3_spread_crossover,
+    kl_estimator_table_any_sigma,
+    kl_estimator_table_exact,
+    sample_kl_estimates,
+)
 
 __all__ = [
     "ESTIMATOR_COLOURS",
@@ -27,11 +32,14 @@ ESTIMATOR_COLOURS = {"k1": "tab:red", "k2": "tab:orange", "k3": "tab:blue"}
 def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_samples: int = 20_000, seed: int = 0):
     """Histograms of per-sample k1, k2, k3 for π_θ = N(0, 1), π_ref = N(μ, σ²), with the true KL.
 
-    Each panel marks the true KL(π_θ ‖ π_ref) (black) and the sample mean (dashed), and its title
-    gives the measured bias/true and stdev/true. The x-range shows the 0.5–99.5% quantiles of
-    all three estimators, so the panels share one scale.
+    Each panel marks the true KL(π_θ ‖ π_ref) (black) and the sample mean (dashed). Its title gives
+    the measured bias/true and stdev/true beside the exact ones (``kl_estimator_table_any_sigma``):
+    where they part, the sample has missed the rare draws that carry the variance (k3 far from
+    π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). The x-range shows the 0.5–99.5%
+    quantiles of all three estimators, so the panels share one scale.
     """
-    true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
+    exact = kl_estimator_table_any_sigma(mu, sigma)
+    true_kl = exact["true_kl"]["value"]
     values = {name: v.numpy() for name, v in sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed).items()}
     everything = np.concatenate(list(values.values()))
     low, high = np.quantile(everything, [0.005, 0.995])
@@ -42,22 +50,26 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
         ax.hist(np.clip(v, low, high), bins=bins, color=ESTIMATOR_COLOURS[name], alpha=0.75)
         ax.axvline(true_kl, color="black", lw=2, label=f"true KL = {true_kl:.4g}")
         ax.axvline(v.mean(), color="black", ls="--", lw=1.2, label=f"sample mean = {v.mean():.4g}")
-        ax.set_title(f"{name}: bias/true = {(v.mean() - true_kl) / true_kl:+.3f}, "
-                     f"stdev/true = {v.std() / true_kl:.2f}", fontsize=9.5)
+        exact_stdev = exact[name]["stdev/true"]
+        ax.set_title(f"{name}: bias/true = {(v.mean() - true_kl) / true_kl:+.3f} (exact {exact[name]['bias/true']:+.3f})\n"
+                     f"stdev/true = {v.std() / true_kl:.2f} (exact {'∞' if exact_stdev == float('inf') else f'{exact_stdev:.2f}'})",
+                     fontsize=9)
         ax.set_yticks([])
         ax.legend(fontsize=7.5, loc="upper right")
         ax.set_xlabel("per-sample value")
-    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), {n_samples:,} samples "
+    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), {n_samples:,} samples, seed {seed} "
                  "(values beyond the range are piled at its edges)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def kl_estimator_widget(*, n_samples: int = 20_000, seed: int = 0):
-    """μ and σ of π_ref as knobs of ``plot_kl_estimator_histograms`` (an ``ipywidgets.interact``)."""
+    """μ and σ of π_ref, and the seed of the sample, as knobs of ``plot_kl_estimator_histograms``
+    (an ``ipywidgets.interact``). The seed shows which numbers are stable and which are not: with
+    σ² ≥ 2, k3's sample stdev and its batch mean jump from seed to seed."""
     import ipywidgets as widgets
 
-    def draw(mu, sigma):
+    def draw(mu, sigma, seed):
         plot_kl_estimator_histograms(mu, sigma, n_samples=n_samples, seed=seed)
         plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
 
@@ -65,6 +77,7 @@ def kl_estimator_widget(*, n_samples: int = 20_000, seed: int = 0):
         draw,
         mu=widgets.FloatSlider(value=0.5, min=0.05, max=3.0, step=0.05, description="μ of π_ref"),
         sigma=widgets.FloatSlider(value=1.0, min=0.5, max=2.0, step=0.05, description="σ of π_ref"),
+        seed=widgets.IntSlider(value=seed, min=0, max=19, description="seed"),
     )
 
 
@@ -72,7 +85,8 @@ def plot_kl_estimator_table(mus=None, *, measured: dict[float, dict] | None = No
     """bias/true and stdev/true of k1, k2, k3 against μ (π_ref = N(μ, 1)), from the closed forms.
 
     ``measured`` (optional) maps μ to a Monte Carlo table (``kl_estimator_table_monte_carlo``),
-    drawn as points on the curves.
+    drawn as points on the curves. A dotted line marks ``k1_k3_spread_crossover``, beyond which k3
+    spreads more than k1.
     """
     mus = np.geomspace(0.05, 3.0, 120) if mus is None else np.asarray(mus, dtype=float)
     tables = [kl_estimator_table_exact(float(mu)) for mu in mus]
@@ -83,17 +97,22 @@ def plot_kl_estimator_table(mus=None, *, measured: dict[float, dict] | None = No
         for mu, table in (measured or {}).items():
             ax_bias.plot(mu, table[name]["bias/true"], "o", color=colour, ms=6, mec="black")
             ax_std.plot(mu, table[name]["stdev/true"], "o", color=colour, ms=6, mec="black")
-    ax_bias.set_title("bias / true KL  (k1 and k3 lie on 0)", fontsize=10)
-    ax_std.set_title("stdev / true KL", fontsize=10)
+    crossover = k1_k3_spread_crossover()
+    ax_std.axvline(crossover, color="0.3", ls=":", lw=1.2, label=f"μ = {crossover:.2f}: k3 spreads more than k1 beyond")
+    ax_bias.set_title("bias  (k1 and k3 lie on 0)", fontsize=10)
+    ax_std.set_title("standard deviation", fontsize=10)
+    ax_bias.set_ylabel("bias / true KL")
+    ax_std.set_ylabel("stdev / true KL")
     ax_std.set_yscale("log")
+    highest = max(t[name]["stdev/true"] for t in tables for name in ESTIMATOR_COLOURS)
+    ax_std.set_ylim(top=15 * highest)  # room above the curves for the legend
     for ax in (ax_bias, ax_std):
         ax.set_xscale("log")
         ax.set_xlabel("μ  (π_θ = N(0, 1), π_ref = N(μ, 1))")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    if measured:
-        ax_std.plot([], [], "o", color="white", mec="black", label="measured (points)")
-        ax_std.legend(fontsize=8)
+        if measured:
+            ax.plot([], [], "o", color="white", mec="black", label="measured (points)")
+        ax.legend(fontsize=8, loc="upper left" if ax is ax_bias else "upper right")
     fig.tight_layout()
     return fig
 
@@ -107,7 +126,8 @@ def plot_expected_gradients(gradients: dict[str, torch.Tensor], *, reverse: torc
     positions = _bars_with_markers(
         ax, {f"E[∇{name}]": gradient for name, gradient in gradients.items()},
         {f"E[∇{name}]": colour for name, colour in ESTIMATOR_COLOURS.items()},
-        markers={"∇ KL(π_θ ‖ π_ref)  (reverse)": reverse, "∇ KL(π_ref ‖ π_θ)  (forward)": forward})
+        markers={"∇ KL(π_θ ‖ π_ref)  (reverse)": (reverse, ["E[∇k2]"]),
+                 "∇ KL(π_ref ‖ π_θ)  (forward)": (forward, ["E[∇k3]"])})
     ax.axhline(0, color="0.5", lw=0.8)
     k = len(positions)
     ax.set_xticks(positions, [f"θ_{i}" for i in range(k)])
@@ -123,14 +143,19 @@ def plot_placement_outcomes(ref_probs, rewards, finals: dict[str, torch.Tensor],
     """Where each KL placement leads the policy: final π_θ per placement beside π_ref and the optima.
 
     ``finals`` maps a placement (``rlbook.toys.KL_PLACEMENTS``) to the policy that exact gradient
-    ascent converged to.
+    ascent converged to. The reverse-KL optimum (×) is drawn over the bars of the placements whose
+    gradient is the reverse-KL one (k1 in the reward, k2 and k3+ in the loss), the forward-KL
+    optimum (○) over k3 in the loss, so each marker sits on the bar it predicts.
     """
     series = {"π_ref": torch.as_tensor(ref_probs), **finals}
     colours = {"π_ref": "0.6", "k1_in_reward": "tab:purple", "k1_in_loss": "tab:red",
-               "k2_in_loss": "tab:orange", "k3_in_loss": "tab:blue"}
+               "k2_in_loss": "tab:orange", "k3_in_loss": "tab:blue", "k3+_in_loss": "tab:green"}
+    reverse_placements = [name for name in ("k1_in_reward", "k2_in_loss", "k3+_in_loss") if name in finals]
+    forward_placements = [name for name in ("k3_in_loss",) if name in finals]
     fig, ax = plt.subplots(figsize=(10.5, 3.8))
-    positions = _bars_with_markers(ax, series, colours, markers={"argmax E[R] − β KL(π‖π_ref)": reverse_optimum,
-                                                                 "argmax E[R] − β KL(π_ref‖π)": forward_optimum})
+    positions = _bars_with_markers(ax, series, colours, markers={
+        "argmax E[R] − β KL(π‖π_ref)": (reverse_optimum, reverse_placements),
+        "argmax E[R] − β KL(π_ref‖π)": (forward_optimum, forward_placements)})
     labels = [f"x={i}\nR={float(r):g}" for i, r in enumerate(torch.as_tensor(rewards))]
     ax.set_xticks(positions, labels)
     ax.set_ylabel("probability")
@@ -143,13 +168,17 @@ def plot_placement_outcomes(ref_probs, rewards, finals: dict[str, torch.Tensor],
 
 def _bars_with_markers(ax, series: dict, colours: dict, *, markers: dict):
     """Grouped bars, one group per index and one bar per entry of ``series`` (label → (K,) tensor);
-    then the two ``markers`` (label → (K,) tensor) as a cross and a ring. Returns the positions."""
-    positions = np.arange(len(next(iter(markers.values()))))
+    then the two ``markers`` (label → ((K,) tensor, [names of the series it predicts])) as a cross
+    and a ring, drawn over each bar they predict. Returns the group positions."""
+    positions = np.arange(len(next(iter(series.values()))))
     width = 0.8 / len(series)
-    for offset, (name, values) in enumerate(series.items()):
-        ax.bar(positions + (offset - (len(series) - 1) / 2) * width, torch.as_tensor(values).numpy(), width,
-               color=colours.get(name), label=name)
-    (cross_label, cross), (ring_label, ring) = markers.items()
-    ax.plot(positions, cross.numpy(), "kx", ms=10, mew=2, label=cross_label)
-    ax.plot(positions, ring.numpy(), "o", mfc="none", mec="black", ms=11, mew=1.5, label=ring_label)
+    offsets = {name: (i - (len(series) - 1) / 2) * width for i, name in enumerate(series)}
+    for name, values in series.items():
+        ax.bar(positions + offsets[name], torch.as_tensor(values).numpy(), width, color=colours.get(name), label=name)
+    for (label, (values, predicted)), style in zip(markers.items(), (
+            dict(marker="x", color="black", ms=10, mew=2),
+            dict(marker="o", mfc="none", mec="black", ms=11, mew=1.5))):
+        for i, name in enumerate(predicted):
+            ax.plot(positions + offsets[name], torch.as_tensor(values).numpy(), ls="none",
+                    label=label if i == 0 else None, **style)
     return positions
