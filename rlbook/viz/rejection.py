@@ -149,7 +149,7 @@ def plot_rejection_sampling_history(history):
     the rows log ``eval/pass@1_se`` (the standard error clustered by prompt), pass@1 gets ± 2 s.e. bars."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     runs = list(frame.groupby("seed")) if "seed" in frame else [(None, frame)]
-    fig, (ax_pass, ax_reward) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (ax_pass, ax_reward) = plt.subplots(1, 2, figsize=(10, 3.8))
     for index, (seed, run) in enumerate(runs):
         shift = 0.06 * (index - (len(runs) - 1) / 2)  # side by side, so that the error bars do not overlap
         suffix = "" if seed is None else f" (seed {seed})"
@@ -161,14 +161,14 @@ def plot_rejection_sampling_history(history):
                        label=f"mean sampled reward{suffix}")
         ax_reward.plot(trained["round"], trained["best_of_n_reward"], "s-", color=f"C{index}",
                        label=f"best-of-n reward{suffix}")
-    bars = " (± 2 s.e., clustered by prompt)" if "eval/pass@1_se" in frame else ""
+    bars = "\n(bars: ± 2 s.e., clustered by prompt)" if "eval/pass@1_se" in frame else ""
     ax_pass.set(xlabel="round (0 = before training)", ylabel="held-out pass@1", ylim=(0, 1),
                 title="rejection-sampling SFT, round by round" + bars)
     ax_pass.title.set_fontsize(10)
     ax_pass.set_xticks(sorted(frame["round"].unique()))
     ax_pass.legend(fontsize=7, loc="lower right")
     ax_reward.set(xlabel="round", ylabel="training reward", ylim=(0, 1.05),
-                  title="what each round distils: dashed, a plain sample; solid, the best of n")
+                  title="what each round distils\n(dashed: a plain sample; solid: the best of n)")
     ax_reward.title.set_fontsize(10)
     ax_reward.set_xticks(sorted(frame.dropna(subset=["sample_reward"])["round"].unique()))
     ax_reward.legend(fontsize=7, loc="lower right", ncol=1 if len(runs) < 2 else 2)
