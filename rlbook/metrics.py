@@ -72,7 +72,7 @@ def best_of_n_kl(n: int) -> float:
     """KL(π_best-of-n ‖ π) = log n − (n − 1)/n, the analytic formula for best-of-n sampling.
 
     The formula is the one used since Stiennon et al. (2020, arXiv:2009.01325); Beirami et al. (2024,
-    "Theoretical guarantees on the best-of-n alignment policy", arXiv:2401.01879) prove it is an
+    "Theoretical guarantees on the best-of-n alignment policy", arXiv:2401.01879 v3, §3) prove it is an
     upper bound on the true KL, and study how loose it can be.
     """
     n = check_int("n", n, minimum=1)
@@ -186,12 +186,15 @@ def best_of_n_distribution(probs, rewards, n: int) -> torch.Tensor:
     ``probs`` (V,) is π, ``rewards`` (V,) the reward of each outcome. With the cumulative
     F(r) = π(reward ≤ r), the winner's reward is ≤ r with probability F(r)^n; a reward level c with
     mass p_c therefore wins with probability F(c)^n − F(c⁻)^n, and since the first of the tied
-    samples wins, the outcomes of a level share it in proportion to π (Beirami et al. 2024,
-    arXiv:2401.01879, Lemma 1):
+    samples wins, the outcomes of a level share it in proportion to π:
 
         π_n(y) = π(y) / p_c(y) · ( F(c(y))^n − F(c(y)⁻)^n )
 
-    Without ties this is F(y)^n − (F(y) − π(y))^n ≈ n π(y) F(y)^(n−1) when π(y) is small.
+    Without ties this is F(y)^n − (F(y) − π(y))^n ≈ n π(y) F(y)^(n−1) when π(y) is small: the
+    distribution Beirami et al. derive for distinct rewards ("Theoretical guarantees on the best-of-n
+    alignment policy", arXiv:2401.01879 v3, §2). The sharing of a tied level in proportion to π is
+    this book's step (which of the tied draws wins depends only on its position, never on which
+    outcome it is).
     """
     probs = as_float_tensor("probs", probs, ndim=(1,)).double()
     rewards = as_float_tensor("rewards", rewards, ndim=(1,)).double()
@@ -213,18 +216,20 @@ def best_of_n_exact_kl(probs, rewards, n: int) -> float:
     """KL(π_n ‖ π) = Σ_y π_n(y) log(π_n(y) / π(y)) of ``best_of_n_distribution``, exactly.
 
     At most ``rlbook.metrics.best_of_n_kl(n)`` = log n − (n − 1)/n, with equality only in the limit
-    of no ties and no outcome of sizeable probability (Beirami et al. 2024, Theorem 1)."""
+    of no ties and no outcome of sizeable probability (Beirami et al. 2024, arXiv:2401.01879 v3, §3).
+    Clamped at 0: at n = 1 (π_n = π) rounding can otherwise leave −1e-17."""
     best = best_of_n_distribution(probs, rewards, n)
     base = as_float_tensor("probs", probs, ndim=(1,)).double()
     support = best > 0
-    return (best[support] * (best[support] / base[support]).log()).sum().item()
+    return max(0.0, (best[support] * (best[support] / base[support]).log()).sum().item())
 
 
 def expected_max_of_normals(k: int, *, grid_points: int = 20_001) -> float:
     """E[max of ``k`` independent N(0, 1)], by quadrature of its density k φ(x) Φ(x)^(k−1).
 
-    The integral ∫ x k φ(x) Φ(x)^(k−1) dx is taken with the trapezoid rule on [−10, 10] (the tails
-    beyond hold less than 1e-20 of the mass for any k this book uses). Grows like √(2 log k),
+    The integral ∫ x k φ(x) Φ(x)^(k−1) dx is taken with the trapezoid rule on [−10, 10]. The mass
+    outside is at most k (1 − Φ(10)) + Φ(−10)^k ≈ k · 7.6e-24, and its share of the mean at most
+    k φ(10) ≈ k · 7.7e-23: below 1e-16 for k ≤ 10⁶, the largest k the book uses. Grows like √(2 log k),
     which bounds it from above (Jensen on E[exp(t · max)], then t = √(2 log k)).
     """
     k = check_int("k", k, minimum=1)

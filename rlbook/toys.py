@@ -22,7 +22,9 @@ exact gradient ascent on "reward minus a KL penalty" shows where each placement 
 leads the policy; ``reverse_kl_optimum`` is the closed form that lesson 06 builds DPO on.
 
 **A policy with rewards it was never trained on** (lesson 05). ``toy_policy`` gives π over a few
-dozen outcomes and a reward per outcome, so the best-of-n distribution is an exact finite sum.
+dozen outcomes and a reward per outcome, so the best-of-n distribution is an exact finite sum;
+``optimum_at_kl`` finds the KL-regularised optimum with a given KL, and ``best_of_n_efficiency``
+compares best-of-n's reward with that optimum's at the same KL.
 
 **One preference pair and a tabular policy** (lesson 07). ``toy_margin_dynamics`` runs gradient
 descent on DPO's or IPO's loss of one pair: DPO's margin grows without bound, IPO's stops at 1/(2τ).
@@ -47,6 +49,7 @@ import torch
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.kl import kl_estimate, kl_in_loss, kl_in_reward
 from rlbook.losses import dpo_loss, ipo_loss
+from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 __all__ = [
     "BASELINES",
@@ -79,6 +82,8 @@ __all__ = [
     "reverse_kl_optimum",
     "forward_kl_optimum",
     "toy_policy",
+    "optimum_at_kl",
+    "best_of_n_efficiency",
     "toy_margin_dynamics",
 ]
 
@@ -562,6 +567,70 @@ def toy_policy(num_outcomes: int = 30, *, temperature: float = 1.0, reward_level
         rewards = torch.div(rewards * check_int("reward_levels", reward_levels, minimum=1), num_outcomes,
                             rounding_mode="floor")
     return probs, rewards
+
+
+def _tilted_kl(ref_probs: torch.Tensor, rewards: torch.Tensor, inverse_beta: torch.Tensor) -> torch.Tensor:
+    """KL(π*_β ‖ π_ref) for each λ = 1/β of ``inverse_beta`` (λ = 0: π_ref itself)."""
+    log_ref = ref_probs.log()
+    log_tilted = torch.log_softmax(log_ref + inverse_beta[:, None] * rewards, dim=1)
+    return (log_tilted.exp() * (log_tilted - log_ref)).nan_to_num().sum(dim=1)
+
+
+def optimum_at_kl(ref_probs, rewards, kl, *, iterations: int = 100) -> torch.Tensor:
+    """The KL-regularised optimum π*_β = ``reverse_kl_optimum(ref_probs, rewards, beta)`` whose
+    KL(π*_β ‖ π_ref) equals ``kl`` (a number or a (K,) tensor of them; returns (V,) or (K, V)).
+
+    With λ = 1/β, π*_λ ∝ π_ref e^(λ r) and KL(λ) = λ E_{π*_λ}[r] − log E_{π_ref}[e^(λ r)], whose
+    derivative is λ Var_{π*_λ}(r) ≥ 0: the KL rises from 0 at λ = 0 (π_ref) to −log π_ref(top level)
+    as λ → ∞ (π_ref conditioned on the highest reward; Rafailov et al. 2023, arXiv:2305.18290, eq. 4
+    for the closed form). So λ is found by bisection, after doubling an upper end until it passes
+    the target. A ``kl`` above that ceiling raises ``ValueError``; within 1e-9 of it, the last λ tried
+    stands for λ = ∞.
+    """
+    rewards, ref_probs = _categorical(rewards, ref_probs, name="rewards")
+    targets = torch.as_tensor(kl, dtype=DTYPE).reshape(-1)
+    iterations = check_int("iterations", iterations, minimum=1)
+    top = rewards == rewards.max()
+    ceiling = -math.log(float(ref_probs[top].sum()))
+    if not torch.isfinite(targets).all() or (targets < 0).any() or (targets > ceiling + 1e-9).any():
+        raise ValueError(f"kl must be finite, non-negative and at most −log π_ref(top reward) = {ceiling:.6g}, "
+                         f"got {targets.tolist()}")
+    targets = targets.clamp(max=ceiling - 1e-12)
+    low, high = torch.zeros_like(targets), torch.ones_like(targets)
+    for _ in range(200):  # double the upper end until KL(high) ≥ the target (or λ is effectively ∞)
+        short = _tilted_kl(ref_probs, rewards, high) < targets
+        if not short.any():
+            break
+        low, high = torch.where(short, high, low), torch.where(short, 2 * high, high)
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        above = _tilted_kl(ref_probs, rewards, middle) >= targets
+        low, high = torch.where(above, low, middle), torch.where(above, middle, high)
+    optima = torch.softmax(ref_probs.log() + 0.5 * (low + high)[:, None] * rewards, dim=1)
+    return optima[0] if torch.as_tensor(kl).dim() == 0 else optima
+
+
+def best_of_n_efficiency(probs, rewards, ns) -> dict[str, np.ndarray]:
+    """Best-of-n against the KL-regularised optimum at the same KL, for each n of ``ns``.
+
+    Returns arrays over ``ns``: ``kl`` (best-of-n's exact KL from π), ``gain`` (its E[r] − E_π[r]),
+    ``optimum_gain`` (the gain of ``optimum_at_kl`` at that KL: the most any policy can gain
+    at that KL, since π*_β maximises E[r] − β KL) and ``ratio`` = gain / optimum_gain (NaN where
+    the KL is 0, e.g. n = 1, where both gains are 0).
+    """
+    probs = torch.as_tensor(probs, dtype=DTYPE)
+    rewards = torch.as_tensor(rewards, dtype=DTYPE)
+    ns = [check_int("ns", n, minimum=1) for n in ns]
+    if not ns:
+        raise ValueError("ns must hold at least one n")
+    base = float(probs @ rewards)
+    kl = np.array([best_of_n_exact_kl(probs, rewards, n) for n in ns])
+    gain = np.array([float(best_of_n_distribution(probs, rewards, n) @ rewards) - base for n in ns])
+    optimum_gain = (optimum_at_kl(probs, rewards, torch.as_tensor(kl)) @ rewards).numpy() - base
+    moved = kl > 1e-12
+    ratio = np.full(len(ns), np.nan)
+    ratio[moved] = gain[moved] / optimum_gain[moved]
+    return {"n": np.array(ns), "kl": kl, "gain": gain, "optimum_gain": optimum_gain, "ratio": ratio}
 
 
 # ----------------------------------------------------------------------------------------------

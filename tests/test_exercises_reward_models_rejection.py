@@ -75,7 +75,39 @@ def test_best_of_n_checker_accepts_correct_answers(capsys):
     assert "✓" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["continuous", "cdf", "strict_cdf", "pi_times", "unsorted"])
+def test_best_of_n_checker_accepts_a_float32_answer(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(
+        lambda p, r, n: _by_hand(p.float(), r.float(), n)) is True
+    assert "✓" in capsys.readouterr().out
+
+
+def _sorted_answer(probs, rewards, n, *, descending=False, scatter_back=True):
+    """A reader's sort-and-cumsum answer; ``descending`` and ``scatter_back=False`` are the two slips."""
+    order = rewards.argsort(descending=descending)
+    cdf = probs[order].cumsum(0)
+    in_sorted_order = cdf ** n - (cdf - probs[order]) ** n
+    if not scatter_back:
+        return in_sorted_order
+    return torch.empty_like(probs).index_copy_(0, order, in_sorted_order)
+
+
+def test_best_of_n_checker_names_a_readers_descending_sort_and_a_missing_scatter(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(_sorted_answer) is True
+    capsys.readouterr()
+    assert rejection_exercises.check_best_of_n_probabilities(
+        lambda p, r, n: _sorted_answer(p, r, n, descending=True)) is False
+    assert "*worst* of n" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(
+        lambda p, r, n: _sorted_answer(p, r, n, scatter_back=False)) is False
+    assert "listed in reward order" in capsys.readouterr().out
+
+
+def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: _by_hand(p, r, n) * 1.01) is False
+    assert "largest difference" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "pi_times", "unsorted"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
     def wrong(probs, rewards, n):
         return rejection_exercises._mistakes(probs, rewards, n)[name][0]
@@ -101,5 +133,8 @@ def test_best_of_n_cases_have_distinct_rewards_and_distinguishable_mistakes():
     for probs, rewards, n in rejection_exercises._cases():
         assert len(set(rewards.tolist())) == len(rewards)
         reference = best_of_n_distribution(probs, rewards, n)
-        for name, (candidate, _) in rejection_exercises._mistakes(probs, rewards, n).items():
-            assert not torch.allclose(candidate, reference), name
+        mistakes = rejection_exercises._mistakes(probs, rewards, n)
+        for name, (candidate, _) in mistakes.items():
+            assert not rejection_exercises._close(candidate, reference), name
+            assert not any(rejection_exercises._close(candidate, other) for other_name, (other, _) in mistakes.items()
+                           if other_name != name), name

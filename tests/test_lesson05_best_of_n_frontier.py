@@ -1,10 +1,13 @@
 """Lesson 05's comparison of best-of-n with the KL-regularised optimum: the figure, and the facts the
 lesson states as theorems (worked checks there) checked here on other toys."""
 
+import math
+
 import numpy as np
 import pytest
+import torch
 
-from rlbook.toys import reverse_kl, reverse_kl_optimum, toy_policy
+from rlbook.toys import best_of_n_efficiency, optimum_at_kl, reverse_kl, reverse_kl_optimum, toy_policy
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 from rlbook.viz.rejection import plot_reward_kl_frontier
 
@@ -31,6 +34,37 @@ def test_best_of_n_never_beats_the_optimum_at_its_own_kl(seed, levels):
         optimum = reverse_kl_optimum(probs, rewards, beta=float(np.exp(high)))
         assert float(reverse_kl(optimum.log(), probs)) == pytest.approx(kl, abs=1e-6)
         assert float(best @ rewards) <= float(optimum @ rewards) + 1e-9
+        # The library's search (bisection on 1/β) finds the same optimum.
+        assert torch.allclose(optimum_at_kl(probs, rewards, kl), optimum, atol=1e-6)
+
+
+def test_optimum_at_kl_hits_each_target_and_refuses_an_unreachable_one():
+    probs, rewards = toy_policy(30, temperature=0.5, seed=4)
+    targets = torch.tensor([0.0, 0.01, 0.7, 2.5])
+    optima = optimum_at_kl(probs, rewards, targets)
+    assert optima.shape == (4, 30) and torch.allclose(optima.sum(1), torch.ones(4, dtype=torch.float64))
+    reached = torch.stack([reverse_kl(q.log(), probs) for q in optima])
+    assert torch.allclose(reached, targets.double(), atol=1e-9)
+    assert torch.allclose(optima[0], probs)  # KL 0: π_ref itself
+    ceiling = -math.log(float(probs[rewards == rewards.max()].sum()))  # π_ref conditioned on the top reward
+    assert float(optimum_at_kl(probs, rewards, ceiling)[rewards.argmax()]) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="kl"):
+        optimum_at_kl(probs, rewards, ceiling + 0.01)
+    with pytest.raises(ValueError, match="kl"):
+        optimum_at_kl(probs, rewards, -0.1)
+
+
+def test_best_of_n_efficiency_is_at_most_one_and_exactly_one_with_two_reward_levels():
+    probs, rewards = toy_policy(30, seed=0)
+    efficiency = best_of_n_efficiency(probs, rewards, [1, 2, 8, 64])
+    assert np.isnan(efficiency["ratio"][0]) and efficiency["kl"][0] < 1e-12  # n = 1 is π: 0 / 0
+    assert (efficiency["ratio"][1:] <= 1 + 1e-9).all() and (np.diff(efficiency["ratio"][1:]) > 0).all()
+    np.testing.assert_allclose(efficiency["gain"][1:] / efficiency["optimum_gain"][1:], efficiency["ratio"][1:])
+    # A 0/1 reward: best-of-n and π*_β are both π re-weighted between the two levels, so they coincide.
+    probs, rewards = toy_policy(30, reward_levels=2, seed=5)
+    np.testing.assert_allclose(best_of_n_efficiency(probs, rewards, [2, 8, 64])["ratio"], 1.0, atol=1e-9)
+    with pytest.raises(ValueError, match="ns"):
+        best_of_n_efficiency(probs, rewards, [0])
 
 
 def test_frontier_figure_draws_the_curve_and_one_point_per_n():
@@ -43,6 +77,9 @@ def test_frontier_figure_draws_the_curve_and_one_point_per_n():
     lines = fig.axes[0].get_lines()
     assert len(lines[0].get_xdata()) == 50 and np.all(np.diff(lines[0].get_xdata()) >= 0)  # drawn in KL order
     assert len(lines[1].get_xdata()) == 3 and [t.get_text() for t in fig.axes[0].texts] == ["n=1", "n=4", "n=16"]
+    # Two points almost on top of each other get their labels on opposite sides.
+    fig = plot_reward_kl_frontier(kl, gain, [128, 256], [3.5, 3.52], [17.1, 17.12])
+    assert fig.axes[0].texts[0].xyann[1] < 0 < fig.axes[0].texts[1].xyann[1]
     with pytest.raises(ValueError, match="must match"):
         plot_reward_kl_frontier(kl, gain[:-1], ns, [0, 1, 2], [0, 1, 2])
     with pytest.raises(ValueError, match="must match"):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from rlbook.metrics import (
     approx_kl,
+    best_of_n_exact_kl,
     best_of_n_kl,
     clip_fractions,
     entropy_from_logits,
@@ -47,6 +48,13 @@ def test_best_of_n_kl():
     assert best_of_n_kl(2) == pytest.approx(math.log(2) - 0.5)
     values = [best_of_n_kl(n) for n in (1, 2, 4, 16, 256)]
     assert values == sorted(values)
+
+
+def test_best_of_n_exact_kl_is_never_negative():
+    probs = torch.softmax(torch.randn(5000, generator=torch.Generator().manual_seed(0), dtype=torch.float64), 0)
+    rewards = torch.randperm(5000, generator=torch.Generator().manual_seed(1)).double()
+    assert 0.0 <= best_of_n_exact_kl(probs, rewards, 1) < 1e-12  # π_1 = π; rounding alone can give −1e-17
+    assert 0 < best_of_n_exact_kl(probs, rewards, 2) <= best_of_n_kl(2)
 
 
 def test_entropy_from_logits():

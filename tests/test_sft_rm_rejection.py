@@ -122,19 +122,43 @@ def test_rejection_sampling_finetune_runs_one_round(tokenizer):
     assert [row["round"] for row in history] == [0, 1]
     assert {"eval/pass@1", "eval/reward", "best_of_n_reward", "kept", "sft_loss"} <= history[1].keys()
     assert history[1]["best_of_n_reward"] >= history[1]["sample_reward"]
+    assert all(row["eval/pass@1_se"] >= 0 for row in history)  # clustered by prompt: 2 prompts × 2 samples
     with pytest.raises(ValueError, match="rounds"):
         rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=0)
 
 
-def test_cli_sft_and_reward_model(tokenizer, tmp_path):
-    from rlbook.cli import main
+def test_rejection_sampling_finetune_describes_the_kept_and_the_held_out_completions(tokenizer):
+    seen = []
 
-    _model(tokenizer).save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
-    Dataset.from_dict({"prompt": ["Q: 1+1\nA: "] * 2, "completion": ["2"] * 2}).to_json(tmp_path / "sft.jsonl")
-    _separable_pairs(1).to_json(tmp_path / "pairs.jsonl")
-    common = ["--model", str(tmp_path / "tiny"), "--steps", "2", "--set", "progress=false"]
-    assert main(["sft", "--data", str(tmp_path / "sft.jsonl"), "--out", str(tmp_path / "sft"), *common]) == 0
-    assert main(["reward-model", "--pairs", str(tmp_path / "pairs.jsonl"), "--eval-pairs", str(tmp_path / "pairs.jsonl"),
-                 "--out", str(tmp_path / "rm"), *common]) == 0
-    assert (tmp_path / "sft" / "model").is_dir() and (tmp_path / "rm" / "summary.json").is_file()
+    def describe(completions):
+        seen.append(list(completions))
+        return {"count": len(completions), "has_e": sum("e" in c for c in completions) / len(completions)}
+
+    history = rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=1, n=2,
+                                          prompts_per_round=4, sft_steps=1, eval_prompts=3, eval_samples=2,
+                                          max_new_tokens=8, progress=False, describe=describe)
+    assert history[0]["eval/count"] == 6 and "kept/count" not in history[0]  # before training: held-out only
+    assert history[1]["kept/count"] == history[1]["kept"] == 4  # no min_reward: every prompt's best is kept
+    assert history[1]["eval/count"] == 6 and 0 <= history[1]["eval/has_e"] <= 1
+    assert len(seen) == 3  # held-out before, kept, held-out after
+    with pytest.raises(ValueError, match="describe"):
+        rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=1, describe="scratchpad")
+    with pytest.raises(ValueError, match="describe must return"):
+        rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=1, n=2, prompts_per_round=2,
+                                    sft_steps=1, eval_prompts=2, eval_samples=1, max_new_tokens=4, progress=False,
+                                    describe=lambda completions: ["not", "a", "dict"])
+
+
+def test_pass_at_1_standard_error_is_clustered_by_prompt(monkeypatch):
+    from rlbook.evidence import clustered_se
+    from rlbook.trainers import rejection
+
+    # Every sample of a prompt scores the same: the 2 prompts, not the 8 samples, are the observations.
+    rewards = torch.tensor([[1.0] * 4, [0.0] * 4])
+    monkeypatch.setattr(rejection, "sample_and_verify", lambda *args, **kwargs: (None, rewards))
+    model = torch.nn.Linear(1, 1)
+    row = rejection._evaluate(model, None, [{"prompt": "a"}, {"prompt": "b"}], ReviewTask(), samples=4,
+                              success_reward=1.0, describe=None, seed=0)
+    assert row["eval/pass@1"] == 0.5
+    assert row["eval/pass@1_se"] == pytest.approx(clustered_se([1] * 4 + [0] * 4, [0] * 4 + [1] * 4))
+    assert row["eval/pass@1_se"] > clustered_se([1] * 4 + [0] * 4, range(8))  # wider than 8 independent samples

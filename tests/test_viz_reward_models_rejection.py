@@ -10,7 +10,7 @@ import torch
 
 from rlbook.metrics import (best_of_n_distribution, best_of_n_exact_kl, best_of_n_kl,
                             expected_max_of_normals, overoptimisation_curves)
-from rlbook.toys import toy_policy
+from rlbook.toys import best_of_n_efficiency, toy_policy
 from rlbook.viz import rejection as rejection_viz
 from rlbook.viz import reward_models as rm_viz
 
@@ -125,6 +125,9 @@ def test_best_of_n_toy_plot_shows_both_distributions_sorted_by_reward():
     np.testing.assert_allclose(heights[:8], probs[order].numpy())
     np.testing.assert_allclose(heights[8:], best_of_n_distribution(probs, rewards, 4)[order].numpy())
     assert f"{best_of_n_exact_kl(probs, rewards, 4):.3f}" in fig.axes[0].get_title()
+    ratio = best_of_n_efficiency(probs, rewards, [4])["ratio"][0]
+    assert f"best-of-4 gets {ratio:.1%} of the reward gain" in fig.axes[0].get_title()
+    assert "n = 1 is π itself" in rejection_viz.plot_best_of_n_toy(1, 1.0, num_outcomes=8, seed=1).axes[0].get_title()
 
 
 def test_kl_plot_and_history_plot():
@@ -136,3 +139,30 @@ def test_kl_plot_and_history_plot():
     fig = rejection_viz.plot_rejection_sampling_history(history)
     np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [0.3, 0.5, 0.6])
     np.testing.assert_allclose(fig.axes[1].lines[1].get_ydata(), [0.9, 0.95])
+
+
+def test_kl_plot_draws_error_bands_and_ceilings():
+    ns = [1, 2, 4, 8]
+    fig = rejection_viz.plot_kl_against_bound(ns, {"toy": [0.0, 0.1, 0.5, 1.0], "verifier": [0.0, 0.1, 0.3, 0.4]},
+                                              errors={"verifier": [0.0, 0.01, 0.02, 0.03]}, ceilings={"verifier": 0.45})
+    ax = fig.axes[0]
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.0) and band.max() == pytest.approx(0.46)  # 0.4 + 2 · 0.03
+    assert any(list(line.get_ydata()) == [0.45, 0.45] for line in ax.lines)  # the ceiling
+    assert any("its ceiling, 0.45" in text.get_text() for text in ax.get_legend().get_texts())
+    with pytest.raises(ValueError, match="name curves"):
+        rejection_viz.plot_kl_against_bound(ns, {"toy": [0, 0, 0, 0]}, ceilings={"other": 1.0})
+
+
+def test_history_plot_draws_one_line_per_seed_with_clustered_error_bars():
+    rows = []
+    for seed in (0, 1, 2):
+        rows += [{"seed": seed, "round": r, "eval/pass@1": 0.3 + 0.1 * r + 0.01 * seed, "eval/pass@1_se": 0.02,
+                  "sample_reward": np.nan if r == 0 else 0.3 * r, "best_of_n_reward": np.nan if r == 0 else 0.9}
+                 for r in range(3)]
+    fig = rejection_viz.plot_rejection_sampling_history(pd.DataFrame(rows))
+    ax_pass, ax_reward = fig.axes
+    assert len(ax_pass.containers) == 3  # one error bar set per seed
+    segments = ax_pass.containers[0].lines[2][0].get_segments()
+    assert [seg[1, 1] - seg[0, 1] for seg in segments] == pytest.approx([0.08] * 3)  # ± 2 s.e.
+    assert len(ax_reward.lines) == 6 and "clustered by prompt" in ax_pass.get_title()

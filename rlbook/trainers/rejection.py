@@ -14,13 +14,16 @@ Rejection-sampling fine-tuning distils best-of-K back into the weights and repea
 
 This is RAFT (Dong et al. 2023, "RAFT: Reward rAnked FineTuning", arXiv:2304.06767) and the
 rejection-sampling stage of Llama 2 (Touvron et al. 2023, arXiv:2307.09288, §3.2.3). Held-out
-pass@1 is measured before the first round and after each.
+pass@1 is measured before the first round and after each, with its standard error clustered by
+prompt (``rlbook.evidence.clustered_se``: the samples of one prompt are not independent).
 
 Rewards follow TRL's reward-function convention, ``reward_fn(prompts=..., completions=..., **columns)
 -> list[float]``, with each dataset column repeated for every sample of its prompt: a task's
 ``reward_fn()`` or a ``RewardModel`` both fit. Simplified on purpose: top-1 per prompt (RAFT also
-studies keeping a top fraction of the whole batch), a fixed sampling temperature, and SFT that
-starts each round from the current policy (Llama 2 restarts from the base model).
+studies keeping a top fraction of the whole batch), a fixed sampling temperature, SFT that
+continues from the current policy each round (as Llama 2 samples each round "from the most recent
+model"), and each round's data alone (Llama 2, from its third round on, also pooled the best samples
+of all earlier rounds).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import torch
 
 from rlbook._checks import check_int, check_positive
 from rlbook.evaluation import sample_and_verify
+from rlbook.evidence import clustered_se
 from rlbook.metrics import mean_pass_at_k
 from rlbook.rollout import sample
 from rlbook.trainers.history import History
@@ -92,27 +96,34 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                                 min_reward: float | None = None, sft_steps: int = 50, sft_lr: float = 1e-3,
                                 sft_batch_size: int = 16, eval_prompts: int = 64, eval_samples: int = 4,
                                 success_reward: float = 1.0, max_new_tokens: int = 64, temperature: float = 1.0,
-                                seed: int = 0, progress: bool = True, live: bool | None = None) -> History:
+                                seed: int = 0, progress: bool = True, live: bool | None = None,
+                                describe=None) -> History:
     """Iterated best-of-``n`` → SFT for ``rounds`` rounds on fresh training prompts of ``task``.
 
     Keeps the best completion of each prompt (only those with reward ≥ ``min_reward`` when given)
     and fine-tunes ``model`` in place on them. Logs, for round 0 (before training) and each round,
     held-out pass@1 on ``eval_prompts`` test prompts (``eval_samples`` samples each; a sample passes
-    when its reward ≥ ``success_reward``) and the mean held-out reward; for training rounds also
-    the mean sampled and best-of-n rewards, how many pairs were kept, and the last SFT loss.
+    when its reward ≥ ``success_reward``), its standard error clustered by prompt
+    (``eval/pass@1_se``) and the mean held-out reward; for training rounds also the mean sampled and
+    best-of-n rewards, how many pairs were kept, and the last SFT loss.
     ``live``: each round's SFT draws its loss live (``sft``'s ``live``).
+    ``describe``: optional ``describe(completions: list[str]) -> dict[str, float]``, measured on each
+    round's kept completions (logged as ``kept/<name>``) and on the held-out samples (``eval/<name>``),
+    e.g. the share of completions that use a scratchpad.
     """
     check_int("rounds", rounds, minimum=1)
     check_int("prompts_per_round", prompts_per_round, minimum=1)
     check_int("eval_prompts", eval_prompts, minimum=1)
     check_int("eval_samples", eval_samples, minimum=1)
     check_positive("temperature", temperature)
+    if describe is not None and not callable(describe):
+        raise ValueError(f"describe must be None or a function of a list of completions, got {type(describe).__name__}")
     reward_fn = task_reward_fn(task)
     train = task.dataset(rounds * prompts_per_round, seed=seed, split="train")
     test = task.dataset(eval_prompts, seed=seed, split="test")
     sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature)
-    history = History([{"round": 0, **_evaluate(model, tokenizer, test, task, eval_samples, success_reward,
-                                                seed=seed, **sampling)}])
+    evaluate = dict(samples=eval_samples, success_reward=success_reward, describe=describe, seed=seed, **sampling)
+    history = History([{"round": 0, **_evaluate(model, tokenizer, test, task, **evaluate)}])
     for round_ in range(1, rounds + 1):
         batch = train.select(range((round_ - 1) * prompts_per_round, round_ * prompts_per_round))
         model.eval()
@@ -122,21 +133,37 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                 if min_reward is None or r >= min_reward]
         row = {"round": round_, "sample_reward": result.rewards.mean().item(),
                "best_of_n_reward": result.best_rewards.mean().item(), "kept": len(kept)}
+        if kept and describe is not None:
+            row.update(_described("kept", describe, [completion for _, completion in kept]))
         if kept:
             losses = sft(model, tokenizer, kept, steps=sft_steps, lr=sft_lr, batch_size=sft_batch_size,
                          seed=seed + round_, progress=progress, live=live)
             row["sft_loss"] = losses[-1]["loss"]
-        row.update(_evaluate(model, tokenizer, test, task, eval_samples, success_reward, seed=seed, **sampling))
+        row.update(_evaluate(model, tokenizer, test, task, **evaluate))
         history.append(row)
     model.eval()
     return history
 
 
-def _evaluate(model, tokenizer, test, task, samples, success_reward, *, seed, **sampling) -> dict:
-    """Held-out pass@1 (the unbiased estimator from ``samples`` draws per prompt) and mean reward."""
+def _evaluate(model, tokenizer, test, task, *, samples, success_reward, describe, seed, **sampling) -> dict:
+    """Held-out pass@1 (the unbiased estimator from ``samples`` draws per prompt), its standard error
+    clustered by prompt (NaN with one prompt), the mean reward, and ``describe`` of the samples."""
     model.eval()
-    _, rewards = sample_and_verify(model, tokenizer, test, task.reward, n_samples=samples, seed=seed, **sampling)
-    return {"eval/pass@1": mean_pass_at_k(rewards >= success_reward, 1), "eval/reward": rewards.mean().item()}
+    rollout, rewards = sample_and_verify(model, tokenizer, test, task.reward, n_samples=samples, seed=seed, **sampling)
+    correct = rewards >= success_reward
+    prompt_of = [prompt for prompt in range(len(test)) for _ in range(samples)]
+    spread = clustered_se(correct.double().flatten().tolist(), prompt_of) if len(test) > 1 else float("nan")
+    row = {"eval/pass@1": mean_pass_at_k(correct, 1), "eval/pass@1_se": spread, "eval/reward": rewards.mean().item()}
+    return row if describe is None else {**row, **_described("eval", describe, rollout.texts)}
+
+
+def _described(prefix: str, describe, completions: list[str]) -> dict:
+    """``describe(completions)``, each name prefixed (``kept/scratchpad``); ValueError if not a dict of numbers."""
+    measured = describe(list(completions))
+    if not isinstance(measured, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in measured.values()):
+        raise ValueError(f"describe must return a dict of name -> number, got {measured!r}")
+    return {f"{prefix}/{name}": float(value) for name, value in measured.items()}
 
 
 def _columns(dataset) -> dict:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl, best_of_n_kl
-from rlbook.toys import toy_policy
+from rlbook.toys import best_of_n_efficiency, toy_policy
 
 __all__ = ["plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
            "plot_reward_kl_frontier", "plot_rejection_sampling_history"]
@@ -44,7 +44,8 @@ def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
 def plot_best_of_n_toy(n: int = 8, temperature: float = 1.0, *, num_outcomes: int = 30,
                        reward_levels: int | None = None, seed: int = 0):
     """π and the exact best-of-``n`` distribution on ``rlbook.toys.toy_policy``, outcomes sorted by reward;
-    the title compares the exact KL with log n − (n − 1)/n."""
+    the title compares the exact KL with log n − (n − 1)/n, and says how much of the KL-regularised
+    optimum's reward gain at that KL best-of-n gets (``rlbook.toys.best_of_n_efficiency``)."""
     probs, rewards = toy_policy(num_outcomes, temperature=temperature, reward_levels=reward_levels, seed=seed)
     best = best_of_n_distribution(probs, rewards, n)
     order = torch.sort(rewards, stable=True).indices
@@ -54,9 +55,13 @@ def plot_best_of_n_toy(n: int = 8, temperature: float = 1.0, *, num_outcomes: in
     ax.bar(x + 0.2, best[order].numpy(), 0.4, color="tab:blue", label=f"best-of-{n}")
     ax.set_xticks(x, [f"{r:g}" for r in rewards[order].tolist()], fontsize=7)
     ties = "" if reward_levels is None else f", {reward_levels} reward levels (ties)"
+    ratio = best_of_n_efficiency(probs, rewards, [n])["ratio"][0]
+    frontier = ("n = 1 is π itself" if np.isnan(ratio) else
+                f"best-of-{n} gets {ratio:.1%} of the reward gain π* ∝ π·exp(r/β) gets at the same KL")
     ax.set(xlabel="outcome, labelled by its reward (sorted)", ylabel="probability",
            title=f"T = {temperature:g}{ties}: exact KL = {best_of_n_exact_kl(probs, rewards, n):.3f} "
-                 f"≤ log n − (n−1)/n = {best_of_n_kl(n):.3f}")
+                 f"≤ log n − (n−1)/n = {best_of_n_kl(n):.3f}\n{frontier}")
+    ax.title.set_fontsize(10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -79,13 +84,30 @@ def best_of_n_toy_widget(*, num_outcomes: int = 30, seed: int = 0):
     )
 
 
-def plot_kl_against_bound(ns, measured: dict[str, list[float]]):
-    """log n − (n − 1)/n against n, with each measured KL curve of ``measured`` (label → KL per n)."""
+def plot_kl_against_bound(ns, measured: dict[str, list[float]], *, errors: dict | None = None,
+                          ceilings: dict | None = None):
+    """log n − (n − 1)/n against n, with each measured KL curve of ``measured`` (label → KL per n).
+
+    ``errors`` (label → one standard error per n) draws a ± 2 s.e. band around that curve;
+    ``ceilings`` (label → a number) a dotted line, in the curve's colour, at the most its KL can reach.
+    The formula is drawn wide and dashed, so that a curve on top of it leaves it visible."""
     ns = np.asarray(ns)
+    errors, ceilings = errors or {}, ceilings or {}
+    unknown = (set(errors) | set(ceilings)) - set(measured)
+    if unknown:
+        raise ValueError(f"errors and ceilings must name curves of measured, got {sorted(unknown)}")
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    ax.plot(ns, [best_of_n_kl(int(n)) for n in ns], "k--", lw=2, label="log n − (n − 1)/n")
+    ax.plot(ns, [best_of_n_kl(int(n)) for n in ns], "--", color="black", lw=3, alpha=0.5, label="log n − (n − 1)/n",
+            zorder=3)
     for label, values in measured.items():
-        ax.plot(ns, values, "o-", ms=4, label=label)
+        (line,) = ax.plot(ns, values, "o-", ms=4, label=label)
+        if label in errors:
+            low = np.asarray(values) - 2 * np.asarray(errors[label])
+            high = np.asarray(values) + 2 * np.asarray(errors[label])
+            ax.fill_between(ns, low, high, color=line.get_color(), alpha=0.2, lw=0)
+        if label in ceilings:
+            ax.axhline(ceilings[label], color=line.get_color(), ls=":", lw=1.5,
+                       label=f"its ceiling, {ceilings[label]:.2f}")
     ax.set(xscale="log", xlabel="n", ylabel="KL(π_best-of-n ‖ π) (nats)", title="the best-of-n KL: formula vs exact")
     ax.set_xticks(ns, [str(int(n)) for n in ns])
     ax.legend(fontsize=8)
@@ -107,8 +129,12 @@ def plot_reward_kl_frontier(frontier_kl, frontier_gain, ns, best_of_n_kl_values,
     ax.plot(frontier_kl[order], frontier_gain[order], color="tab:purple", lw=2,
             label="π* ∝ π_ref · exp(r/β), β swept (the optimum)")
     ax.plot(best_of_n_kl_values, best_of_n_gain, "o", color="tab:blue", label="best-of-n (exact)")
-    for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_gain):
-        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -11), fontsize=8)
+    span = max(float(np.ptp(frontier_kl)), 1e-12)
+    below = True
+    for index, (n, x, y) in enumerate(zip(ns, best_of_n_kl_values, best_of_n_gain)):
+        crowded = index > 0 and abs(x - best_of_n_kl_values[index - 1]) < 0.08 * span
+        below = not below if crowded else True  # a point close to the last one is labelled on the other side
+        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -11) if below else (-8, 6), fontsize=8)
     ax.set(xlabel="KL(π ‖ π_ref) (nats)", ylabel="E_π[r] − E_π_ref[r]",
            title="reward bought per nat: best-of-n against the KL-regularised optimum")
     ax.legend(fontsize=8, loc="lower right")
@@ -117,19 +143,34 @@ def plot_reward_kl_frontier(frontier_kl, frontier_gain, ns, best_of_n_kl_values,
 
 
 def plot_rejection_sampling_history(history):
-    """Held-out pass@1 per round of ``rejection_sampling_finetune``, with the sampled and best-of-n rewards."""
+    """Held-out pass@1 per round of ``rejection_sampling_finetune``, with the sampled and best-of-n rewards.
+
+    ``history``: a ``History`` or a frame of its rows; with a ``seed`` column, one line per seed. Where
+    the rows log ``eval/pass@1_se`` (the standard error clustered by prompt), pass@1 gets ± 2 s.e. bars."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
-    fig, (ax_pass, ax_reward) = plt.subplots(1, 2, figsize=(10, 3.4))
-    ax_pass.plot(frame["round"], frame["eval/pass@1"], "o-", color="tab:blue", lw=2)
+    runs = list(frame.groupby("seed")) if "seed" in frame else [(None, frame)]
+    fig, (ax_pass, ax_reward) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for index, (seed, run) in enumerate(runs):
+        shift = 0.06 * (index - (len(runs) - 1) / 2)  # side by side, so that the error bars do not overlap
+        suffix = "" if seed is None else f" (seed {seed})"
+        errors = 2 * run["eval/pass@1_se"].to_numpy(float) if "eval/pass@1_se" in run else None
+        ax_pass.errorbar(run["round"].to_numpy(float) + shift, run["eval/pass@1"].to_numpy(float), yerr=errors, fmt="o-", lw=2, ms=4, capsize=3,
+                         color=f"C{index}", label=f"held-out pass@1{suffix}")
+        trained = run.dropna(subset=["sample_reward"])
+        ax_reward.plot(trained["round"], trained["sample_reward"], "o--", color=f"C{index}", alpha=0.7,
+                       label=f"mean sampled reward{suffix}")
+        ax_reward.plot(trained["round"], trained["best_of_n_reward"], "s-", color=f"C{index}",
+                       label=f"best-of-n reward{suffix}")
+    bars = "\n(bars: ± 2 s.e., clustered by prompt)" if "eval/pass@1_se" in frame else ""
     ax_pass.set(xlabel="round (0 = before training)", ylabel="held-out pass@1", ylim=(0, 1),
-                title="rejection-sampling SFT, round by round")
-    ax_pass.set_xticks(frame["round"])
-    trained = frame.dropna(subset=["sample_reward"])
-    ax_reward.plot(trained["round"], trained["sample_reward"], "o-", color="grey", label="mean sampled reward")
-    ax_reward.plot(trained["round"], trained["best_of_n_reward"], "o-", color="tab:green",
-                   label="best-of-n reward (what is distilled)")
-    ax_reward.set(xlabel="round", ylabel="training reward", ylim=(0, 1.05), title="what each round distils")
-    ax_reward.set_xticks(trained["round"])
-    ax_reward.legend(fontsize=8)
+                title="rejection-sampling SFT, round by round" + bars)
+    ax_pass.title.set_fontsize(10)
+    ax_pass.set_xticks(sorted(frame["round"].unique()))
+    ax_pass.legend(fontsize=7, loc="lower right")
+    ax_reward.set(xlabel="round", ylabel="training reward", ylim=(0, 1.05),
+                  title="what each round distils\n(dashed: a plain sample; solid: the best of n)")
+    ax_reward.title.set_fontsize(10)
+    ax_reward.set_xticks(sorted(frame.dropna(subset=["sample_reward"])["round"].unique()))
+    ax_reward.legend(fontsize=7, loc="lower right", ncol=1 if len(runs) < 2 else 2)
     fig.tight_layout()
     return fig
