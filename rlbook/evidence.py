@@ -15,6 +15,10 @@ uncertain the number is. Three cases come up again and again, and each has one f
   1/20 = 0.05 when the methods are the same (a one-sided permutation test: 1 of the C(6, 3) = 20
   equally likely splits); with more seeds, less. It reports the gap and the pooled seed standard
   deviation too.
+- **A ratio of two means over the same samples.** ``ratio_se`` gives the standard error of
+  mean(x) / mean(y) when x and y are measured on the same draws (paired, so correlated): the delta
+  method's linearisation (x_i − r y_i) / ȳ (e.g. Casella & Berger, *Statistical Inference*, 2nd ed.,
+  2002, §5.5.4). A ratio of two variances measured on the same batches is one.
 - **"No difference" needs a size.** ``minimum_detectable_difference`` is the smallest true gap a
   comparison of that many seeds, with that spread, would detect with 80 % power at the two-sided 5 %
   level: (z₀.₉₇₅ + z₀.₈) · sd · √(1/n_a + 1/n_b) ≈ 2.80 · se (the normal approximation; e.g.
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["clustered_se", "SeedComparison", "compare_seeds", "minimum_detectable_difference", "MIN_SEEDS"]
+__all__ = ["clustered_se", "ratio_se", "SeedComparison", "compare_seeds", "minimum_detectable_difference", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -63,6 +67,25 @@ def clustered_se(values, clusters) -> float:
     if g < 2:
         raise ValueError("clusters must name at least two clusters")
     return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values())) / y.size
+
+
+def ratio_se(numerators, denominators) -> tuple[float, float]:
+    """``(r, se)``: the ratio r = mean(numerators) / mean(denominators) and its delta-method standard error.
+
+    The two arrays hold one number per draw, the i-th of each measured on the same draw (so they may
+    be correlated); the draws are independent. se = sd((x_i − r y_i) / ȳ) / √n, the first-order
+    (delta-method) linearisation of the ratio. Needs at least two draws and mean(denominators) ≠ 0.
+    """
+    x, y = _values("numerators", numerators), _values("denominators", denominators)
+    if x.size != y.size:
+        raise ValueError(f"numerators and denominators must be paired: {x.size} and {y.size} values")
+    if x.size < 2:
+        raise ValueError("numerators must hold at least two draws")
+    if y.mean() == 0:
+        raise ValueError("denominators must not average to zero")
+    ratio = x.mean() / y.mean()
+    linear = (x - ratio * y) / y.mean()
+    return float(ratio), float(linear.std(ddof=1) / math.sqrt(x.size))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.evidence import ratio_se
 from rlbook.kl import kl_estimate, kl_in_loss, kl_in_reward
 from rlbook.losses import dpo_loss, ipo_loss
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
@@ -61,10 +62,16 @@ __all__ = [
     "score_function",
     "sample_arms",
     "baseline_values",
+    "sample_batches",
     "reinforce_estimates",
     "optimal_constant_baseline",
+    "exact_gradient_covariance",
     "exact_gradient_variance",
+    "exact_estimate_variance",
+    "unsampled_arm_push",
+    "reward_to_go_variances",
     "total_variance",
+    "total_variance_ratio",
     "train_bandit",
     "gaussian_kl",
     "gaussian_log_density",
@@ -180,18 +187,27 @@ def baseline_values(rewards: torch.Tensor, baseline: str, *, value: torch.Tensor
     return (rewards.sum(-1, keepdim=True) - rewards) / (n - 1)
 
 
-def reinforce_estimates(bandit: GaussianBandit, logits, *, batch_size: int, num_estimates: int,
-                        baseline: str = "none", seed: int = 0) -> torch.Tensor:
-    """``num_estimates`` independent REINFORCE estimates of ∇J, each from ``batch_size`` pulls.
-
-    ĝ = (1/N) Σ_i (R_i − b_i)(e_{a_i} − π); returns (num_estimates, K).
-    """
+def sample_batches(bandit: GaussianBandit, logits, *, batch_size: int, num_estimates: int,
+                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pulls behind ``reinforce_estimates`` with the same arguments: ``(arms, rewards)``, each
+    (num_estimates, batch_size). The same ``seed`` gives the same batches, whatever the baseline."""
     batch_size = check_int("batch_size", batch_size, minimum=1)
     num_estimates = check_int("num_estimates", num_estimates, minimum=1)
     logits = _logits(bandit, logits)
     generator = torch.Generator().manual_seed(seed)
     arms = sample_arms(logits, (num_estimates, batch_size), generator)
-    rewards = bandit.pull(arms, generator)
+    return arms, bandit.pull(arms, generator)
+
+
+def reinforce_estimates(bandit: GaussianBandit, logits, *, batch_size: int, num_estimates: int,
+                        baseline: str = "none", seed: int = 0) -> torch.Tensor:
+    """``num_estimates`` independent REINFORCE estimates of ∇J, each from ``batch_size`` pulls.
+
+    ĝ = (1/N) Σ_i (R_i − b_i)(e_{a_i} − π); returns (num_estimates, K). The pulls are those of
+    ``sample_batches`` with the same seed, so the baselines compared at one seed see the same batches.
+    """
+    arms, rewards = sample_batches(bandit, logits, batch_size=batch_size, num_estimates=num_estimates, seed=seed)
+    logits = _logits(bandit, logits)
     advantages = rewards - baseline_values(rewards, baseline, value=expected_reward(bandit, logits))
     return (advantages.unsqueeze(-1) * score_function(logits, arms)).mean(dim=1)
 
@@ -201,19 +217,135 @@ def total_variance(estimates: torch.Tensor) -> float:
     return float(estimates.var(dim=0, unbiased=True).sum())
 
 
-def exact_gradient_variance(bandit: GaussianBandit, logits, baseline: float = 0.0, *, per_arm: bool = False):
-    """E‖ĝ − ∇J‖² of a *one-pull* estimate with a constant baseline b (divide by N for N pulls):
+def total_variance_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> tuple[float, float]:
+    """``(ratio, se)``: total_variance(numerator) / total_variance(denominator) and its standard error.
 
-        Σ_a π_a ((μ_a − b)² + σ²) ‖e_a − π‖²  −  ‖∇J‖².
+    The two are (M, K) sets of estimates whose m-th rows come from the same batch (e.g. two baselines
+    of ``reinforce_estimates`` at one seed), so they are correlated; each row's squared distance
+    from its set's mean, ‖ĝ_m − ḡ‖², is one paired draw, and ``rlbook.evidence.ratio_se`` gives the
+    delta-method standard error of the ratio of their means (the Bessel factors cancel).
+    """
+    if numerator.dim() != 2 or numerator.shape != denominator.shape:
+        raise ValueError(f"numerator and denominator must be paired (M, K) estimates, got shapes "
+                         f"{tuple(numerator.shape)} and {tuple(denominator.shape)}")
+    spread = [((e - e.mean(0)) ** 2).sum(1).numpy() for e in (numerator, denominator)]
+    return ratio_se(*spread)
 
-    With ``per_arm=True``, the (K,) variances of the coordinates of ĝ instead (they sum to the above).
+
+def exact_gradient_covariance(bandit: GaussianBandit, logits, baseline: float = 0.0) -> torch.Tensor:
+    """The (K, K) covariance of a *one-pull* estimate ĝ = (R − b)(e_a − π) with a constant baseline b:
+
+        Σ_a π_a ((μ_a − b)² + σ²) (e_a − π)(e_a − π)ᵀ  −  ∇J ∇Jᵀ
+
+    (E[(R − b)² | a] = (μ_a − b)² + σ², and E ĝ = ∇J for every constant b). Divide by N for N pulls.
     """
     logits = _logits(bandit, logits)
     probs = policy(logits)
     scores = score_function(logits, torch.arange(bandit.num_arms))  # row a: e_a − π
     weights = probs * ((bandit.mean_tensor - baseline) ** 2 + bandit.noise**2)
-    variances = (weights.unsqueeze(1) * scores**2).sum(0) - exact_gradient(bandit, logits) ** 2
+    gradient = exact_gradient(bandit, logits)
+    return torch.einsum("a,ai,aj->ij", weights, scores, scores) - torch.outer(gradient, gradient)
+
+
+def exact_gradient_variance(bandit: GaussianBandit, logits, baseline: float = 0.0, *, per_arm: bool = False):
+    """E‖ĝ − ∇J‖² of a *one-pull* estimate with a constant baseline b (divide by N for N pulls):
+
+        Σ_a π_a ((μ_a − b)² + σ²) ‖e_a − π‖²  −  ‖∇J‖²,
+
+    the trace of ``exact_gradient_covariance``. With ``per_arm=True``, the (K,) variances of the
+    coordinates of ĝ instead (its diagonal; they sum to the above).
+    """
+    variances = torch.diagonal(exact_gradient_covariance(bandit, logits, baseline))
     return variances if per_arm else float(variances.sum())
+
+
+def exact_estimate_variance(bandit: GaussianBandit, logits, *, batch_size: int, baseline: str) -> float:
+    """E‖ĝ − ∇J‖² of the ``batch_size``-pull estimate of ``reinforce_estimates``, for any of ``BASELINES``.
+
+    - ``"none"``, ``"value"``: a constant b (0, or J), N independent pulls: the one-pull variance / N.
+    - ``"leave_one_out"``: b_i = mean of the other N − 1 rewards. The estimate is then the U-statistic
+      ĝ = 1/(N(N − 1)) Σ_{i≠j} h(X_i, X_j) with the symmetric kernel h(x, y) = ½ (R_x − R_y)(e_{a_x} − e_{a_y})
+      (Kool et al. 2019 write the same estimator as a pairwise average). Hoeffding's variance of a
+      U-statistic of order 2 (Hoeffding 1948, "A class of statistics with asymptotically normal
+      distribution", Ann. Math. Statist. 19(3), Theorem 5.2) gives
+
+          Var ĝ = 4(N − 2)/(N(N − 1)) ζ₁ + 2/(N(N − 1)) ζ₂,
+
+      with ζ₁ = Var E[h(X, Y) | X] = ¼ Var[(R − J)(e_a − π)] (a quarter of the value baseline's
+      one-pull variance) and ζ₂ = Var h(X, Y) = ½ Σ_{a≠b} π_a π_b ((μ_a − μ_b)² + 2σ²) − ‖∇J‖²
+      (‖e_a − e_b‖² = 2). At N = 2 it is ζ₂ (one other reward as the baseline); as N grows it
+      approaches the value baseline's variance / N from above.
+    """
+    check_choice("baseline", baseline, BASELINES)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    logits = _logits(bandit, logits)
+    value = float(expected_reward(bandit, logits))
+    if baseline != "leave_one_out":
+        return exact_gradient_variance(bandit, logits, 0.0 if baseline == "none" else value) / batch_size
+    if batch_size < 2:
+        raise ValueError("the leave_one_out baseline needs batch_size >= 2")
+    n = batch_size
+    probs, means = policy(logits), bandit.mean_tensor
+    pair = torch.outer(probs, probs) * ((means[:, None] - means[None, :]) ** 2 + 2 * bandit.noise**2)
+    zeta_2 = 0.5 * float(pair.sum() - torch.diagonal(pair).sum()) - float((exact_gradient(bandit, logits) ** 2).sum())
+    zeta_1 = exact_gradient_variance(bandit, logits, value) / 4
+    return 4 * (n - 2) / (n * (n - 1)) * zeta_1 + 2 / (n * (n - 1)) * zeta_2
+
+
+def unsampled_arm_push(bandit: GaussianBandit, logits, arm: int, *, batch_size: int, baseline: str) -> dict[str, float]:
+    """What a batch that never drew ``arm`` does to its logit θ_arm, exactly.
+
+    In such a batch every score has (e_a − π)_arm = −π_arm, so the estimate's coordinate is
+    ĝ_arm = −π_arm · (1/N) Σ_i (R_i − b_i): the arm is pushed *down* in proportion to the batch's
+    mean advantage. Returns
+
+    - ``probability``: P(the batch never drew the arm) = (1 − π_arm)^N;
+    - ``mean_push``: E[ĝ_arm | never drawn] = −π_arm (E[R | a ≠ arm] − b) for a constant b
+      (b = 0 for ``"none"``, J for ``"value"``), E[R | a ≠ arm] = (J − π_arm μ_arm) / (1 − π_arm);
+      exactly 0, in every such batch, for ``"leave_one_out"`` (Σ_i b_i = Σ_i R_i).
+    """
+    check_choice("baseline", baseline, BASELINES)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    logits = _logits(bandit, logits)
+    arm = check_int("arm", arm, minimum=0)
+    if arm >= bandit.num_arms:
+        raise ValueError(f"arm must be below the number of arms {bandit.num_arms}, got {arm}")
+    if baseline == "leave_one_out" and batch_size < 2:
+        raise ValueError("the leave_one_out baseline needs batch_size >= 2")
+    probs = policy(logits)
+    p, value = float(probs[arm]), float(expected_reward(bandit, logits))
+    others_mean = (value - p * bandit.means[arm]) / (1 - p)
+    push = {"none": -p * others_mean, "value": -p * (others_mean - value), "leave_one_out": 0.0}[baseline]
+    return {"probability": (1 - p) ** batch_size, "mean_push": push}
+
+
+def reward_to_go_variances(bandit: GaussianBandit, logits) -> dict[str, float]:
+    """Exact total variances of three estimators from an episode of two independent pulls a₁, a₂
+    paying r₁, r₂, with s_t = e_{a_t} − π:
+
+    - ``"whole return"``: (r₁ + r₂)(s₁ + s₂), mean 2∇J;
+    - ``"reward-to-go"``: (r₁ + r₂) s₁ + r₂ s₂, mean 2∇J (Sutton & Barto 2018, §13.3: each action
+      weighted by the return that follows it);
+    - ``"dropped term"``: r₁ s₂, mean 0.
+
+    Each is E‖g‖² − ‖E g‖², the expectation a finite sum over the K² pairs of arms with the
+    Gaussian moments E[r²] = μ² + σ², E[r₁ r₂] = μ₁ μ₂.
+    """
+    logits = _logits(bandit, logits)
+    probs, mu, var = policy(logits), bandit.mean_tensor, bandit.noise**2
+    scores = score_function(logits, torch.arange(bandit.num_arms))  # row a: s_a
+    dot = scores @ scores.T                                          # s_a · s_b
+    sq = torch.diagonal(dot)
+    m1, m2 = mu[:, None], mu[None, :]                                # first pull a, second b
+    total_sq = (m1 + m2) ** 2 + 2 * var                              # E[(r₁ + r₂)²]
+    whole = total_sq * (sq[:, None] + 2 * dot + sq[None, :])
+    to_go = total_sq * sq[:, None] + 2 * ((m1 + m2) * m2 + var) * dot + (m2**2 + var) * sq[None, :]
+    dropped = (m1**2 + var) * sq[None, :].expand_as(dot)
+    weight = torch.outer(probs, probs)
+    mean_sq = 4 * float((exact_gradient(bandit, logits) ** 2).sum())  # ‖2∇J‖²
+    return {"whole return": float((weight * whole).sum()) - mean_sq,
+            "reward-to-go": float((weight * to_go).sum()) - mean_sq,
+            "dropped term": float((weight * dropped).sum())}
 
 
 def optimal_constant_baseline(bandit: GaussianBandit, logits) -> float:
@@ -228,10 +360,11 @@ def optimal_constant_baseline(bandit: GaussianBandit, logits) -> float:
 
 
 def train_bandit(bandit: GaussianBandit, logits, *, steps: int, batch_size: int, lr: float,
-                 baseline: str = "none", num_runs: int = 1, seed: int = 0) -> torch.Tensor:
+                 baseline: str = "none", num_runs: int = 1, seed: int = 0, return_policy: bool = False):
     """REINFORCE by gradient ascent, θ ← θ + lr · ĝ, for ``num_runs`` independent runs at once.
 
-    Returns the exact expected reward J(θ_t) of every run at every step, (num_runs, steps + 1).
+    Returns the exact expected reward J(θ_t) of every run at every step, (num_runs, steps + 1);
+    with ``return_policy=True``, also every run's final policy π_θ, (num_runs, K), as a pair.
     """
     steps = check_int("steps", steps, minimum=0)
     num_runs = check_int("num_runs", num_runs, minimum=1)
@@ -247,7 +380,8 @@ def train_bandit(bandit: GaussianBandit, logits, *, steps: int, batch_size: int,
         scores = torch.nn.functional.one_hot(arms, bandit.num_arms).to(DTYPE) - probs.unsqueeze(1)
         theta = theta + lr * (advantages.unsqueeze(-1) * scores).mean(dim=1)
         history.append(expected_reward(bandit, theta))
-    return torch.stack(history, dim=1)
+    history = torch.stack(history, dim=1)
+    return (history, policy(theta)) if return_policy else history
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rlbook.evidence import MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference
+from rlbook.evidence import MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference, ratio_se
 from rlbook.notebook import check_claim
 
 
@@ -52,7 +52,29 @@ def test_minimum_detectable_difference_is_2_8_standard_errors():
     assert minimum_detectable_difference(0.1, 12, 12) < minimum_detectable_difference(0.1, 3, 3)
 
 
+def test_ratio_se_matches_the_spread_of_simulated_ratios():
+    # Paired draws: y and a correlated x; the delta-method SE should match the spread of the ratio.
+    rng = np.random.default_rng(1)
+    ratios, ses = [], []
+    for _ in range(400):
+        y = rng.exponential(1.0, size=500)
+        x = 2.0 * y + rng.normal(0.0, 0.5, size=500)
+        ratio, se = ratio_se(x, y)
+        ratios.append(ratio)
+        ses.append(se)
+    assert np.mean(ratios) == pytest.approx(2.0, abs=0.01)
+    assert np.mean(ses) == pytest.approx(np.std(ratios), rel=0.15)
+
+
+def test_ratio_se_is_zero_when_the_pairs_are_proportional():
+    y = np.array([1.0, 2.0, 3.0, 5.0])
+    assert ratio_se(3 * y, y) == pytest.approx((3.0, 0.0))
+
+
 @pytest.mark.parametrize("call, message", [
+    (lambda: ratio_se([1.0, 2.0], [1.0]), "paired"),
+    (lambda: ratio_se([1.0], [1.0]), "two draws"),
+    (lambda: ratio_se([1.0, 2.0], [1.0, -1.0]), "average to zero"),
     (lambda: clustered_se([1.0, 2.0], [0, 0]), "two clusters"),
     (lambda: clustered_se([1.0, 2.0], [0]), "one label per value"),
     (lambda: clustered_se([], []), "at least one number"),

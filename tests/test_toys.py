@@ -42,6 +42,78 @@ def test_exact_variance_matches_sampling(baseline):
     assert torch.allclose(estimates.var(0), per_arm, rtol=0.05)
 
 
+def test_sample_batches_are_the_pulls_behind_the_estimates():
+    arms, rewards = toys.sample_batches(BANDIT, LOGITS, batch_size=5, num_estimates=7, seed=3)
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=5, num_estimates=7, baseline="none", seed=3)
+    by_hand = (rewards.unsqueeze(-1) * toys.score_function(LOGITS, arms)).mean(1)
+    assert arms.shape == rewards.shape == (7, 5) and torch.allclose(estimates, by_hand, atol=1e-12)
+
+
+def test_exact_covariance_matches_sampling():
+    value = float(toys.expected_reward(BANDIT, LOGITS))
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=1, num_estimates=200_000, baseline="value", seed=4)
+    covariance = toys.exact_gradient_covariance(BANDIT, LOGITS, value)
+    assert torch.allclose(torch.cov(estimates.T), covariance, atol=0.004)
+    assert float(covariance.trace()) == pytest.approx(toys.exact_gradient_variance(BANDIT, LOGITS, value))
+
+
+@pytest.mark.parametrize("batch_size", [2, 3, 8])
+@pytest.mark.parametrize("baseline", toys.BASELINES)
+def test_exact_estimate_variance_matches_sampling(baseline, batch_size):
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=batch_size, num_estimates=100_000,
+                                         baseline=baseline, seed=5)
+    exact = toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=batch_size, baseline=baseline)
+    assert toys.total_variance(estimates) == pytest.approx(exact, rel=0.02)
+
+
+def test_leave_one_out_variance_lies_above_the_value_baselines_and_meets_it():
+    ratio = lambda n: (toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=n, baseline="leave_one_out")  # noqa: E731
+                       / toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=n, baseline="value"))
+    ratios = [ratio(n) for n in (2, 4, 16, 256, 4096)]
+    assert all(a > b > 1 for a, b in zip(ratios, ratios[1:])) and ratios[-1] == pytest.approx(1, abs=1e-3)
+    with pytest.raises(ValueError, match="batch_size >= 2"):
+        toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=1, baseline="leave_one_out")
+
+
+@pytest.mark.parametrize("baseline", toys.BASELINES)
+def test_unsampled_arm_push_matches_sampling(baseline):
+    arms, _ = toys.sample_batches(BANDIT, LOGITS, batch_size=4, num_estimates=100_000, seed=6)
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=4, num_estimates=100_000, baseline=baseline, seed=6)
+    missed = (arms != 2).all(1)
+    push = toys.unsampled_arm_push(BANDIT, LOGITS, 2, batch_size=4, baseline=baseline)
+    assert float(missed.double().mean()) == pytest.approx(push["probability"], abs=0.006)
+    assert float(estimates[missed, 2].mean()) == pytest.approx(push["mean_push"], abs=0.002)
+    if baseline == "leave_one_out":  # every such batch, not only on average
+        assert float(estimates[missed, 2].abs().max()) < 1e-12
+    with pytest.raises(ValueError, match="arm"):
+        toys.unsampled_arm_push(BANDIT, LOGITS, 5, batch_size=4, baseline=baseline)
+
+
+def test_reward_to_go_variances_match_sampling():
+    generator = torch.Generator().manual_seed(7)
+    arms = toys.sample_arms(LOGITS, (200_000, 2), generator)
+    r = BANDIT.pull(arms, generator)
+    s = toys.score_function(LOGITS, arms)
+    total = r.sum(1, keepdim=True)
+    sampled = {"whole return": total * (s[:, 0] + s[:, 1]), "reward-to-go": total * s[:, 0] + r[:, 1:] * s[:, 1],
+               "dropped term": r[:, :1] * s[:, 1]}
+    exact = toys.reward_to_go_variances(BANDIT, LOGITS)
+    for name, estimates in sampled.items():
+        assert toys.total_variance(estimates) == pytest.approx(exact[name], rel=0.02), name
+
+
+def test_total_variance_ratio_of_paired_estimates():
+    none = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=4, num_estimates=20_000, baseline="none", seed=8)
+    value = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=4, num_estimates=20_000, baseline="value", seed=8)
+    ratio, se = toys.total_variance_ratio(none, value)
+    assert ratio == pytest.approx(toys.total_variance(none) / toys.total_variance(value))
+    exact = (toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=4, baseline="none")
+             / toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=4, baseline="value"))
+    assert 0 < se < 0.05 and abs(ratio - exact) < 4 * se
+    with pytest.raises(ValueError, match="paired"):
+        toys.total_variance_ratio(none, value[:10])
+
+
 def test_optimal_constant_baseline_minimises_the_exact_variance():
     best = toys.optimal_constant_baseline(BANDIT, LOGITS)
     variance = lambda b: toys.exact_gradient_variance(BANDIT, LOGITS, b)  # noqa: E731
@@ -62,6 +134,10 @@ def test_train_bandit_shapes_and_improvement():
     history = toys.train_bandit(BANDIT, LOGITS, steps=30, batch_size=4, lr=0.5, baseline="value", num_runs=8, seed=0)
     assert history.shape == (8, 31)
     assert float(history[:, -1].mean()) > float(history[:, 0].mean())
+    again, final_policy = toys.train_bandit(BANDIT, LOGITS, steps=30, batch_size=4, lr=0.5, baseline="value",
+                                            num_runs=8, seed=0, return_policy=True)
+    assert torch.equal(again, history) and final_policy.shape == (8, 5)
+    assert torch.allclose((final_policy * BANDIT.mean_tensor).sum(1), history[:, -1], atol=1e-12)
 
 
 def test_bandit_rejects_bad_input():

@@ -20,6 +20,17 @@ def test_gradient_spread_view_is_fixed_across_settings(baseline):
     assert baseline in fig.axes[0].get_title()
 
 
+def test_gradient_spread_marks_the_batches_that_missed_the_arm():
+    fig = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=4, baseline="value", num_estimates=200, dims=(2, 3),
+                                      reference_baseline="none")
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    push = toys.unsampled_arm_push(BANDIT, LOGITS, 2, batch_size=4, baseline="value")
+    assert any("never drew arm 2" in label and f"{push['probability']:.0%})" in label for label in labels)
+    assert any(f"{push['mean_push']:+.3f}" in label for label in labels)
+    assert any("baseline='none'" in label for label in labels)  # the reference cloud
+    assert fig.axes[0].get_xlabel() == "estimated ∂J/∂θ₂"
+
+
 def test_every_control_of_the_gradient_spread_widget_changes_the_figure():
     from test_widgets_respond import _drive
 
@@ -31,6 +42,9 @@ def test_variance_and_learning_plots():
     fig = pg_viz.plot_variance_vs_batch_size({"none": [1.0, 0.5], "value": [0.2, 0.1]}, [2, 4],
                                              exact_one_pull={"none": 2.0, "value": 0.4})
     assert len(fig.axes[0].lines) == 4
+    fig = pg_viz.plot_variance_vs_batch_size({"none": [1.0, 0.5], "leave_one_out": [0.3, 0.1]}, [2, 4],
+                                             exact={"none": [1.0, 0.5], "leave_one_out": [0.31, 0.12]})
+    assert [list(line.get_ydata()) for line in fig.axes[0].lines[1::2]] == [[1.0, 0.5], [0.31, 0.12]]
     histories = {"none": torch.rand(3, 11), "value": torch.rand(3, 11)}
     fig = pg_viz.plot_bandit_learning(histories, best=2.0)
     assert fig.axes[0].get_xlabel() == "REINFORCE step"

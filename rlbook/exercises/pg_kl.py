@@ -33,7 +33,9 @@ __all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_
            "check_expected_gradient"]
 
 DTYPE = torch.float64
-TOLERANCE = dict(rtol=1e-6, atol=1e-9)
+# Loose enough for an answer computed in float32 (a reader's `logits.float()`: about 1e-7 relative
+# error), tight enough that every named mistake, which is off by a percent or more, is told apart.
+TOLERANCE = dict(rtol=1e-5, atol=1e-7)
 # A right formula computed in float32 (eps ≈ 1.2e-7, and k3 = (r − 1) − log r cancels) lands within this.
 FLOAT32_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
 FLOAT32_NOTE = ("(to float32 precision only: your function computes in float32 — the inputs are float64, so "
@@ -171,6 +173,23 @@ def _reinforce_mistakes(logits, arms, rewards, means):
                        "normaliser is missing (the score function is e_a − π, not e_a)."),
         "probabilities": (lambda t, *_: -((rewards - value(t).detach()) * logp(t).exp()[arms]).mean(),
                           "π(a) was used instead of log π(a): the log-derivative trick needs the log."),
+        "batch_mean": (lambda t, *_: -((rewards - rewards.mean()) * logp(t)[arms]).mean(),
+                       "you estimated b from the batch, as the mean of its rewards (GRPO's group mean). "
+                       "The exercise asks for the exact value b = Σ_k π_k μ_k, computed from the logits "
+                       "and the arms' means."),
+        "leave_one_out": (lambda t, *_: -((rewards - (rewards.sum() - rewards) / (len(rewards) - 1))
+                                          * logp(t)[arms]).mean(),
+                          "you estimated b from the batch, as the mean of the other rewards (RLOO's "
+                          "leave-one-out baseline). The exercise asks for the exact value b = Σ_k π_k μ_k, "
+                          "computed from the logits and the arms' means."),
+        "per_arm_mean": (lambda t, *_: -((rewards - means[arms]) * logp(t)[arms]).mean(),
+                         "you subtracted each pulled arm's own mean μ_a. That baseline depends on the "
+                         "sampled arm, so it is not a baseline: the estimate becomes biased (only the "
+                         "noise R − μ_a is left). Subtract the same b = Σ_k π_k μ_k from every reward."),
+        "exact_objective": (lambda t, *_: -value(t),
+                            "your loss is −J(θ) = −Σ_k π_k μ_k, the exact objective: its gradient is the "
+                            "true ∇J, not the REINFORCE estimate from these pulls. Build the loss from "
+                            "the sampled arms and rewards."),
     }
     mistakes = {}
     for name, (loss_fn, hint) in wrong_losses.items():
@@ -222,6 +241,7 @@ def check_optimal_baseline(baseline_fn) -> bool | None:
             probs = torch.softmax(logits, dim=-1)
             squared_scores = 1 - 2 * probs + (probs**2).sum()  # ‖e_a − π‖² for every arm a
             scores = squared_scores.sqrt()
+            pulled_coordinate = (1 - probs) ** 2  # only the pulled arm's coordinate of ‖e_a − π‖²
             mistakes = {
                 "value": ((probs * means).sum(),
                           "that is the value E[R] = Σ π_k μ_k. It is a good baseline but not the best "
@@ -233,6 +253,10 @@ def check_optimal_baseline(baseline_fn) -> bool | None:
                 "norm_not_squared": ((probs * means * scores).sum() / (probs * scores).sum(),
                                      "each arm is weighted by ‖∇log π(a)‖ — it should be the *squared* norm "
                                      "(the variance is a second moment)."),
+                "pulled_coordinate": ((probs * means * pulled_coordinate).sum() / (probs * pulled_coordinate).sum(),
+                                      "each arm is weighted by (1 − π_a)², the pulled arm's coordinate of the "
+                                      "score alone. The score e_a − π has every coordinate: "
+                                      "‖e_a − π‖² = (1 − π_a)² + Σ_{k≠a} π_k²."),
             }
             return _verdict(False, "", f"b* is wrong — {_diagnose(result, reference, mistakes)}")
     return _verdict(True, "your b* matches rlbook.toys.optimal_constant_baseline on every test bandit", "")

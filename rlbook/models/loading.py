@@ -18,6 +18,7 @@ from huggingface_hub.utils import validate_repo_id
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 from transformers.models.auto.tokenization_auto import get_tokenizer_config
+from transformers.utils import logging as transformers_logging
 
 from rlbook.models.pretrained import PRETRAINED, ensure_pretrained, pretrained_folder
 
@@ -104,7 +105,15 @@ def load_model(name_or_path: str, *, device: str | torch.device | None = None,
     location = _files(name_or_path)
     tokenizer = load_tokenizer(name_or_path)
     kwargs = {"dtype": dtype} if dtype is not None else {}
-    model = AutoModelForCausalLM.from_pretrained(location, **kwargs)
+    # No "Loading weights" bar: it takes well under a second here, and a notebook stores the bar as a
+    # widget whose plain-text form reads "0/50" forever, as if the loading had never run.
+    bars_were_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(location, **kwargs)
+    finally:
+        if bars_were_on:
+            transformers_logging.enable_progress_bar()
     model.to(torch.device(device) if device is not None else torch.device("cpu"))
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id

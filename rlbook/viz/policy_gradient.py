@@ -18,7 +18,9 @@ from rlbook.toys import (
     exact_gradient,
     exact_gradient_variance,
     reinforce_estimates,
+    sample_batches,
     total_variance,
+    unsampled_arm_push,
 )
 
 __all__ = [
@@ -32,28 +34,52 @@ __all__ = [
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 BASELINE_COLOURS = {"none": "tab:red", "value": "tab:blue", "leave_one_out": "tab:green"}
+_SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _sub(k: int) -> str:
+    """An arm index as a subscript: θ₂, π₁₀."""
+    return str(k).translate(_SUBSCRIPT)
 
 
 def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16, baseline: str = "none",
                          num_estimates: int = 300, dims: tuple[int, int] = (0, 1), seed: int = 0,
-                         half_width: float | None = None):
+                         half_width: float | None = None, reference_baseline: str | None = None):
     """Scatter ``num_estimates`` REINFORCE estimates of ∇J around the exact gradient.
 
-    Two coordinates ``dims`` of each estimate are drawn. The view is centred on the exact
-    gradient with a fixed ``half_width`` (by default 3 standard deviations of the wider of the two
-    coordinates of a 4-pull estimate without baseline), so that changing the batch size or the
-    baseline changes only the cloud.
+    Two coordinates ``dims`` = (i, j) of each estimate are drawn. The estimates from batches that
+    never drew arm i are drawn hollow: their i-th coordinate is −π_i times the batch's mean advantage
+    (``rlbook.toys.unsampled_arm_push``), so without a baseline they form a stripe left of zero, the
+    share (1 − π_i)^N of all batches; a dashed line marks their exact mean push. With
+    ``reference_baseline``, that baseline's estimates from the same batches are drawn faintly behind,
+    for comparison. The view is centred on the exact gradient with a fixed ``half_width`` (by default
+    3 standard deviations of the wider of the two coordinates of a 4-pull estimate without baseline),
+    so that changing the batch size or the baseline changes only the cloud.
     """
     i, j = dims
     exact = exact_gradient(bandit, logits).numpy()
+    arms, _ = sample_batches(bandit, logits, batch_size=batch_size, num_estimates=num_estimates, seed=seed)
     estimates = reinforce_estimates(bandit, logits, batch_size=batch_size, num_estimates=num_estimates,
                                     baseline=baseline, seed=seed)
     if half_width is None:
         per_arm = exact_gradient_variance(bandit, logits, per_arm=True)
         half_width = 3 * math.sqrt(float(per_arm[[i, j]].max()) / 4)
-    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    fig, ax = plt.subplots(figsize=(5.4, 5.6))
+    if reference_baseline is not None:
+        reference = reinforce_estimates(bandit, logits, batch_size=batch_size, num_estimates=num_estimates,
+                                        baseline=reference_baseline, seed=seed)
+        ax.scatter(reference[:, i], reference[:, j], s=9, color="0.82", zorder=0,
+                   label=f"same batches, baseline={reference_baseline!r}")
     colour = BASELINE_COLOURS.get(baseline, "tab:gray")
-    ax.scatter(estimates[:, i], estimates[:, j], s=9, alpha=0.45, color=colour, label=f"estimates ĝ (N={batch_size})")
+    missed = (arms != i).all(dim=1).numpy()
+    drawn = ~missed
+    ax.scatter(estimates[drawn, i], estimates[drawn, j], s=9, alpha=0.45, color=colour,
+               label=f"estimates ĝ (N={batch_size}) of batches that drew arm {i}")
+    push = unsampled_arm_push(bandit, logits, i, batch_size=batch_size, baseline=baseline)
+    ax.scatter(estimates[missed, i], estimates[missed, j], s=14, facecolors="none", edgecolors=colour, linewidths=0.8,
+               label=f"batches that never drew arm {i}: {missed.mean():.0%} (exact (1 − π{_sub(i)})^N = {push['probability']:.0%})")
+    ax.axvline(push["mean_push"], color=colour, ls="--", lw=1, zorder=1,
+               label=f"their exact mean push on θ{_sub(i)}: {push['mean_push']:+.3f}")
     mean = estimates.mean(dim=0).numpy()
     ax.scatter(*exact[[i, j]], marker="*", s=260, color="black", zorder=3, label="exact ∇J")
     ax.scatter(*mean[[i, j]], marker="+", s=160, color="white", linewidths=2.5, zorder=4)
@@ -62,29 +88,33 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     ax.set_ylim(exact[j] - half_width, exact[j] + half_width)
     ax.axhline(0, color="0.8", lw=0.8, zorder=0)
     ax.axvline(0, color="0.8", lw=0.8, zorder=0)
-    ax.set_xlabel(f"∂J/∂θ_{i}")
-    ax.set_ylabel(f"∂J/∂θ_{j}")
+    ax.set_xlabel(f"estimated ∂J/∂θ{_sub(i)}")
+    ax.set_ylabel(f"estimated ∂J/∂θ{_sub(j)}")
     ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}\n"
                  f"total variance E‖ĝ − ∇J‖² = {total_variance(estimates):.4f}", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, framealpha=0.9, ncol=1)
     fig.tight_layout()
     return fig
 
 
 def gradient_spread_widget(bandit: GaussianBandit, logits, *, dims: tuple[int, int] = (0, 1),
                            num_estimates: int = 300, seed: int = 0):
-    """Batch size and baseline as knobs of ``plot_gradient_spread`` (an ``ipywidgets.interact``)."""
+    """Batch size and baseline as knobs of ``plot_gradient_spread`` (an ``ipywidgets.interact``).
+
+    With a baseline chosen, the no-baseline estimates of the same batches are drawn faintly behind.
+    """
     import ipywidgets as widgets
 
     def draw(batch_size, baseline):
         if baseline == "leave_one_out" and batch_size < 2:  # a reader can set this: say why, not a traceback
-            fig, ax = plt.subplots(figsize=(5.2, 4.6))
+            fig, ax = plt.subplots(figsize=(5.4, 5.6))
             ax.text(0.5, 0.5, "the leave-one-out baseline averages the other pulls\nof the batch: "
                     "it needs batch size ≥ 2", ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
         else:
             plot_gradient_spread(bandit, logits, batch_size=batch_size, baseline=baseline, dims=dims,
-                                 num_estimates=num_estimates, seed=seed)
+                                 num_estimates=num_estimates, seed=seed,
+                                 reference_baseline=None if baseline == "none" else "none")
         plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
 
     return widgets.interact(
@@ -95,18 +125,24 @@ def gradient_spread_widget(bandit: GaussianBandit, logits, *, dims: tuple[int, i
 
 
 def plot_variance_vs_batch_size(measured: dict[str, list[float]], batch_sizes, *,
-                                exact_one_pull: dict[str, float] | None = None):
+                                exact_one_pull: dict[str, float] | None = None,
+                                exact: dict[str, list[float]] | None = None):
     """Log-log plot of the measured total variance against batch size, one line per baseline.
 
-    ``measured[baseline]`` holds one variance per entry of ``batch_sizes``; ``exact_one_pull``
-    (optional) the exact variance of a one-pull estimate, drawn as the line variance / N.
+    ``measured[baseline]`` holds one variance per entry of ``batch_sizes``. The exact variances are
+    drawn as lines: ``exact[baseline]`` one per batch size (e.g. ``rlbook.toys.exact_estimate_variance``,
+    which covers the leave-one-out baseline too), or ``exact_one_pull[baseline]``, the variance of a
+    one-pull estimate, drawn as variance / N (a constant baseline).
     """
     fig, ax = plt.subplots(figsize=(5.6, 4.0))
     sizes = np.asarray(batch_sizes, dtype=float)
     for baseline, variances in measured.items():
         colour = BASELINE_COLOURS.get(baseline, None)
         ax.plot(sizes, variances, "o", color=colour, label=f"measured, baseline={baseline!r}")
-        if exact_one_pull and baseline in exact_one_pull:
+        if exact and baseline in exact:
+            ax.plot(sizes, np.asarray(exact[baseline], dtype=float), "-", color=colour, alpha=0.6, lw=1.2,
+                    label=f"exact, baseline={baseline!r}")
+        elif exact_one_pull and baseline in exact_one_pull:
             ax.plot(sizes, exact_one_pull[baseline] / sizes, "-", color=colour, alpha=0.6, lw=1.2,
                     label=f"exact / N, baseline={baseline!r}")
     ax.set_xscale("log", base=2)
@@ -135,6 +171,7 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
         ax.fill_between(steps, low, high, color=colour, alpha=0.15, lw=0)
     if best is not None:
         ax.axhline(best, color="black", ls=":", lw=1, label="best arm's mean reward")
+    ax.fill_between([], [], [], color="0.5", alpha=0.3, lw=0, label="shaded: 10–90 % quantiles of the runs")
     ax.set_xlabel("REINFORCE step")
     ax.set_ylabel("expected reward J(θ)")
     ax.legend(fontsize=8, loc="lower right")
