@@ -213,3 +213,21 @@ def test_expected_gradient_other_right_form_passes(capsys):
 def test_expected_gradient_slips_are_named(capsys, wrong, words):
     result, out = _capture(capsys, pg_kl.check_expected_gradient, wrong)
     assert result is False and words in out, out
+
+
+def test_expected_gradient_names_a_wrong_shape_and_an_unweighted_mean(capsys):
+    right = _enumerate("detached")
+    result, out = _capture(capsys, pg_kl.check_expected_gradient,
+                           lambda logits, ref_probs, estimator: right(logits, ref_probs, estimator).unsqueeze(0))
+    assert result is False and "wrong shape" in out, out
+
+    def unweighted_mean(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        logp = torch.log_softmax(theta, dim=0)
+        return torch.autograd.grad(estimator(logp, ref_probs.log()).mean(), theta)[0]
+
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, unweighted_mean)
+    assert result is False and "plain mean" in out, out
+    result, out = _capture(capsys, pg_kl.check_expected_gradient,
+                           lambda logits, ref_probs, estimator: right(logits.float(), ref_probs.float(), estimator))
+    assert result is True, out

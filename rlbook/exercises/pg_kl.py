@@ -424,6 +424,11 @@ def check_expected_gradient(gradient_fn) -> bool | None:
             reference = _enumerated_gradient(logits, ref_probs, estimator, weights="detached")
             if _close(result, reference):
                 continue
+            if (isinstance(result, torch.Tensor) and result.shape != reference.shape
+                    and result.numel() == reference.numel() and _close(result.reshape(reference.shape), reference)):
+                return _verdict(False, "", f"right values, wrong shape for {name}: expected shape "
+                                           f"{tuple(reference.shape)} (one entry per logit), got {tuple(result.shape)}; "
+                                           "reshape or squeeze it.")
             mistakes = {
                 "differentiated": (_enumerated_gradient(logits, ref_probs, estimator, weights="differentiated"),
                                    "you differentiated the sampling weights π_θ(x) too. That is ∇E[k], the "
@@ -442,6 +447,10 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                 "wrt_probs": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_probs"),
                               "you differentiated with respect to the probabilities π, not the logits θ: "
                               "build log π = log_softmax(θ) from the logits and differentiate with respect to θ."),
+                "unweighted_mean": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform")
+                                    / logits.numel(),
+                                    "you took a plain mean of ∇k(x) over the outcomes x: an expectation under π_θ "
+                                    "weights each outcome by π_θ(x) (detached), Σ_x sg[π_θ(x)] ∇k(x)."),
                 "mean": (reference / logits.numel(), "you averaged over the outcomes x: an expectation is the "
                          "π-weighted *sum* Σ_x π_θ(x) ∇k(x), not a mean over x."),
             }
