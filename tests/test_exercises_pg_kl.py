@@ -231,3 +231,31 @@ def test_expected_gradient_names_a_wrong_shape_and_an_unweighted_mean(capsys):
     result, out = _capture(capsys, pg_kl.check_expected_gradient,
                            lambda logits, ref_probs, estimator: right(logits.float(), ref_probs.float(), estimator))
     assert result is True, out
+
+
+def test_reinforce_checker_names_std_normalised_advantages_and_a_stray_half(capsys):
+    def loss(scale_by_std, factor):
+        def fn(logits, arms, rewards, means):
+            logp = torch.log_softmax(logits, dim=-1)
+            advantage = rewards - (logp.exp() * means).sum().detach()
+            if scale_by_std:
+                advantage = advantage / rewards.std()
+            return -factor * (advantage * logp[arms]).mean()
+        return fn
+
+    result, out = _capture(capsys, pg_kl.check_reinforce_loss, loss(True, 1.0))
+    assert result is False and "standard deviation" in out, out
+    result, out = _capture(capsys, pg_kl.check_reinforce_loss, loss(False, 0.5))
+    assert result is False and "factor ½" in out, out
+    assert _capture(capsys, pg_kl.check_reinforce_loss, loss(False, 1.0))[0] is True
+
+
+def test_optimal_baseline_checker_names_the_per_coordinate_baseline(capsys):
+    def per_coordinate(logits, means):
+        probs = torch.softmax(logits, dim=-1)
+        scores = torch.eye(len(probs), dtype=probs.dtype) - probs           # row a: e_a − π
+        weights = probs[:, None] * scores ** 2                              # π_a (e_a − π)_k²
+        return (weights * means[:, None]).sum(0) / weights.sum(0)
+
+    result, out = _capture(capsys, pg_kl.check_optimal_baseline, per_coordinate)
+    assert result is False and "per-coordinate" in out, out

@@ -186,6 +186,12 @@ def _reinforce_mistakes(logits, arms, rewards, means):
                          "you subtracted each pulled arm's own mean μ_a. That baseline depends on the "
                          "sampled arm, so it is not a baseline: the estimate becomes biased (only the "
                          "noise R − μ_a is left). Subtract the same b = Σ_k π_k μ_k from every reward."),
+        "std_normalised": (lambda t, *_: -((rewards - value(t).detach()) / rewards.std() * logp(t)[arms]).mean(),
+                           "you divided the advantages by the rewards' standard deviation (GRPO's "
+                           "normalisation). The exercise's REINFORCE uses A = R − b unscaled: drop the / σ."),
+        "half": (lambda t, *_: -0.5 * ((rewards - value(t).detach()) * logp(t)[arms]).mean(),
+                 "your loss is half the reference (a stray factor ½): the loss is −(1/N) Σ (R_i − b) log π(a_i), "
+                 "with no other constant."),
         "exact_objective": (lambda t, *_: -value(t),
                             "your loss is −J(θ) = −Σ_k π_k μ_k, the exact objective: its gradient is the "
                             "true ∇J, not the REINFORCE estimate from these pulls. Build the loss from "
@@ -233,6 +239,10 @@ def check_optimal_baseline(baseline_fn) -> bool | None:
         result, error = _call(baseline_fn, logits.clone(), means.clone())
         if error:
             return _failed(error)
+        if result.numel() == means.numel():
+            return _verdict(False, "", f"you returned {result.numel()} numbers, one per coordinate of the gradient: "
+                                       "that is Peters & Schaal's per-coordinate baseline. The exercise asks for the "
+                                       "single constant b* that minimises the total variance, summed over coordinates.")
         if result.numel() != 1:
             return _verdict(False, "", f"return one number (the baseline), got shape {tuple(result.shape)}")
         result = result.reshape(()).to(DTYPE)
