@@ -1,12 +1,12 @@
 """Checkers for the exercises of lesson 03 (PPO).
 
-=================================  ==============================================  ==========
-checker                            the reader writes                               lesson
-=================================  ==============================================  ==========
-``check_clipped_objective``        PPO's clipped objective for one token           03
-``check_gae``                      GAE's advantages for one trajectory             03
-``check_clip_only_negative_loss``  a variant's per-token loss: PPO's clip on A < 0  03, 11
-=================================  ==============================================  ==========
+=================================  ====================================================  ==========
+checker                            the reader writes                                     lesson
+=================================  ====================================================  ==========
+``check_clipped_objective``        PPO's clipped objective for one token                 03
+``check_gae``                      GAE's advantages for one trajectory                   03
+``check_clip_only_negative_loss``  a variant's per-token loss: PPO's clip on A < 0       03, 11
+=================================  ====================================================  ==========
 
 Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
 with the library (``rlbook.losses.clipped_surrogate``, ``rlbook.advantages.gae``), and when they
