@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.losses.policy import VARIANT_DEFAULTS
+from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS
 from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
 from rlbook.trainers.config import OnlineConfig
 
-__all__ = ["ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "optimizer_bytes_per_parameter", "parameters_of_shape", "train_with_trl", "trl_grpo_config", "training_memory",
-           "verl_overrides"]
+__all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
+           "gpus_needed", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape",
+           "train_with_trl", "trl_grpo_config", "training_memory", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
 _TRL_LOSS_TYPE = {
@@ -72,12 +73,14 @@ def _check_config(config) -> OnlineConfig:
     return config
 
 
-def trl_grpo_config(config: OnlineConfig) -> dict:
+def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
     """Keyword arguments of ``trl.GRPOConfig`` for ``config`` (add output_dir, max_steps, logging yourself).
 
     One rlbook step (``prompts_per_step`` × ``group_size`` completions, ``epochs`` passes in minibatches of
-    ``minibatch_size``) is one TRL generation batch: ``per_device_train_batch_size`` = the minibatch,
-    ``steps_per_generation`` = minibatches per batch, ``num_iterations`` = epochs. Raises ``ValueError``
+    ``minibatch_size``) is one TRL generation batch: ``steps_per_generation`` = minibatches per batch,
+    ``num_iterations`` = epochs, and ``per_device_train_batch_size`` = the minibatch divided by
+    ``num_processes`` (the processes ``accelerate launch`` starts: TRL's batch size is per device, so
+    without the division N processes would train on an N times larger minibatch). Raises ``ValueError``
     for a setting TRL cannot express (a critic, GMPO, the KL in the reward, an entropy bonus, Clip-Cov,
     dynamic sampling, advantage filtering or noise, the soft overlong penalty as a config key).
     """
@@ -112,9 +115,15 @@ def trl_grpo_config(config: OnlineConfig) -> dict:
     minibatch = config.minibatch_size or batch
     if batch % minibatch:
         raise ValueError(f"minibatch_size must divide prompts_per_step × group_size = {batch}, got {minibatch}")
+    if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive int, got {num_processes!r}")
+    if minibatch % num_processes:
+        raise ValueError(f"num_processes={num_processes} must divide the minibatch of {minibatch} completions "
+                         "(per_device_train_batch_size = minibatch / num_processes); change minibatch_size or "
+                         "the number of processes")
     kwargs = dict(
         num_generations=config.group_size,
-        per_device_train_batch_size=minibatch,
+        per_device_train_batch_size=minibatch // num_processes,
         gradient_accumulation_steps=1,
         steps_per_generation=batch // minibatch,
         num_iterations=config.epochs,
@@ -143,63 +152,169 @@ def trl_grpo_config(config: OnlineConfig) -> dict:
     return kwargs
 
 
-def verl_overrides(config: OnlineConfig) -> dict:
-    """Hydra overrides of verl's PPO trainer for ``config`` (names from verl's ``ppo_trainer.yaml``).
+# rlbook's variants as verl's ``actor.policy_loss.loss_mode`` (registered in verl's
+# ``verl/trainer/ppo/core_algos.py`` with ``@register_policy_loss``): "vanilla" is PPO's clipped surrogate,
+# "gpg" the plain −A·log π (REINFORCE), "geo_mean" GMPO, "cispo" and "sapo" as named. GSPO, GMPO and SAPO
+# fix their own aggregation in verl (seq-mean-token-mean, or the plain mean over sequences for geo_mean,
+# which equals it for one ratio per sequence), so rlbook's must be the same or the variant is refused.
+_VERL_LOSS_MODE = {"ppo": "vanilla", "grpo": "vanilla", "dr_grpo": "vanilla", "dapo": "vanilla",
+                   "reinforce": "gpg", "gspo": "gspo", "gmpo": "geo_mean", "cispo": "cispo", "sapo": "sapo"}
+_VERL_FIXED_AGGREGATION = {"gspo": "seq_mean_token_mean", "gmpo": "seq_mean_token_mean", "sapo": "seq_mean_token_mean"}
+_VERL_ESTIMATOR = {"grpo": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforce_plus_plus",
+                   "gae": "gae"}
 
-    Documentation, not a tested interface: verl is not a dependency. Raises ``ValueError`` for a setting
-    with no verl key here (GMPO, SAPO, CISPO's loss modes, advantage filtering or noise).
+
+def verl_overrides(config: OnlineConfig) -> dict:
+    """Hydra overrides of verl's PPO trainer for ``config``: every setting translated or refused by name.
+
+    Names are verl's (Sheng et al. 2024, arXiv:2409.19256), checked against its source at the time of writing
+    (``ppo_trainer.yaml``, ``actor/actor.yaml``, ``model/hf_model.yaml``, ``core_algos.py``'s policy losses)
+    and its DAPO recipe: dynamic sampling is ``algorithm.filter_groups.*`` and the soft overlong penalty
+    ``reward_model.overlong_buffer.*`` with the ``dapo`` reward manager (newer verl releases spell the latter
+    ``reward_model.reward_kwargs.overlong_buffer_cfg.*``). verl is not a dependency, so these are documentation,
+    not a tested interface: check them against the release you run. Raises ``ValueError`` naming the field
+    for a setting verl's configuration cannot express: no advantage ("none"), advantage filtering or noise,
+    a format reward weight (a reward function in verl), covariance control on a non-PPO loss, an aggregation
+    GSPO / GMPO / SAPO do not use in verl, a minibatch that is not whole groups, or an overlong window that
+    does not end at the generation budget.
+
+    Conventions that differ without a key to change them (read before comparing runs): verl's GRPO σ is
+    Bessel's (n − 1), rlbook's only with ``unbiased_std``; verl's "vanilla" loss always applies the dual clip
+    at ``clip_ratio_c`` (default 3) to tokens with A < 0, and its "kl_cov" adds its penalty to the unclipped
+    surrogate — both differ from rlbook only on tokens whose ratio has moved, which a single on-policy
+    step (one epoch, one minibatch) never has.
     """
     config = _check_config(config)
     settings = _loss_settings(config)
     actor, algorithm = "actor_rollout_ref.actor", "algorithm"
-    estimators = {"grpo": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforce_plus_plus",
-                  "gae": "gae"}
-    if config.advantage not in estimators:
+    if config.advantage not in _VERL_ESTIMATOR:
         raise _unsupported("advantage", config.advantage, "verl", "verl always uses an advantage estimator")
-    loss_modes = {"ppo": "vanilla", "grpo": "vanilla", "dr_grpo": "vanilla", "dapo": "vanilla",
-                  "reinforce": "vanilla", "gspo": "gspo"}
-    if config.variant not in loss_modes:
-        raise _unsupported("variant", config.variant, "verl", "no policy_loss.loss_mode for it in ppo_trainer.yaml")
-    for field, is_set in (("advantage_filter", config.advantage_filter is not None),
-                          ("advantage_noise", config.advantage_noise > 0)):
+    for field, is_set, why in (
+            ("advantage_filter", config.advantage_filter is not None, "no key for it in ppo_trainer.yaml"),
+            ("advantage_noise", config.advantage_noise > 0, "no key for it in ppo_trainer.yaml"),
+            ("format_reward_weight", config.format_reward_weight > 0,
+             "verl's reward is one function (custom_reward_function): add the weighted format reward there")):
         if is_set:
-            raise _unsupported(field, getattr(config, field), "verl", "no key for it in ppo_trainer.yaml")
-    loss_mode = {"clip_cov": "clip_cov", "kl_cov": "kl_cov"}.get(config.cov_control, loss_modes[config.variant])
+            raise _unsupported(field, getattr(config, field), "verl", why)
+    fixed = _VERL_FIXED_AGGREGATION.get(config.variant)
+    if fixed is not None and settings["aggregation"] != fixed:
+        raise _unsupported("aggregation", settings["aggregation"], "verl",
+                           f"verl's {_VERL_LOSS_MODE[config.variant]} loss always aggregates as {fixed}")
+    loss_mode = _VERL_LOSS_MODE[config.variant]
+    if config.cov_control is not None:
+        if loss_mode != "vanilla":
+            raise _unsupported("cov_control", f"{config.cov_control} with variant {config.variant}", "verl",
+                               "verl's clip_cov / kl_cov loss modes replace the vanilla PPO loss")
+        loss_mode = config.cov_control
+    batch = config.batch_size
+    minibatch = config.minibatch_size or batch
+    if minibatch % config.group_size:
+        raise _unsupported("minibatch_size", minibatch, "verl",
+                           f"ppo_mini_batch_size counts prompts (whole groups of {config.group_size})")
     overrides = {
-        f"{algorithm}.adv_estimator": estimators[config.advantage],
+        f"{algorithm}.adv_estimator": _VERL_ESTIMATOR[config.advantage],
         f"{algorithm}.norm_adv_by_std_in_grpo": config.advantage != "dr_grpo",
         "data.train_batch_size": config.prompts_per_step,
         "actor_rollout_ref.rollout.n": config.group_size,
         "data.max_response_length": config.max_new_tokens,
         "actor_rollout_ref.rollout.temperature": config.temperature,
         "actor_rollout_ref.rollout.top_p": config.top_p,
-        f"{actor}.ppo_mini_batch_size": (config.minibatch_size or config.batch_size) // config.group_size,
+        f"{actor}.ppo_mini_batch_size": minibatch // config.group_size,
         f"{actor}.ppo_epochs": config.epochs,
         f"{actor}.optim.lr": config.lr,
-        f"{actor}.grad_clip": config.max_grad_norm or 0.0,
+        f"{actor}.optim.lr_warmup_steps": config.warmup_steps,
+        # verl always calls clip_grad_norm_(max_norm=grad_clip): 0 would zero every gradient, inf clips nothing
+        f"{actor}.grad_clip": config.max_grad_norm if config.max_grad_norm is not None else float("inf"),
         f"{actor}.loss_agg_mode": _VERL_AGGREGATION[settings["aggregation"]],
         f"{actor}.policy_loss.loss_mode": loss_mode,
         f"{actor}.entropy_coeff": config.entropy_coef,
     }
-    if settings.get("eps_low") is not None:
-        overrides.update({f"{actor}.clip_ratio_low": settings["eps_low"], f"{actor}.clip_ratio_high": settings["eps_high"]})
-    if config.dual_clip is not None:
-        overrides[f"{actor}.clip_ratio_c"] = config.dual_clip
+    if settings["aggregation"] == "seq_mean_token_sum_norm":
+        # Dr.GRPO's constant L is the budget; verl divides by loss_scale_factor, or the padded width when unset
+        overrides[f"{actor}.loss_scale_factor"] = config.max_new_tokens
+    overrides.update(_verl_clip(config, settings, actor))
     if config.kl_beta > 0 and config.kl_placement == "loss":
         overrides.update({f"{actor}.use_kl_loss": True, f"{actor}.kl_loss_coef": config.kl_beta,
                           f"{actor}.kl_loss_type": _VERL_KL[config.kl_estimator]})
-    elif config.kl_beta > 0:
-        overrides.update({f"{algorithm}.use_kl_in_reward": True, f"{algorithm}.kl_ctrl.kl_coef": config.kl_beta,
-                          f"{algorithm}.kl_penalty": _VERL_KL[config.kl_estimator]})
-    if config.cov_control is not None and config.cov_fraction is not None:
-        key = "clip_cov_ratio" if config.cov_control == "clip_cov" else "kl_cov_ratio"
-        overrides[f"{actor}.policy_loss.{key}"] = config.cov_fraction
-    if config.dynamic_sampling:
-        overrides[f"{algorithm}.dynamic_filter.enable"] = True
+    else:
+        overrides[f"{actor}.use_kl_loss"] = False
+        if config.kl_beta > 0:
+            overrides.update({f"{algorithm}.use_kl_in_reward": True, f"{algorithm}.kl_ctrl.kl_coef": config.kl_beta,
+                              f"{algorithm}.kl_penalty": _VERL_KL[config.kl_estimator]})
+    if config.cov_control is not None:
+        policy_loss = f"{actor}.policy_loss"
+        fraction = config.cov_fraction if config.cov_fraction is not None else COV_CONTROLS[config.cov_control]
+        if config.cov_control == "clip_cov":
+            overrides.update({f"{policy_loss}.clip_cov_ratio": fraction,
+                              f"{policy_loss}.clip_cov_lb": config.cov_bounds[0],
+                              f"{policy_loss}.clip_cov_ub": config.cov_bounds[1]})
+        else:
+            overrides.update({f"{policy_loss}.kl_cov_ratio": fraction,
+                              f"{policy_loss}.ppo_kl_coef": config.kl_cov_coef})
+    overrides.update(_verl_dynamic_sampling(config))
+    overrides.update(_verl_overlong(config))
+    if config.lora:
+        model = "actor_rollout_ref.model"
+        peft = lora_config(r=config.lora)  # rlbook's LoRA: the same rank, alpha and target modules
+        overrides.update({f"{model}.lora_rank": peft.r, f"{model}.lora_alpha": peft.lora_alpha,
+                          f"{model}.target_modules": sorted(peft.target_modules)})
     if config.advantage == "gae":
         overrides.update({f"{algorithm}.gamma": config.gamma, f"{algorithm}.lam": config.lam,
                           "critic.optim.lr": config.critic_lr})
     return overrides
+
+
+def _verl_clip(config: OnlineConfig, settings: dict, actor: str) -> dict:
+    """verl's clip keys: PPO's bounds (also GSPO's and, in log space, GMPO's: the same in both), CISPO's
+    weight bounds, SAPO's temperatures, and the dual clip."""
+    if config.variant == "sapo":
+        return {f"{actor}.tau_pos": settings["tau_pos"], f"{actor}.tau_neg": settings["tau_neg"]}
+    if settings.get("eps_high") is None:
+        return {}  # REINFORCE: nothing to clip
+    # verl's cispo clamps the weight to [1 − clip_ratio_low, 1 + clip_ratio_high]; rlbook's default has no
+    # lower bound, which clip_ratio_low = 1 (a floor at 0, below every ratio) expresses exactly.
+    low = settings["eps_low"] if settings["eps_low"] is not None else 1.0
+    clip = {f"{actor}.clip_ratio_low": low, f"{actor}.clip_ratio_high": settings["eps_high"]}
+    if config.dual_clip is not None:
+        clip[f"{actor}.clip_ratio_c"] = config.dual_clip
+    return clip
+
+
+def _verl_dynamic_sampling(config: OnlineConfig) -> dict:
+    """DAPO's dynamic sampling in verl: ``algorithm.filter_groups`` (verl's DAPO recipe).
+
+    rlbook drops groups whose rewards, as the advantages see them (verifier + format + overlong, minus the
+    KL when it is in the reward), are all equal: verl's metric ``seq_final_reward`` (the summed
+    ``token_level_rewards``). rlbook samples ``prompts_per_step`` prompts a round and at most
+    ``max_resample_rounds`` extra rounds; verl counts generation batches, the first included. When the
+    rounds run out rlbook trains on the groups it has, where verl's recipe stops with an error.
+    """
+    if not config.dynamic_sampling:
+        return {"algorithm.filter_groups.enable": False}
+    return {"algorithm.filter_groups.enable": True, "algorithm.filter_groups.metric": "seq_final_reward",
+            "algorithm.filter_groups.max_num_gen_batches": config.max_resample_rounds + 1,
+            "data.gen_batch_size": config.prompts_per_step}
+
+
+def _verl_overlong(config: OnlineConfig) -> dict:
+    """DAPO's soft overlong penalty in verl: ``reward_model.overlong_buffer`` with the ``dapo`` reward manager.
+
+    verl's buffer ends at ``data.max_response_length`` and adds min(−(|y| − (L_max − len)) / len × factor, 0)
+    (DAPO recipe), which is rlbook's ``soft_overlong_penalty`` (Yu et al. 2025, arXiv:2503.14476, "Soft
+    Overlong Punishment") with len = cache_len and factor 1 when rlbook's max_len is the generation budget.
+    Other windows are refused.
+    """
+    if config.overlong is None:
+        return {"reward_model.overlong_buffer.enable": False}
+    max_len, cache_len = config.overlong
+    if max_len != config.max_new_tokens:
+        raise _unsupported("overlong", config.overlong, "verl",
+                           f"verl's overlong buffer ends at data.max_response_length = max_new_tokens = "
+                           f"{config.max_new_tokens}, not at {max_len}")
+    if cache_len < 1:
+        raise _unsupported("overlong", config.overlong, "verl", "verl's overlong_buffer.len must be at least 1")
+    return {"reward_model.reward_manager": "dapo", "reward_model.overlong_buffer.enable": True,
+            "reward_model.overlong_buffer.len": cache_len, "reward_model.overlong_buffer.penalty_factor": 1.0}
 
 
 ADAM_AND_MASTER_BYTES = 12  # per trained parameter: fp32 master weights + Adam's two fp32 moments, 4 bytes each
@@ -247,49 +362,170 @@ def parameters_of_shape(config) -> int:
     return count_parameters(model)
 
 
-def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
-                    reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
-                    shards: int = 1) -> dict:
-    """GiB per GPU for each role in full fine-tuning (or LoRA) of the model ``config`` describes.
+# The roles ``training_memory`` charges, in the order the figures stack them. Persistent model states
+# first, then what only generation holds (a full copy of the weights, the KV cache), then what only the
+# training pass holds (activations, logits).
+MEMORY_ROLES = ("policy weights", "policy gradients", "Adam + fp32 master", "reference", "critic",
+                "weights gathered for generation", "KV cache", "activations", "logits")
+ACTIVATION_BYTES_PER_LAYER = 34  # × s·b·h per layer, 16-bit activations (Korthikanti et al. 2022, eq. 1)
 
-    Policy weights at ``weight_bytes`` (2: bf16); its gradients at the same width; Adam's two moments and
-    fp32 master weights, 12 bytes per *trained* parameter (mixed precision: 2 + 2 + 12 = 16 bytes per
-    parameter, ZeRO §3; at ``weight_bytes=4`` the weights are their own master: 4 + 4 + 8 = 16, see
-    ``optimizer_bytes_per_parameter``). ``lora_fraction``: the share of parameters LoRA trains (gradients and Adam only
-    for those). The frozen reference holds weights only; a critic (PPO) is a second trained model of the
-    same size. The KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
-    tokens at ``weight_bytes``. ``shards``: GPUs the run is spread over — model states fully sharded (ZeRO stage 3 /
-    FSDP: weights, gradients and optimizer states each divided by it) and the rollout's sequences split
-    between them (data-parallel generation), so every role is divided by ``shards``.
-    Activations are left out: they depend on checkpointing and micro-batching.
-    """
+
+def _model_config(config):
     from transformers import PretrainedConfig
 
     model_config = _config_from_shape(config) if isinstance(config, dict) else config
     if not isinstance(model_config, PretrainedConfig):
         raise ValueError(f"config must be a transformers config or a shape dict, got {type(config).__name__}")
+    return model_config
+
+
+def _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction):
     for name, value in (("sequences", sequences), ("tokens_per_sequence", tokens_per_sequence),
-                        ("weight_bytes", weight_bytes), ("shards", shards)):
+                        ("weight_bytes", weight_bytes), ("shards", shards), ("micro_batch", micro_batch)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if lora_fraction is not None and not 0 < lora_fraction <= 1:
         raise ValueError(f"lora_fraction must be in (0, 1], got {lora_fraction!r}")
-    params = parameters_of_shape(model_config)
+
+
+def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, weight_bytes: int = 2,
+                     gradient_checkpointing: bool = False) -> float:
+    """Bytes of activations the backward pass keeps for one micro-batch (``micro_batch`` sequences of
+    ``tokens_per_sequence`` tokens) of the model ``config`` describes, on one GPU.
+
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+    arXiv:2205.05198, §4.1, eq. 1): a transformer layer stores s·b·h·(34 + 5·a·s/h) bytes with 16-bit
+    activations (s tokens, b sequences, h hidden size, a heads). The 5·a·s/h term is the attention
+    matrix, which FlashAttention (Dao et al. 2022, arXiv:2205.14135) does not store, so this counts
+    34·s·b·h per layer, scaled by ``weight_bytes`` / 2 for other widths. The 34 assumes a 4h MLP and dropout
+    masks; a SwiGLU MLP of another width changes it, so read this as an estimate. With
+    ``gradient_checkpointing`` (full recomputation, the baseline the same paper's §5 improves on) only each layer's
+    input, 2·s·b·h bytes, is kept, plus one layer's activations while it is recomputed. Activations are
+    not sharded by ZeRO: every data-parallel GPU holds its own micro-batch's.
+    """
+    model_config = _model_config(config)
+    _check_memory_options(1, tokens_per_sequence, weight_bytes, 1, micro_batch, None)
+    sbh = tokens_per_sequence * micro_batch * model_config.hidden_size
+    per_layer = ACTIVATION_BYTES_PER_LAYER * sbh * weight_bytes / 2
+    if gradient_checkpointing:
+        return weight_bytes * sbh * model_config.num_hidden_layers + per_layer
+    return per_layer * model_config.num_hidden_layers
+
+
+def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1) -> float:
+    """Bytes of one fp32 copy of the logits of a micro-batch: ``micro_batch`` × tokens × vocabulary × 4.
+
+    The policy-gradient loss needs log π of every sampled token, a log-softmax over the whole vocabulary
+    at every position, computed in fp32 for accuracy: for a 152k vocabulary that is ≈ 2.5 GB per
+    4,096-token sequence, more than the activations of a small model (Wijmans et al. 2024, "Cut Your
+    Losses in Large-Vocabulary Language Models", arXiv:2411.09009). A lower bound: the log-softmax
+    output and its gradient are more copies of the same size unless the loss is fused or chunked.
+    """
+    model_config = _model_config(config)
+    _check_memory_options(1, tokens_per_sequence, 2, 1, micro_batch, None)
+    return micro_batch * tokens_per_sequence * model_config.vocab_size * 4
+
+
+def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, weight_bytes, reference, critic,
+                lora_fraction, shards, micro_batch, gradient_checkpointing) -> dict:
+    """Bytes per GPU of each role in ``MEMORY_ROLES`` (the arithmetic of ``training_memory``)."""
     trained = params * (lora_fraction or 1.0)
-    per_gpu = 1024 ** 3 * shards
+    weights = params * weight_bytes
     head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
     kv_per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads * head_dim * weight_bytes
     optimizer_bytes = optimizer_bytes_per_parameter(weight_bytes)
-    trained_model = params * weight_bytes + trained * (weight_bytes + optimizer_bytes)
+    tokens = dict(tokens_per_sequence=tokens_per_sequence, micro_batch=micro_batch)
     return {
-        "parameters (B)": params / 1e9,
-        "policy weights": params * weight_bytes / per_gpu,
-        "policy gradients": trained * weight_bytes / per_gpu,
-        "Adam + fp32 master": trained * optimizer_bytes / per_gpu,
-        "reference": params * weight_bytes / per_gpu if reference else 0.0,
-        "critic": trained_model / per_gpu if critic else 0.0,
-        "KV cache": kv_per_token * sequences * tokens_per_sequence / per_gpu,
+        "policy weights": weights / shards,
+        "policy gradients": trained * weight_bytes / shards,
+        "Adam + fp32 master": trained * optimizer_bytes / shards,
+        # Under LoRA the reference is the frozen base with the adapters switched off: no second copy.
+        "reference": weights / shards if reference and lora_fraction is None else 0.0,
+        "critic": (weights + trained * (weight_bytes + optimizer_bytes)) / shards if critic else 0.0,
+        "weights gathered for generation": weights * (1 - 1 / shards),
+        "KV cache": kv_per_token * sequences * tokens_per_sequence / shards,
+        "activations": activation_bytes(model_config, weight_bytes=weight_bytes,
+                                        gradient_checkpointing=gradient_checkpointing, **tokens),
+        "logits": logits_bytes(model_config, **tokens),
     }
+
+
+def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
+                    reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
+                    shards: int = 1, micro_batch: int = 1, gradient_checkpointing: bool = False) -> dict:
+    """GiB per GPU for each role (``MEMORY_ROLES``) of an RL run on the model ``config`` describes, and
+    ``"parameters (B)"``.
+
+    Model states: policy weights at ``weight_bytes`` (2: bf16); gradients at the same width; Adam's two
+    moments and fp32 master weights, 12 bytes per *trained* parameter (mixed precision: 2 + 2 + 12 = 16
+    bytes per parameter, the count ZeRO starts from, Rajbhandari et al. 2020, arXiv:1910.02054, §3; at
+    ``weight_bytes=4`` the weights are their own master: 4 + 4 + 8 = 16, see
+    ``optimizer_bytes_per_parameter``). ``lora_fraction``: the share of parameters LoRA trains (gradients
+    and Adam only for those). ``reference``: the run has a frozen reference policy (a KL term); it holds
+    weights only, and under LoRA it costs nothing: it is the base model with the adapters switched off.
+    A ``critic`` (PPO) is a second trained model of the same size.
+
+    ``shards``: GPUs the run is spread over. Model states are fully sharded (ZeRO stage 3 / FSDP: weights,
+    gradients and optimizer states each divided by it, ZeRO §5.3) and the rollout's sequences split
+    between them (data-parallel generation), so those roles are divided by ``shards``. Generation cannot
+    run on a shard: a generation engine needs the whole model on the GPU that samples (HybridFlow, Sheng et
+    al. 2024, arXiv:2409.19256, §5, reshards the actor's weights for it), so "weights gathered for
+    generation" charges the (1 − 1/shards) of the weights each GPU does not own.
+
+    Rollout: the KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
+    tokens at ``weight_bytes``: 2 × layers × KV heads × head dimension values per token. Training pass:
+    ``activation_bytes`` (with or without ``gradient_checkpointing``) and ``logits_bytes`` of one
+    micro-batch of ``micro_batch`` sequences, neither divided by ``shards``.
+
+    Every role is charged as if all were resident at once, an upper bound: an engine that frees the KV
+    cache before training (verl's hybrid engine does) needs less.
+    """
+    model_config = _model_config(config)
+    _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction)
+    params = parameters_of_shape(model_config)
+    roles = _role_bytes(model_config, params, sequences=sequences, tokens_per_sequence=tokens_per_sequence,
+                        weight_bytes=weight_bytes, reference=reference, critic=critic, lora_fraction=lora_fraction,
+                        shards=shards, micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing)
+    return {"parameters (B)": params / 1e9, **{role: value / 1024 ** 3 for role, value in roles.items()}}
+
+
+def memory_total(memory: dict) -> float:
+    """GiB per GPU in all: the sum of the ``MEMORY_ROLES`` of a ``training_memory`` result (or table row)."""
+    return float(sum(memory[role] for role in MEMORY_ROLES))
+
+
+def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, **options) -> int:
+    """The fewest GPUs of ``gpu_gib`` GiB over which ``training_memory(config, shards=N, **options)`` fits.
+
+    Sharding divides the model states and the KV cache but not the activations, the logits, or the full
+    weights generation needs, so the answer is not the total divided by one GPU's memory. Raises
+    ``ValueError`` when even ``max_gpus`` GPUs are not enough (the part no sharding divides is too large).
+    """
+    if "shards" in options:
+        raise ValueError("shards is what gpus_needed finds: leave it out")
+    if not isinstance(gpu_gib, (int, float)) or isinstance(gpu_gib, bool) or not gpu_gib > 0:
+        raise ValueError(f"gpu_gib must be a positive number, got {gpu_gib!r}")
+    if not isinstance(max_gpus, int) or isinstance(max_gpus, bool) or max_gpus < 1:
+        raise ValueError(f"max_gpus must be a positive int, got {max_gpus!r}")
+    model_config = _model_config(config)
+    settings = dict(weight_bytes=2, reference=True, critic=False, lora_fraction=None, micro_batch=1,
+                    gradient_checkpointing=False)
+    unknown = set(options) - set(settings) - {"sequences", "tokens_per_sequence"}
+    if unknown:
+        raise ValueError(f"unknown training_memory options {sorted(unknown)}")
+    settings.update(options)
+    _check_memory_options(settings.get("sequences"), settings.get("tokens_per_sequence"), settings["weight_bytes"],
+                          1, settings["micro_batch"], settings["lora_fraction"])
+    params = parameters_of_shape(model_config)
+    budget = gpu_gib * 1024 ** 3
+    for shards in range(1, max_gpus + 1):
+        if sum(_role_bytes(model_config, params, shards=shards, **settings).values()) <= budget:
+            return shards
+    unsharded = _role_bytes(model_config, params, shards=max_gpus, **settings)
+    fixed = sum(unsharded[role] for role in ("weights gathered for generation", "policy weights", "activations",
+                                             "logits")) / 1024 ** 3
+    raise ValueError(f"gpu_gib={gpu_gib} is too small for any number of GPUs up to max_gpus={max_gpus}: "
+                     f"full weights, activations and logits alone take {fixed:,.1f} GiB per GPU")
 
 
 def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
@@ -305,6 +541,7 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     caller may have measured already) and every ``eval_every`` steps; its dict is merged into that step's
     row. Each row: ``step``, TRL's logged ``reward`` and ``entropy`` where logged.
     """
+    import os
     import tempfile
 
     from transformers import TrainerCallback
@@ -331,10 +568,14 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
 
     dataset = train_dataset if train_dataset is not None else task.dataset(2000, seed=config.seed, split="train")
     with tempfile.TemporaryDirectory() as scratch:
+        # WORLD_SIZE: the processes accelerate launch (or torchrun) started; 1 when run directly
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
         args = GRPOConfig(output_dir=str(output_dir or scratch), use_cpu=not torch.cuda.is_available(),
                           report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
-                          disable_tqdm=True, dataloader_num_workers=0, **trl_grpo_config(config))
-        trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)), reward_funcs=[task.reward_fn()], args=args,
+                          disable_tqdm=True, dataloader_num_workers=0,
+                          **trl_grpo_config(config, num_processes=world_size))
+        trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)), reward_funcs=[task.reward_fn()],
+                              args=args,
                               train_dataset=dataset, processing_class=load_tokenizer(model_folder),
                               peft_config=lora_config(r=config.lora) if config.lora else None,
                               callbacks=[Evaluate()])
@@ -376,44 +617,59 @@ def train_with_rlbook(model_folder, task, config: OnlineConfig, *, steps: int, t
 def main(argv=None) -> int:
     """``accelerate launch --cpu --num_processes 1 -m rlbook.scaling --steps 2``: GRPO through TRL on a zoo model.
 
-    What lesson 21 launches: the zoo model saved to a temporary folder, rlbook's verifier as the reward,
-    the preset mapped by ``trl_grpo_config``; prints one line per logged step and the final held-out pass@1.
+    What lesson 21 launches: the model saved to a temporary folder, rlbook's verifier as the reward, the
+    preset mapped by ``trl_grpo_config`` (its minibatch divided between the launched processes); prints one
+    line per logged step and the final held-out pass@1. The generation budget is the preset's
+    ``max_new_tokens`` unless ``--max-new-tokens`` is given; the prompts carry the task's format instruction
+    as a system prompt for a model outside the zoo (zoo models learned the format and get none) unless
+    ``--system-prompt`` says otherwise ("" for none).
     """
     import argparse
     import json
     import tempfile
 
     from rlbook.evaluation import evaluate_pass_at_k
-    from rlbook.models import load_model
-    from rlbook.tasks import get_task
+    from rlbook.models import load_model, resolve
+    from rlbook.tasks import FORMAT_INSTRUCTION, get_task
     from rlbook.trainers import preset
 
     parser = argparse.ArgumentParser(prog="python -m rlbook.scaling", description=main.__doc__)
-    parser.add_argument("--model", default="arith-base", help="zoo name or folder")
+    parser.add_argument("--model", default="arith-base", help="zoo name, folder or hub id")
     parser.add_argument("--task", default="arithmetic")
     parser.add_argument("--preset", default="grpo")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--lora", type=int, default=8, help="LoRA rank (0: train every weight)")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the preset's max_new_tokens")
+    parser.add_argument("--system-prompt", default=None,
+                        help='default: none for a zoo model, the format instruction otherwise; "" for none')
     args = parser.parse_args(argv)
     try:
+        budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}
         config = preset(args.preset, kl_beta=0.0, lora=args.lora or None, lr=args.lr, seed=args.seed,
-                        max_new_tokens=48, unbiased_std=True)
+                        unbiased_std=True, **budget)
         task = get_task(args.task)
+        source, _ = resolve(args.model)
         model, tokenizer = load_model(args.model)
     except ValueError as error:
         parser.error(str(error))
-    held_out = list(task.dataset(32, seed=0, split="test"))
+    if args.system_prompt is None:
+        system_prompt = None if source == "zoo" else FORMAT_INSTRUCTION
+    else:
+        system_prompt = args.system_prompt or None
+    held_out = list(task.dataset(32, seed=0, split="test", system_prompt=system_prompt))
+    train_dataset = task.dataset(2000, seed=config.seed, split="train", system_prompt=system_prompt)
 
     def evaluate(policy):
         return {"held-out pass@1": evaluate_pass_at_k(policy, tokenizer, held_out, task.reward, n_samples=4,
-                                                      max_new_tokens=48)["pass@1"]}
+                                                      max_new_tokens=config.max_new_tokens)["pass@1"]}
 
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        rows = train_with_trl(folder, task, config, steps=args.steps, evaluate=evaluate, eval_every=args.steps)
+        rows = train_with_trl(folder, task, config, steps=args.steps, train_dataset=train_dataset,
+                              evaluate=evaluate, eval_every=args.steps)
     for row in rows:
         print(json.dumps({key: round(value, 4) if isinstance(value, float) else value for key, value in row.items()}))
     return 0

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 
 from rlbook import scaling
+from rlbook.exercises import scaling as exercise
 from rlbook.exercises.scaling import check_bytes_per_parameter, reference_bytes_per_parameter
 from rlbook.models import build_char_tokenizer, build_tiny_model, count_parameters
 from rlbook.trainers import preset
+from rlbook.shaping import soft_overlong_penalty
+from rlbook.tasks import FORMAT_INSTRUCTION
 from rlbook.trainers.config import PRESETS
+from rlbook.viz import scaling as scaling_viz
 from test_trl_policy_crosscheck import CASES
 
 trl = pytest.importorskip("trl")
@@ -65,8 +69,85 @@ def test_verl_overrides_name_the_loss_aggregation_kl_and_clip():
     ppo = scaling.verl_overrides(preset("ppo"))
     assert ppo["algorithm.adv_estimator"] == "gae" and ppo["algorithm.use_kl_in_reward"] is True
     assert scaling.verl_overrides(preset("grpo", cov_control="kl_cov"))[f"{actor}.policy_loss.loss_mode"] == "kl_cov"
-    with pytest.raises(ValueError, match="variant"):
-        scaling.verl_overrides(preset("gmpo"))
+
+ACTOR = "actor_rollout_ref.actor"
+QWEN_05B, QWEN_7B = scaling.HUB_SHAPES["Qwen/Qwen2.5-0.5B"], scaling.HUB_SHAPES["Qwen/Qwen2.5-7B"]
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_is_translated_for_verl_or_refused_by_field(name):
+    config = preset(name)
+    try:
+        overrides = scaling.verl_overrides(config)
+    except ValueError as error:
+        assert hasattr(config, str(error).split("=")[0]), f"the refusal must name a config field, got {error}"
+        return
+    assert not any("dynamic_filter" in key for key in overrides), "verl's key is algorithm.filter_groups"
+    assert overrides["algorithm.filter_groups.enable"] is config.dynamic_sampling
+    assert overrides["reward_model.overlong_buffer.enable"] is (config.overlong is not None)
+
+
+def test_verl_dynamic_sampling_is_filter_groups_on_the_reward_the_advantages_see():
+    overrides = scaling.verl_overrides(preset("dapo", max_resample_rounds=3))
+    assert overrides["algorithm.filter_groups.enable"] is True
+    assert overrides["algorithm.filter_groups.metric"] == "seq_final_reward"
+    assert overrides["algorithm.filter_groups.max_num_gen_batches"] == 4  # verl counts the first batch too
+    assert overrides["data.gen_batch_size"] == overrides["data.train_batch_size"]
+
+
+def test_verl_overlong_buffer_is_rlbooks_soft_overlong_penalty():
+    config = preset("dapo", max_new_tokens=40)
+    overrides = scaling.verl_overrides(config)
+    assert overrides["reward_model.reward_manager"] == "dapo"
+    buffer_len = overrides["reward_model.overlong_buffer.len"]
+    factor = overrides["reward_model.overlong_buffer.penalty_factor"]
+    max_response = overrides["data.max_response_length"]
+    assert (max_response, buffer_len) == config.overlong
+    for length in range(max_response + 1):  # verl's DAPO reward manager, as its recipe documents it
+        verl_penalty = min(-(length - (max_response - buffer_len)) / buffer_len * factor, 0.0)
+        assert verl_penalty == pytest.approx(soft_overlong_penalty(length, *config.overlong))
+    for overlong in ((32, 8), (40, 0)):  # a window not ending at the budget; a zero-length buffer
+        with pytest.raises(ValueError, match="overlong"):
+            scaling.verl_overrides(preset("dapo", max_new_tokens=40, overlong=overlong))
+
+
+def test_verl_loss_modes_are_the_names_verl_registers():
+    modes = {name: scaling.verl_overrides(preset(name))[f"{ACTOR}.policy_loss.loss_mode"]
+             for name in ("grpo", "dr_grpo", "dapo", "gspo", "gmpo", "sapo", "cispo", "rloo")}
+    assert modes == {"grpo": "vanilla", "dr_grpo": "vanilla", "dapo": "vanilla", "gspo": "gspo", "gmpo": "geo_mean",
+                     "sapo": "sapo", "cispo": "cispo", "rloo": "gpg"}
+    gmpo = scaling.verl_overrides(preset("gmpo"))
+    assert (gmpo[f"{ACTOR}.clip_ratio_low"], gmpo[f"{ACTOR}.clip_ratio_high"]) == (0.4, 0.4)  # log space in both
+    cispo = scaling.verl_overrides(preset("cispo", eps_high=3.0))
+    # verl clamps the weight to [1 − low, 1 + high]: rlbook's cap 1 + ε_high, and no floor above 0
+    assert (cispo[f"{ACTOR}.clip_ratio_low"], cispo[f"{ACTOR}.clip_ratio_high"]) == (1.0, 3.0)
+    sapo = scaling.verl_overrides(preset("sapo", tau_pos=0.5, tau_neg=2.0))
+    assert (sapo[f"{ACTOR}.tau_pos"], sapo[f"{ACTOR}.tau_neg"]) == (0.5, 2.0)
+    dr_grpo = scaling.verl_overrides(preset("dr_grpo", max_new_tokens=40))
+    assert dr_grpo[f"{ACTOR}.loss_scale_factor"] == 40  # Dr.GRPO's constant is the budget, not the padded width
+    with pytest.raises(ValueError, match="aggregation"):
+        scaling.verl_overrides(preset("gspo", aggregation="token_mean"))  # verl's gspo fixes its aggregation
+
+
+def test_verl_translates_or_refuses_every_other_setting_by_name():
+    overrides = scaling.verl_overrides(preset("grpo", lora=8, warmup_steps=5, max_grad_norm=None))
+    model = "actor_rollout_ref.model"
+    assert (overrides[f"{model}.lora_rank"], overrides[f"{model}.lora_alpha"]) == (8, 16.0)
+    assert overrides[f"{model}.target_modules"] == ["k_proj", "o_proj", "q_proj", "v_proj"]
+    assert overrides[f"{ACTOR}.optim.lr_warmup_steps"] == 5
+    assert overrides[f"{ACTOR}.grad_clip"] == float("inf")  # verl always clips: 0 would zero the gradients
+    kl_cov = scaling.verl_overrides(preset("grpo", cov_control="kl_cov", kl_cov_coef=0.5))
+    assert (kl_cov[f"{ACTOR}.policy_loss.kl_cov_ratio"], kl_cov[f"{ACTOR}.policy_loss.ppo_kl_coef"]) == (2e-3, 0.5)
+    clip_cov = scaling.verl_overrides(preset("grpo", cov_control="clip_cov", cov_bounds=(2.0, 6.0)))
+    assert (clip_cov[f"{ACTOR}.policy_loss.clip_cov_lb"], clip_cov[f"{ACTOR}.policy_loss.clip_cov_ub"]) == (2.0, 6.0)
+    for overrides, field in ((dict(format_reward_weight=0.1), "format_reward_weight"),
+                             (dict(advantage_filter=0.0), "advantage_filter"),
+                             (dict(advantage_noise=0.1), "advantage_noise"),
+                             (dict(minibatch_size=12), "minibatch_size")):
+        with pytest.raises(ValueError, match=field):
+            scaling.verl_overrides(preset("grpo", **overrides))
+    with pytest.raises(ValueError, match="cov_control"):
+        scaling.verl_overrides(preset("gspo", cov_control="clip_cov"))
 
 
 def test_parameter_counts_from_shapes_match_a_built_model():
@@ -78,24 +159,137 @@ def test_parameter_counts_from_shapes_match_a_built_model():
         scaling.parameters_of_shape("Qwen/Qwen2.5-0.5B")
 
 
-def test_training_memory_counts_sixteen_bytes_per_trained_parameter_and_shards_everything():
-    shape = scaling.HUB_SHAPES["Qwen/Qwen2.5-0.5B"]
-    full = scaling.training_memory(shape, sequences=8, tokens_per_sequence=128)
+def test_training_memory_counts_sixteen_bytes_per_trained_parameter_and_shards_the_model_states():
+    full = scaling.training_memory(QWEN_05B, sequences=8, tokens_per_sequence=128)
+    assert set(full) == {"parameters (B)", *scaling.MEMORY_ROLES}
     params = full["parameters (B)"] * 1e9
     per_param = (full["policy weights"] + full["policy gradients"] + full["Adam + fp32 master"]) * 1024 ** 3 / params
     assert per_param == pytest.approx(16.0)
     assert per_param == reference_bytes_per_parameter(2)
     # KV cache: 2 (K and V) x 24 layers x 2 KV heads x 64 dims x 2 bytes per token
     assert full["KV cache"] * 1024 ** 3 == pytest.approx(2 * 24 * 2 * 64 * 2 * 8 * 128)
-    lora = scaling.training_memory(shape, sequences=8, tokens_per_sequence=128, lora_fraction=0.01)
+    lora = scaling.training_memory(QWEN_05B, sequences=8, tokens_per_sequence=128, lora_fraction=0.01)
     assert lora["Adam + fp32 master"] == pytest.approx(full["Adam + fp32 master"] * 0.01)
     assert lora["policy weights"] == full["policy weights"]
-    sharded = scaling.training_memory(shape, sequences=8, tokens_per_sequence=128, shards=4)
-    for role in ("policy weights", "Adam + fp32 master", "reference", "KV cache"):
+    sharded = scaling.training_memory(QWEN_05B, sequences=8, tokens_per_sequence=128, shards=4)
+    for role in ("policy weights", "policy gradients", "Adam + fp32 master", "reference", "KV cache"):
         assert sharded[role] == pytest.approx(full[role] / 4)
-    for bad in (dict(sequences=0), dict(shards=1.5), dict(lora_fraction=2.0)):
+    for role in ("activations", "logits"):  # each GPU holds its own micro-batch's
+        assert sharded[role] == full[role]
+    # generation needs the whole model on the GPU that samples, whatever ZeRO-3 does
+    assert full["weights gathered for generation"] == 0.0
+    generation_weights = sharded["policy weights"] + sharded["weights gathered for generation"]
+    assert generation_weights == pytest.approx(full["policy weights"])
+    for bad in (dict(sequences=0), dict(shards=1.5), dict(lora_fraction=2.0), dict(micro_batch=0)):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            scaling.training_memory(shape, **{**dict(sequences=8, tokens_per_sequence=128), **bad})
+            scaling.training_memory(QWEN_05B, **{**dict(sequences=8, tokens_per_sequence=128), **bad})
+
+
+def test_the_reference_costs_nothing_under_lora():
+    kwargs = dict(sequences=8, tokens_per_sequence=128)
+    assert scaling.training_memory(QWEN_05B, **kwargs)["reference"] > 0
+    assert scaling.training_memory(QWEN_05B, lora_fraction=0.01, **kwargs)["reference"] == 0.0
+    assert scaling.training_memory(QWEN_05B, reference=False, **kwargs)["reference"] == 0.0
+    table = scaling_viz.memory_table(["Qwen/Qwen2.5-0.5B"], settings={"full": {}, "LoRA": {"lora_fraction": 0.01}},
+                                     **kwargs)
+    assert table.loc[("Qwen2.5-0.5B", "LoRA"), "reference"] == 0.0
+    assert table.loc[("Qwen2.5-0.5B", "full"), "reference"] > 0
+
+
+def test_activations_follow_korthikanti_and_logits_are_a_vocabulary_per_token():
+    s, b, h, layers = 4096, 2, QWEN_7B["hidden_size"], QWEN_7B["num_hidden_layers"]
+    plain = scaling.activation_bytes(QWEN_7B, tokens_per_sequence=s, micro_batch=b)
+    assert plain == 34 * s * b * h * layers  # eq. 1 without the attention matrix (FlashAttention)
+    checkpointed = scaling.activation_bytes(QWEN_7B, tokens_per_sequence=s, micro_batch=b, gradient_checkpointing=True)
+    assert checkpointed == 2 * s * b * h * layers + 34 * s * b * h  # layer inputs + one layer recomputed
+    # a 152k vocabulary in fp32 is about 2.5 GB per 4,096-token sequence
+    assert scaling.logits_bytes(QWEN_7B, tokens_per_sequence=4096) / 1e9 == pytest.approx(2.49, abs=0.01)
+    memory = scaling.training_memory(QWEN_7B, sequences=8, tokens_per_sequence=s, micro_batch=b,
+                                     gradient_checkpointing=True)
+    assert memory["activations"] * 1024 ** 3 == pytest.approx(checkpointed)
+    with pytest.raises(ValueError, match="tokens_per_sequence"):
+        scaling.activation_bytes(QWEN_7B, tokens_per_sequence=0)
+
+
+def test_the_memory_table_shows_the_kv_cache_dominating_a_small_model_with_long_rollouts():
+    table = scaling_viz.memory_table(["Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B"], sequences=256, tokens_per_sequence=4096)
+    assert table.loc["Qwen2.5-0.5B", "largest role"] == "KV cache"
+    assert table.loc["Qwen2.5-7B", "largest role"] == "Adam + fp32 master"
+    row = table.loc["Qwen2.5-7B"]
+    assert row["total"] == pytest.approx(scaling.memory_total(row))
+    with pytest.raises(ValueError, match="models"):
+        scaling_viz.memory_table(["Qwen/Qwen2.5-1B"], sequences=8, tokens_per_sequence=128)
+
+
+def test_gpus_needed_is_the_fewest_gpus_the_run_fits_on():
+    kwargs = dict(sequences=256, tokens_per_sequence=8192, gradient_checkpointing=True)
+    needed = scaling.gpus_needed(QWEN_7B, gpu_gib=80.0, **kwargs)
+    assert scaling.memory_total(scaling.training_memory(QWEN_7B, shards=needed, **kwargs)) <= 80.0
+    assert scaling.memory_total(scaling.training_memory(QWEN_7B, shards=needed - 1, **kwargs)) > 80.0
+    with pytest.raises(ValueError, match="gpu_gib"):
+        scaling.gpus_needed(QWEN_7B, gpu_gib=10.0, **kwargs)  # the full weights alone take 14 GiB
+    with pytest.raises(ValueError, match="shards"):
+        scaling.gpus_needed(QWEN_7B, shards=2, **kwargs)
+
+
+def test_the_memory_figure_has_linear_axes_one_panel_per_model_and_every_total_written():
+    import matplotlib.pyplot as plt
+
+    table = scaling_viz.memory_table(["Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B"], sequences=256, tokens_per_sequence=4096,
+                                     settings={"full": {}, "LoRA 1%": {"lora_fraction": 0.01}})
+    axes = scaling_viz.plot_training_memory(table)
+    assert [ax.get_title() for ax in axes] == ["Qwen2.5-0.5B", "Qwen2.5-7B"]
+    for ax, model in zip(axes, ("Qwen2.5-0.5B", "Qwen2.5-7B")):
+        assert ax.get_yscale() == "linear"
+        written = {text.get_text() for text in ax.texts}
+        assert written == {f"{total:,.1f}" for total in table.loc[model, "total"]}
+    assert list(scaling_viz.ROLE_COLOURS) == list(scaling.MEMORY_ROLES)
+    _, ax = plt.subplots()
+    with pytest.raises(ValueError, match="ax"):
+        scaling_viz.plot_training_memory(table, ax=ax)
+
+
+def test_trl_batch_is_divided_between_the_launched_processes():
+    config = preset("grpo", minibatch_size=32)
+    assert scaling.trl_grpo_config(config)["per_device_train_batch_size"] == 32
+    eight = scaling.trl_grpo_config(config, num_processes=8)
+    assert eight["per_device_train_batch_size"] * 8 == 32 and eight["steps_per_generation"] == config.batch_size // 32
+    with pytest.raises(ValueError, match="num_processes"):
+        scaling.trl_grpo_config(config, num_processes=3)
+
+
+def test_train_with_trl_reads_the_world_size_accelerate_sets(monkeypatch, model_dir):
+    from rlbook.tasks import get_task
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(**kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(trl, "GRPOConfig", capture)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(Stop):
+        scaling.train_with_trl(model_dir, get_task("arithmetic", digits=1), preset("grpo", minibatch_size=32), steps=1)
+    assert seen["per_device_train_batch_size"] == 8
+
+
+def test_the_launched_script_takes_its_budget_and_system_prompt_from_the_preset_and_the_model(monkeypatch, model_dir):
+    calls = []
+    monkeypatch.setattr(scaling, "train_with_trl",
+                        lambda folder, task, config, **kwargs: calls.append((config, kwargs["train_dataset"])) or [])
+    for argv, budget, system in (([], preset("grpo").max_new_tokens, None),
+                                 (["--max-new-tokens", "32", "--system-prompt", "Be brief."], 32, "Be brief."),
+                                 (["--model", model_dir], preset("grpo").max_new_tokens, FORMAT_INSTRUCTION),
+                                 (["--model", model_dir, "--system-prompt", ""], preset("grpo").max_new_tokens, None)):
+        assert scaling.main(["--steps", "1", *argv]) == 0
+        config, dataset = calls[-1]
+        assert config.max_new_tokens == budget
+        first = dataset[0]["prompt"][0]
+        assert (first["content"] if first["role"] == "system" else None) == system
 
 
 def test_the_exercise_checker_names_the_missing_master_copy(capsys):
@@ -144,3 +338,41 @@ def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path)
     assert [row["step"] for row in rows] == [1] and rows[0]["checked"] == 1.0
     with pytest.raises(ValueError, match="steps"):
         scaling.train_with_trl(tmp_path, task, config, steps=0)
+
+
+@pytest.mark.parametrize("answers", sorted(exercise.MISTAKES))
+def test_the_bytes_checker_names_each_known_mistake(answers, capsys):
+    assert check_bytes_per_parameter(lambda w: answers[0] if w == 2 else answers[1]) is False
+    assert exercise.MISTAKES[answers] in capsys.readouterr().out
+
+
+def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsys):
+    assert exercise.check_gpu_plan(exercise.reference_run_gib) is True
+    out = capsys.readouterr().out
+    assert "GPUs of 80 GiB" in out and "gpus_needed" in out
+    # an answer rounded the way a reader would (7.6 B parameters) passes too
+    kv = 2 * 28 * 4 * 128 * 2 * 256 * 8192
+
+    def rounded(lora):
+        per_parameter = 2 + (0.01 * 14 if lora else 2 + 12 + 2)  # weights, + trained grads/Adam/master, + reference
+        return (7.6e9 * per_parameter + kv) / 2 ** 30
+
+    assert exercise.check_gpu_plan(rounded) is True
+    assert exercise.check_gpu_plan(None) is None
+    capsys.readouterr()
+
+    def stub(lora):
+        raise NotImplementedError
+
+    assert exercise.check_gpu_plan(stub) is None
+    assert exercise.check_gpu_plan(lambda lora: "lots") is False
+    assert "number of GiB" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_gpu_plan_checker_names_each_known_mistake(lora, capsys):
+    for message, wrong in exercise._plan_mistakes(lora).items():
+        answer = {lora: wrong, not lora: exercise.reference_run_gib(not lora)}
+        assert exercise.check_gpu_plan(lambda flag: answer[flag]) is False
+        out = capsys.readouterr().out
+        assert message in out and ("with LoRA" if lora else "in full fine-tuning") in out

@@ -1,4 +1,5 @@
-"""Checker for the exercise of lesson 21 (scaling up): the memory a full fine-tuning run needs per parameter.
+"""Checkers for the exercises of lesson 21 (scaling up): the memory a trained parameter costs, and the
+memory (and GPUs) a 7B GRPO run needs.
 
 The reader writes ``my_bytes_per_parameter(weight_bytes) -> int``: for full fine-tuning with Adam, the
 bytes each trained parameter costs: its weight and its gradient at ``weight_bytes`` each, Adam's two fp32
@@ -7,14 +8,25 @@ moments (8), and, in mixed precision (Micikevicius et al. 2018, arXiv:1710.03740
 for fp32 the weights are their own master copy, 4 + 4 + 8 = 16 (``rlbook.scaling.training_memory``
 counts both so). The checker asks for bf16 and fp32 and names the likely mistake from the pair of
 answers: the master copy forgotten in bf16 or counted twice in fp32, gradients in fp32, the weights left out.
+
+The planning exercise: the reader writes ``my_run_gib(lora) -> float``, the GiB a GRPO run of Qwen2.5-7B
+needs in all (model states, the frozen reference, the KV cache of 256 rollouts × 8,192 tokens), with and
+without LoRA; ``check_gpu_plan`` compares both with ``training_memory``, names the likely mistake (the
+reference or the KV cache forgotten, the reference or an fp32 master copy charged under LoRA, grouped-query
+attention ignored, GB for GiB) and turns the totals into 80 GiB GPUs.
 """
 
 from __future__ import annotations
 
-from rlbook.exercises.pg_kl import _not_attempted, _verdict
-from rlbook.scaling import optimizer_bytes_per_parameter
+import functools
+import math
 
-__all__ = ["reference_bytes_per_parameter", "check_bytes_per_parameter"]
+from rlbook.exercises.pg_kl import _not_attempted, _verdict
+from rlbook.scaling import HUB_SHAPES, gpus_needed, optimizer_bytes_per_parameter, training_memory
+
+__all__ = ["PLAN_GPU_GIB", "PLAN_LORA_FRACTION", "PLAN_MODEL", "PLAN_ROLES", "PLAN_ROLLOUT",
+           "check_bytes_per_parameter", "check_gpu_plan", "reference_bytes_per_parameter", "reference_run_gib"]
+
 
 def reference_bytes_per_parameter(weight_bytes: int) -> int:
     """Weight + gradient at ``weight_bytes``, + Adam's fp32 moments and (below fp32) an fp32 master copy."""
@@ -60,3 +72,118 @@ def check_bytes_per_parameter(fn) -> bool | None:
     hint = MISTAKES.get(tuple(answers))
     return _verdict(False, "", f"for weight_bytes 2 and 4 expected {right}, got {tuple(answers)}"
                                + (f" — {hint}" if hint else ""))
+
+
+# --- the planning exercise: how much memory, and how many GPUs, a 7B GRPO run needs -------------------------
+
+PLAN_MODEL = "Qwen/Qwen2.5-7B"
+PLAN_ROLLOUT = {"sequences": 256, "tokens_per_sequence": 8192}
+PLAN_LORA_FRACTION = 0.01
+PLAN_GPU_GIB = 80.0
+# What the reader counts: the model states, the reference and the rollout's KV cache, all of which shard.
+PLAN_ROLES = ("policy weights", "policy gradients", "Adam + fp32 master", "reference", "KV cache")
+PLAN_TOLERANCE = 0.02  # relative: rounding the parameter count is fine, a missing role is not
+
+
+@functools.lru_cache(maxsize=2)
+def _plan_memory(lora: bool) -> dict:
+    return training_memory(HUB_SHAPES[PLAN_MODEL], lora_fraction=PLAN_LORA_FRACTION if lora else None,
+                           **PLAN_ROLLOUT)
+
+
+def reference_run_gib(lora: bool) -> float:
+    """GiB the planning exercise's run needs in all (summed over its GPUs): ``PLAN_ROLES`` of
+    ``training_memory`` for ``PLAN_MODEL`` in bf16 with Adam, a reference policy (free under LoRA: the base
+    with the adapters off) and a rollout of ``PLAN_ROLLOUT``, LoRA training ``PLAN_LORA_FRACTION`` when
+    ``lora``."""
+    if not isinstance(lora, bool):
+        raise ValueError(f"lora must be True or False, got {lora!r}")
+    memory = _plan_memory(lora)
+    return sum(memory[role] for role in PLAN_ROLES)
+
+
+def _plan_mistakes(lora: bool) -> dict[str, float]:
+    """The total each known mistake gives, from the library's own numbers for the run."""
+    memory, total = _plan_memory(lora), reference_run_gib(lora)
+    params = memory["parameters (B)"] * 1e9 / 1024 ** 3  # parameters, in units that give GiB per byte
+    frozen = params * (1 - PLAN_LORA_FRACTION)
+    shape = HUB_SHAPES[PLAN_MODEL]
+    kv = memory["KV cache"]
+    mistakes = {
+        "the KV cache is missing: 256 rollouts of 8,192 tokens keep 2 (K and V) × layers × KV heads × head "
+        "dimension values per token, in bf16": total - kv,
+        "the KV cache counts only keys or only values: it holds both, 2 × layers × KV heads × head dimension "
+        "per token": total - kv / 2,
+        "the KV cache is in fp32: it is kept at the weights' width, 2 bytes": total + kv,
+        f"the KV cache uses all {shape['num_attention_heads']} attention heads: with grouped-query attention "
+        f"only the {shape['num_key_value_heads']} KV heads are cached": total + kv * (
+            shape["num_attention_heads"] / shape["num_key_value_heads"] - 1),
+        "GB (10⁹ bytes) where the checker asks GiB (2³⁰ bytes)": total * 1024 ** 3 / 1e9,
+    }
+    if lora:
+        mistakes.update({
+            "the reference (or gradients of the frozen weights) is counted under LoRA: the reference is the "
+            "frozen base with the adapters switched off, no second copy, and only the adapters have "
+            "gradients": total + memory["policy weights"],
+            "an fp32 master copy of every parameter under LoRA: the frozen weights are never updated, so only "
+            "the trained 1 % has a master copy and Adam's moments": total + 4 * frozen,
+            "Adam's moments and an fp32 master copy for every parameter under LoRA: only the trained 1 % has "
+            "optimizer state": total + 12 * frozen,
+        })
+    else:
+        mistakes.update({
+            "the reference is missing: GRPO's KL term needs a frozen copy of the policy's bf16 weights":
+                total - memory["reference"],
+            "the reference and the KV cache are both missing": total - memory["reference"] - kv,
+            "the fp32 master copy is missing: mixed precision keeps 4 bytes of fp32 weights per trained "
+            "parameter beside Adam's 8": total - 4 * params,
+            "the gradients are counted in fp32: they have the weights' width, 2 bytes": total + 2 * params,
+        })
+    return mistakes
+
+
+def check_gpu_plan(fn) -> bool | None:
+    """Check ``fn(lora) -> GiB``: the memory a GRPO run of Qwen2.5-7B needs in all, for full fine-tuning
+    (``lora=False``) and LoRA (``lora=True``), against the library's ``training_memory``.
+
+    The run: bf16 weights, Adam in mixed precision, a frozen reference policy for the KL term, a rollout of
+    256 sequences × 8,192 tokens held as a KV cache; LoRA trains 1 % of the parameters. Count the model
+    states, the reference and the KV cache (``PLAN_ROLES``), everything that ZeRO-3 and data-parallel
+    generation shard over the GPUs, so that ⌈total / 80 GiB⌉ GPUs hold it. Prints a verdict naming the
+    likely mistake (the reference or the KV cache forgotten, an fp32 master copy counted under LoRA, ...)
+    and, when right, how many 80 GiB GPUs each run needs; returns True / False, or None when ``fn`` is
+    None or raises NotImplementedError.
+    """
+    if _not_attempted(fn, "memory function"):
+        return None
+    answers = {}
+    for lora in (False, True):
+        try:
+            answer = fn(lora)
+        except NotImplementedError:
+            print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
+            return None
+        except Exception as error:  # the reader's code: report, don't crash the cell
+            return _verdict(False, "", f"your function raised {type(error).__name__}: {error}")
+        if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not math.isfinite(answer):
+            return _verdict(False, "", f"return a number of GiB, got {answer!r} for lora={lora}")
+        answers[lora] = float(answer)
+    failures = []
+    for lora, answer in answers.items():
+        right = reference_run_gib(lora)
+        if abs(answer - right) <= PLAN_TOLERANCE * right:
+            continue
+        setting = "with LoRA" if lora else "in full fine-tuning"
+        mistake, value = min(_plan_mistakes(lora).items(), key=lambda item: abs(item[1] - answer))
+        hint = f" — {mistake}" if abs(answer - value) <= PLAN_TOLERANCE * value else ""
+        failures.append(f"{setting} expected ≈ {right:,.0f} GiB, got {answer:,.1f}{hint}")
+    if failures:
+        return _verdict(False, "", "; ".join(failures))
+    plan = {lora: math.ceil(reference_run_gib(lora) / PLAN_GPU_GIB) for lora in (False, True)}
+    fuller = {lora: gpus_needed(HUB_SHAPES[PLAN_MODEL], gpu_gib=PLAN_GPU_GIB, gradient_checkpointing=True,
+                                lora_fraction=PLAN_LORA_FRACTION if lora else None, **PLAN_ROLLOUT)
+              for lora in (False, True)}
+    return _verdict(True, f"{reference_run_gib(False):,.0f} GiB in full fine-tuning → {plan[False]} GPUs of 80 GiB; "
+                          f"{reference_run_gib(True):,.0f} GiB with LoRA → {plan[True]}. Adding what does not "
+                          "shard (checkpointed activations and fp32 logits of one sequence, and the full "
+                          f"weights generation needs), gpus_needed says {fuller[False]} and {fuller[True]}", "")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rlbook.scaling import HUB_SHAPES, training_memory
+from rlbook.scaling import HUB_SHAPES, MEMORY_ROLES, gpus_needed, memory_total, training_memory
 
 ENGINE_COLOURS = {"rlbook": "tab:blue", "TRL": "tab:orange"}
 ROLE_COLOURS = {"policy weights": "tab:blue", "policy gradients": "tab:cyan", "Adam + fp32 master": "tab:purple",
-                "reference": "tab:green", "critic": "tab:olive", "KV cache": "tab:red"}
+                "reference": "tab:green", "critic": "tab:olive", "weights gathered for generation": "tab:gray",
+                "KV cache": "tab:red", "activations": "tab:orange", "logits": "tab:brown"}
 
 
 def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
@@ -28,56 +29,115 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
 
 
 def plot_training_memory(table, *, gpu_gib: float = 80.0, ax=None):
-    """Stacked bars of GiB per GPU by role, one bar per row of ``table`` (index: the setting's label),
-    with a line at one GPU's memory."""
+    """Stacked bars of GiB per GPU by role, on linear axes: one panel per model, every bar's total written on it.
+
+    ``table``: rows as ``memory_table`` returns them. With a (model, setting) index each model gets its own
+    panel and y-axis, one bar per setting; with a flat index each row gets its own panel (sizes a hundred
+    times apart cannot share a linear axis, and a log axis hides all but the largest role). A dotted line
+    marks one GPU's memory in the panels whose bars reach at least half of it. ``ax``: draw a one-panel table there.
+    Returns the list of axes.
+    """
+    roles = [role for role in ROLE_COLOURS if role in table.columns and float(table[role].abs().sum()) > 0]
+    if not roles:
+        raise ValueError(f"table has none of the roles {list(ROLE_COLOURS)} (got columns {list(table.columns)})")
+    if table.index.nlevels > 1:
+        panels = [(model, table.xs(model, level=0)) for model in dict.fromkeys(table.index.get_level_values(0))]
+    else:
+        panels = [(label, table.loc[[label]]) for label in table.index]
+    if ax is not None and len(panels) != 1:
+        raise ValueError(f"ax draws one panel; table has {len(panels)} (pass ax=None for a figure of panels)")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.8))
-    roles = [role for role in ROLE_COLOURS if role in table.columns]
-    bottom = np.zeros(len(table))
-    for role in roles:
-        values = table[role].to_numpy(dtype=float)
-        ax.bar(range(len(table)), values, bottom=bottom, color=ROLE_COLOURS[role], label=role)
-        bottom += values
-    for i, total in enumerate(bottom):
-        ax.text(i, total, f"{total:,.0f}", ha="center", va="bottom", fontsize=8)
-    ax.axhline(gpu_gib, color="black", linestyle=":", label=f"one {gpu_gib:.0f} GiB GPU")
-    ax.set_xticks(range(len(table)), table.index, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("GiB per GPU")
-    ax.set_yscale("log")
-    ax.legend(fontsize=7, ncol=2)
-    return ax
+        fig, axes = plt.subplots(1, len(panels), figsize=(max(4.0, 3.2 * len(panels)), 4.0), squeeze=False)
+        axes = list(axes[0])
+    else:
+        fig, axes = ax.figure, [ax]
+    for axis, (name, rows) in zip(axes, panels):
+        bottom = np.zeros(len(rows))
+        for role in roles:
+            values = rows[role].to_numpy(dtype=float)
+            axis.bar(range(len(rows)), values, bottom=bottom, color=ROLE_COLOURS[role], label=role)
+            bottom += values
+        for i, total in enumerate(bottom):
+            axis.text(i, total, f"{total:,.1f}", ha="center", va="bottom", fontsize=8)
+        top = bottom.max() * 1.15
+        if gpu_gib <= 2 * bottom.max():  # within reach of the bars: worth the axis range it takes
+            axis.axhline(gpu_gib, color="black", linestyle=":", label=f"one {gpu_gib:.0f} GiB GPU")
+            top = max(top, gpu_gib * 1.1)
+        axis.set_ylim(0, top)
+        labels = [str(label) for label in rows.index] if table.index.nlevels > 1 else [""]
+        axis.set_xticks(range(len(rows)), labels, fontsize=8)
+        axis.set_title(str(name), fontsize=9)
+        axis.set_ylabel("GiB per GPU")
+    handles = {}
+    for axis in axes:
+        for handle, label in zip(*axis.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(handles.values(), handles.keys(), fontsize=7, ncol=min(5, len(handles)), loc="lower center",
+               bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.tight_layout()
+    return axes
 
 
-def memory_table(models, *, sequences: int, tokens_per_sequence: int, lora_fraction=None, critic: bool = False,
-                 shards: int = 1):
-    """``training_memory`` of each hub model named in ``models`` (keys of ``HUB_SHAPES``), one row each."""
+def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: dict | None = None, **options):
+    """``training_memory`` of each hub model named in ``models`` (keys of ``HUB_SHAPES``), one row each,
+    in GiB per GPU, with two more columns: ``total`` (every role resident at once) and ``largest role``.
+
+    ``options`` are ``training_memory``'s (``lora_fraction``, ``reference``, ``critic``, ``shards``,
+    ``micro_batch``, ``gradient_checkpointing``, ``weight_bytes``); under LoRA the reference costs nothing.
+    ``settings``, e.g. ``{"full": {}, "LoRA 1%": {"lora_fraction": 0.01}}``, gives one row per (model,
+    setting), each setting's options over ``options``, indexed (model, setting): the layout
+    ``plot_training_memory`` draws as one panel per model.
+    """
     import pandas as pd
 
-    rows = {name.split("/")[-1]: training_memory(HUB_SHAPES[name], sequences=sequences,
-                                                 tokens_per_sequence=tokens_per_sequence,
-                                                 lora_fraction=lora_fraction, critic=critic, shards=shards)
-            for name in models}
-    return pd.DataFrame(rows).T
+    unknown = [name for name in models if name not in HUB_SHAPES]
+    if isinstance(models, str) or unknown:
+        raise ValueError(f"models must be a list of names from {list(HUB_SHAPES)}, got {models!r}")
+    if settings is not None and (not isinstance(settings, dict) or not settings):
+        raise ValueError(f"settings must be a non-empty dict of label -> training_memory options, got {settings!r}")
+    rows = {}
+    for name in models:
+        for label, extra in (settings or {None: {}}).items():
+            memory = training_memory(HUB_SHAPES[name], sequences=sequences, tokens_per_sequence=tokens_per_sequence,
+                                     **{**options, **extra})
+            row = {**memory, "total": memory_total(memory),
+                   "largest role": max(MEMORY_ROLES, key=lambda role: memory[role])}
+            rows[name.split("/")[-1] if label is None else (name.split("/")[-1], label)] = row
+    table = pd.DataFrame(rows).T
+    numeric = [column for column in table.columns if column != "largest role"]
+    table[numeric] = table[numeric].astype(float)
+    return table
 
 
 def training_memory_widget():
-    """Model, LoRA, critic, rollout size and sharding as knobs of ``plot_training_memory``."""
+    """Model, reference, LoRA (under which the reference is free), critic, rollout size, micro-batch,
+    checkpointing and sharding as knobs of ``plot_training_memory``; the title gives the total per GPU and
+    ``gpus_needed``'s answer."""
     import ipywidgets as widgets
 
-    def draw(model, lora, critic, sequences, tokens, shards):
-        table = memory_table([model], sequences=sequences, tokens_per_sequence=tokens,
-                             lora_fraction=0.01 if lora else None, critic=critic, shards=shards)
-        _, ax = plt.subplots(figsize=(6.5, 3.6))
+    def draw(model, reference, lora, critic, sequences, tokens, micro_batch, checkpointing, shards):
+        options = dict(sequences=sequences, tokens_per_sequence=tokens, lora_fraction=0.01 if lora else None,
+                       reference=reference, critic=critic, micro_batch=micro_batch,
+                       gradient_checkpointing=checkpointing)
+        table = memory_table([model], shards=shards, **options)
+        _, ax = plt.subplots(figsize=(6.5, 4.0))
         plot_training_memory(table, ax=ax)
-        total = table.drop(columns="parameters (B)").sum(axis=1).iloc[0]
-        ax.set_title(f"{model}: {total:,.0f} GiB per GPU ({shards} GPU{'s' if shards > 1 else ''})")
+        try:
+            needed = f"fits on {gpus_needed(HUB_SHAPES[model], **options)} × 80 GiB"
+        except ValueError:
+            needed = "fits on no number of 80 GiB GPUs"
+        ax.set_title(f"{model}: {table['total'].iloc[0]:,.1f} GiB per GPU on {shards} GPU{'s' if shards > 1 else ''}"
+                     f"\n(largest: {table['largest role'].iloc[0]}; {needed})", fontsize=9)
         plt.show()
 
     return widgets.interact(
         draw,
         model=widgets.Dropdown(options=list(HUB_SHAPES), value="Qwen/Qwen2.5-7B", description="model"),
+        reference=widgets.Checkbox(value=True, description="reference (KL)"),
         lora=widgets.Checkbox(value=False, description="LoRA (1% trained)"),
         critic=widgets.Checkbox(value=False, description="critic (PPO)"),
         sequences=widgets.IntSlider(value=256, min=8, max=1024, step=8, description="rollouts"),
         tokens=widgets.IntSlider(value=4096, min=512, max=32768, step=512, description="tokens each"),
+        micro_batch=widgets.IntSlider(value=1, min=1, max=16, description="micro-batch"),
+        checkpointing=widgets.Checkbox(value=False, description="gradient checkpointing"),
         shards=widgets.IntSlider(value=1, min=1, max=64, description="GPUs (ZeRO-3)"))
