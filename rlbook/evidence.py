@@ -8,7 +8,8 @@ uncertain the number is. Three cases come up again and again, and each has one f
   ``clustered_se`` gives the standard error of a mean with the samples grouped by prompt (the
   cluster-robust "sandwich" variance of a mean; Cameron & Miller, *A Practitioner's Guide to
   Cluster-Robust Inference*, J. Human Resources 50(2), 2015, with the G/(G − 1) small-sample
-  factor). With one sample per prompt it is the ordinary standard error.
+  factor). With one sample per prompt it is the ordinary standard error. ``pass_at_k_with_se`` applies it
+  to a held-out pass@k: one estimate per prompt, clustered by prompt.
 - **Comparing two methods over seeds.** ``compare_seeds`` says whether one method beat the other
   beyond the seed spread: at least three seeds each, and every seed of the better method above every
   seed of the other. With 3 seeds against 3, that ordering arises by chance with probability
@@ -33,7 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["clustered_se", "ratio_se", "SeedComparison", "compare_seeds", "minimum_detectable_difference", "MIN_SEEDS"]
+from rlbook.metrics import pass_at_k_per_prompt
+
+__all__ = ["clustered_se", "ratio_se", "pass_at_k_with_se", "SeedComparison", "compare_seeds",
+           "minimum_detectable_difference", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -86,6 +90,20 @@ def ratio_se(numerators, denominators) -> tuple[float, float]:
     ratio = x.mean() / y.mean()
     linear = (x - ratio * y) / y.mean()
     return float(ratio), float(linear.std(ddof=1) / math.sqrt(x.size))
+
+
+def pass_at_k_with_se(correct, k: int, *, clusters=None) -> tuple[float, float]:
+    """Held-out pass@k and its standard error clustered by prompt: ``(mean, se)``.
+
+    ``correct``: a (P, n) 0/1 table, n samples of each of P prompts. Each prompt's pass@k (Chen et al.
+    2021's unbiased estimator, ``rlbook.metrics.pass_at_k``) is one observation; the SE is
+    ``clustered_se`` of those, with ``clusters`` one label per prompt (default: each prompt its own; give
+    the question text so that a prompt drawn twice counts as one cluster). For k = 1 this is the SE of
+    the mean over all P·n samples clustered by prompt.
+    """
+    per_prompt = pass_at_k_per_prompt(correct, k)
+    labels = range(len(per_prompt)) if clusters is None else clusters
+    return float(np.mean(per_prompt)), clustered_se(per_prompt, labels)
 
 
 @dataclass(frozen=True)

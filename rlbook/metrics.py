@@ -16,6 +16,7 @@ from rlbook.kl import kl_estimate
 __all__ = [
     "pass_at_k",
     "mean_pass_at_k",
+    "pass_at_k_per_prompt",
     "best_of_n_kl",
     "best_of_n_distribution",
     "best_of_n_exact_kl",
@@ -52,20 +53,23 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - all_wrong
 
 
-def mean_pass_at_k(correct, k: int) -> float:
-    """pass@k on a set of prompts: ``pass_at_k`` of each prompt, averaged over the prompts.
-
-    ``correct`` is a (P, n) table of n samples for each of P prompts, 1 (or True) where a sample is
-    correct; 1 ≤ k ≤ n. The average is taken with ``math.fsum``: exact, whatever the prompts' order.
-    """
+def pass_at_k_per_prompt(correct, k: int) -> list[float]:
+    """``pass_at_k`` of each prompt of a (P, n) table of n samples for each of P prompts, 1 (or True)
+    where a sample is correct; 1 ≤ k ≤ n."""
     correct = torch.as_tensor(correct)
     if correct.dim() != 2 or correct.numel() == 0:
         raise ValueError(f"correct must be a non-empty (prompts, samples) table, got shape {tuple(correct.shape)}")
     if not ((correct == 0) | (correct == 1)).all():
         raise ValueError("correct must hold only 0/1 (or False/True) entries")
     n = correct.shape[1]
-    counts = correct.sum(dim=1).tolist()
-    return math.fsum(pass_at_k(n, int(c), k) for c in counts) / len(counts)
+    return [pass_at_k(n, int(c), k) for c in correct.sum(dim=1).tolist()]
+
+
+def mean_pass_at_k(correct, k: int) -> float:
+    """pass@k on a set of prompts: ``pass_at_k`` of each prompt (``pass_at_k_per_prompt``), averaged
+    over the prompts. The average is taken with ``math.fsum``: exact, whatever the prompts' order."""
+    per_prompt = pass_at_k_per_prompt(correct, k)
+    return math.fsum(per_prompt) / len(per_prompt)
 
 
 def best_of_n_kl(n: int) -> float:

@@ -529,14 +529,17 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, **option
 
 
 def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
-                   evaluate=None, eval_every: int | None = None, output_dir=None) -> list[dict]:
-    """Train the model saved in ``model_folder`` with TRL's ``GRPOTrainer`` under ``config``; returns its history.
+                   evaluate=None, eval_every: int | None = None, evaluate_at_start: bool = True,
+                   output_dir=None) -> list[dict]:
+    """Train the model in ``model_folder`` with TRL's ``GRPOTrainer`` under ``config``; returns its history.
 
-    The reward is ``task.reward_fn()`` (rlbook's strict verifier, in TRL's convention); LoRA, when
-    ``config.lora`` is set, is rlbook's own ``lora_config`` handed to TRL through ``peft_config``. Runs on
-    the CPU unless CUDA is present, offline (the model is read from the folder). ``evaluate(model)`` (e.g. a
-    held-out pass@1), when given, is called before training and every ``eval_every`` steps; its dict is
-    merged into that step's row. Each row: ``step``, TRL's logged ``reward`` and ``entropy`` where logged.
+    ``model_folder``: a folder, or any name ``load_model`` takes (a zoo or pretrained name, a hub id in the
+    local cache). The reward is ``task.reward_fn()`` (rlbook's strict verifier, in TRL's convention); LoRA,
+    when ``config.lora`` is set, is rlbook's own ``lora_config`` handed to TRL through ``peft_config``. Runs
+    on the CPU unless CUDA is present. ``evaluate(model)`` (e.g. a held-out pass@1), when given, is called
+    before training (unless ``evaluate_at_start`` is False: a LoRA run starts as its base model, which the
+    caller may have measured already) and every ``eval_every`` steps; its dict is merged into that step's
+    row. Each row: ``step``, TRL's logged ``reward`` and ``entropy`` where logged.
     """
     import os
     import tempfile
@@ -545,7 +548,7 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from rlbook.models import load_tokenizer
+    from rlbook.models import checkpoint_location, load_tokenizer
 
     config = _check_config(config)
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -556,7 +559,7 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
 
     class Evaluate(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kwargs):
-            if evaluate is not None:
+            if evaluate is not None and evaluate_at_start:
                 rows.setdefault(0, {"step": 0}).update(evaluate(model))
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -571,7 +574,8 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
                           report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
                           disable_tqdm=True, dataloader_num_workers=0,
                           **trl_grpo_config(config, num_processes=world_size))
-        trainer = GRPOTrainer(model=str(model_folder), reward_funcs=[task.reward_fn()], args=args,
+        trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)), reward_funcs=[task.reward_fn()],
+                              args=args,
                               train_dataset=dataset, processing_class=load_tokenizer(model_folder),
                               peft_config=lora_config(r=config.lora) if config.lora else None,
                               callbacks=[Evaluate()])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlbook.evaluation import evaluate_pass_at_k, sample_and_verify
-from rlbook.metrics import mean_pass_at_k, pass_at_k
+from rlbook.metrics import mean_pass_at_k, pass_at_k, pass_at_k_per_prompt
 from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.rollout import sample
 from rlbook.tasks import get_task
@@ -32,6 +32,7 @@ def test_mean_pass_at_k_averages_each_prompts_estimate():
     for k in (1, 2, 4):
         expected = sum(pass_at_k(4, c, k) for c in (1, 2, 0)) / 3
         assert mean_pass_at_k(correct, k) == pytest.approx(expected)
+        assert pass_at_k_per_prompt(correct, k) == pytest.approx([pass_at_k(4, c, k) for c in (1, 2, 0)])
     assert mean_pass_at_k(correct.bool(), 1) == pytest.approx(0.25)
 
 

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from rlbook.evidence import MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference, ratio_se
+from rlbook.evidence import (
+    MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference, pass_at_k_with_se, ratio_se,
+)
 from rlbook.notebook import check_claim
 
 
@@ -36,6 +38,21 @@ def test_clustered_se_matches_the_spread_of_simulated_means():
         means.append(y.mean())
         ses.append(clustered_se(y.reshape(-1), np.repeat(np.arange(32), 8)))
     assert np.mean(ses) == pytest.approx(np.std(means), rel=0.15)
+
+
+def test_held_out_pass_at_1_se_is_the_sample_mean_se_clustered_by_prompt():
+    correct = np.random.default_rng(3).integers(0, 2, size=(12, 8))
+    mean, se = pass_at_k_with_se(correct, 1)
+    assert mean == pytest.approx(correct.mean())
+    assert se == pytest.approx(clustered_se(correct.reshape(-1), np.repeat(np.arange(12), 8)))
+
+
+def test_held_out_pass_at_k_counts_a_prompt_drawn_twice_as_one_cluster():
+    correct = np.array([[1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 0]])
+    mean, se = pass_at_k_with_se(correct, 4, clusters=["a", "a", "b", "c"])
+    assert mean == pytest.approx(0.75)
+    assert se == pytest.approx(clustered_se([1.0, 1.0, 0.0, 1.0], ["a", "a", "b", "c"]))
+    assert se != pytest.approx(pass_at_k_with_se(correct, 4)[1])
 
 
 def test_compare_seeds_claims_only_with_three_seeds_and_no_overlap():

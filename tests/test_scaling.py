@@ -332,6 +332,10 @@ def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path)
         assert [row["step"] for row in rows] == [0, 1, 2]
         assert rows[0]["checked"] == 1.0 and rows[-1]["checked"] == 1.0 and "reward" in rows[-1]
     assert calls and all(name == "PeftModel" or name.startswith("PeftModelFor") for name in calls)
+    # A LoRA run starts as its base model: evaluate_at_start=False skips measuring it again.
+    rows = scaling.train_with_trl(tmp_path, task, config, steps=1, evaluate=evaluate, eval_every=1,
+                                  evaluate_at_start=False)
+    assert [row["step"] for row in rows] == [1] and rows[0]["checked"] == 1.0
     with pytest.raises(ValueError, match="steps"):
         scaling.train_with_trl(tmp_path, task, config, steps=0)
 

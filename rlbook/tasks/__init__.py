@@ -11,7 +11,8 @@ Usage::
 
 Modules: ``base`` (datasets, splits, the reward plumbing), ``arithmetic`` and ``countdown`` (the
 families), ``verifiers`` (answer extraction, format and correctness rewards, strict and lax),
-``expressions`` (the bounded parser that reads Countdown answers without ``eval``), and
+``expressions`` (the bounded parser that reads Countdown answers without ``eval``), ``plain_addition``
+(addition asked in plain words, for a pretrained chat model: no answer tags, the last number scored), and
 ``reviews`` (the preference domain: film reviews with a hidden gold labeller).
 """
 
@@ -21,6 +22,7 @@ from rlbook._checks import check_choice
 from rlbook.tasks.arithmetic import ArithmeticTask, addition_steps
 from rlbook.tasks.base import FORMAT_INSTRUCTION, Task, split_of
 from rlbook.tasks.countdown import CountdownTask
+from rlbook.tasks.plain_addition import PlainAdditionTask
 from rlbook.tasks.reviews import ReviewTask, gold_preference, gold_reward, preference_pairs
 from rlbook.tasks.verifiers import (
     arithmetic_reward,
@@ -30,13 +32,15 @@ from rlbook.tasks.verifiers import (
     extract_answer_lax,
     format_reward,
     is_well_formed,
+    last_integer,
+    last_number_reward,
 )
 
-TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask}
+TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "plain_addition": PlainAdditionTask}
 
 
 def get_task(name: str, **difficulty) -> Task:
-    """The task family ``name`` ("arithmetic" or "countdown") at the given difficulty settings."""
+    """The task family ``name`` ("arithmetic", "countdown" or "plain_addition") at the given difficulty settings."""
     check_choice("name", name, TASKS)
     return TASKS[name](**difficulty)
 
@@ -44,6 +48,7 @@ def get_task(name: str, **difficulty) -> Task:
 __all__ = [
     "ArithmeticTask",
     "CountdownTask",
+    "PlainAdditionTask",
     "ReviewTask",
     "FORMAT_INSTRUCTION",
     "TASKS",
@@ -59,6 +64,8 @@ __all__ = [
     "gold_preference",
     "gold_reward",
     "is_well_formed",
+    "last_integer",
+    "last_number_reward",
     "preference_pairs",
     "split_of",
 ]

@@ -182,14 +182,62 @@ def arithmetic_reward(text: str, answer: str, *, strict: bool = True) -> float:
     spray many numbers ("<answer>1 2 3 … 999</answer>") and one of them is right.
     """
     text = _check_text(text)
-    if not (isinstance(answer, str) and answer and all(c in "0123456789" for c in answer)):
-        raise ValueError(f"answer must be a non-empty string of decimal digits, got {answer!r}")
+    _check_decimal_answer(answer)
     if strict:
         extracted = extract_answer(text)
         return float(extracted is not None and extracted.strip() == answer)
+    return _appears_as_number(text, answer)
+
+
+def _check_decimal_answer(answer) -> None:
+    if not (isinstance(answer, str) and answer and all(c in "0123456789" for c in answer)):
+        raise ValueError(f"answer must be a non-empty string of decimal digits, got {answer!r}")
+
+
+def _appears_as_number(text: str, answer: str) -> float:
+    """1.0 when ``answer`` is a maximal run of digits somewhere in ``text`` (the lax check)."""
     if len(text) > MAX_COMPLETION_CHARS:
         return 0.0
     return float(re.search(rf"(?<![0-9]){answer}(?![0-9])", text) is not None)
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def last_integer(text: str) -> str | None:
+    """The last integer written in ``text``: a maximal run of ASCII digits, with a ``-`` just before it
+    kept as its sign; leading zeros dropped ("007" → "7"). None when there is none, for texts over
+    ``MAX_COMPLETION_CHARS``, and for a run of digits over ``MAX_ANSWER_CHARS``."""
+    text = _check_text(text)
+    if len(text) > MAX_COMPLETION_CHARS:
+        return None
+    last = None
+    for last in _INTEGER.finditer(text):
+        pass
+    if last is None or len(last.group()) > MAX_ANSWER_CHARS:
+        return None
+    sign, digits = ("-", last.group()[1:]) if last.group().startswith("-") else ("", last.group())
+    digits = digits.lstrip("0") or "0"
+    return "0" if digits == "0" else sign + digits
+
+
+def last_number_reward(text: str, answer: str, *, strict: bool = True) -> float:
+    """Correctness of a plain-text reply (no answer tags) against the expected decimal ``answer``.
+
+    strict: the last integer in the reply (``last_integer``) equals ``answer``: "41", "The sum is 41."
+    and "7 + 34 = 41" are right for 41; "41 + 1 = 42", "-41", "41.5" (its last integer is 5) and
+    "4,1" are wrong. Leading zeros are forgiven ("041"). What a person would accept from a chat model
+    told "Reply with only the number", and a reward a pretrained model earns without being taught a
+    format.
+
+    lax: ``answer`` appears anywhere in the text as a maximal run of digits (as ``arithmetic_reward``'s
+    lax check). The hack it admits: list many numbers and one of them is right.
+    """
+    text = _check_text(text)
+    _check_decimal_answer(answer)
+    if not strict:
+        return _appears_as_number(text, answer)
+    return float(last_integer(text) == (answer.lstrip("0") or "0"))
 
 
 def countdown_reward(text: str, numbers, target, *, strict: bool = True) -> float:
