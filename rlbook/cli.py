@@ -41,7 +41,7 @@ MODEL_DIR = "model"
 # The choices the parsers offer, named here so that a parser needs no heavy import: the keys of
 # rlbook.trainers.PRESETS, rlbook.tasks.TASKS and rlbook.zoo.RECIPES, and rlbook.trainers.PREFERENCE_LOSSES.
 PRESET_NAMES = ("cispo", "dapo", "dr_grpo", "gmpo", "grpo", "gspo", "ppo", "reinforce", "rloo", "sapo")
-TASK_NAMES = ("arithmetic", "countdown")
+TASK_NAMES = ("arithmetic", "countdown", "plain_addition")
 PREFERENCE_LOSS_NAMES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
 ZOO_MODEL_NAMES = ("arith-base", "arith-tiny", "countdown-base", "review-base")
 
