@@ -114,6 +114,22 @@ def test_every_library_docstring_is_valid_restructuredtext_so_the_api_pages_rend
     assert not invalid, f"shown verbatim in the book (not valid reStructuredText): {invalid}"
 
 
+def test_every_library_module_parses_for_the_source_pages_so_each_api_entry_links_to_its_code():
+    """viewcode's source pages come from Sphinx's own module analyser; a module it cannot parse (it failed on
+    a dict with ``**`` unpacking inside a decorator) gets no page, and the book's module index links to a
+    page that does not exist: a fault the browser test finds only after the whole build."""
+    import rlbook
+    from sphinx.pycode import ModuleAnalyzer
+
+    failed = []
+    for info in pkgutil.walk_packages(rlbook.__path__, "rlbook."):
+        try:
+            ModuleAnalyzer.for_module(info.name).find_tags()
+        except Exception as error:  # noqa: BLE001 - any failure means no source page
+            failed.append(f"{info.name}: {error}")
+    assert not failed, "modules the book's source pages cannot show:\n" + "\n".join(failed)
+
+
 def test_first_heading_titles_a_lesson_and_a_lesson_without_one_is_refused():
     cell = {"cell_type": "markdown", "source": ["Intro\n", "## 01 · Policy gradient\n", "text"]}
     assert build.first_heading({"cells": [cell]}) == "01 · Policy gradient"

@@ -381,7 +381,7 @@ def _clipped(ratio, advantages, mask, eps_low, eps_high, dual_clip, *, metrics) 
 
 
 @register_policy_loss(
-    "gspo", defaults={**_CLIP, "eps_low": 3e-4, "eps_high": 4e-4}, aggregation="seq_mean_token_mean", kl="none",
+    "gspo", defaults={"eps_low": 3e-4, "eps_high": 4e-4, "dual_clip": None}, aggregation="seq_mean_token_mean", kl="none",
     formula="ℓ_t = −min(s_t·A, clip(s_t, 1−ε_low, 1+ε_high)·A),  s_t = sg[s_i]·π_θ(y_t)/sg[π_θ(y_t)],  "
             "s_i = (π_θ(y_i)/π_old(y_i))^{1/|y_i|}",
     doc="the clipped surrogate on the length-normalised sequence ratio: a whole response is clipped or not",
