@@ -11,7 +11,10 @@ idle machine fails there. ``RLBOOK_BUSY_LESSONS=`` (empty) turns it off.
 Under ``make test`` (pytest-xdist, one worker per core, a file whole per worker) the files go out
 longest first, so the last minutes are short files filling both cores rather than one long lesson
 running alone: ``LONGEST_FIRST`` lists the slow ones, in order (measured by ``make test
-PYTEST_ARGS=--durations=0``); everything else follows in its usual order.
+PYTEST_ARGS=--durations=0``); everything else follows in its usual order. pytest-xdist would
+otherwise hand out the files with the most tests first (its ``--loadscope-reorder``, on by default:
+in a measured run of tests/ the browser tests, listed early, started mid-run and ran alone for the last
+10 minutes), so this file turns that off.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ def _rank(item) -> int:
     except ValueError:
         return len(LONGEST_FIRST)
     return next((i for i, prefix in enumerate(LONGEST_FIRST) if relative.startswith(prefix)), len(LONGEST_FIRST))
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order set below
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
