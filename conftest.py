@@ -31,10 +31,12 @@ SPIN = "while True: pass"
 _busy: dict[str, list[subprocess.Popen]] = {}  # lesson file -> its spinning processes
 
 # Path prefixes (relative to the repository), slowest first: lesson 20 alone is about a fifth of make test.
-LONGEST_FIRST = ("notebooks/20_", "tests/test_assignments", "tests/browser/", "notebooks/21_", "notebooks/18_",
-                 "notebooks/07_", "notebooks/16_", "notebooks/15_", "notebooks/19_", "notebooks/04_",
-                 "tests/test_grading_adversarial", "notebooks/11_", "notebooks/13_", "notebooks/14_", "notebooks/17_",
-                 "notebooks/12_")
+# The browser tests that read the built book (test_lessons_in_lab) are left unlisted, to run after
+# test_book has built it (a worker that needs it while the other builds it waits).
+LONGEST_FIRST = ("notebooks/20_", "tests/test_assignments", "tests/browser/test_widgets_in_lab", "notebooks/21_",
+                 "notebooks/18_", "tests/browser/test_book", "notebooks/07_", "notebooks/16_", "notebooks/15_",
+                 "notebooks/19_", "notebooks/04_", "tests/browser/test_live_plot_in_lab", "tests/test_grading_adversarial",
+                 "notebooks/11_", "notebooks/13_", "notebooks/14_", "notebooks/17_", "notebooks/12_")
 
 
 def _rank(item) -> int:
