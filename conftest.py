@@ -11,7 +11,10 @@ idle machine fails there. ``RLBOOK_BUSY_LESSONS=`` (empty) turns it off.
 Under ``make test`` (pytest-xdist, one worker per core, a file whole per worker) the files go out
 longest first, so the last minutes are short files filling both cores rather than one long lesson
 running alone: ``LONGEST_FIRST`` lists the slow ones, in order (measured by ``make test
-PYTEST_ARGS=--durations=0``); everything else follows in its usual order.
+PYTEST_ARGS=--durations=0``); everything else follows in its usual order. pytest-xdist would
+otherwise hand out the files with the most tests first (its ``--loadscope-reorder``, on by default:
+in a measured run of tests/ the browser tests, listed early, started mid-run and ran alone for the last
+10 minutes), so this file turns that off.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ SPIN = "while True: pass"
 _busy: dict[str, list[subprocess.Popen]] = {}  # lesson file -> its spinning processes
 
 # Path prefixes (relative to the repository), slowest first: lesson 20 alone is about a fifth of make test.
-LONGEST_FIRST = ("notebooks/20_", "tests/test_assignments", "tests/browser/", "notebooks/21_", "notebooks/18_",
-                 "notebooks/07_", "notebooks/16_", "notebooks/15_", "notebooks/19_", "notebooks/04_",
-                 "tests/test_grading_adversarial", "notebooks/11_", "notebooks/13_", "notebooks/14_", "notebooks/17_",
-                 "notebooks/12_")
+# The browser tests that read the built book (test_lessons_in_lab) are left unlisted, to run after
+# test_book has built it (a worker that needs it while the other builds it waits).
+LONGEST_FIRST = ("notebooks/20_", "tests/test_assignments", "tests/browser/test_widgets_in_lab", "notebooks/21_",
+                 "notebooks/18_", "tests/browser/test_book", "notebooks/07_", "notebooks/16_", "notebooks/15_",
+                 "notebooks/19_", "notebooks/04_", "tests/browser/test_live_plot_in_lab", "tests/test_grading_adversarial",
+                 "notebooks/11_", "notebooks/13_", "notebooks/14_", "notebooks/17_", "notebooks/12_")
 
 
 def _rank(item) -> int:
@@ -41,6 +46,11 @@ def _rank(item) -> int:
     except ValueError:
         return len(LONGEST_FIRST)
     return next((i for i, prefix in enumerate(LONGEST_FIRST) if relative.startswith(prefix)), len(LONGEST_FIRST))
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order set below
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,15 +12,23 @@
 ``jupyter_lab`` (session)       a ``labtools.JupyterLab`` (url, token, root) on a temporary copy of
                                 notebooks/, 127.0.0.1 only, RLBOOK_SIZE=ci, OMP_NUM_THREADS=1, stopped at the end.
 ``lab``                         ``jupyter_lab`` for one test: every kernel it started is shut down after it.
-``book_html`` (session)         the built site's folder: built once into a temporary folder
-                                (``book/build.py``), or ``book/_build/html`` when that build is newer than
-                                every input (notebooks, README, book/, rlbook/); ``RLBOOK_BOOK_HTML=DIR``
-                                tests the site already built in DIR.
+``lab_page``                    a page already showing JupyterLab (``jupyter_lab``), for a test that opens
+                                notebooks in it (``labtools.open_notebook``): one JupyterLab per worker, loaded
+                                once (loading it costs a page about 6 s of CPU, opening a notebook in it about
+                                1 s); console errors are counted from the test's start, its notebooks are
+                                closed and its kernels shut down after it, and a failure is screenshot as on
+                                ``page``.
+``book_html`` (session)         the built site's folder: built once per ``make test`` into a temporary folder
+                                that every pytest-xdist worker shares (``book/build.py``; the first worker to
+                                need it builds it, the others wait for it), or ``book/_build/html`` when that
+                                build is newer than every input (notebooks, README, book/, rlbook/);
+                                ``RLBOOK_BOOK_HTML=DIR`` tests the site already built in DIR.
 ``book_url`` (session)          that site served by ``http.server`` on 127.0.0.1 at a free port.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import re
@@ -70,16 +78,14 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture
-def page(chromium_browser, request):
-    context = chromium_browser.new_context(viewport=VIEWPORT)
-    context.set_default_timeout(30_000)
-    page = context.new_page()
+def _console_collector(page) -> None:
     page.console_errors = []
     page.on("console", lambda message: message.type == "error" and page.console_errors.append(
         f"console: {message.text} ({message.location.get('url', '')})"))
     page.on("pageerror", lambda error: page.console_errors.append(f"page error: {error}"))
-    yield page
+
+
+def _screenshot_if_failed(page, request) -> None:
     report = getattr(request.node, "report_call", None)
     if report is not None and (report.failed or os.environ.get("RLBOOK_BROWSER_SCREENSHOTS") == "all"):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -89,6 +95,21 @@ def page(chromium_browser, request):
             print(f"\nscreenshot of the {'failing ' if report.failed else ''}page: {path}")
         except Exception as error:  # the page may be gone: report it, keep the test's own failure
             print(f"\nno screenshot ({error!r})")
+
+
+def _new_page(browser):
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    _console_collector(page)
+    return context, page
+
+
+@pytest.fixture
+def page(chromium_browser, request):
+    context, page = _new_page(chromium_browser)
+    yield page
+    _screenshot_if_failed(page, request)
     context.close()
 
 
@@ -108,6 +129,22 @@ def lab(jupyter_lab):
     jupyter_lab.shutdown_kernels()
 
 
+@pytest.fixture(scope="session")
+def _lab_app(chromium_browser, jupyter_lab):
+    context, page = _new_page(chromium_browser)
+    labtools.open_lab(page, jupyter_lab)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def lab_page(_lab_app, lab, request):
+    _lab_app.console_errors.clear()
+    yield _lab_app
+    _screenshot_if_failed(_lab_app, request)
+    labtools.close_notebooks(_lab_app)  # before ``lab`` shuts their kernels down
+
+
 def _newest_input_mtime() -> float:
     newest = 0.0
     for name in INPUTS:
@@ -117,6 +154,13 @@ def _newest_input_mtime() -> float:
     return newest
 
 
+def _shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder every pytest-xdist worker of this run sees (its own temporary folder when run without xdist)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.getbasetemp().parent / name
+    return tmp_path_factory.getbasetemp() / name
+
+
 @pytest.fixture(scope="session")
 def book_html(tmp_path_factory) -> Path:
     if os.environ.get("RLBOOK_BOOK_HTML"):
@@ -124,10 +168,15 @@ def book_html(tmp_path_factory) -> Path:
     index = BUILT / "index.html"
     if index.is_file() and index.stat().st_mtime > _newest_input_mtime():
         return BUILT
-    out = tmp_path_factory.mktemp("book")
-    result = subprocess.run([sys.executable, str(labtools.REPO / "book" / "build.py"), "--out", str(out)], cwd=labtools.REPO,
-                            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    assert result.returncode == 0, f"book build failed:\n{result.stdout}\n{result.stderr}"
+    out = _shared_folder(tmp_path_factory, "book")
+    out.mkdir(exist_ok=True)
+    with open(out / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held while building: a second worker waits, then reads the same site
+        if not (out / "built").is_file():
+            result = subprocess.run([sys.executable, str(labtools.REPO / "book" / "build.py"), "--out", str(out)],
+                                    cwd=labtools.REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            assert result.returncode == 0, f"book build failed:\n{result.stdout}\n{result.stderr}"
+            (out / "built").touch()
     return out / "html"
 
 

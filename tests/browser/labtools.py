@@ -77,11 +77,10 @@ class JupyterLab:
     process: subprocess.Popen = field(repr=False)
     log: Path = field(repr=False)
 
-    def notebook_url(self, path: str, workspace: str | None = None) -> str:
-        """The URL that opens ``path`` (relative to the root) in a workspace of its own, so one test's
-        open tabs are not restored in the next."""
+    def lab_url(self, workspace: str | None = None) -> str:
+        """The URL of JupyterLab itself, in a workspace of its own (no tab of an earlier visit restored)."""
         workspace = workspace or f"t{secrets.token_hex(4)}"
-        return f"{self.url}/lab/workspaces/{workspace}/tree/{path}?token={self.token}"
+        return f"{self.url}/lab/workspaces/{workspace}?token={self.token}"
 
     def api(self, route: str, method: str = "GET"):
         """A call to the server's REST API (``route`` like ``api/sessions``); the decoded JSON or None."""
@@ -158,12 +157,30 @@ def start_jupyter_lab(workdir: Path, *, size: str = "ci", site: Path | None = No
 
 # --- In the browser -------------------------------------------------------------------------------------
 
-def open_notebook(page, lab: JupyterLab, path: str, *, timeout_s: float = 90) -> None:
-    """Open ``path`` in JupyterLab and wait until its kernel is idle."""
-    page.goto(lab.notebook_url(path), timeout=timeout_s * 1000)
+def open_lab(page, lab: JupyterLab, *, timeout_s: float = 90) -> None:
+    """Load JupyterLab in ``page`` (a workspace of its own) and wait until it has restored its layout."""
+    page.goto(lab.lab_url(), timeout=timeout_s * 1000)
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=timeout_s * 1000)
+    page.evaluate("async () => { await window.jupyterapp.restored; }")
+
+
+def open_notebook(page, path: str, *, timeout_s: float = 90) -> None:
+    """Open ``path`` (relative to the server's root) in the JupyterLab that ``page`` shows, as File > Open
+    does, and wait until its cells are shown and its kernel is idle."""
+    run_command(page, "docmanager:open", {"path": path})
+    page.wait_for_function(f"() => {{ const panel = {CURRENT_NOTEBOOK_JS};"
+                           " return !!panel && !!panel.context && panel.context.path === "
+                           f"{json.dumps(path)}; }}", timeout=timeout_s * 1000)
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
     wait_kernel_idle(page, timeout_s=timeout_s)
+
+
+def close_notebooks(page) -> None:
+    """Close every open document of the JupyterLab in ``page`` without asking (changes are not saved),
+    leaving their kernels running (``JupyterLab.shutdown_kernels`` ends them)."""
+    page.evaluate("() => { for (const widget of Array.from(window.jupyterapp.shell.widgets('main')))"
+                  " { if (widget.context) { widget.dispose(); } } }")
+    page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')")
 
 
 CURRENT_NOTEBOOK_JS = "window.jupyterapp.shell.currentWidget"

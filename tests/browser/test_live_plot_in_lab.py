@@ -50,8 +50,9 @@ def _finished(page) -> bool:
 
 
 @pytest.mark.slow
-def test_live_plot_appears_and_changes_while_the_cell_runs(lab, page):
-    open_notebook(page, lab, _scratch_notebook(lab.root, STEPS))
+def test_live_plot_appears_and_changes_while_the_cell_runs(lab, lab_page):
+    page = lab_page
+    open_notebook(page, _scratch_notebook(lab.root, STEPS))
     run_command(page, "notebook:run-all-cells")
     seen, deadline = [], time.monotonic() + TRAIN_S
     while time.monotonic() < deadline:

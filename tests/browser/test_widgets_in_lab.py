@@ -142,10 +142,11 @@ def move(control, page) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("lesson", "widget_cells_in_lesson"), _widget_params())
-def test_every_widget_control_redraws_the_figure_in_jupyterlab(lesson, widget_cells_in_lesson, lab, page):
+def test_every_widget_control_redraws_the_figure_in_jupyterlab(lesson, widget_cells_in_lesson, lab, lab_page):
+    page = lab_page
     start = time.monotonic()
     path, widget_indices = _write_trimmed(lab, lesson, widget_cells_in_lesson)
-    open_notebook(page, lab, path)
+    open_notebook(page, path)
     print(f"\n{lesson.stem}: opened in {time.monotonic() - start:.0f} s")
     run_all_cells(page, timeout_s=RUN_CELLS_S)
     print(f"{lesson.stem}: its {len(widget_indices)} widget cell(s) and their needs ran "
