@@ -9,6 +9,9 @@ The real-model test uses the model as a reader gets it: built from a real source
 (``rlbook.models.pretrained.cache_dir()``) on the first run, reused after, and checks the library's
 sampler on it against ``transformers``. It is skipped, with the
 reason, when neither the hub nor the package registry can be reached.
+
+The last test reads lesson 21: its real-LLM section is also its GPU section, so only the cell that sets
+``MODEL_ID`` and ``DEVICE`` may name a model or a device.
 """
 
 from __future__ import annotations
@@ -307,32 +310,25 @@ def test_real_model_greedy_sampling_equals_generate_and_logprobs_equal_a_forward
 
 
 # ----------------------------------------------------------------------------------------------
-# Lesson 21's GPU cell, run on the CPU with CUDA faked (it cannot run here otherwise, and must not rot)
+# Lesson 21's GPU path: the real-LLM section itself, with two names changed
 
 
-def test_lesson21_gpu_cell_runs_on_the_cpu_with_cuda_faked(monkeypatch, capsys):
-    """Every call in the cell exists and takes the arguments it is given: ``load_model`` returns a zoo
-    model on the CPU in place of the hub model, and the cell's preset is run at a few tokens."""
+def test_lesson21_gpu_reader_changes_only_model_id_and_device():
+    """A GPU reader reruns section 2 with ``MODEL_ID`` and ``DEVICE`` changed in its first cell, so every
+    other cell of the section must read the model and the device from those two names: no cell but that
+    one may name a model or a device, and the section must say which two values to set."""
     import nbformat
 
-    from rlbook.tasks import get_task
-    from rlbook.trainers import preset
-
     notebook = nbformat.read(Path(__file__).parent.parent / "notebooks" / "21_scaling_up.ipynb", as_version=4)
-    [cell] = [c for c in notebook.cells if c.cell_type == "code" and "torch.cuda.is_available()" in c.source]
-    loaded = []
-
-    def zoo_model_on_the_cpu(name, *, device=None, dtype=None):
-        loaded.append((name, device, dtype))
-        return load_model("countdown-base", dtype=dtype)
-
-    def small(name, **settings):
-        preset(name, **settings)  # the cell's own settings must be valid
-        return preset(name, **{**settings, "max_new_tokens": 8, "prompts_per_step": 2, "group_size": 2})
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *args: 0)
-    exec(cell.source, {"torch": torch, "load_model": zoo_model_on_the_cpu, "preset": small, "get_task": get_task})
-    printed = capsys.readouterr().out
-    assert loaded == [("Qwen/Qwen2.5-0.5B-Instruct", "cuda", torch.bfloat16)]
-    assert "step_time" in printed and "peak GPU memory: 0.0 GiB" in printed
+    start = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown" and "## 2 ·" in c.source)
+    end = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown" and "## 3 ·" in c.source)
+    section = notebook.cells[start:end]
+    code = [c.source for c in section if c.cell_type == "code"]
+    [setting] = [source for source in code if source.lstrip().startswith("MODEL_ID = ")]
+    assert 'MODEL_ID = "smollm2-135m-instruct"' in setting and 'DEVICE = "cpu"' in setting
+    for source in code:
+        if source is not setting:
+            for name in ("smollm2", "Qwen", '"cpu"', '"cuda"', "device=\"", ".cuda(", ".to("):
+                assert name not in source, f"a cell of section 2 names {name!r} itself: {source[:80]!r}"
+    prose = " ".join(c.source for c in section if c.cell_type == "markdown")
+    assert 'MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"' in prose and 'DEVICE = "cuda"' in prose
