@@ -14,12 +14,15 @@ baseline b that is zero, the exact value J(θ), or the mean of the *other* rewar
 per-sample KL estimators k1, k2, k3 of ``rlbook.kl`` estimate KL(π_θ ‖ π_ref), whose value is
 known. The bias and spread of every estimator have closed forms too (Schulman 2020 reported them
 by sampling): ``kl_estimator_table_exact`` derives them for σ = 1, ``kl_estimator_table_any_sigma``
-for any σ (k3's variance is infinite once σ² ≥ 2).
+for any σ (k3's variance is infinite once σ² ≥ 2); ``k1_k3_spread_crossover`` finds where k3 starts
+to spread more than k1, and ``k3_batch_mean_spread`` how a batch mean of each narrows as it grows.
 
 **A categorical policy and a reference** (lesson 02). E_{x~π}[∇k(x)] is the finite sum
 ∇ Σ_x sg[π(x)] k(x), so which divergence an estimator's gradient follows is checked exactly; and
 exact gradient ascent on "reward minus a KL penalty" shows where each placement of the penalty
-leads the policy; ``reverse_kl_optimum`` is the closed form that lesson 06 builds DPO on.
+leads the policy; ``reverse_kl_optimum`` is the closed form that lesson 06 builds DPO on;
+``per_sample_estimator_gradients`` and ``estimator_gradient_variance`` give the noise of one sampled
+token's KL gradient. (The same toy over two tokens is ``rlbook.kl_sequence``.)
 
 **A policy with rewards it was never trained on** (lesson 05). ``toy_policy`` gives π over a few
 dozen outcomes and a reward per outcome, so the best-of-n distribution is an exact finite sum;
@@ -79,8 +82,11 @@ __all__ = [
     "kl_estimator_table_exact",
     "kl_estimator_table_any_sigma",
     "k1_k3_spread_crossover",
+    "k3_batch_mean_spread",
     "kl_estimator_table_monte_carlo",
     "expected_estimator_gradient",
+    "per_sample_estimator_gradients",
+    "estimator_gradient_variance",
     "reverse_kl",
     "forward_kl",
     "kl_gradient",
@@ -489,22 +495,101 @@ def kl_estimator_table_any_sigma(mu: float, sigma: float = 1.0) -> dict[str, dic
     return table
 
 
-def k1_k3_spread_crossover(iterations: int = 100) -> float:
-    """The μ beyond which k3 spreads more than k1, for π_θ = N(0, 1) and π_ref = N(μ, 1).
+def k1_k3_spread_crossover(iterations: int = 100, *, sigma: float = 1.0) -> float:
+    """The μ beyond which k3 spreads more than k1, for π_θ = N(0, 1) and π_ref = N(μ, σ²).
 
-    From ``kl_estimator_table_exact``: Var(k3) = e^{μ²} − 1 − μ² and Var(k1) = μ², equal where
+    At σ = 1, from ``kl_estimator_table_exact``: Var(k3) = e^{μ²} − 1 − μ² and Var(k1) = μ², equal where
     e^{u} = 1 + 2u with u = μ² > 0; found by bisection (e^u − 1 − 2u is negative, then positive,
     on (0, 2)). About 1.12: below it k3 is the better estimator, above it k1 is.
+
+    For any σ the two stdevs of ``kl_estimator_table_any_sigma`` are compared and the sign change of
+    stdev(k3) − stdev(k1) in μ is found by bisection (one sign change for 0.5 ≤ σ ≤ 1.2, checked by a
+    grid scan in the tests). What drives Var(k3) is E_q[r²] = ∫ π_ref²/π_θ: reference mass where the
+    policy is thin. A wider reference (σ > 1) puts it in the policy's tails, so the crossover comes at a
+    far smaller KL; once k3 already spreads more at μ → 0 (σ ≳ 1.25, and always for σ² ≥ 2, where its
+    variance is infinite) the function returns 0.0.
     """
     iterations = check_int("iterations", iterations, minimum=1)
-    low, high = 0.5, 2.0
+    sigma = check_positive("sigma", sigma)
+    if sigma == 1.0:
+        low, high = 0.5, 2.0
+        for _ in range(iterations):
+            middle = 0.5 * (low + high)
+            if math.expm1(middle) < 2 * middle:
+                low = middle
+            else:
+                high = middle
+        return math.sqrt(0.5 * (low + high))
+
+    def k3_spreads_more(mu: float) -> bool:
+        table = kl_estimator_table_any_sigma(mu, sigma)
+        return table["k3"]["stdev/true"] > table["k1"]["stdev/true"]
+
+    low, high = 1e-6, 1.0
+    if k3_spreads_more(low):
+        return 0.0
+    while not k3_spreads_more(high):  # k3's variance grows like e^{μ²}, k1's like μ²: this ends
+        low, high = high, 2 * high
     for _ in range(iterations):
         middle = 0.5 * (low + high)
-        if math.expm1(middle) < 2 * middle:
-            low = middle
-        else:
+        if k3_spreads_more(middle):
             high = middle
-    return math.sqrt(0.5 * (low + high))
+        else:
+            low = middle
+    return 0.5 * (low + high)
+
+
+def k3_batch_mean_spread(mu: float, sigma: float, *, batch_sizes, batches: int, seed: int = 0,
+                         resamples: int = 400) -> dict[int, dict[str, dict[str, float]]]:
+    """How the batch mean of k1 and k3 spreads around the true KL as the batch grows (π_ref = N(μ, σ²)).
+
+    For each n in ``batch_sizes``, ``batches`` batch means of n draws (drawn in chunks of at most
+    four million, new seeds from ``seed``). Per estimator: ``"below"``, the share of batch means under
+    the true KL; ``"median/true"``, the median batch mean over the KL, minus 1; ``"iqr/true"``, the
+    interquartile range of the batch means over the KL; and ``"log_iqr_se"``, the bootstrap standard
+    error of log IQR (``resamples`` resamples of the batches, seeded).
+
+    Why the IQR: with a finite variance the batch mean is near-normal for large n and its spread
+    shrinks like n^{-1/2}, 10× for 100× the draws. k3 carries r = π_ref/π_θ, and for x ~ N(0, 1)
+    P(r > t) falls like t^{-α} with α = σ²/(σ² − 1): for σ² ≥ 2, α ≤ 2 and the variance is infinite.
+    A mean of such draws falls in the domain of a stable law of index α (generalised central limit
+    theorem; Gnedenko & Kolmogorov 1954), whose spread shrinks like n^{1/α − 1}: at σ = 2 (α = 4/3)
+    only 100^{1/4} ≈ 3.2× for 100× the draws. The IQR exists where the standard deviation does not.
+    """
+    check_positive("sigma", sigma)
+    batches = check_int("batches", batches, minimum=4)
+    resamples = check_int("resamples", resamples, minimum=10)
+    sizes = [check_int("batch_sizes", n, minimum=2) for n in batch_sizes]
+    if not sizes:
+        raise ValueError("batch_sizes must name at least one batch size")
+    true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
+    quartiles = torch.tensor([0.25, 0.5, 0.75], dtype=DTYPE)
+    generator = torch.Generator().manual_seed(seed)
+    result, next_seed = {}, seed
+    for n in sizes:
+        means = {"k1": [], "k3": []}
+        per_chunk, done = max(1, 4_000_000 // n), 0
+        while done < batches:
+            rows = min(per_chunk, batches - done)
+            draws = sample_kl_estimates(mu, sigma, n_samples=rows * n, seed=next_seed)
+            next_seed += 1
+            for name in means:
+                means[name].append(draws[name].view(rows, n).mean(1))
+            done += rows
+            del draws
+        result[n] = {}
+        for name, chunks in means.items():
+            values = torch.cat(chunks)
+            low, middle, high = torch.quantile(values, quartiles).tolist()
+            picks = torch.randint(0, batches, (resamples, batches), generator=generator)
+            boot = torch.quantile(values[picks], quartiles[[0, 2]], dim=1)
+            result[n][name] = {
+                "below": float((values < true_kl).double().mean()),
+                "median/true": middle / true_kl - 1,
+                "iqr/true": (high - low) / true_kl,
+                "log_iqr_se": float((boot[1] - boot[0]).log().std()),
+            }
+    return result
 
 
 def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: int,
@@ -584,6 +669,40 @@ def expected_estimator_gradient(logits, ref_probs, estimator: str, *, sampling_p
     terms = kl_in_loss(logp, ref_probs.log(), beta=1.0, estimator=estimator, ratio=ratio)
     (gradient,) = torch.autograd.grad((sampler * terms).sum(), theta)
     return gradient
+
+
+def per_sample_estimator_gradients(logits, ref_probs, estimator: str) -> torch.Tensor:
+    """∇_θ k(x) for every outcome x, as the rows of a (K, K) matrix (π_θ = softmax(logits)).
+
+    Per sample, with ∇log r = −∇log π_θ(x) = −(e_x − π_θ) (Schulman 2020's estimators; K. Liu et al.
+    2025, arXiv:2510.01555, write each as a coefficient times the score):
+
+    - ∇k1 = ∇log π_θ(x), the score itself;
+    - ∇k2 = (log π_θ − log π_ref)(x) ∇log π_θ(x) = k1(x) ∇log π_θ(x), the very term that k1 placed in
+      the reward contributes (so for one token the two are the same gradient, sample by sample);
+    - ∇k3 = (1 − r(x)) ∇log π_θ(x), r = π_ref/π_θ: unbounded where π_θ ≪ π_ref, while k1 grows only
+      like log(π_ref/π_θ).
+    """
+    logits, ref_probs = _categorical(logits, ref_probs)
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, dim=0)
+    values = kl_estimate(logp, ref_probs.log(), estimator)
+    rows = [torch.autograd.grad(values[x], theta, retain_graph=True)[0] for x in range(len(values))]
+    return torch.stack(rows)
+
+
+def estimator_gradient_variance(logits, ref_probs, estimator: str) -> float:
+    """The variance of a one-sample KL-term gradient, E_x‖∇k(x)‖² − ‖E_x ∇k(x)‖² with x ~ π_θ (exact).
+
+    The trace of the covariance of ``per_sample_estimator_gradients`` under π_θ: what one sampled token
+    adds to the noise of a gradient step (β = 1; scale by β²). For k3 its coefficient (1 − r)² weighted
+    by π_θ puts π_ref²/π_θ in the sum, the same E_q[r²] that makes k3's *value* heavy-tailed.
+    """
+    logits, ref_probs = _categorical(logits, ref_probs)
+    gradients = per_sample_estimator_gradients(logits, ref_probs, estimator)
+    probs = torch.softmax(logits, dim=0)
+    mean = probs @ gradients
+    return float((probs * (gradients**2).sum(1)).sum() - (mean**2).sum())
 
 
 def reverse_kl(logits, ref_probs) -> torch.Tensor:

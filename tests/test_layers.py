@@ -35,7 +35,7 @@ FLOORS = [
     ("trainers: the loops, their live plot and checkpoints",
      ["rlbook.trainers"]),
     ("lesson analysis: the numbers the lessons show, the zoo's build, the ablation harness",
-     ["rlbook.probes", "rlbook.toys", "rlbook.coverage", "rlbook.gradients", "rlbook.throughput", "rlbook.pipeline",
+     ["rlbook.probes", "rlbook.toys", "rlbook.kl_sequence", "rlbook.coverage", "rlbook.gradients", "rlbook.throughput", "rlbook.pipeline",
       "rlbook.reasoning", "rlbook.preference_analysis", "rlbook.scaling", "rlbook.ablation", "rlbook.zoo"]),
     ("leaves: figures, widgets and exercise checkers (they draw and check, never train or sample)",
      ["rlbook.viz", "rlbook.exercises"]),

@@ -70,6 +70,28 @@ def test_kl_histograms_show_the_infinite_variance_of_k3():
     assert "seed 3" in fig._suptitle.get_text()
 
 
+def test_kl_histograms_mark_the_draws_beyond_the_range():
+    fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
+    hatched = [patch for patch in fig.axes[0].patches if patch.get_hatch()]
+    assert hatched and all(patch.get_facecolor()[:3] == (0.8, 0.8, 0.8) for patch in hatched)
+    assert any("beyond the range" in text.get_text() for text in fig.axes[0].get_legend().get_texts())
+
+
+def test_sequence_placement_plot_puts_each_marker_over_its_bars():
+    from rlbook import kl_sequence as ks
+    toy = ks.TwoTokenToy(ref_first=[0.5, 0.5], ref_second=[[0.6, 0.4], [0.05, 0.95]], rewards=[[1.0, 0.0], [1.0, 0.0]])
+    pair = (toy.ref_first, toy.ref_second)
+    finals = {name: pair for name in ks.SEQUENCE_PLACEMENTS}
+    fig = kl_viz.plot_sequence_placements(finals, reference=pair, tilt=pair, per_token=pair,
+                                          first_names=("easy", "hard"), second_names=("right", "wrong"))
+    ax = fig.axes[0]
+    assert len(ax.patches) == 4 * (1 + len(ks.SEQUENCE_PLACEMENTS))
+    assert [label.get_text() for label in ax.get_xticklabels()][-1] == "π(y₂ = right | hard)"
+    crosses = [len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "x"]
+    rings = [len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
+    assert crosses == [4] and rings == [4] * 4  # × over k1 in the reward; ○ over each of the four partial placements
+
+
 def test_kl_table_and_gradient_plots():
     measured = {1.0: toys.kl_estimator_table_monte_carlo(1.0, n_samples=2_000)}
     fig = kl_viz.plot_kl_estimator_table([0.1, 1.0], measured=measured)

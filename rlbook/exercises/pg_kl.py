@@ -379,6 +379,8 @@ def check_k3_straight_through(fn) -> bool | None:
                               "Use k3.detach() for the value."),
             "k1_gradient": (gradients["k1"], "the gradient is k1's, which is zero in expectation; k3+ takes k2's."),
             "negated": (-gradients["k2"], "the gradient has the wrong sign: add k2 − sg[k2], not sg[k2] − k2."),
+            "missing_half": (2 * gradients["k2"], "the gradient is twice k2's: the ½ of k2 = ½ (log r)² is missing, "
+                             "so your surrogate (log r)² − sg[(log r)²] pulls twice as hard as k2 does."),
         }
         return _verdict(False, "", f"the value is right but the gradient is not — "
                         f"{_diagnose(gradient, gradients['k2'], mistakes)}")
@@ -405,11 +407,18 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
 
     ``slip`` makes one of the usual mistakes instead: "unlogged_ref" passes π_ref for log π_ref,
     "swapped" calls estimator(ref_logp, logp), "wrt_probs" differentiates with respect to the
-    probabilities π rather than the logits.
+    probabilities π rather than the logits, "wrt_logp" with respect to log π (a detached
+    ``log_softmax`` made a leaf), which drops the softmax's coupling: for k1 it gives π, not 0.
     """
     theta = logits.clone().requires_grad_(True)
-    leaf = torch.softmax(theta, dim=0).detach().requires_grad_(True) if slip == "wrt_probs" else theta
-    logp = leaf.log() if slip == "wrt_probs" else torch.log_softmax(theta, dim=0)
+    if slip == "wrt_probs":
+        leaf = torch.softmax(theta, dim=0).detach().requires_grad_(True)
+        logp = leaf.log()
+    elif slip == "wrt_logp":
+        leaf = torch.log_softmax(theta, dim=0).detach().requires_grad_(True)
+        logp = leaf
+    else:
+        leaf, logp = theta, torch.log_softmax(theta, dim=0)
     ref = ref_probs if slip == "unlogged_ref" else ref_probs.log()
     values = estimator(ref, logp) if slip == "swapped" else estimator(logp, ref)
     w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
@@ -457,6 +466,11 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                 "wrt_probs": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_probs"),
                               "you differentiated with respect to the probabilities π, not the logits θ: "
                               "build log π = log_softmax(θ) from the logits and differentiate with respect to θ."),
+                "wrt_logp": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_logp"),
+                             "you differentiated with respect to log π (a detached log_softmax), not the logits θ: "
+                             "that drops the softmax's normaliser, ∂log π(x)/∂θ = e_x − π, so for k1 you get π "
+                             "instead of 0. Keep log π = log_softmax(θ) in the graph and differentiate with "
+                             "respect to θ."),
                 "unweighted_mean": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform")
                                     / logits.numel(),
                                     "you took a plain mean of ∇k(x) over the outcomes x: an expectation under π_θ "
