@@ -13,7 +13,9 @@ cell, and for each autograded question its points, its hidden tests (each a func
 the answers it needs) and, for a training question (``training`` in its name), the solution's training
 code, which the grader re-runs with the submission's own functions under its own seed, and for a
 function question the solution's definitions (``reference``), which ``hidden_cases.py`` compares the
-answer with on inputs drawn from the course's seed; and the hand-graded questions' names and points
+answer with on inputs drawn from the course's seed; for a question the book has no checker for, its known
+mistakes (``assignments/known_mistakes.json`` entries with a ``message``: the solution with one line edited,
+and what the feedback says when an answer behaves like it); and the hand-graded questions' names and points
 (``manual``, for ``assignments/manual.py``).
 """
 
@@ -31,6 +33,7 @@ import sys
 import yaml
 
 MASTERS = pathlib.Path(__file__).resolve().parent / "masters"
+KNOWN_MISTAKES = pathlib.Path(__file__).resolve().parent / "known_mistakes.json"
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent.parent / "build" / "assignments"
 
 
@@ -76,9 +79,29 @@ def hidden_test(source: str) -> dict:
             "arguments": [arg.arg for arg in function.args.args], "source": ast.unparse(function)}
 
 
+def known_mistakes(assignment: str | None = None) -> list[dict]:
+    """The entries of ``known_mistakes.json`` (of one assignment, when given)."""
+    mistakes = json.loads(KNOWN_MISTAKES.read_text())["mistakes"]
+    return [m for m in mistakes if assignment is None or m["assignment"] == assignment]
+
+
+def _wrong_answer(source: str, mistake: dict) -> dict:
+    """A known mistake as the harness uses it: the edited solution's definitions, or its literal value."""
+    code = solution_code(source.replace(mistake["find"], mistake["replace"]))
+    nodes = ast.parse(code).body
+    entry = {"name": mistake["name"], "message": mistake["message"]}
+    definitions = [node for node in nodes if isinstance(node, ast.FunctionDef)]
+    if definitions:
+        return {**entry, "definitions": "".join(ast.unparse(node) + "\n" for node in definitions)}
+    (value,) = [node.value for node in nodes if isinstance(node, ast.Assign)]
+    return {**entry, "literal": ast.literal_eval(value), "tolerance": mistake.get("tolerance", 0.0)}
+
+
 def grading_spec(master: pathlib.Path) -> dict:
-    """The setup code and each autograded question's points, tests and (training questions) training code."""
+    """The setup code and each autograded question's points, tests, known mistakes and (training questions)
+    training code."""
     cells = json.loads(master.read_text())["cells"]
+    declared = [m for m in known_mistakes(master.stem) if "message" in m]
     setup, questions, manual, question, block = [], [], [], None, None
     for cell in cells:
         source = _source(cell)
@@ -87,7 +110,7 @@ def grading_spec(master: pathlib.Path) -> dict:
             if first == "# BEGIN QUESTION":
                 config = yaml.safe_load(source.split("\n", 1)[1])
                 question = {"name": config["name"], "points": float(config["points"]), "tests": [], "training": "",
-                            "reference": ""}
+                            "reference": "", "mistakes": []}
                 (manual if config.get("manual") else questions).append(question)
             elif first == "# END QUESTION":
                 question = None
@@ -104,9 +127,15 @@ def grading_spec(master: pathlib.Path) -> dict:
         elif cell["cell_type"] == "code" and block == "# BEGIN SOLUTION":
             definitions = [n for n in ast.parse(solution_code(source)).body if isinstance(n, ast.FunctionDef)]
             question["reference"] += "".join(ast.unparse(node) + "\n" for node in definitions)
+            question["mistakes"] += [_wrong_answer(source, m) for m in declared
+                                     if m["question"] == question["name"] and m["find"] in source]
     for question in questions:
         if sum(test["points"] for test in question["tests"]) != question["points"]:
             raise ValueError(f"{master.name}: {question['name']}'s tests do not add up to its points")
+    found = {(q["name"], m["name"]) for q in questions for m in q["mistakes"]}
+    lost = [m["name"] for m in declared if (m["question"], m["name"]) not in found]
+    if lost:
+        raise ValueError(f"{master.name}: known mistakes whose `find` is not in their question's solution: {lost}")
     manual = [{"name": q["name"], "points": q["points"]} for q in manual]
     return {"setup": "\n".join(setup), "questions": questions, "manual": manual}
 
