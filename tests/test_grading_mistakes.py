@@ -135,3 +135,19 @@ def test_every_function_question_has_known_mistakes():
         for question in (q for q in _spec(assignment)["questions"] if not q["training"]):
             count = sum(m["question"] == question["name"] and m["assignment"] == assignment for m in MISTAKES)
             assert count >= 3, f"{assignment} {question['name']}: {count} known mistakes"
+
+
+@pytest.mark.parametrize("before, after, words", [
+    (0.05, 0.30, "lower than the untrained arith-base scores"),   # scored with the wrong settings
+    (0.80, 0.85, "before trainer.train, on a freshly loaded model"),  # "before" measured on the trained model
+    (0.30, 0.30, "measure pass1_after after trainer.train"),  # "after" measured on an untrained model
+])
+def test_a2_evaluation_hints_point_to_the_side_that_went_wrong(before, after, words):
+    """A2's pass@1 hints say which evaluation to fix: too low a base score is the evaluation's settings, too
+    high is a trained model measured as the base, no gain is "after" measured without the training."""
+    (question,) = [q for q in _spec("a2_ppo")["questions"] if q["name"] == "q5_training"]
+    (test,) = [t for t in question["tests"] if t["name"] == "test_ppo_gain"]
+    scope = {}
+    exec(test["source"], scope)
+    with pytest.raises(AssertionError, match=words):
+        scope["test_ppo_gain"](before, after)
