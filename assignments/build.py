@@ -3,9 +3,9 @@
     python assignments/build.py [--out build/assignments] [a1_policy_gradient_kl ...]
 
 For each master ``assignments/masters/NAME.ipynb`` this runs ``otter assign`` (otter-grader) into
-``OUT/NAME/``: ``student/NAME.ipynb`` is what students get (stubs, no solutions, no hidden tests),
-``autograder/autograder.zip`` is otter's own autograder (for Gradescope; ``grade.py`` does not use it), and
-``autograder/NAME.ipynb`` is the solution. Offline: no PDF, no Docker, and the tests are not run
+``OUT/NAME/``: ``student/NAME.ipynb`` is what students get (stubs, no solutions, no hidden tests) and
+``autograder/NAME.ipynb`` is the solution. Otter's own autograder zip is deleted: it grades by running the
+notebook with its tests; the Gradescope autograder is ``gradescope.py``'s. Offline: no PDF, no Docker, and the tests are not run
 here (``tests/test_assignments.py`` grades the solutions instead).
 
 It also writes ``autograder/grading.json``, what ``assignments/grade.py`` grades with: the master's setup
@@ -54,7 +54,7 @@ def build(name: str, out: pathlib.Path) -> pathlib.Path:
     if done.returncode != 0:
         raise RuntimeError(f"otter assign failed for {name}:\n{done.stdout}\n{done.stderr}")
     (zip_file,) = (target / "autograder").glob(f"{name}-autograder_*.zip")
-    zip_file.rename(target / "autograder" / "autograder.zip")
+    zip_file.unlink()  # otter's own zip grades by running the notebook with its tests: gradescope.py builds ours
     spec = grading_spec(MASTERS / f"{name}.ipynb")
     (target / "autograder" / "grading.json").write_text(json.dumps(spec, indent=1, ensure_ascii=False))
     return target
@@ -77,6 +77,18 @@ def hidden_test(source: str) -> dict:
     (function,) = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
     return {"points": float(yaml.safe_load(config.group(1))["points"]), "name": function.name,
             "arguments": [arg.arg for arg in function.args.args], "source": ast.unparse(function)}
+
+
+def solution_cells(master: pathlib.Path) -> list[str]:
+    """The master's code cells without its hidden tests: the solution as a student would hand it in."""
+    cells, in_tests = [], False
+    for cell in json.loads(master.read_text())["cells"]:
+        source = _source(cell)
+        if cell["cell_type"] == "raw" and source.strip() in ("# BEGIN TESTS", "# END TESTS"):
+            in_tests = source.strip() == "# BEGIN TESTS"
+        elif cell["cell_type"] == "code" and not in_tests:
+            cells.append(source)
+    return cells
 
 
 def known_mistakes(assignment: str | None = None) -> list[dict]:

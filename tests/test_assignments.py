@@ -126,7 +126,8 @@ def test_five_assignments_with_student_and_autograder_versions(built):
     assert len(NAMES) >= 5
     for name in NAMES:
         solution, student = _notebooks(built, name)
-        assert (built / name / "autograder" / "autograder.zip").is_file()
+        assert (built / name / "autograder" / "grading.json").is_file()
+        assert not (built / name / "autograder" / "autograder.zip").exists(), "otter's zip grades the unsafe way"
         student_code = "\n".join(cell.source for cell in student.cells if cell.cell_type == "code")
         assert "BEGIN SOLUTION" not in student_code and "NotImplementedError" in student_code
         assert "test_" not in student_code, "hidden tests must not ship to students"

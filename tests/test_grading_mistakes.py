@@ -48,15 +48,7 @@ def _spec(assignment: str) -> dict:
 
 
 def _solution_cells(assignment: str) -> list[str]:
-    """The master's code cells without its hidden tests: the solution notebook as a student would hand it in."""
-    cells, in_tests = [], False
-    for cell in json.loads((build.MASTERS / f"{assignment}.ipynb").read_text())["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "raw" and source.strip() in ("# BEGIN TESTS", "# END TESTS"):
-            in_tests = source.strip() == "# BEGIN TESTS"
-        elif cell["cell_type"] == "code" and not in_tests:
-            cells.append(source)
-    return cells
+    return build.solution_cells(build.MASTERS / f"{assignment}.ipynb")
 
 
 def _edited(cells: list[str], find: str, replace: str) -> list[str]:
