@@ -14,7 +14,7 @@ TEST_SIZE ?= ci
 # `make bench` (README, "Hardware tiers" and "Benchmarks").
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test unit-and-notebooks unit notebooks execute bench report zoo clean book browser-deps assignments grade
+.PHONY: lab test unit-and-notebooks unit notebooks execute bench report zoo clean book browser-deps assignments grade gradescope
 
 # Every package at the version in constraints.txt (the versions the stored outputs were made with), with
 # all four extras: scale (lesson 21: trl, accelerate), book, grade and test.
@@ -92,6 +92,12 @@ assignments: $(STAMP)
 # Grade a folder of submitted notebooks: make grade ASSIGNMENT=a2_ppo SUBMISSIONS=subs/ OUT=a2_scores.csv
 grade: assignments
 	$(PY) assignments/grade.py $(SUBMISSIONS) --assignment $(ASSIGNMENT) --out $(OUT)
+
+# A Gradescope autograder for one assignment (assignments/README.md, "Gradescope"): every package as a wheel in
+# the zip, torch's CPU build, installed offline by its setup.sh. make gradescope ASSIGNMENT=a2_ppo SEED=2026
+SEED ?= 0
+gradescope: $(STAMP)
+	$(PY) assignments/gradescope.py build $(ASSIGNMENT) --seed $(SEED)
 
 # The book as a static site from the lessons' stored outputs (nothing executed): book/_build/html/index.html.
 book: $(STAMP)
