@@ -255,5 +255,6 @@ def _shown(paper: Paper) -> str:
     else:
         shown = f"{paper.authors} ({paper.year})" + (f", on {paper.subject}" if paper.subject else "")
     shown = re.sub(r"\s*,\s*(?=[.,;]|$)", "", _one_line(shown)).rstrip(" ,;")
-    shown = re.sub(r"(?<!\.)\.\.(?!\.)", ".", re.sub(r"\s+([.,;])", r"\1", shown))  # "(InstructGPT). arXiv:..." -> "."
+    shown = re.sub(r"\s+([.,;])", r"\1", shown)
+    shown = re.sub(r"(?<!\.)\.(\**)\.(?!\.)", r".\1", shown)  # "*TRPO.* arXiv:1502.05477." -> "*TRPO.*"
     return shown if re.search(r"[.?!]\**$", shown) else shown + "."

@@ -281,6 +281,7 @@ def test_the_bibliography_page_links_each_paper_and_the_lessons_citing_it():
     williams = next(line for line in page.splitlines() if "Williams" in line)
     assert "[search for it](https://scholar.google.com/scholar?q=Simple+statistical" in williams
     assert page.index("Schulman, F.") < page.index("Williams") and "(bib-arxiv-1707-06347)=" in page
+    assert "*Trust Region Policy Optimization.* [arXiv:1502.05477]" in page  # the item's own "." is not doubled
 
 
 def test_every_arxiv_id_in_the_lessons_is_in_the_bibliography_with_the_lessons_that_cite_it():
