@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlbook._figures import panel_grid
 from rlbook.parallel import default_workers, run_parallel
 from rlbook.runtime import seed_everything
 
@@ -144,8 +145,6 @@ class AblationResult:
     def plot(self, metrics=("reward", "entropy"), *, x: str = "step", smooth: int = 1, axes=None):
         """One panel per metric against ``x`` ("step" or "wall_time"): the mean over seeds as a line,
         the min-max over seeds as a band; ``smooth`` > 1 applies a trailing moving average."""
-        import matplotlib.pyplot as plt
-
         metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
         if x not in ("step", "wall_time"):
             raise ValueError(f"x must be 'step' or 'wall_time', got {x!r}")
@@ -155,11 +154,10 @@ class AblationResult:
         missing = [m for m in metrics if m not in frame]
         if missing:
             raise ValueError(f"metrics {missing} were not logged; logged: {sorted(frame.columns)}")
-        if axes is None:
-            fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2), squeeze=False)
-            axes = axes[0]
+        if axes is None:  # rows that fit the book's column: four metrics are two by two
+            fig, axes = panel_grid(len(metrics), panel=(4.2, 3.2), min_width=3.4)
         else:
-            axes = np.atleast_1d(axes)
+            axes = np.atleast_1d(axes).ravel()
             fig = axes[0].figure
         for ax, metric in zip(axes, metrics):
             for label in self.labels:

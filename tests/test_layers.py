@@ -22,8 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbook"
 
 # Floors, lowest first: a module's floor is that of the longest prefix listed here.
 FLOORS = [
-    ("foundation: argument checks, the run size, independent runs side by side",
-     ["rlbook._checks", "rlbook.runtime", "rlbook.parallel"]),
+    ("foundation: argument checks, the run size, independent runs side by side, figure sizes",
+     ["rlbook._checks", "rlbook.runtime", "rlbook.parallel", "rlbook._figures"]),
     ("math: pure functions on tensors",
      ["rlbook.advantages", "rlbook.aggregation", "rlbook.kl", "rlbook.ratios", "rlbook.losses", "rlbook.metrics",
       "rlbook.shaping", "rlbook.schedules", "rlbook.padding", "rlbook.entropy", "rlbook.timeline",

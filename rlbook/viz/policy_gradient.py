@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from rlbook._figures import panel_grid
 from rlbook.toys import (
     BASELINES,
     GaussianBandit,
@@ -181,7 +182,8 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
 
 
 def plot_training_history(history: dict[str, list[float]], keys=None, *, title: str | None = None):
-    """One small panel per metric of a training run, against the step.
+    """One small panel per metric of a training run, against the step, in rows that fit the book's column
+    (``rlbook._figures.panel_grid``: seven metrics are two rows, 4 + 3); ``figure.axes[i]`` is ``keys[i]``'s.
 
     ``history`` maps a metric name to its value at every step (a dict of equal-length lists).
     """
@@ -189,8 +191,8 @@ def plot_training_history(history: dict[str, list[float]], keys=None, *, title: 
     missing = [key for key in keys if key not in history]
     if missing:
         raise ValueError(f"history has no metric {missing}; it has {sorted(history)}")
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 3.0), squeeze=False)
-    for ax, key in zip(axes[0], keys):
+    fig, axes = panel_grid(len(keys), panel=(3.4, 2.7), title=bool(title))
+    for ax, key in zip(axes, keys):
         values = history[key]
         ax.plot(range(len(values)), values, "o-", ms=3)
         ax.set_title(key, fontsize=10)
