@@ -97,13 +97,14 @@ def test_training_history_of_several_runs_in_a_grid_with_two_metrics_in_one_pane
             for _ in range(3)]
     fig = pg_viz.plot_training_history(runs, ["reward", ("adv a", "adv b"), "tokens"], ncols=2,
                                        labels=["seed 0", "seed 1", "seed 2"],
-                                       titles=["training-batch reward", "mean advantage", "tokens"])
+                                       titles=["training-batch reward", "mean advantage", "tokens"], log_y=["tokens"])
     visible = [ax for ax in fig.axes if ax.axison]
     assert len(visible) == 3 and len(fig.axes) == 4                      # a 2×2 grid, the fourth cell empty
     assert visible[0].get_title() == "training-batch reward"
     assert [t.get_text() for t in visible[0].get_legend().get_texts()] == ["seed 0", "seed 1", "seed 2"]
     assert [t.get_text() for t in visible[1].get_legend().get_texts()] == ["adv a", "adv b"]
     assert len(visible[1].get_lines()) == 6                               # two metrics × three runs
+    assert visible[2].get_yscale() == "log" and visible[0].get_yscale() == "linear"
     with pytest.raises(ValueError, match="labels"):
         pg_viz.plot_training_history(runs, ["reward"], labels=["one"])
     with pytest.raises(ValueError, match=r"run 1"):

@@ -10,6 +10,7 @@ import math
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import torch
 
@@ -216,7 +217,7 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
 
 
 def plot_training_history(history, keys=None, *, title: str | None = None, ncols: int | None = None,
-                          labels=None, titles=None):
+                          labels=None, titles=None, log_y=()):
     """One panel per metric of one or several training runs, against the step.
 
     ``history``: a dict mapping a metric name to its value at every step (equal-length lists), or a
@@ -224,7 +225,8 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
     ``labels`` (default "run 0", "run 1", …) in the first panel's legend. ``keys``: the panels, in
     order; an entry may be a tuple of metric names drawn in one panel (solid, dashed, dotted), e.g. one
     metric measured on two kinds of sample. ``titles``: one title per panel (default: its metric names).
-    ``ncols``: panels per row (default: all in one row).
+    ``ncols``: panels per row (default: all in one row). ``log_y``: metric names whose panel gets a
+    logarithmic y-axis (a ratio that spikes at one step).
     """
     runs = [history] if isinstance(history, dict) else list(history)
     if not runs or not all(isinstance(run, dict) for run in runs):
@@ -263,6 +265,11 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
         if handles:
             ax.legend(handles=handles, fontsize=7)
         ax.set_title(panel_title, fontsize=10)
+        if any(name in log_y for name in panel):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ScalarFormatter())      # 2, 5, 10 rather than 2×10⁰
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
