@@ -8,7 +8,8 @@ pays a reward drawn from N(μ_k, σ²). The objective and its gradient are exact
     J(θ) = Σ_k π_k μ_k,        ∂J/∂θ_k = π_k (μ_k − J)         (since ∇_θ log π_a = e_a − π).
 
 REINFORCE estimates the gradient from N pulls, ĝ = (1/N) Σ_i (R_i − b_i)(e_{a_i} − π), with a
-baseline b that is zero, the exact value J(θ), or the mean of the *other* rewards of the batch.
+baseline b that is zero, the exact value J(θ), or the mean of the *other* rewards of the batch — and,
+to show that a test of unbiasedness can fail, the batch's mean reward with R_i included (biased).
 
 **Two Gaussians** (lesson 02). Samples x ~ π_θ = N(0, 1) and a reference π_ref = N(μ, σ²); the
 per-sample KL estimators k1, k2, k3 of ``rlbook.kl`` estimate KL(π_θ ‖ π_ref), whose value is
@@ -57,6 +58,7 @@ from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 __all__ = [
     "BASELINES",
+    "BIASED_BASELINES",
     "KL_PLACEMENTS",
     "GaussianBandit",
     "policy",
@@ -75,6 +77,7 @@ __all__ = [
     "reward_to_go_variances",
     "total_variance",
     "total_variance_ratio",
+    "z_scores",
     "train_bandit",
     "gaussian_kl",
     "gaussian_log_density",
@@ -102,6 +105,9 @@ __all__ = [
 
 DTYPE = torch.float64
 BASELINES = ("none", "value", "leave_one_out")
+# The batch's mean reward with pull i included (GRPO's group mean without its σ): E ĝ = (1 − 1/N) ∇J,
+# so it is biased; ``baseline_values`` and ``reinforce_estimates`` accept it, to give a bias test a failure.
+BIASED_BASELINES = ("group_mean",)
 KL_PLACEMENTS = ("k1_in_reward", "k1_in_loss", "k2_in_loss", "k3_in_loss", "k3+_in_loss")
 
 
@@ -180,13 +186,18 @@ def baseline_values(rewards: torch.Tensor, baseline: str, *, value: torch.Tensor
     - ``"none"``: b = 0;
     - ``"value"``: b = J(θ), the exact expected reward (pass it as ``value``), the same for all i;
     - ``"leave_one_out"``: b_i = mean of the other N − 1 rewards of the batch (independent of R_i,
-      so the estimate stays unbiased; it is RLOO's baseline, lesson 09).
+      so the estimate stays unbiased; it is RLOO's baseline, lesson 09);
+    - ``"group_mean"`` (biased, ``BIASED_BASELINES``): b_i = mean of all N rewards, R_i included. Then
+      R_i − b_i = (N − 1)/N × the leave-one-out advantage, so E ĝ = (1 − 1/N) ∇J (lesson 01's
+      exercise 3; lesson 09 measures it).
     """
-    check_choice("baseline", baseline, BASELINES)
+    check_choice("baseline", baseline, BASELINES + BIASED_BASELINES)
     if baseline == "none":
         return torch.zeros_like(rewards)
     if baseline == "value":
         return torch.as_tensor(value, dtype=rewards.dtype).expand_as(rewards)
+    if baseline == "group_mean":
+        return rewards.mean(-1, keepdim=True).expand_as(rewards)
     n = rewards.shape[-1]
     if n < 2:
         raise ValueError("the leave_one_out baseline needs batch_size >= 2")
@@ -221,6 +232,20 @@ def reinforce_estimates(bandit: GaussianBandit, logits, *, batch_size: int, num_
 def total_variance(estimates: torch.Tensor) -> float:
     """E‖ĝ − E ĝ‖², the trace of the covariance of the rows of ``estimates`` (Bessel-corrected)."""
     return float(estimates.var(dim=0, unbiased=True).sum())
+
+
+def z_scores(estimates: torch.Tensor, target) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(z, se)`` per coordinate: how many standard errors the mean of the (M, K) ``estimates`` lies
+    from ``target`` (K,), z = (mean − target) / se with se = sd / √M (Bessel-corrected sd) — the
+    lessons' test of unbiasedness asks |z| < 4 on every coordinate."""
+    if estimates.dim() != 2 or estimates.shape[0] < 2:
+        raise ValueError(f"estimates must be (M, K) with M >= 2 independent estimates, got shape "
+                         f"{tuple(estimates.shape)}")
+    target = torch.as_tensor(target, dtype=estimates.dtype)
+    if target.shape != estimates.shape[1:]:
+        raise ValueError(f"target must have shape {tuple(estimates.shape[1:])}, got {tuple(target.shape)}")
+    se = estimates.std(0) / math.sqrt(estimates.shape[0])
+    return (estimates.mean(0) - target) / se, se
 
 
 def total_variance_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> tuple[float, float]:

@@ -261,3 +261,13 @@ def test_optimal_baseline_checker_names_the_per_coordinate_baseline(capsys):
 
     result, out = _capture(capsys, pg_kl.check_optimal_baseline, per_coordinate)
     assert result is False and "per-coordinate" in out, out
+
+
+def test_optimal_baseline_checker_names_the_arms_weighted_without_their_probability(capsys):
+    def unweighted(logits, means):
+        probs = torch.softmax(logits, -1)
+        squared = 1 - 2 * probs + (probs ** 2).sum()
+        return (means * squared).sum() / squared.sum()
+
+    result, out = _capture(capsys, pg_kl.check_optimal_baseline, unweighted)
+    assert result is False and "carries its probability π_a" in out

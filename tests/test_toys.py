@@ -130,6 +130,32 @@ def test_leave_one_out_baseline_excludes_the_sample_itself():
         toys.baseline_values(rewards, "mean")
 
 
+def test_group_mean_baseline_is_the_shrunk_leave_one_out_and_a_bias_test_catches_it():
+    rewards = torch.tensor([[1.0, 2.0, 6.0]])
+    assert torch.allclose(toys.baseline_values(rewards, "group_mean"), torch.full((1, 3), 3.0))
+    loo = rewards - toys.baseline_values(rewards, "leave_one_out")
+    assert torch.allclose(rewards - toys.baseline_values(rewards, "group_mean"), (2 / 3) * loo)  # (N − 1)/N
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=4, num_estimates=20_000,
+                                         baseline="group_mean", seed=0)
+    exact = toys.exact_gradient(BANDIT, LOGITS)
+    z_shrunk, _ = toys.z_scores(estimates, 0.75 * exact)   # E ĝ = (1 − 1/N) ∇J
+    z_exact, _ = toys.z_scores(estimates, exact)
+    assert float(z_shrunk.abs().max()) < 4 < float(z_exact.abs().max())
+    with pytest.raises(ValueError, match="baseline"):
+        toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=4, baseline="group_mean")
+
+
+def test_z_scores_are_the_distance_in_standard_errors_and_check_shapes():
+    estimates = torch.tensor([[0.0, 1.0], [2.0, 3.0]], dtype=torch.float64)
+    z, se = toys.z_scores(estimates, torch.tensor([0.0, 0.0], dtype=torch.float64))
+    assert torch.allclose(se, torch.full((2,), math.sqrt(2) / math.sqrt(2), dtype=torch.float64))
+    assert torch.allclose(z, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="target"):
+        toys.z_scores(estimates, torch.zeros(3))
+    with pytest.raises(ValueError, match="estimates"):
+        toys.z_scores(estimates[:1], torch.zeros(2))
+
+
 def test_train_bandit_shapes_and_improvement():
     history = toys.train_bandit(BANDIT, LOGITS, steps=30, batch_size=4, lr=0.5, baseline="value", num_runs=8, seed=0)
     assert history.shape == (8, 31)

@@ -112,3 +112,40 @@ def test_placement_plot_puts_each_marker_over_the_bars_it_predicts():
     marker_xs = {round(float(x), 9) for line in ax.get_lines() for x in line.get_xdata()}
     assert marker_xs <= bar_centres  # every marker sits on a bar, none between bars
     assert len(ax.get_lines()) == 3  # × over k1_in_reward and k3+_in_loss, ○ over k3_in_loss
+
+
+def test_training_history_of_several_runs_in_a_grid_with_two_metrics_in_one_panel():
+    runs = [{"reward": [0.1, 0.2, 0.4], "adv a": [0.5, 0.4, 0.3], "adv b": [-0.2, -0.1, -0.1], "tokens": [5, 6, 7]}
+            for _ in range(3)]
+    fig = pg_viz.plot_training_history(runs, ["reward", ("adv a", "adv b"), "tokens"], ncols=2,
+                                       labels=["seed 0", "seed 1", "seed 2"],
+                                       titles=["training-batch reward", "mean advantage", "tokens"], log_y=["tokens"])
+    visible = [ax for ax in fig.axes if ax.axison]
+    assert len(visible) == 3 and len(fig.axes) == 4                      # a 2×2 grid, the fourth cell empty
+    assert visible[0].get_title() == "training-batch reward"
+    assert [t.get_text() for t in visible[0].get_legend().get_texts()] == ["seed 0", "seed 1", "seed 2"]
+    assert [t.get_text() for t in visible[1].get_legend().get_texts()] == ["adv a", "adv b"]
+    assert len(visible[1].get_lines()) == 6                               # two metrics × three runs
+    assert visible[2].get_yscale() == "log" and visible[0].get_yscale() == "linear"
+    with pytest.raises(ValueError, match="labels"):
+        pg_viz.plot_training_history(runs, ["reward"], labels=["one"])
+    with pytest.raises(ValueError, match=r"run 1"):
+        pg_viz.plot_training_history([runs[0], {"reward": [0.1]}], ["tokens"])
+
+
+def test_reward_offset_moves_only_the_no_baseline_cloud_and_keeps_the_view():
+    def cloud(baseline, offset):
+        fig = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=8, baseline=baseline, num_estimates=60,
+                                          dims=(2, 3), reward_offset=offset)
+        ax = fig.axes[0]
+        return ax.get_xlim(), [c.get_offsets().data.copy() for c in ax.collections[:2]], ax.get_title()
+
+    view, none_0, _ = cloud("none", 0.0)
+    view_c, none_c, title = cloud("none", 2.0)
+    assert view == view_c and "reward offset +2" in title and "the two drawn" in title
+    assert not all((a == b).all() for a, b in zip(none_0, none_c) if a.shape == b.shape)
+    _, value_0, _ = cloud("value", 0.0)
+    _, value_c, _ = cloud("value", 2.0)
+    assert all(abs(a - b).max() < 1e-12 for a, b in zip(value_0, value_c))   # the advantages do not see c
+    with pytest.raises(ValueError, match="reward_offset"):
+        pg_viz.plot_gradient_spread(BANDIT, LOGITS, reward_offset=float("nan"))

@@ -126,21 +126,27 @@ def _bandit_cases():
     return cases
 
 
-def _loss_gradient(loss_fn, logits, arms, rewards, means):
-    """∇_θ of ``loss_fn(θ, arms, rewards, means)`` at θ = ``logits``, or an error message."""
-    theta = logits.clone().requires_grad_(True)
-    loss, error = _call(loss_fn, theta, arms, rewards, means)
+def _gradient_of_loss(loss_fn, x: torch.Tensor, *others, wrt: str):
+    """``(∇_x loss_fn(x, *others), None)`` for a scalar loss, or ``(None, error message)``; ``wrt`` names x
+    for the reader ("the logits")."""
+    leaf = x.clone().requires_grad_(True)
+    loss, error = _call(loss_fn, leaf, *others)
     if error:
         return None, error
     if loss.numel() != 1:
         return None, f"the loss must be one number (average over the batch), got shape {tuple(loss.shape)}"
     if not loss.requires_grad:
-        return None, ("the loss carries no gradient: compute it from the logits you are given with torch "
-                      "operations (no .item(), .detach() or numpy on the log-probabilities)")
-    (gradient,) = torch.autograd.grad(loss.reshape(()), theta, allow_unused=True)
+        return None, (f"the loss carries no gradient: compute it from {wrt} you are given with torch "
+                      f"operations (no .item(), .detach() or numpy on them)")
+    (gradient,) = torch.autograd.grad(loss.reshape(()), leaf, allow_unused=True)
     if gradient is None:
-        return None, "the loss does not depend on the logits"
+        return None, f"the loss does not depend on {wrt}"
     return gradient, None
+
+
+def _loss_gradient(loss_fn, logits, arms, rewards, means):
+    """∇_θ of ``loss_fn(θ, arms, rewards, means)`` at θ = ``logits``, or an error message."""
+    return _gradient_of_loss(loss_fn, logits, arms, rewards, means, wrt="the logits")
 
 
 def reference_reinforce_loss(logits, arms, rewards, means):
@@ -263,6 +269,10 @@ def check_optimal_baseline(baseline_fn) -> bool | None:
                 "norm_not_squared": ((probs * means * scores).sum() / (probs * scores).sum(),
                                      "each arm is weighted by ‖∇log π(a)‖ — it should be the *squared* norm "
                                      "(the variance is a second moment)."),
+                "unweighted_by_pi": ((means * squared_scores).sum() / squared_scores.sum(),
+                                     "each arm is weighted by ‖∇log π(a)‖² alone: the expectations are over the "
+                                     "*pulls*, so each arm also carries its probability π_a — "
+                                     "b* = Σ π_a μ_a ‖e_a − π‖² / Σ π_a ‖e_a − π‖²."),
                 "pulled_coordinate": ((probs * means * pulled_coordinate).sum() / (probs * pulled_coordinate).sum(),
                                       "each arm is weighted by (1 − π_a)², the pulled arm's coordinate of the "
                                       "score alone. The score e_a − π has every coordinate: "
