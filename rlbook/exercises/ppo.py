@@ -152,21 +152,33 @@ def _gae_trajectories():
 
 
 def _gae_mistakes(rewards, values, gamma, lam):
-    """Advantages of the usual wrong recursions, each with the hint that names the mistake."""
-    def recursion(next_value_of, weight):
+    """Advantages of the usual wrong recursions, each with the hint that names the mistake.
+
+    Besides the wrong weights and the missing bootstrap: a recursion run forwards (A_t from
+    A_{t−1}), the right recursion stored reversed, the last token bootstrapped from a value that
+    does not exist (``torch.roll`` wraps V_0 round; repeating V_{T−1}), the λ-returns A + V (the
+    critic's target, eq. 16's ``returns``) handed back for the advantages, and advantages whitened
+    over the trajectory, as the trainer later does over a batch.
+    """
+    def recursion(next_value_of, weight, *, forwards=False):
         advantages, running = torch.zeros_like(rewards), 0.0
-        for t in reversed(range(len(rewards))):
+        order = range(len(rewards)) if forwards else reversed(range(len(rewards)))
+        for t in order:
             delta = rewards[t] + gamma * next_value_of(t) - values[t]
             running = delta + weight * running
             advantages[t] = running
         return advantages
 
     following = lambda t: values[t + 1] if t + 1 < len(values) else 0.0  # noqa: E731
+    correct = recursion(following, gamma * lam)
     returns_to_go = torch.zeros_like(rewards)
     running = 0.0
     for t in reversed(range(len(rewards))):
         running = rewards[t] + gamma * running
         returns_to_go[t] = running
+    last_bootstrap = ("the last token bootstraps from a value after the end: the response is over, so "
+                      "V(s_{T+1}) = 0 — a torch.roll(values, -1) wraps V_0 round to the last token, and repeating "
+                      "the last value counts it twice; set the next value after the last token to 0.")
     return {
         "lambda_only": (recursion(following, lam),
                         "the recursion uses λ alone: the weight of the next advantage is γλ, not λ."),
@@ -178,10 +190,29 @@ def _gae_mistakes(rewards, values, gamma, lam):
         "returns": (returns_to_go,
                     "these are the discounted returns, not advantages: subtract the value V_t (λ = 1 gives "
                     "return − V_t)."),
-        "forward": (recursion(following, gamma * lam).flip(0),
-                    "the advantages come out reversed: run the recursion from the LAST token backwards and "
-                    "store A_t at position t."),
+        "reversed": (correct.flip(0),
+                     "the advantages come out reversed: you ran the recursion from the last token backwards but "
+                     "stored A_t at position T − 1 − t (appended, then forgot to reverse); store it at position t."),
+        "forward": (recursion(following, gamma * lam, forwards=True),
+                    "the recursion runs forwards, A_t = δ_t + γλ A_{t−1}: the advantage collects the TD errors "
+                    "that come AFTER token t, so start at the last token and go backwards."),
+        "rolled_bootstrap": (recursion(lambda t: values[(t + 1) % len(values)], gamma * lam), last_bootstrap),
+        "repeated_bootstrap": (recursion(lambda t: values[min(t + 1, len(values) - 1)], gamma * lam), last_bootstrap),
+        "lambda_returns": (correct + values,
+                           "these are the λ-returns A_t + V_t — the critic's regression target — not the "
+                           "advantages: return A_t, without adding V_t back."),
+        "whitened": (_whitened(correct),
+                     "the advantages are whitened (mean 0, std 1): that is a later step of the trainer, over a "
+                     "whole batch; GAE itself returns the raw Σ (γλ)^l δ_{t+l}."),
+        "whitened_unbiased": (_whitened(correct, correction=1),
+                              "the advantages are whitened (mean 0, std 1): that is a later step of the trainer, "
+                              "over a whole batch; GAE itself returns the raw Σ (γλ)^l δ_{t+l}."),
     }
+
+
+def _whitened(advantages, correction: int = 0):
+    """(A − mean) / std over one trajectory, with the population (0) or sample (1) std."""
+    return (advantages - advantages.mean()) / advantages.std(correction=correction)
 
 
 def check_gae(gae_fn) -> bool | None:

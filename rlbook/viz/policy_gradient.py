@@ -180,19 +180,34 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
     return fig
 
 
-def plot_training_history(history: dict[str, list[float]], keys=None, *, title: str | None = None):
+def plot_training_history(history: dict[str, list[float]], keys=None, *, title: str | None = None,
+                          steps=None, ncols: int | None = None):
     """One small panel per metric of a training run, against the step.
 
     ``history`` maps a metric name to its value at every step (a dict of equal-length lists).
+    ``steps`` are the x values (default 0, 1, …; pass the history's ``step`` column to number them
+    as the trainer does, from 1). ``ncols`` panels per row (default: all in one row); the panels
+    fill the rows left to right, so ``fig.axes[i]`` is the panel of ``keys[i]``.
     """
     keys = list(keys or history)
     missing = [key for key in keys if key not in history]
     if missing:
         raise ValueError(f"history has no metric {missing}; it has {sorted(history)}")
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 3.0), squeeze=False)
-    for ax, key in zip(axes[0], keys):
+    ncols = len(keys) if ncols is None else int(ncols)
+    if ncols < 1:
+        raise ValueError(f"ncols must be a positive integer, got {ncols}")
+    nrows = -(-len(keys) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.0 * nrows), squeeze=False)
+    for index, ax in enumerate(axes.flat):
+        if index >= len(keys):
+            fig.delaxes(ax)
+            continue
+        key = keys[index]
         values = history[key]
-        ax.plot(range(len(values)), values, "o-", ms=3)
+        x = list(range(len(values))) if steps is None else list(steps)
+        if len(x) != len(values):
+            raise ValueError(f"steps has {len(x)} entries but {key!r} has {len(values)} values")
+        ax.plot(x, values, "o-", ms=3)
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
