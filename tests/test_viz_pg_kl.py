@@ -57,6 +57,18 @@ def test_training_history_plot_checks_keys():
         pg_viz.plot_training_history({"reward": [0.1]}, keys=["entropy"])
 
 
+def test_training_history_plot_rows_and_steps():
+    history = {key: [0.1, 0.2, 0.3] for key in "abcdefg"}
+    fig = pg_viz.plot_training_history(history, steps=[1, 2, 3], ncols=4)
+    assert len(fig.axes) == 7                       # 2 rows of 4, the unused eighth panel removed
+    assert [ax.get_title() for ax in fig.axes] == list("abcdefg")
+    assert list(fig.axes[3].lines[0].get_xdata()) == [1, 2, 3]
+    with pytest.raises(ValueError, match="steps"):
+        pg_viz.plot_training_history(history, steps=[1, 2])
+    with pytest.raises(ValueError, match="ncols"):
+        pg_viz.plot_training_history(history, ncols=0)
+
+
 def test_kl_histograms_mark_the_true_kl():
     fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
     assert len(fig.axes) == 3
@@ -121,7 +133,7 @@ def test_training_history_of_several_runs_in_a_grid_with_two_metrics_in_one_pane
                                        labels=["seed 0", "seed 1", "seed 2"],
                                        titles=["training-batch reward", "mean advantage", "tokens"], log_y=["tokens"])
     visible = [ax for ax in fig.axes if ax.axison]
-    assert len(visible) == 3 and len(fig.axes) == 4                      # a 2×2 grid, the fourth cell empty
+    assert len(visible) == 3 and len(fig.axes) == 3                      # a 2×2 grid, the empty fourth cell removed
     assert visible[0].get_title() == "training-batch reward"
     assert [t.get_text() for t in visible[0].get_legend().get_texts()] == ["seed 0", "seed 1", "seed 2"]
     assert [t.get_text() for t in visible[1].get_legend().get_texts()] == ["adv a", "adv b"]

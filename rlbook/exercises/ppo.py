@@ -158,16 +158,25 @@ def _gae_trajectories():
 
 
 def _gae_mistakes(rewards, values, gamma, lam):
-    """Advantages of the usual wrong recursions, each with the hint that names the mistake."""
-    def recursion(next_value_of, weight):
+    """Advantages of the usual wrong recursions, each with the hint that names the mistake.
+
+    Besides the wrong weights and the missing bootstrap: a recursion run forwards (A_t from
+    A_{t−1}), the right recursion stored reversed, the last token bootstrapped from a value that
+    does not exist (``torch.roll`` wraps V_0 round; repeating V_{T−1}), the λ-returns A + V (the
+    critic's target, eq. 16's ``returns``) handed back for the advantages, and advantages whitened
+    over the trajectory, as the trainer later does over a batch.
+    """
+    def recursion(next_value_of, weight, *, forwards=False):
         advantages, running = torch.zeros_like(rewards), 0.0
-        for t in reversed(range(len(rewards))):
+        order = range(len(rewards)) if forwards else reversed(range(len(rewards)))
+        for t in order:
             delta = rewards[t] + gamma * next_value_of(t) - values[t]
             running = delta + weight * running
             advantages[t] = running
         return advantages
 
     following = lambda t: values[t + 1] if t + 1 < len(values) else 0.0  # noqa: E731
+    correct = recursion(following, gamma * lam)
     returns_to_go = torch.zeros_like(rewards)
     running = 0.0
     for t in reversed(range(len(rewards))):
@@ -184,32 +193,37 @@ def _gae_mistakes(rewards, values, gamma, lam):
         "returns": (returns_to_go,
                     "these are the discounted returns, not advantages: subtract the value V_t (λ = 1 gives "
                     "return − V_t)."),
-        "forward": (recursion(following, gamma * lam).flip(0),
-                    "the advantages come out reversed: run the recursion from the LAST token backwards and "
-                    "store A_t at position t."),
+        "reversed": (correct.flip(0),
+                     "the advantages come out reversed: you ran the recursion from the last token backwards but "
+                     "stored A_t at position T − 1 − t (appended, then forgot to reverse); store it at position t."),
+        "forward": (recursion(following, gamma * lam, forwards=True),
+                    "the recursion runs forwards, A_t = δ_t + γλ A_{t−1}: the advantage collects the TD errors "
+                    "that come AFTER token t, so start at the last token and go backwards."),
         "same_value": (recursion(lambda t: values[t], gamma * lam),
                        "off by one in δ: the next state's value is V_{t+1} (values[t + 1]), not V_t."),
         "bootstrap_last": (recursion(lambda t: values[min(t + 1, len(values) - 1)], gamma * lam),
-                           "the last step bootstraps from V_{T−1}: the trajectory ended after its last token, so "
-                           "V_T = 0 and the last δ is r_{T−1} − V_{T−1}."),
+                           "the last step bootstraps from V_{T−1} repeated: the response ended after its last token, "
+                           "so the value after it is V_T = 0 and the last δ is r_{T−1} − V_{T−1}."),
         "rolled": (recursion(lambda t: values[(t + 1) % len(values)], gamma * lam),
                    "the last step bootstraps from V_0 (torch.roll wraps the first value around to the end): the "
-                   "trajectory ended, so V_T = 0 — append a zero instead of rolling."),
-        "stored_early": (torch.cat([recursion(following, gamma * lam)[1:], rewards.new_zeros(1)]),
+                   "response is over, so V(s_{T+1}) = 0 — append a zero instead of rolling."),
+        "stored_early": (torch.cat([correct[1:], rewards.new_zeros(1)]),
                          "off by one: position t holds A_{t+1} — update the running sum with δ_t first, then "
                          "store it at t."),
         "skipped_last": (_skip_last(rewards, values, gamma, lam),
                          "the last token was skipped (a loop over range(T − 1)): A_{T−1} = δ_{T−1} = r_{T−1} − "
                          "V_{T−1}, and every earlier advantage includes it."),
-        "negated": (-recursion(following, gamma * lam),
-                    "the sign is flipped: δ_t = r_t + γ V_{t+1} − V_t (V_t is subtracted)."),
-        "lambda_returns": (recursion(following, gamma * lam) + values,
-                           "these are the λ-returns A_t + V_t (the critic's targets), not the advantages: "
-                           "leave V_t out."),
-        "whitened": (_whitened(recursion(following, gamma * lam)),
-                     "you normalised (whitened) the advantages: return them as the recursion gives them; a "
-                     "trainer may whiten a whole batch later, one trajectory is not a batch."),
+        "negated": (-correct, "the sign is flipped: δ_t = r_t + γ V_{t+1} − V_t (V_t is subtracted)."),
+        "lambda_returns": (correct + values,
+                           "these are the λ-returns A_t + V_t — the critic's regression target — not the "
+                           "advantages: return A_t, without adding V_t back."),
+        "whitened": (_whitened(correct), WHITENED),
+        "whitened_unbiased": (_whitened(correct, correction=1), WHITENED),
     }
+
+
+WHITENED = ("you normalised (whitened) the advantages to mean 0, std 1: that is a later step of the trainer, over a "
+            "whole batch; GAE itself returns the raw Σ (γλ)^l δ_{t+l}.")
 
 
 def _skip_last(rewards, values, gamma, lam):
@@ -221,8 +235,9 @@ def _skip_last(rewards, values, gamma, lam):
     return advantages
 
 
-def _whitened(advantages):
-    return (advantages - advantages.mean()) / advantages.std()
+def _whitened(advantages, correction: int = 0):
+    """(A − mean) / std over one trajectory, with the population (0) or sample (1) std."""
+    return (advantages - advantages.mean()) / advantages.std(correction=correction)
 
 
 def check_gae(gae_fn) -> bool | None:

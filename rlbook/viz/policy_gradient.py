@@ -14,7 +14,7 @@ from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import torch
 
-from rlbook._figures import panel_grid
+from rlbook._figures import COLUMN_IN, panel_grid
 from rlbook.toys import (
     BASELINES,
     GaussianBandit,
@@ -218,7 +218,7 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
 
 
 def plot_training_history(history, keys=None, *, title: str | None = None, ncols: int | None = None,
-                          labels=None, titles=None, log_y=()):
+                          labels=None, titles=None, log_y=(), steps=None):
     """One panel per metric of one or several training runs, against the step.
 
     ``history``: a dict mapping a metric name to its value at every step (equal-length lists), or a
@@ -228,7 +228,8 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
     metric measured on two kinds of sample. ``titles``: one title per panel (default: its metric names).
     ``ncols``: panels per row (default: rows that fit the book's column, ``rlbook._figures.panel_grid``:
     seven metrics are two rows, 4 + 3; ``figure.axes[i]`` is panel ``i``'s). ``log_y``: metric names whose panel gets a
-    logarithmic y-axis (a ratio that spikes at one step).
+    logarithmic y-axis (a ratio that spikes at one step). ``steps``: the x values (default 0, 1, …; pass
+    the history's ``step`` column to number them as the trainer does, from 1).
     """
     runs = [history] if isinstance(history, dict) else list(history)
     if not runs or not all(isinstance(run, dict) for run in runs):
@@ -252,16 +253,22 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
             raise ValueError(f"ncols must be a positive int, got {ncols!r}")
         ncols = min(ncols, len(panels))
         nrows = math.ceil(len(panels) / ncols)
-        fig, grid = plt.subplots(nrows, ncols, figsize=((3.4 if ncols > 2 else 4.3) * ncols, 3.0 * nrows),
-                                 squeeze=False)
+        width = min(3.4 if ncols > 2 else 4.3, COLUMN_IN / ncols)  # the row fits the book's column
+        fig, grid = plt.subplots(nrows, ncols, figsize=(width * ncols, 3.0 * nrows), squeeze=False)
         axes = list(grid.flat)
+        for spare in axes[len(panels):]:  # so that figure.axes[i] is panel i
+            fig.delaxes(spare)
+        axes = axes[:len(panels)]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ("-", "--", ":")
     for number, (ax, panel, panel_title) in enumerate(zip(axes, panels, titles)):
         for index, run in enumerate(runs):
             for name, style in zip(panel, styles):
                 values = run[name]
-                ax.plot(range(len(values)), values, ls=style, marker="o", ms=2.5, lw=1.2,
+                x = list(range(len(values))) if steps is None else list(steps)
+                if len(x) != len(values):
+                    raise ValueError(f"steps has {len(x)} entries but {name!r} has {len(values)} values")
+                ax.plot(x, values, ls=style, marker="o", ms=2.5, lw=1.2,
                         color=colours[index % len(colours)])
         handles = [Line2D([], [], color="0.3", ls=style, label=name) for name, style in zip(panel, styles)
                    ] if len(panel) > 1 else []
@@ -278,8 +285,6 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
             ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    for ax in axes[len(panels):]:
-        ax.set_axis_off()
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
