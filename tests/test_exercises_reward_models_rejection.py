@@ -107,7 +107,8 @@ def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches
     assert "largest difference" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "pi_times", "unsorted"])
+@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "pi_times", "unsorted",
+                                  "strict_cdf", "appears", "continuous_normalised"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
     def wrong(probs, rewards, n):
         return rejection_exercises._mistakes(probs, rewards, n)[name][0]
@@ -138,3 +139,24 @@ def test_best_of_n_cases_have_distinct_rewards_and_distinguishable_mistakes():
             assert not rejection_exercises._close(candidate, reference), name
             assert not any(rejection_exercises._close(candidate, other) for other_name, (other, _) in mistakes.items()
                            if other_name != name), name
+
+
+def _strict_cdf(probs, rewards, n):
+    """A reader's slip: the cumulative summed over rewards strictly below r(y)."""
+    below = torch.stack([probs[rewards < r].sum() for r in rewards])
+    return below ** n - (below - probs) ** n
+
+
+def test_best_of_n_checker_names_a_readers_own_versions_of_the_new_slips(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(_strict_cdf) is False
+    assert "strictly below y" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: 1 - (1 - p) ** n) is False
+    assert "*among* the n draws" in capsys.readouterr().out
+
+    def normalised(probs, rewards, n):
+        cdf = torch.stack([probs[rewards <= r].sum() for r in rewards])
+        weights = n * probs * cdf ** (n - 1)
+        return (weights / weights.sum()).float()
+
+    assert rejection_exercises.check_best_of_n_probabilities(normalised) is False
+    assert "renormalising" in capsys.readouterr().out

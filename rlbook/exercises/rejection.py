@@ -42,8 +42,10 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
     cdf = torch.empty_like(probs)
     cdf[order] = probs[order].cumsum(0)
     at_least = 1 - cdf + probs  # π(reward ≥ r(y)): the cumulative taken from the top down
+    below = cdf - probs          # π(reward < r(y)): the cumulative without y itself
+    continuous = n * probs * cdf ** (n - 1)
     return {
-        "continuous": (n * probs * cdf ** (n - 1),
+        "continuous": (continuous,
                        "n π(y) F(y)^(n−1) is the continuous approximation; with outcomes of finite probability "
                        "the winner is y with probability F(y)^n − (F(y) − π(y))^n."),
         "cdf": (cdf ** n, "F(y)^n is the probability that the winner's reward is *at most* r(y); subtract "
@@ -60,6 +62,17 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
                      "π(y) F(y)^(n−1) forgets that any of the n draws can be the winner (a factor ≈ n)."),
         "unsorted": (probs.cumsum(0) ** n - (probs.cumsum(0) - probs) ** n,
                      "the cumulative F must run over outcomes sorted by reward, not in the order given."),
+        "strict_cdf": (below ** n - (below - probs) ** n,
+                       "F(y) was taken as π(reward < r(y)), strictly below y; the winner's reward is at most r(y) "
+                       "when all n draws are, so F(y) = π(reward ≤ r(y)) includes y itself."),
+        "appears": (1 - (1 - probs) ** n,
+                    "1 − (1 − π(y))^n is the probability that y is *among* the n draws, not that it wins: it must "
+                    "also beat the others (these numbers do not even sum to 1). The winner is y when all n draws "
+                    "score at most r(y) and not all score below: F(y)^n − (F(y) − π(y))^n."),
+        "continuous_normalised": (continuous / continuous.sum(),
+                                  "renormalising n π(y) F(y)^(n−1) makes it sum to 1 but leaves it the continuous "
+                                  "approximation; with outcomes of finite probability the exact answer is "
+                                  "F(y)^n − (F(y) − π(y))^n, which sums to 1 by itself."),
     }
 
 
