@@ -1,12 +1,14 @@
 """Lessons 04 and 05's checkers accept correct answers, name each typical mistake, and tolerate unanswered stubs."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from rlbook.exercises import rejection as rejection_exercises
 from rlbook.exercises import reward_models as rm_exercises
-from rlbook.metrics import best_of_n_distribution
+from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 
 # ------------------------------------------------------------------------------ Bradley–Terry loss
@@ -160,3 +162,45 @@ def test_best_of_n_checker_names_a_readers_own_versions_of_the_new_slips(capsys)
 
     assert rejection_exercises.check_best_of_n_probabilities(normalised) is False
     assert "renormalising" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------ the KL under a verifier
+
+
+def _two_coins(p, n):
+    q = 1 - (1 - p) ** n
+    return sum(a * math.log(a / b) for a, b in ((q, p), (1 - q, 1 - p)) if a > 0)
+
+
+def test_verifier_kl_checker_accepts_right_answers(capsys):
+    assert rejection_exercises.check_verifier_best_of_n_kl(_two_coins) is True
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: torch.tensor(_two_coins(p, n))) is True
+    assert rejection_exercises.check_verifier_best_of_n_kl(
+        lambda p, n: best_of_n_exact_kl(torch.tensor([p, 1 - p]), torch.tensor([1.0, 0.0]), n)) is True
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["formula", "ceiling", "one_term", "reverse", "linear_q", "all_right"])
+def test_verifier_kl_checker_names_each_mistake(name, capsys):
+    def wrong(p, n):
+        return rejection_exercises._verifier_mistakes(p, n)[name][0]
+
+    p, n = rejection_exercises.VERIFIER_CASES[0]
+    hint = rejection_exercises._verifier_mistakes(p, n)[name][1]
+    assert rejection_exercises.check_verifier_best_of_n_kl(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_verifier_kl_mistakes_are_told_apart_on_the_first_case_and_other_failures(capsys):
+    p, n = rejection_exercises.VERIFIER_CASES[0]
+    values = [v for v, _ in rejection_exercises._verifier_mistakes(p, n).values()] + [_two_coins(p, n)]
+    assert all(abs(a - b) > 1e-3 for i, a in enumerate(values) for b in values[i + 1:])
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1.01 * _two_coins(p, n)) is False
+    assert "expected" in capsys.readouterr().out
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: [0.1, 0.2]) is False
+    assert "one number" in capsys.readouterr().out
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert rejection_exercises.check_verifier_best_of_n_kl(None) is None
+    with pytest.raises(ValueError, match="function"):
+        rejection_exercises.check_verifier_best_of_n_kl("log(1/p)")
