@@ -9,7 +9,8 @@ uncertain the number is. Three cases come up again and again, and each has one f
   cluster-robust "sandwich" variance of a mean; Cameron & Miller, *A Practitioner's Guide to
   Cluster-Robust Inference*, J. Human Resources 50(2), 2015, with the G/(G − 1) small-sample
   factor). With one sample per prompt it is the ordinary standard error. ``pass_at_k_with_se`` applies it
-  to a held-out pass@k: one estimate per prompt, clustered by prompt.
+  to a held-out pass@k: one estimate per prompt, clustered by prompt; ``paired_pass_at_k_difference`` to
+  the gap between two policies' pass@k on the same prompts, one difference per prompt.
 - **Comparing two methods over seeds.** ``compare_seeds`` says whether one method beat the other
   beyond the seed spread: at least three seeds each, and every seed of the better method above every
   seed of the other. With 3 seeds against 3, that ordering arises by chance with probability
@@ -45,8 +46,8 @@ import numpy as np
 
 from rlbook.metrics import pass_at_k_per_prompt
 
-__all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "SeedComparison",
-           "compare_seeds", "minimum_detectable_difference", "detectable_bias", "MIN_SEEDS"]
+__all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
+           "SeedComparison", "compare_seeds", "minimum_detectable_difference", "detectable_bias", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -142,6 +143,23 @@ def pass_at_k_with_se(correct, k: int, *, clusters=None) -> tuple[float, float]:
     per_prompt = pass_at_k_per_prompt(correct, k)
     labels = range(len(per_prompt)) if clusters is None else clusters
     return float(np.mean(per_prompt)), clustered_se(per_prompt, labels)
+
+
+def paired_pass_at_k_difference(correct_a, correct_b, k: int, *, clusters=None) -> tuple[float, float]:
+    """pass@k of policy a minus pass@k of policy b on the same prompts, and its standard error: ``(gap, se)``.
+
+    ``correct_a`` (P, n_a) and ``correct_b`` (P, n_b) are 0/1 tables whose row i is the same prompt
+    (n_a and n_b may differ, each ≥ k). Each prompt's pass@k is Chen et al. 2021's unbiased estimator
+    (``rlbook.metrics.pass_at_k``) from its own row, so each prompt's difference is an unbiased estimate
+    of its gap; the SE is ``clustered_se`` of those P differences (``clusters``: one label per prompt,
+    default each its own). Pairing by prompt removes the spread between easy and hard prompts, which
+    two separate SEs would count twice.
+    """
+    a, b = np.asarray(pass_at_k_per_prompt(correct_a, k)), np.asarray(pass_at_k_per_prompt(correct_b, k))
+    if a.size != b.size:
+        raise ValueError(f"correct_b must have one row per prompt of correct_a ({a.size}), got {b.size}")
+    labels = range(a.size) if clusters is None else clusters
+    return float((a - b).mean()), clustered_se(a - b, labels)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from rlbook.aggregation import response_mask
 
 __all__ = [
     "KL_ESTIMATORS",
+    "bernoulli_kl",
     "k1",
     "k2",
     "k3",
@@ -52,6 +53,21 @@ __all__ = [
 ]
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "k3+")
+
+
+def bernoulli_kl(q, p) -> torch.Tensor:
+    """KL(Bernoulli(q) ‖ Bernoulli(p)) = q log(q/p) + (1 − q) log((1 − q)/(1 − p)), elementwise, float64.
+
+    The KL of two coins: of a policy and a reference that differ only in how often a 0/1 event happens
+    (a verifier's "right", a scratchpad opened). 0 log 0 = 0, so q = p = 0 or 1 gives 0; a q the
+    reference cannot reach (p = 0 < q) gives ∞. Rounding can leave −1e-17 at q = p: clamped at 0.
+    """
+    q, p = torch.as_tensor(q, dtype=torch.float64), torch.as_tensor(p, dtype=torch.float64)
+    if ((q < 0) | (q > 1) | (p < 0) | (p > 1)).any() or not (torch.isfinite(q).all() and torch.isfinite(p).all()):
+        raise ValueError("q and p must be probabilities in [0, 1]")
+    kl = (torch.special.xlogy(q, q) - torch.special.xlogy(q, p)
+          + torch.special.xlogy(1 - q, 1 - q) - torch.special.xlogy(1 - q, 1 - p))
+    return kl.clamp(min=0.0)
 
 
 def _log_ratio(logp, ref_logp) -> torch.Tensor:

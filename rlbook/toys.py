@@ -28,7 +28,9 @@ token's KL gradient. (The same toy over two tokens is ``rlbook.kl_sequence``.)
 **A policy with rewards it was never trained on** (lesson 05). ``toy_policy`` gives π over a few
 dozen outcomes and a reward per outcome, so the best-of-n distribution is an exact finite sum;
 ``optimum_at_kl`` finds the KL-regularised optimum with a given KL, and ``best_of_n_efficiency``
-compares best-of-n's reward with that optimum's at the same KL.
+compares best-of-n's reward with that optimum's at the same KL. Under a 0/1 verifier over many prompts
+of different pass rates, ``verifier_frontier`` is the optimum with one β shared by all prompts and
+``verifier_best_of_n_efficiency`` compares best-of-n (one n for all prompts) with it.
 
 **One preference pair and a tabular policy** (lesson 07). ``toy_margin_dynamics`` runs gradient
 descent on DPO's or IPO's loss of one pair: DPO's margin grows without bound, IPO's stops at 1/(2τ).
@@ -52,7 +54,7 @@ import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.evidence import ratio_se
-from rlbook.kl import kl_estimate, kl_in_loss, kl_in_reward
+from rlbook.kl import bernoulli_kl, kl_estimate, kl_in_loss, kl_in_reward
 from rlbook.losses import dpo_loss, ipo_loss
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
@@ -100,6 +102,9 @@ __all__ = [
     "toy_policy",
     "optimum_at_kl",
     "best_of_n_efficiency",
+    "verifier_frontier",
+    "verifier_optimum_at_kl",
+    "verifier_best_of_n_efficiency",
     "toy_margin_dynamics",
 ]
 
@@ -854,6 +859,23 @@ def _tilted_kl(ref_probs: torch.Tensor, rewards: torch.Tensor, inverse_beta: tor
     return (log_tilted.exp() * (log_tilted - log_ref)).nan_to_num().sum(dim=1)
 
 
+def _solve_increasing(function, targets: torch.Tensor, iterations: int) -> torch.Tensor:
+    """The λ ≥ 0 with ``function(λ) = targets`` (elementwise), for a ``function`` that rises with λ from
+    function(0) ≤ targets: double an upper end until it passes the target (or λ is effectively ∞, after
+    200 doublings), then bisect ``iterations`` times; returns the midpoints."""
+    low, high = torch.zeros_like(targets), torch.ones_like(targets)
+    for _ in range(200):
+        short = function(high) < targets
+        if not short.any():
+            break
+        low, high = torch.where(short, high, low), torch.where(short, 2 * high, high)
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        above = function(middle) >= targets
+        low, high = torch.where(above, low, middle), torch.where(above, middle, high)
+    return 0.5 * (low + high)
+
+
 def optimum_at_kl(ref_probs, rewards, kl, *, iterations: int = 100) -> torch.Tensor:
     """The KL-regularised optimum π*_β = ``reverse_kl_optimum(ref_probs, rewards, beta)`` whose
     KL(π*_β ‖ π_ref) equals ``kl`` (a number or a (K,) tensor of them; returns (V,) or (K, V)).
@@ -874,17 +896,8 @@ def optimum_at_kl(ref_probs, rewards, kl, *, iterations: int = 100) -> torch.Ten
         raise ValueError(f"kl must be finite, non-negative and at most −log π_ref(top reward) = {ceiling:.6g}, "
                          f"got {targets.tolist()}")
     targets = targets.clamp(max=ceiling - 1e-12)
-    low, high = torch.zeros_like(targets), torch.ones_like(targets)
-    for _ in range(200):  # double the upper end until KL(high) ≥ the target (or λ is effectively ∞)
-        short = _tilted_kl(ref_probs, rewards, high) < targets
-        if not short.any():
-            break
-        low, high = torch.where(short, high, low), torch.where(short, 2 * high, high)
-    for _ in range(iterations):
-        middle = 0.5 * (low + high)
-        above = _tilted_kl(ref_probs, rewards, middle) >= targets
-        low, high = torch.where(above, low, middle), torch.where(above, middle, high)
-    optima = torch.softmax(ref_probs.log() + 0.5 * (low + high)[:, None] * rewards, dim=1)
+    inverse_beta = _solve_increasing(lambda lam: _tilted_kl(ref_probs, rewards, lam), targets, iterations)
+    optima = torch.softmax(ref_probs.log() + inverse_beta[:, None] * rewards, dim=1)
     return optima[0] if torch.as_tensor(kl).dim() == 0 else optima
 
 
@@ -905,6 +918,89 @@ def best_of_n_efficiency(probs, rewards, ns) -> dict[str, np.ndarray]:
     kl = np.array([best_of_n_exact_kl(probs, rewards, n) for n in ns])
     gain = np.array([float(best_of_n_distribution(probs, rewards, n) @ rewards) - base for n in ns])
     optimum_gain = (optimum_at_kl(probs, rewards, torch.as_tensor(kl)) @ rewards).numpy() - base
+    moved = kl > 1e-12
+    ratio = np.full(len(ns), np.nan)
+    ratio[moved] = gain[moved] / optimum_gain[moved]
+    return {"n": np.array(ns), "kl": kl, "gain": gain, "optimum_gain": optimum_gain, "ratio": ratio}
+
+
+def _pass_rates(pass_rates) -> torch.Tensor:
+    rates = torch.as_tensor(pass_rates, dtype=DTYPE).reshape(-1)
+    if rates.numel() == 0 or not torch.isfinite(rates).all() or (rates < 0).any() or (rates > 1).any():
+        raise ValueError(f"pass_rates must be a non-empty list of numbers in [0, 1], got {pass_rates!r}")
+    return rates
+
+
+def _tilted_success(rates: torch.Tensor, inverse_beta: torch.Tensor) -> torch.Tensor:
+    """(L, P): each prompt's success rate under π*_β ∝ π e^(r/β), r ∈ {0, 1}, for each λ = 1/β:
+    p e^λ / (p e^λ + 1 − p), i.e. the logit of p shifted by λ (0 and 1 stay put)."""
+    lam = inverse_beta.reshape(-1, 1)
+    tilted = rates * lam.exp() / (rates * lam.exp() + 1 - rates)
+    return torch.where((rates > 0) & (rates < 1), tilted, rates.expand_as(tilted))
+
+
+def verifier_frontier(pass_rates, inverse_betas) -> dict[str, np.ndarray]:
+    """The reward–KL frontier of a 0/1 verifier over a *set* of prompts: one β shared by every prompt.
+
+    On prompt x with pass rate p_x, π*_β ∝ π e^(r/β) keeps π's shape within the right and the wrong
+    answers and puts q_x(λ) = p_x e^λ / (p_x e^λ + 1 − p_x) on the right ones (λ = 1/β), at
+    KL(Bernoulli(q_x) ‖ Bernoulli(p_x)) from π (Rafailov et al. 2023, arXiv:2305.18290, eq. 4, on two
+    reward levels). The mean over prompts of E[r] − β KL is maximised prompt by prompt at one shared β,
+    so sweeping β traces the most mean success any policy can have at each mean KL: the frontier a
+    KL-regularised policy trained on the whole prompt set aims for. Returns arrays over
+    ``inverse_betas``: ``inverse_beta``, ``kl`` (mean KL over prompts, nats) and ``success`` (mean q).
+    A prompt with p = 0 or 1 cannot move: it adds 0 to the KL and its p to the success.
+    """
+    rates = _pass_rates(pass_rates)
+    lam = torch.as_tensor(inverse_betas, dtype=DTYPE).reshape(-1)
+    if lam.numel() == 0 or not torch.isfinite(lam).all() or (lam < 0).any():
+        raise ValueError(f"inverse_betas must be finite numbers ≥ 0, got {inverse_betas!r}")
+    success = _tilted_success(rates, lam)
+    return {"inverse_beta": lam.numpy(), "kl": bernoulli_kl(success, rates.expand_as(success)).mean(dim=1).numpy(),
+            "success": success.mean(dim=1).numpy()}
+
+
+def verifier_optimum_at_kl(pass_rates, kl, *, iterations: int = 100) -> np.ndarray:
+    """The most mean success a policy can have at mean KL ``kl`` (a number or a list) from π over the
+    prompts of ``pass_rates``: ``verifier_frontier`` at the shared λ = 1/β whose mean KL is ``kl``.
+
+    Each prompt's KL rises with λ (the derivative of KL(λ) is λ Var(r) ≥ 0, as in ``optimum_at_kl``), so
+    the mean does too, from 0 to the mean of log(1/p) over the prompts with 0 < p (π conditioned on
+    success); λ is found by bisection. A ``kl`` above that ceiling raises ``ValueError``.
+    Returns an array of mean success rates, one per ``kl``."""
+    rates = _pass_rates(pass_rates)
+    targets = torch.as_tensor(kl, dtype=DTYPE).reshape(-1)
+    iterations = check_int("iterations", iterations, minimum=1)
+    ceiling = float(torch.where(rates > 0, -rates.clamp(min=1e-300).log(), torch.zeros_like(rates)).mean())
+    if not torch.isfinite(targets).all() or (targets < 0).any() or (targets > ceiling + 1e-9).any():
+        raise ValueError(f"kl must be finite, non-negative and at most the mean log(1/p) = {ceiling:.6g}, "
+                         f"got {targets.tolist()}")
+
+    def mean_kl(lam):
+        success = _tilted_success(rates, lam)
+        return bernoulli_kl(success, rates.expand_as(success)).mean(dim=1)
+
+    return _tilted_success(rates, _solve_increasing(mean_kl, targets, iterations)).mean(dim=1).numpy()
+
+
+def verifier_best_of_n_efficiency(pass_rates, ns) -> dict[str, np.ndarray]:
+    """Best-of-n with one n for every prompt, against the shared-β frontier of ``verifier_frontier``.
+
+    On one prompt, best-of-n under a 0/1 verifier *is* π*_β at 1/β = log[q(1 − p)/(p(1 − q))] with
+    q = 1 − (1 − p)^n (lesson 05): on that prompt's frontier. That β depends on p, so over prompts of
+    different pass rates one n is a different β on each, and the pair (mean KL, mean success) can fall
+    short of the frontier that one shared β traces. Returns arrays over ``ns``: ``kl`` (mean exact KL,
+    nats), ``gain`` (mean q − mean p), ``optimum_gain`` (the frontier's gain at that mean KL,
+    ``verifier_optimum_at_kl``) and ``ratio`` = gain / optimum_gain (NaN where nothing moved, n = 1).
+    """
+    rates = _pass_rates(pass_rates)
+    ns = [check_int("ns", n, minimum=1) for n in ns]
+    if not ns:
+        raise ValueError("ns must hold at least one n")
+    success = torch.stack([1 - (1 - rates) ** n for n in ns])                  # (N, P)
+    kl = bernoulli_kl(success, rates.expand_as(success)).mean(dim=1).numpy()
+    gain = (success.mean(dim=1) - rates.mean()).numpy()
+    optimum_gain = verifier_optimum_at_kl(rates, kl) - float(rates.mean())
     moved = kl > 1e-12
     ratio = np.full(len(ns), np.nan)
     ratio[moved] = gain[moved] / optimum_gain[moved]

@@ -161,3 +161,20 @@ def test_detectable_bias_is_4_84_standard_errors_at_the_lessons_threshold():
 def test_difference_and_bias_helpers_name_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+def test_paired_pass_at_k_difference_is_the_mean_of_per_prompt_gaps_clustered_by_prompt():
+    from rlbook.evidence import paired_pass_at_k_difference, pass_at_k_with_se
+
+    rng = np.random.default_rng(0)
+    rates = rng.uniform(0, 1, size=40)
+    a = (rng.uniform(size=(40, 4)) < np.minimum(rates + 0.2, 1)[:, None]).astype(int)
+    b = (rng.uniform(size=(40, 16)) < rates[:, None]).astype(int)
+    gap, se = paired_pass_at_k_difference(a, b, 4)
+    assert gap == pytest.approx(pass_at_k_with_se(a, 4)[0] - pass_at_k_with_se(b, 4)[0])
+    # pairing removes the spread between prompts: smaller than the two separate SEs combined
+    assert 0 < se < math.hypot(pass_at_k_with_se(a, 4)[1], pass_at_k_with_se(b, 4)[1])
+    assert paired_pass_at_k_difference(b, b, 4) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="correct_b"):
+        paired_pass_at_k_difference(a, b[:10], 4)
+    with pytest.raises(ValueError, match="k"):
+        paired_pass_at_k_difference(a, b, 8)
