@@ -115,8 +115,10 @@ def run(argv: list[str], folder: pathlib.Path, stdin: str, limits: Limits, *, ui
         visible = pathlib.Path(SANDBOX_DIR)
         mounts = ["mount --make-rprivate /", f"mount --bind {shlex.quote(str(folder))} {SANDBOX_DIR}"]
         needed = [pathlib.Path(sys.prefix), *_rlbook_folder()]
-        mounts += [f"mount -t tmpfs -o size=4k,mode=000 none {shlex.quote(str(path))}"
-                   for path in hide if path.is_dir() and not any(n.is_relative_to(path) for n in needed)]
+        hidden = [path for path in hide if path.is_dir() and not any(n.is_relative_to(path) for n in needed)]
+        # A folder inside another hidden one is hidden with it (and could not be mounted over once its parent is).
+        hidden = [path for path in hidden if not any(path != other and path.is_relative_to(other) for other in hidden)]
+        mounts += [f"mount -t tmpfs -o size=4k,mode=000 none {shlex.quote(str(path))}" for path in hidden]
         mounts += _private_tmp_mounts(needed)
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                 "--no-new-privs", "--"]

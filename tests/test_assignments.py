@@ -35,6 +35,10 @@ TIMEOUT_S = 300
 LOOP_TIMEOUT_S = 10
 
 
+# DPO's sign flipped in Q3, training answers kept: the grader's re-run of Q5 trains with this loss.
+A3_FLIPPED_DPO = ("return -F.logsigmoid(beta * h)", "return -F.logsigmoid(-beta * h)")
+
+
 def _module(name: str):
     spec = importlib.util.spec_from_file_location(f"assignments_{name}", ASSIGNMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -103,6 +107,8 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
         for mistake in (m for m in MISTAKES if m["assignment"] == name):
             edited = _without_training(_edited(solution, mistake["find"], mistake["replace"]), built / name)
             nbformat.write(edited, folder / f"{mistake['name']}.ipynb")
+        if name == "a3_preference":  # a wrong Q3 trained with: the re-run uses the student's dpo_loss
+            nbformat.write(_edited(solution, *A3_FLIPPED_DPO), folder / "dpo_flipped_trained.ipynb")
         if name == NAMES[0]:
             broken = _edited(solution, "def k3(logp, ref_logp):", "raise RuntimeError('a cell that fails')\n"
                                                                    "def k3(logp, ref_logp):")
@@ -190,3 +196,13 @@ def test_grade_folder_rejects_bad_arguments(tmp_path):
         grade.grade_folder(tmp_path, tmp_path / "a.zip", tmp_path / "out.csv")
     with pytest.raises(ValueError, match="name must be one of"):
         build.build("no_such_assignment", tmp_path)
+
+
+def test_a3_a_wrong_dpo_loss_costs_the_dpo_training_points_and_says_why(graded):
+    """A3's Q5 trains with the student's Q3 and Q4 (PreferenceTrainer's loss_fn): DPO with its sign flipped
+    starts at ln 2 (h = 0) but trains the rejected completions up, so its held-out accuracy fails, and the
+    feedback points at the student's dpo_loss; IPO, right, keeps its points."""
+    row = graded["a3_preference"]["dpo_flipped_trained"]
+    assert float(row["q3_dpo_loss"]) == 0.0, row
+    assert float(row["q5_training"]) == 7.0 - 3.0, row
+    assert "dpo_accuracy (held-out)" in row["feedback"] and "your dpo_loss (Q3)" in row["feedback"], row["feedback"]
