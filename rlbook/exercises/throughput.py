@@ -1,13 +1,11 @@
 """Checkers for the exercises of lesson 14 (throughput tricks).
 
-===========================  =====================================================================  ========
-checker                      the reader writes                                                      question
-===========================  =====================================================================  ========
-``check_advantage_filter``   ``keep(rewards, group_size)``: which completions the filter keeps      1
-``check_flat_extremes``      ``extremes(group_size)``: where P(flat) is smallest, its value, and    3
-                             a pass rate at which half the groups are flat
-``check_dropped_share``      ``dropped(right_counts, group_size, tol)``: the share |A| ≤ tol drops  4
-===========================  =====================================================================  ========
+- ``check_advantage_filter`` (question 1): the reader writes ``keep(rewards, group_size)``, which
+  completions the filter keeps;
+- ``check_flat_extremes`` (question 3): ``extremes(group_size)``, where P(flat) is smallest, its value
+  there, and a pass rate at which half the groups are flat;
+- ``check_dropped_share`` (question 4): ``dropped(right_counts, group_size, tol)``, the share of the
+  batch the filter with tolerance ``tol`` drops.
 
 The references are the library's: ``rlbook.shaping.advantage_filter_mask`` of
 ``rlbook.advantages.group_advantages``, ``rlbook.throughput.flat_group_probability`` and

@@ -166,7 +166,7 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None, noise
     axes[0].plot(mean.index, mean["dropped"], "o-", label="share dropped")
     if mean["update_time"].notna().any():
         axes[0].plot(mean.index, mean["update_time"], "s--", label="update CPU time left")
-    axes[0].set(title="what the filter drops and saves", ylabel="share of the full batch's", ylim=(0, 1.05))
+    axes[0].set(title="what the filter drops and saves", ylabel="share of the full batch", ylim=(0, 1.05))
     axes[1].errorbar(mean.index, mean["cosine"], yerr=[mean["cosine"] - low["cosine"], high["cosine"] - mean["cosine"]]
                      if several else None, fmt="o-", color="black", capsize=3,
                      label="correct rewards" + (f" ({clean['batch'].nunique()} batches)" if several else ""))
