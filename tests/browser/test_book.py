@@ -32,6 +32,8 @@ STORED_BEFORE_THE_FIX = {
     ("lessons/20_r1_pipeline.html", 1497), ("lessons/21_scaling_up.html", 2070),
     # drawn by the lesson's own cells (figsize=(15, 3.3) and (14, 6.4)): legible once those are 10.4 in wide
     ("lessons/14_throughput.html", 1490), ("lessons/14_throughput.html", 1390),
+    # stored by lesson 03's fix round with plot_training_history's 4-column layout before it was fitted to the column
+    ("lessons/03_ppo.html", 1350),
 }
 
 # What each page reports once MathJax (if the page loads it) has finished typesetting.
