@@ -115,6 +115,24 @@ def missing_wheels(requirements: list[str], wheels: list[pathlib.Path]) -> list[
     return [pin for pin in requirements if key(pin) not in have]
 
 
+def _assignments_build():
+    """``assignments/build.py``, loaded from its path under its own name.
+
+    A plain ``import build`` would return whichever ``build`` the process imported first (the book's
+    ``book/build.py`` when the book's tests ran earlier in the same worker, or PyPI's ``build``).
+    """
+    import importlib.util  # noqa: PLC0415
+
+    name = "rlbook_assignments_build"
+    if name not in sys.modules:
+        sys.path.insert(0, str(HERE))  # build.py imports its neighbours
+        spec = importlib.util.spec_from_file_location(name, HERE / "build.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def build(assignment: str, out: pathlib.Path, *, seed: int = 0, size: str = "ci", timeout: float = 600.0,
           wheels: list[pathlib.Path] | None = None) -> pathlib.Path:
     """Write ``out/autograder.zip`` for ``assignment``; returns its path.
@@ -122,9 +140,7 @@ def build(assignment: str, out: pathlib.Path, *, seed: int = 0, size: str = "ci"
     ``wheels`` (the dependency wheels) defaults to the full wheelhouse (``build_wheelhouse``); a test may pass
     fewer to build quickly, and the zip then installs only with those.
     """
-    sys.path.insert(0, str(HERE))
-    import build as assignments_build  # noqa: PLC0415 - beside this file
-
+    assignments_build = _assignments_build()
     if assignment not in assignments_build.master_names():
         raise ValueError(f"assignment must be one of {assignments_build.master_names()}, got {assignment!r}")
     if size not in ("ci", "full") or not timeout > 0:
