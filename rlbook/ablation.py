@@ -77,6 +77,18 @@ class AblationResult:
                 for point in curve]
         return pd.DataFrame(rows)
 
+    def correct_tables(self, label: str) -> np.ndarray:
+        """The final held-out evaluations of ``label`` as one 0/1 array (seeds, prompts, samples):
+        entry [s, p, j] says whether sample j of prompt p was right after the run of the s-th seed.
+        Needs ``run_ablation(..., eval_per_prompt=True)``. Every run is evaluated on the same prompts
+        in the same order, so two labels' tables pair up prompt by prompt and seed by seed."""
+        if label not in self.evaluations:
+            raise ValueError(f"label {label!r} was not run; labels: {self.labels}")
+        runs = self.evaluations[label]
+        if not runs or any("correct" not in result for result in runs):
+            raise ValueError("no per-prompt tables were kept: run_ablation(..., eval_dataset=..., eval_per_prompt=True)")
+        return np.asarray([result["correct"] for result in runs], dtype=np.int64)
+
     def plot_evaluations(self, metric: str = "pass@1", *, ax=None):
         """The held-out ``metric`` against the step for every label: the mean over seeds as a line
         with markers at the evaluated steps, the min-max over seeds as a band."""
@@ -137,13 +149,15 @@ class AblationResult:
             row["seconds"] = runs.groupby("seed")["step_time"].sum().mean()
             for key in sorted({k for result in self.evaluations.get(label, []) for k in result}):
                 values = [result[key] for result in self.evaluations[label] if key in result]
-                row[f"eval_{key}"] = float(np.mean(values))
+                if all(isinstance(v, (int, float)) for v in values):  # not the per-prompt "correct" tables
+                    row[f"eval_{key}"] = float(np.mean(values))
             summary[label] = row
         return pd.DataFrame.from_dict(summary, orient="index")
 
     def plot(self, metrics=("reward", "entropy"), *, x: str = "step", smooth: int = 1, axes=None):
         """One panel per metric against ``x`` ("step" or "wall_time"): the mean over seeds as a line,
-        the min-max over seeds as a band; ``smooth`` > 1 applies a trailing moving average."""
+        the min-max over seeds as a band (the first panel's legend says so); ``smooth`` > 1 applies a
+        trailing moving average."""
         import matplotlib.pyplot as plt
 
         metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
@@ -176,7 +190,9 @@ class AblationResult:
                                     color=line.get_color(), alpha=0.2)
             ax.set(xlabel="wall time (s)" if x == "wall_time" else "step", title=metric)
             ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=8)
+        seeds = len(self.seeds)
+        axes[0].legend(fontsize=8, title=f"line: mean of {seeds} seeds\nband: lowest to highest" if seeds > 1 else None,
+                       title_fontsize=7)
         fig.tight_layout()
         return fig
 
@@ -184,7 +200,7 @@ class AblationResult:
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
                  eval_dataset=None, eval_samples: int = 4, progress: bool = True, live: bool | None = False,
                  trainer_kwargs: dict | None = None, eval_every: int | None = None,
-                 workers: int | None = None) -> AblationResult:
+                 workers: int | None = None, eval_per_prompt: bool = False) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
@@ -200,6 +216,9 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
           ablation's many runs would each leave a figure (the lesson plots them together).
         - eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
           the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
+        - eval_per_prompt: each final evaluation also keeps its (P, eval_samples) 0/1 table under
+          ``"correct"`` (``trainer.evaluate(..., per_prompt=True)``), for standard errors clustered
+          by prompt and for paired, per-prompt comparisons of two runs.
         - trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
         - workers: processes to run the (configuration, seed) runs in, one thread each
           (``rlbook.parallel.run_parallel``); None: one per core (or ``$RLBOOK_WORKERS``). Each run's
@@ -226,6 +245,10 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
             raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
         if eval_dataset is None:
             raise ValueError("eval_every needs eval_dataset: the held-out rows to evaluate on")
+    if not isinstance(eval_per_prompt, bool):
+        raise ValueError(f"eval_per_prompt must be True or False, got {eval_per_prompt!r}")
+    if eval_per_prompt and eval_dataset is None:
+        raise ValueError("eval_per_prompt needs eval_dataset: the held-out rows to evaluate on")
     task = _task_for(model) if task is None else task
 
     result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
@@ -233,7 +256,7 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     workers = default_workers(len(runs)) if workers is None else workers
     one_at_a_time = workers == 1 or len(runs) == 1
     jobs = [(model, task, configs[label], label, seed, steps, eval_dataset, eval_samples, eval_every,
-             trainer_kwargs or {}, progress and one_at_a_time, live if one_at_a_time else False)
+             trainer_kwargs or {}, progress and one_at_a_time, live if one_at_a_time else False, eval_per_prompt)
             for label, seed in runs]
     outcomes = run_parallel(_train_one, jobs, workers=workers, progress=progress and not one_at_a_time,
                             desc=f"{len(runs)} runs")
@@ -251,7 +274,7 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
 
 
 def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_samples, eval_every, trainer_kwargs,
-               progress, live):
+               progress, live, per_prompt=False):
     """One run of ``run_ablation``: a fresh copy of ``model`` trained with ``config`` under ``seed``.
     Returns (history, final held-out evaluation or None, evaluation curve or None)."""
     from rlbook.models import load_model
@@ -268,11 +291,16 @@ def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_sampl
         curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
         while trainer.step < steps:
             history = trainer.train(min(eval_every, steps - trainer.step), progress=progress, live=live)
-            curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples)})
+            last = trainer.step >= steps  # the final evaluation keeps its per-prompt table when asked
+            curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples,
+                                                                   per_prompt=per_prompt and last)})
     final = None
     if eval_dataset is not None:
-        final = curve[-1] if curve is not None else trainer.evaluate(eval_dataset, n_samples=eval_samples)
+        final = curve[-1] if curve is not None else trainer.evaluate(eval_dataset, n_samples=eval_samples,
+                                                                     per_prompt=per_prompt)
         final = {k: v for k, v in final.items() if k != "step"}
+        if curve is not None:  # the curve holds numbers only
+            curve[-1] = {k: v for k, v in curve[-1].items() if k != "correct"}
     return history, final, curve
 
 

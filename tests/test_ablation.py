@@ -54,6 +54,7 @@ def test_plot_has_one_panel_per_metric(result):
     figure = result.plot(("reward", "entropy"), x="wall_time")
     assert len(figure.axes) == 2
     assert len(figure.axes[0].lines) == 2
+    assert "mean of 2 seeds" in figure.axes[0].get_legend().get_title().get_text()
 
 
 def test_default_task_comes_from_the_zoo_card():
@@ -167,3 +168,43 @@ def test_per_run_is_each_runs_tail_mean(result):
         result.per_run("nope")
     with pytest.raises(ValueError, match="last"):
         result.per_run("reward", last=0)
+
+
+@pytest.fixture(scope="module")
+def per_prompt(model_dir, task):
+    return run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=2, seeds=(0, 1),
+                        eval_dataset=task.dataset(3, seed=5, split="test"), eval_samples=2, eval_per_prompt=True,
+                        progress=False)
+
+
+def test_eval_per_prompt_keeps_each_runs_table(per_prompt, result):
+    tables = per_prompt.correct_tables("grpo")
+    assert tables.shape == (2, 3, 2) and set(tables.flatten().tolist()) <= {0, 1}
+    for table, evaluation in zip(tables, per_prompt.evaluations["grpo"]):
+        assert table.mean() == pytest.approx(evaluation["pass@1"])  # pass@1 is the table's mean
+    # the same runs evaluate to the same numbers with or without the tables, and the table stays numeric
+    assert [e["pass@1"] for e in per_prompt.evaluations["grpo"]] == [e["pass@1"] for e in result.evaluations["grpo"]]
+    assert "eval_correct" not in per_prompt.table(last=1).columns
+    with pytest.raises(ValueError, match="eval_per_prompt"):
+        result.correct_tables("grpo")
+    with pytest.raises(ValueError, match="label"):
+        per_prompt.correct_tables("nope")
+
+
+def test_eval_per_prompt_with_eval_every_keeps_the_table_off_the_curve(model_dir, task, evaluated):
+    both = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=3, seeds=(0, 1),
+                        eval_dataset=task.dataset(3, seed=5, split="test"), eval_samples=2, eval_every=2,
+                        eval_per_prompt=True, progress=False)
+    assert "correct" not in both.eval_frame.columns
+    assert both.eval_frame["pass@1"].tolist() == evaluated.eval_frame["pass@1"].tolist()
+    assert both.correct_tables("grpo").mean(axis=(1, 2)).tolist() == pytest.approx(
+        [e["pass@1"] for e in evaluated.evaluations["grpo"]])
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(eval_per_prompt=True), "eval_dataset"),
+    (dict(eval_per_prompt=1, eval_dataset=[{"prompt": "x"}]), "eval_per_prompt"),
+])
+def test_bad_eval_per_prompt_names_the_argument(model_dir, task, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False, **kwargs)

@@ -59,6 +59,19 @@ def test_the_evaluator_is_sample_then_verify_then_pass_at_k(setup):
         "pass@1", "pass@4", "length_mean", "n_prompts"]
 
 
+def test_per_prompt_returns_the_0_1_table_behind_pass_at_1(setup):
+    model, tokenizer, examples = setup
+    plain = evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6, seed=3)
+    table = evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6, seed=3,
+                               per_prompt=True)
+    assert "correct" not in plain
+    correct = torch.tensor(table["correct"])
+    assert correct.shape == (5, 4) and set(correct.flatten().tolist()) <= {0, 1}
+    assert correct.double().mean().item() == pytest.approx(plain["pass@1"]) == pytest.approx(table["pass@1"])
+    with pytest.raises(ValueError, match="per_prompt"):
+        evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6, per_prompt="yes")
+
+
 def test_rewards_come_back_per_prompt_as_the_verifier_gave_them(setup):
     model, tokenizer, examples = setup
     rollout, rewards = sample_and_verify(model, tokenizer, examples, lambda text, example: math.pi,

@@ -450,13 +450,15 @@ class OnlineTrainer:
 
     # --- evaluation ------------------------------------------------------------------------
     def evaluate(self, dataset, *, n_samples: int = 8, max_new_tokens: int | None = None,
-                 temperature: float | None = None, seed: int = 0, batch_size: int = 512) -> dict:
+                 temperature: float | None = None, seed: int = 0, batch_size: int = 512,
+                 per_prompt: bool = False) -> dict:
         """pass@1 and pass@n_samples of the current policy on ``dataset`` (held-out rows with ``prompt``).
 
         Each prompt gets ``n_samples`` completions (defaults: the config's length and temperature);
         a completion is correct when the verifier gives it 1. pass@k is Chen et al.'s unbiased
         estimator, averaged over prompts (``rlbook.evaluation.evaluate_pass_at_k``). Also returns
-        the mean length and the prompt count.
+        the mean length and the prompt count, and with ``per_prompt`` the (P, n_samples) 0/1 table
+        ``"correct"`` (for a standard error clustered by prompt).
         """
         if self.verifier is None:
             raise ValueError("evaluate needs a verifier: pass a task or a reward function as task_or_reward")
@@ -464,7 +466,7 @@ class OnlineTrainer:
             self.policy, self.tokenizer, dataset, self.verifier, n_samples=n_samples,
             max_new_tokens=max_new_tokens or self.config.max_new_tokens,
             temperature=self.config.temperature if temperature is None else temperature,
-            seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size)
+            seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size, per_prompt=per_prompt)
 
     # --- checkpoints -----------------------------------------------------------------------
     def save(self, directory) -> str:
