@@ -125,6 +125,15 @@ def gate_widget(**kwargs):
     )
 
 
+def _leading_digit(value: float) -> int:
+    """The first significant digit of a positive number: 2 for 0.2, 20 and 2."""
+    return int(round(value / 10 ** math.floor(math.log10(value)), 6)) if value > 0 else 0
+
+
+def _plain_tick(value: float, *_) -> str:
+    return f"{value:g}"
+
+
 def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Tensor], *, eps: float = 0.2):
     """The real tokens of a batch: gradient coefficient w against ratio r, one panel per sign of A.
 
@@ -154,9 +163,9 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
         ax.text(1 + eps, 0.97, f" 1 + ε = {1 + eps:g}", transform=ax.get_xaxis_transform(), fontsize=7, va="top")
         ax.text(1 - eps, 0.97, f"1 − ε = {1 - eps:g} ", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
                 ha="right")
-        plain = FuncFormatter(lambda value, _: f"{value:g}")  # 0.001, 0.5, 2 rather than 10⁻³, 5×10⁻¹
-        ax.xaxis.set_major_formatter(plain)
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
+        ax.xaxis.set_major_formatter(FuncFormatter(_plain_tick))  # 0.001, 0.5, 2 rather than 10⁻³, 5×10⁻¹
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: _plain_tick(value) if _leading_digit(value) in (2, 5)
+                                                   else ""))
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7.5)
     fig.tight_layout()
