@@ -14,7 +14,9 @@ With ``eval_dataset`` and ``eval_every``, each run is also evaluated on the held
 every ``eval_every`` steps and at the end (``result.eval_frame``, ``result.plot_evaluations()``):
 the training batch's reward is measured on the prompts being trained on, the held-out pass@1 on
 prompts the run never sees. The evaluations sample with their own seeded generator, so they do not
-change the training run.
+change the training run; it is derived from the run's seed, so runs of the same seed are scored on
+the same prompts with the same sampling seed. ``result.held_out_table()`` gives each run's final
+held-out pass@1 with its standard error clustered by prompt (``rlbook.evidence``).
 
 The runs are independent, so they go side by side, one process per core and one thread each
 (``rlbook.parallel``); the numbers are the same as one after another. A seed replaces
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlbook._figures import panel_grid
 from rlbook.parallel import default_workers, run_parallel
 from rlbook.runtime import seed_everything
 
@@ -49,6 +52,7 @@ class AblationResult:
     steps: int = 0
     configs: dict = field(default_factory=dict, repr=False)  # label -> OnlineConfig
     eval_curves: dict = field(default_factory=dict)  # label -> [[{"step", **evaluate()}, ...], one per seed]
+    held_out_correct: dict = field(default_factory=dict, repr=False)  # label -> [(prompts, samples) 0/1 lists]
 
     @property
     def labels(self) -> list[str]:
@@ -79,15 +83,15 @@ class AblationResult:
 
     def correct_tables(self, label: str) -> np.ndarray:
         """The final held-out evaluations of ``label`` as one 0/1 array (seeds, prompts, samples):
-        entry [s, p, j] says whether sample j of prompt p was right after the run of the s-th seed.
-        Needs ``run_ablation(..., eval_per_prompt=True)``. Every run is evaluated on the same prompts
-        in the same order, so two labels' tables pair up prompt by prompt and seed by seed."""
-        if label not in self.evaluations:
+        entry [s, p, j] says whether sample j of prompt p was right after the run of the s-th seed
+        (``held_out_correct`` stacked). Every run is evaluated on the same prompts in the same order,
+        so two labels' tables pair up prompt by prompt and seed by seed
+        (``rlbook.evidence.paired_pass_at_k_difference``)."""
+        if label not in self.histories:
             raise ValueError(f"label {label!r} was not run; labels: {self.labels}")
-        runs = self.evaluations[label]
-        if not runs or any("correct" not in result for result in runs):
-            raise ValueError("no per-prompt tables were kept: run_ablation(..., eval_dataset=..., eval_per_prompt=True)")
-        return np.asarray([result["correct"] for result in runs], dtype=np.int64)
+        if not self.held_out_correct.get(label):
+            raise ValueError("no held-out evaluation: run_ablation(..., eval_dataset=...)")
+        return np.asarray(self.held_out_correct[label], dtype=np.int64)
 
     def plot_evaluations(self, metric: str = "pass@1", *, ax=None):
         """The held-out ``metric`` against the step for every label: the mean over seeds as a line
@@ -113,6 +117,28 @@ class AblationResult:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         return ax.figure
+
+    def held_out_table(self, clusters=None):
+        """Each run's final held-out pass@1 and its standard error clustered by prompt: a
+        ``pandas.DataFrame`` indexed by (label, seed) with columns ``pass@1`` and ``se``.
+
+        ``clusters``: one label per held-out prompt (e.g. the question text, so that a prompt drawn
+        twice counts once); default: each prompt its own (``rlbook.evidence.pass_at_k_with_se``).
+        """
+        import pandas as pd
+
+        from rlbook.evidence import pass_at_k_with_se
+
+        if not self.held_out_correct:
+            raise ValueError("no held-out evaluation: run_ablation(..., eval_dataset=...)")
+        rows = {}
+        for label, tables in self.held_out_correct.items():
+            for seed, correct in zip(self.seeds, tables):
+                mean, se = pass_at_k_with_se(correct, 1, clusters=clusters)
+                rows[(label, seed)] = {"pass@1": mean, "se": se}
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        table.index = pd.MultiIndex.from_tuples(table.index, names=["label", "seed"])
+        return table
 
     def per_run(self, metric: str, *, last: int = 5):
         """Each run's mean of ``metric`` over its last ``last`` steps: a ``pandas.Series`` indexed by
@@ -149,8 +175,7 @@ class AblationResult:
             row["seconds"] = runs.groupby("seed")["step_time"].sum().mean()
             for key in sorted({k for result in self.evaluations.get(label, []) for k in result}):
                 values = [result[key] for result in self.evaluations[label] if key in result]
-                if all(isinstance(v, (int, float)) for v in values):  # not the per-prompt "correct" tables
-                    row[f"eval_{key}"] = float(np.mean(values))
+                row[f"eval_{key}"] = float(np.mean(values))
             summary[label] = row
         return pd.DataFrame.from_dict(summary, orient="index")
 
@@ -158,8 +183,6 @@ class AblationResult:
         """One panel per metric against ``x`` ("step" or "wall_time"): the mean over seeds as a line,
         the min-max over seeds as a band (the first panel's legend says so); ``smooth`` > 1 applies a
         trailing moving average."""
-        import matplotlib.pyplot as plt
-
         metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
         if x not in ("step", "wall_time"):
             raise ValueError(f"x must be 'step' or 'wall_time', got {x!r}")
@@ -169,11 +192,10 @@ class AblationResult:
         missing = [m for m in metrics if m not in frame]
         if missing:
             raise ValueError(f"metrics {missing} were not logged; logged: {sorted(frame.columns)}")
-        if axes is None:
-            fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2), squeeze=False)
-            axes = axes[0]
+        if axes is None:  # rows that fit the book's column: four metrics are two by two
+            fig, axes = panel_grid(len(metrics), panel=(4.2, 3.2), min_width=3.4)
         else:
-            axes = np.atleast_1d(axes)
+            axes = np.atleast_1d(axes).ravel()
             fig = axes[0].figure
         for ax, metric in zip(axes, metrics):
             for label in self.labels:
@@ -200,7 +222,7 @@ class AblationResult:
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
                  eval_dataset=None, eval_samples: int = 4, progress: bool = True, live: bool | None = False,
                  trainer_kwargs: dict | None = None, eval_every: int | None = None,
-                 workers: int | None = None, eval_per_prompt: bool = False) -> AblationResult:
+                 workers: int | None = None) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
@@ -210,15 +232,13 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         - steps: training steps per run.
         - seeds: each run's ``config.seed`` (and the global seed) is set to each of these in turn.
         - eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
-          (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
+          (``eval_samples`` completions per prompt), the table shows ``eval_pass@1`` and
+          ``held_out_table()`` each run's pass@1 with its clustered standard error.
         - progress: show each run's progress bar.
         - live: each run's live plot (``OnlineTrainer.train``'s ``live``); off by default, since an
           ablation's many runs would each leave a figure (the lesson plots them together).
         - eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
           the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
-        - eval_per_prompt: each final evaluation also keeps its (P, eval_samples) 0/1 table under
-          ``"correct"`` (``trainer.evaluate(..., per_prompt=True)``), for standard errors clustered
-          by prompt and for paired, per-prompt comparisons of two runs.
         - trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
         - workers: processes to run the (configuration, seed) runs in, one thread each
           (``rlbook.parallel.run_parallel``); None: one per core (or ``$RLBOOK_WORKERS``). Each run's
@@ -245,10 +265,6 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
             raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
         if eval_dataset is None:
             raise ValueError("eval_every needs eval_dataset: the held-out rows to evaluate on")
-    if not isinstance(eval_per_prompt, bool):
-        raise ValueError(f"eval_per_prompt must be True or False, got {eval_per_prompt!r}")
-    if eval_per_prompt and eval_dataset is None:
-        raise ValueError("eval_per_prompt needs eval_dataset: the held-out rows to evaluate on")
     task = _task_for(model) if task is None else task
 
     result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
@@ -256,7 +272,7 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     workers = default_workers(len(runs)) if workers is None else workers
     one_at_a_time = workers == 1 or len(runs) == 1
     jobs = [(model, task, configs[label], label, seed, steps, eval_dataset, eval_samples, eval_every,
-             trainer_kwargs or {}, progress and one_at_a_time, live if one_at_a_time else False, eval_per_prompt)
+             trainer_kwargs or {}, progress and one_at_a_time, live if one_at_a_time else False)
             for label, seed in runs]
     outcomes = run_parallel(_train_one, jobs, workers=workers, progress=progress and not one_at_a_time,
                             desc=f"{len(runs)} runs")
@@ -264,19 +280,23 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         result.histories[label], result.evaluations[label] = [], []
         if eval_every is not None:
             result.eval_curves[label] = []
-    for (label, _), (history, final, curve) in zip(runs, outcomes):
+        if eval_dataset is not None:
+            result.held_out_correct[label] = []
+    for (label, _), (history, final, curve, correct) in zip(runs, outcomes):
         result.histories[label].append(history)
         if eval_every is not None:
             result.eval_curves[label].append(curve)
         if final is not None:
             result.evaluations[label].append(final)
+            result.held_out_correct[label].append(correct)
     return result
 
 
 def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_samples, eval_every, trainer_kwargs,
-               progress, live, per_prompt=False):
+               progress, live):
     """One run of ``run_ablation``: a fresh copy of ``model`` trained with ``config`` under ``seed``.
-    Returns (history, final held-out evaluation or None, evaluation curve or None)."""
+    Returns (history, final held-out evaluation or None, evaluation curve or None, the final
+    evaluation's (prompts, samples) 0/1 table or None)."""
     from rlbook.models import load_model
     from rlbook.trainers import OnlineTrainer
 
@@ -284,24 +304,27 @@ def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_sampl
     policy, tokenizer = load_model(model)
     run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
     trainer = OnlineTrainer(policy, tokenizer, task, run_config, **trainer_kwargs)
-    curve = None
+    def evaluate():
+        result = trainer.evaluate(eval_dataset, n_samples=eval_samples, return_correct=True)
+        return result, result.pop("correct")
+
+    curve, correct = None, None
     if eval_every is None:
         history = trainer.train(steps, progress=progress, live=live)
     else:
-        curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
+        evaluation, correct = evaluate()
+        curve = [{"step": 0, **evaluation}]
         while trainer.step < steps:
             history = trainer.train(min(eval_every, steps - trainer.step), progress=progress, live=live)
-            last = trainer.step >= steps  # the final evaluation keeps its per-prompt table when asked
-            curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples,
-                                                                   per_prompt=per_prompt and last)})
+            evaluation, correct = evaluate()
+            curve.append({"step": trainer.step, **evaluation})
     final = None
     if eval_dataset is not None:
-        final = curve[-1] if curve is not None else trainer.evaluate(eval_dataset, n_samples=eval_samples,
-                                                                     per_prompt=per_prompt)
-        final = {k: v for k, v in final.items() if k != "step"}
-        if curve is not None:  # the curve holds numbers only
-            curve[-1] = {k: v for k, v in curve[-1].items() if k != "correct"}
-    return history, final, curve
+        if curve is None:
+            final, correct = evaluate()
+        else:
+            final = {k: v for k, v in curve[-1].items() if k != "step"}
+    return history, final, curve, correct
 
 
 def _task_for(model: str):

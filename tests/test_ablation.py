@@ -109,6 +109,27 @@ def test_eval_every_evaluates_during_training(evaluated):
         evaluated.plot_evaluations("nope")
 
 
+def test_held_out_table_gives_each_runs_pass1_with_a_clustered_se(result, evaluated):
+    from rlbook.evidence import pass_at_k_with_se
+
+    for run in (result, evaluated):  # with and without evaluations during training
+        table = run.held_out_table()
+        label = run.labels[0]
+        assert list(table.index) == [(name, seed) for name in run.labels for seed in (0, 1)]
+        for seed, evaluation, correct in zip((0, 1), run.evaluations[label], run.held_out_correct[label]):
+            assert len(correct) == 3 and all(len(row) == 2 for row in correct)  # 3 prompts x 2 samples
+            assert table.loc[(label, seed), "pass@1"] == pytest.approx(evaluation["pass@1"])
+            assert table.loc[(label, seed), "se"] == pytest.approx(pass_at_k_with_se(correct, 1)[1])
+        assert all("correct" not in evaluation for evaluation in run.evaluations[label])
+
+
+def test_held_out_table_needs_an_evaluation(model_dir, task):
+    plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=1, seeds=(0,),
+                         progress=False)
+    with pytest.raises(ValueError, match="eval_dataset"):
+        plain.held_out_table()
+
+
 def test_evaluating_does_not_change_training(model_dir, task, evaluated):
     plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=3, seeds=(1,),
                          progress=False)
@@ -170,41 +191,15 @@ def test_per_run_is_each_runs_tail_mean(result):
         result.per_run("reward", last=0)
 
 
-@pytest.fixture(scope="module")
-def per_prompt(model_dir, task):
-    return run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=2, seeds=(0, 1),
-                        eval_dataset=task.dataset(3, seed=5, split="test"), eval_samples=2, eval_per_prompt=True,
-                        progress=False)
-
-
-def test_eval_per_prompt_keeps_each_runs_table(per_prompt, result):
-    tables = per_prompt.correct_tables("grpo")
-    assert tables.shape == (2, 3, 2) and set(tables.flatten().tolist()) <= {0, 1}
-    for table, evaluation in zip(tables, per_prompt.evaluations["grpo"]):
-        assert table.mean() == pytest.approx(evaluation["pass@1"])  # pass@1 is the table's mean
-    # the same runs evaluate to the same numbers with or without the tables, and the table stays numeric
-    assert [e["pass@1"] for e in per_prompt.evaluations["grpo"]] == [e["pass@1"] for e in result.evaluations["grpo"]]
-    assert "eval_correct" not in per_prompt.table(last=1).columns
-    with pytest.raises(ValueError, match="eval_per_prompt"):
-        result.correct_tables("grpo")
-    with pytest.raises(ValueError, match="label"):
-        per_prompt.correct_tables("nope")
-
-
-def test_eval_per_prompt_with_eval_every_keeps_the_table_off_the_curve(model_dir, task, evaluated):
-    both = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=3, seeds=(0, 1),
-                        eval_dataset=task.dataset(3, seed=5, split="test"), eval_samples=2, eval_every=2,
-                        eval_per_prompt=True, progress=False)
-    assert "correct" not in both.eval_frame.columns
-    assert both.eval_frame["pass@1"].tolist() == evaluated.eval_frame["pass@1"].tolist()
-    assert both.correct_tables("grpo").mean(axis=(1, 2)).tolist() == pytest.approx(
-        [e["pass@1"] for e in evaluated.evaluations["grpo"]])
-
-
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(eval_per_prompt=True), "eval_dataset"),
-    (dict(eval_per_prompt=1, eval_dataset=[{"prompt": "x"}]), "eval_per_prompt"),
-])
-def test_bad_eval_per_prompt_names_the_argument(model_dir, task, kwargs, name):
-    with pytest.raises(ValueError, match=name):
-        run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False, **kwargs)
+def test_correct_tables_stack_each_labels_held_out_tables(result, evaluated, model_dir, task):
+    for run in (result, evaluated):  # with and without evaluations during training
+        tables = run.correct_tables("grpo")
+        assert tables.shape == (2, 3, 2) and set(tables.flatten().tolist()) <= {0, 1}
+        for table, evaluation in zip(tables, run.evaluations["grpo"]):
+            assert table.mean() == pytest.approx(evaluation["pass@1"])  # pass@1 is the table's mean
+        with pytest.raises(ValueError, match="label"):
+            run.correct_tables("nope")
+    plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=1, seeds=(0,),
+                         progress=False)
+    with pytest.raises(ValueError, match="eval_dataset"):
+        plain.correct_tables("grpo")

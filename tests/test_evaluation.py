@@ -57,19 +57,9 @@ def test_the_evaluator_is_sample_then_verify_then_pass_at_k(setup):
     assert result["n_prompts"] == 5
     assert list(evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6)) == [
         "pass@1", "pass@4", "length_mean", "n_prompts"]
-
-
-def test_per_prompt_returns_the_0_1_table_behind_pass_at_1(setup):
-    model, tokenizer, examples = setup
-    plain = evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6, seed=3)
-    table = evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6, seed=3,
-                               per_prompt=True)
-    assert "correct" not in plain
-    correct = torch.tensor(table["correct"])
-    assert correct.shape == (5, 4) and set(correct.flatten().tolist()) <= {0, 1}
-    assert correct.double().mean().item() == pytest.approx(plain["pass@1"]) == pytest.approx(table["pass@1"])
-    with pytest.raises(ValueError, match="per_prompt"):
-        evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6, per_prompt="yes")
+    with_table = evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, ks=(1,), max_new_tokens=6,
+                                    seed=3, return_correct=True)
+    assert with_table["correct"] == [[len(t) % 2 for t in rollout.texts[4 * i:4 * i + 4]] for i in range(5)]
 
 
 def test_rewards_come_back_per_prompt_as_the_verifier_gave_them(setup):
@@ -83,6 +73,7 @@ def test_rewards_come_back_per_prompt_as_the_verifier_gave_them(setup):
 @pytest.mark.parametrize("kwargs, name", [
     (dict(n_samples=0), "n_samples"),
     (dict(n_samples=2, ks=(4,)), "ks"),
+    (dict(return_correct=1), "return_correct"),
 ])
 def test_bad_arguments_name_themselves(setup, kwargs, name):
     model, tokenizer, examples = setup

@@ -5,7 +5,8 @@ arXiv:2107.03374, §2.1), 1 − C(n − c, k) / C(n, k), the chance that k of th
 replacement hold a correct one. The checker compares it with ``rlbook.metrics.pass_at_k`` on a few
 (n, c, k), edge cases included, and when it differs names the likely mistake: the plug-in
 1 − (1 − c/n)^k (biased low), the probability that all k fail instead of that one succeeds, c/n
-for every k, and counting k-subsets of the correct samples instead of the wrong ones.
+for every k, counting k-subsets of the correct samples instead of the wrong ones, and the product of
+the estimator started one factor early.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def _mistakes(n: int, c: int, k: int) -> dict[str, tuple[float, str]]:
         "correct_subsets": (1.0 - math.comb(c, k) / math.comb(n, k),
                             "the subsets to count are those of the n − c *wrong* samples (every one of the k fails), "
                             "not of the c correct ones"),
+        "extra_factor": (1.0 - math.prod(1.0 - k / i for i in range(n - c, n + 1)) if n - c > 0 else None,
+                         "off by one in the product: C(n − c, k)/C(n, k) = Π_{i=n−c+1}^{n} (1 − k/i), starting at "
+                         "i = n − c + 1, not n − c"),
     }
 
 
@@ -57,7 +61,7 @@ def check_pass_at_k(fn) -> bool | None:
         if abs(answer - right) < TOLERANCE:
             continue
         for wrong, hint in _mistakes(n, c, k).values():
-            if abs(answer - wrong) < TOLERANCE:
+            if wrong is not None and abs(answer - wrong) < TOLERANCE:
                 return _verdict(False, "", f"(n={n}, c={c}, k={k}) {hint}")
         return _verdict(False, "", f"n={n}, c={c}, k={k}: expected {right:.6f}, got {answer:.6f}")
     return _verdict(True, f"matches the unbiased estimator on {len(CASES)} cases, edges included", "")

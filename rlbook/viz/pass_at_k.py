@@ -18,6 +18,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rlbook._figures import COLUMN_IN
 from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k, powers_of_two
 
 __all__ = ["plot_logprob_histograms", "plot_pass_at_k_breakdown", "plot_pass_at_k_curves", "plot_problem_breakdown",
@@ -79,9 +80,11 @@ def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: st
         raise ValueError(f"policy must be one of {list(policies)}, got {policy!r}")
     if not 0 <= seed < len(policies[policy]):
         raise ValueError(f"seed must index the {len(policies[policy])} tables of {policy!r}, got {seed}")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4), gridspec_kw={"width_ratios": [1, 1.5]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(COLUMN_IN, 4), gridspec_kw={"width_ratios": [1, 1.5]})
     plot_pass_at_k_curves(base_correct, policies, k=k, ax=left)
     plot_problem_breakdown(base_correct, policies[policy][seed], k, label=f"{policy}, seed index {seed}", ax=right)
+    for ax in (left, right):  # the two titles side by side in the book's column (rlbook._figures)
+        ax.title.set_fontsize(10)
     fig.tight_layout()
     return fig
 
