@@ -81,18 +81,6 @@ class AblationResult:
                 for point in curve]
         return pd.DataFrame(rows)
 
-    def correct_tables(self, label: str) -> np.ndarray:
-        """The final held-out evaluations of ``label`` as one 0/1 array (seeds, prompts, samples):
-        entry [s, p, j] says whether sample j of prompt p was right after the run of the s-th seed
-        (``held_out_correct`` stacked). Every run is evaluated on the same prompts in the same order,
-        so two labels' tables pair up prompt by prompt and seed by seed
-        (``rlbook.evidence.paired_pass_at_k_difference``)."""
-        if label not in self.histories:
-            raise ValueError(f"label {label!r} was not run; labels: {self.labels}")
-        if not self.held_out_correct.get(label):
-            raise ValueError("no held-out evaluation: run_ablation(..., eval_dataset=...)")
-        return np.asarray(self.held_out_correct[label], dtype=np.int64)
-
     def plot_evaluations(self, metric: str = "pass@1", *, ax=None):
         """The held-out ``metric`` against the step for every label: the mean over seeds as a line
         with markers at the evaluated steps, the min-max over seeds as a band."""

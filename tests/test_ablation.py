@@ -189,17 +189,3 @@ def test_per_run_is_each_runs_tail_mean(result):
         result.per_run("nope")
     with pytest.raises(ValueError, match="last"):
         result.per_run("reward", last=0)
-
-
-def test_correct_tables_stack_each_labels_held_out_tables(result, evaluated, model_dir, task):
-    for run in (result, evaluated):  # with and without evaluations during training
-        tables = run.correct_tables("grpo")
-        assert tables.shape == (2, 3, 2) and set(tables.flatten().tolist()) <= {0, 1}
-        for table, evaluation in zip(tables, run.evaluations["grpo"]):
-            assert table.mean() == pytest.approx(evaluation["pass@1"])  # pass@1 is the table's mean
-        with pytest.raises(ValueError, match="label"):
-            run.correct_tables("nope")
-    plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=1, seeds=(0,),
-                         progress=False)
-    with pytest.raises(ValueError, match="eval_dataset"):
-        plain.correct_tables("grpo")

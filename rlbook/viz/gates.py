@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from rlbook._checks import as_float_tensor, check_positive
+from rlbook._figures import COLUMN_IN
 from rlbook.token_gradients import gradient_coefficient
 
 __all__ = [
@@ -73,14 +74,14 @@ def plot_gate_weights(tau_pos: float = 1.0, tau_neg: float = 1.05, *, eps: float
     ratio = torch.linspace(0.02, r_max, 400, dtype=torch.float64)
     knobs = {"ppo": {"eps_low": eps, "eps_high": eps}, "sapo": {"tau_pos": tau_pos, "tau_neg": tau_neg},
              "cispo": {"eps_high": cispo_eps_high}}
-    fig, (ax_gate, *ax_signs) = plt.subplots(1, 3, figsize=(13, 3.9))
+    fig, (ax_gate, *ax_signs) = plt.subplots(1, 3, figsize=(COLUMN_IN, 4.3))  # fits the book's column
     for sign, tau, style in ((+1, tau_pos, "-"), (-1, tau_neg, "--")):
         sapo = gradient_coefficient(ratio, sign, variant="sapo", **knobs["sapo"]) / ratio
         ppo = gradient_coefficient(ratio, sign, variant="ppo", **knobs["ppo"]) / ratio
         ax_gate.plot(ratio, sapo, style, color=COLOURS["sapo"], label=f"SAPO, A {'>' if sign > 0 else '<'} 0, τ = {tau:.3g}")
         ax_gate.plot(ratio, ppo, style, color=COLOURS["ppo"], lw=1, label=f"PPO, A {'>' if sign > 0 else '<'} 0")
     ax_gate.set(xlabel="ratio r", ylabel="w(r) / r", ylim=(-0.05, 1.1))
-    ax_gate.set_title("gate weight g = w/r: 1 at r = 1, smooth (SAPO) or hard (PPO)", fontsize=10)
+    ax_gate.set_title("gate weight g = w/r: 1 at r = 1,\nsmooth (SAPO) or hard (PPO)", fontsize=10)
     cap = 1 + cispo_eps_high
     for ax, sign in zip(ax_signs, (+1, -1)):
         ax.plot(ratio, gradient_coefficient(ratio, sign, variant="cispo", **knobs["cispo"]), color=COLOURS["cispo"],
@@ -90,7 +91,7 @@ def plot_gate_weights(tau_pos: float = 1.0, tau_neg: float = 1.05, *, eps: float
             coefficient = gradient_coefficient(ratio, sign, variant=variant, **knobs[variant])
             ax.plot(ratio, coefficient, color=COLOURS[variant], lw=1.4, label=variant.upper())
         ax.set(xlabel="ratio r", ylabel="gradient coefficient w(r)", ylim=(-0.1, r_max + 0.1))
-        ax.set_title(f"A {'> 0' if sign > 0 else '< 0'}:  ∇J = w(r) · A · ∇log π", fontsize=10)
+        ax.set_title(f"A {'> 0' if sign > 0 else '< 0'}:\n∇J = w(r) · A · ∇log π", fontsize=10)
     for ax in (ax_gate, *ax_signs):
         ax.axvline(1, color="black", lw=0.6)
         for edge in (1 - eps, 1 + eps):
@@ -99,9 +100,9 @@ def plot_gate_weights(tau_pos: float = 1.0, tau_neg: float = 1.05, *, eps: float
     ax_gate.legend(fontsize=8, loc="upper right")
     for ax in ax_signs:
         ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.text(0.01, 0.01, "SAPO's gate weight: " + gate_readout(tau_pos, tau_neg, eps=eps).replace("\n", ";   "),
-             fontsize=8.5, family="monospace")
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
+    fig.text(0.01, 0.01, "SAPO's gate weight g:\n" + gate_readout(tau_pos, tau_neg, eps=eps), fontsize=8.5,
+             family="monospace")
     return fig
 
 
@@ -146,7 +147,7 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
     eps = check_positive("eps", eps)
     ratio = as_float_tensor("ratio", ratio, ndim=(1,)).numpy()
     advantages = as_float_tensor("advantages", advantages, ndim=(1,)).numpy()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(COLUMN_IN, 3.6))
     for ax, positive in zip(axes, (True, False)):
         rows = advantages > 0 if positive else advantages < 0
         for name, coefficient in coefficients.items():
