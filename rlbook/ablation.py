@@ -169,7 +169,8 @@ class AblationResult:
 
     def plot(self, metrics=("reward", "entropy"), *, x: str = "step", smooth: int = 1, axes=None):
         """One panel per metric against ``x`` ("step" or "wall_time"): the mean over seeds as a line,
-        the min-max over seeds as a band; ``smooth`` > 1 applies a trailing moving average."""
+        the min-max over seeds as a band (the first panel's legend says so); ``smooth`` > 1 applies a
+        trailing moving average."""
         metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
         if x not in ("step", "wall_time"):
             raise ValueError(f"x must be 'step' or 'wall_time', got {x!r}")
@@ -199,7 +200,9 @@ class AblationResult:
                                     color=line.get_color(), alpha=0.2)
             ax.set(xlabel="wall time (s)" if x == "wall_time" else "step", title=metric)
             ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=8)
+        seeds = len(self.seeds)
+        axes[0].legend(fontsize=8, title=f"line: mean of {seeds} seeds\nband: lowest to highest" if seeds > 1 else None,
+                       title_fontsize=7)
         fig.tight_layout()
         return fig
 

@@ -129,12 +129,19 @@ def sapo_gate(ratio, advantages, *, tau_pos: float = 1.0, tau_neg: float = 1.05)
 
 
 def cispo_weight(ratio, *, eps_low: float | None = None, eps_high: float = 4.0) -> torch.Tensor:
-    """CISPO's IS weight sg[clip(r, 1 − ε_low, 1 + ε_high)] (MiniMax 2025, arXiv:2506.13585).
+    """CISPO's IS weight sg[clip(r, 1 − ε_low, 1 + ε_high)] (MiniMax 2025, arXiv:2506.13585, eq. 5).
 
-    CISPO maximises sg[r̂] · A · log π_θ: the clipped weight multiplies a REINFORCE term, so a token
-    whose ratio is clipped still gets a gradient (PPO's clip zeroes it). MiniMax-M1 sets no lower
-    bound (``eps_low=None``) and tunes only ε_high; the default 4.0 (weight ≤ 5) is ScaleRL's
-    ε_max = 5 (Khatri et al. 2025, arXiv:2510.13786), TRL's recommended ``epsilon_high`` for CISPO.
+    CISPO maximises sg[r̂] · A · log π_θ (eq. 4): the clipped weight multiplies a REINFORCE term, so a
+    token whose ratio is clipped still gets a gradient (PPO's clip zeroes it). It is truncated
+    importance sampling, as in IMPALA's V-trace ρ̄ (Espeholt et al. 2018, arXiv:1802.01561), per token
+    and without a correction term, so the gradient is biased toward π_old's (the report says so, §3.1).
+    MiniMax-M1 sets no lower bound (``eps_low=None``) and tunes only ε_high.
+
+    Two conventions for the cap. Here the weight is capped at **1 + eps_high**: the default
+    eps_high = 4.0 caps it at 5, ScaleRL's ε_max = 5 (Khatri et al. 2025, arXiv:2510.13786). TRL's
+    ``GRPOConfig(loss_type="cispo")`` clamps at ``epsilon_high`` itself (its recommended value, 5.0,
+    is the cap), so the same setting is TRL ``epsilon_high`` = 1 + this ``eps_high``
+    (``rlbook.scaling`` converts it).
     """
     ratio = as_float_tensor("ratio", ratio)
     eps_high = check_positive("eps_high", eps_high, allow_zero=True)

@@ -54,6 +54,7 @@ def test_plot_has_one_panel_per_metric(result):
     figure = result.plot(("reward", "entropy"), x="wall_time")
     assert len(figure.axes) == 2
     assert len(figure.axes[0].lines) == 2
+    assert "mean of 2 seeds" in figure.axes[0].get_legend().get_title().get_text()
 
 
 def test_default_task_comes_from_the_zoo_card():

@@ -1,5 +1,7 @@
 """The self-checking exercises of lessons 12 (GSPO's sequence ratio) and 13 (SAPO's gate weight)."""
 
+import math
+
 import pytest
 import torch
 
@@ -37,6 +39,7 @@ WRONG_ANSWERS = [
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tp, tn) * r, "g(r) · r = w(r)"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r + 1, a, tp, tn), "centred at r = 1"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tn, tp), "swapped"),
+    (check_sapo_gate_weight, lambda r, a, tp, tn: torch.cosh(tau(a, tp, tn) * (r - 1)) ** -2, "without the ½"),
 ]
 
 
@@ -50,6 +53,81 @@ def test_checkers_name_the_mistake(checker, fn, phrase, capsys):
                                             (check_sapo_gate_weight, right_gate_weight)])
 def test_checkers_accept_the_right_answer(checker, right, capsys):
     assert checker(right) is True
+
+
+def test_the_sech_form_is_accepted(capsys):
+    assert check_sapo_gate_weight(lambda r, a, tp, tn: torch.cosh(tau(a, tp, tn) * (r - 1) / 2) ** -2) is True
+
+
+# --- lesson 13's exercises 2-4: SAPO's τ → ∞ limit, the half-weight τ, CISPO's sign flip -----------
+
+from rlbook.exercises.gates import (check_gate_limit, check_half_weight_temperature,  # noqa: E402
+                                   check_sign_flip_threshold, reference_half_weight_temperature,
+                                   reference_sign_flip_threshold)
+
+
+def _ppo(r, a, eps=0.2):
+    return torch.where(a > 0, torch.where(r > 1 + eps, 0 * r, r), torch.where(r < 1 - eps, 0 * r, r))
+
+
+@pytest.mark.parametrize("right", [lambda r, a: (r == 1).double(), lambda r, a: torch.where(r == 1, r, 0 * r),
+                                   lambda r, a: [1.0 if x == 1 else 0.0 for x in r.tolist()]])
+def test_gate_limit_accepts_every_right_form(right, capsys):
+    assert check_gate_limit(right) is True
+    assert "not PPO" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, phrase", [
+    (_ppo, "PPO's clipped coefficient"),
+    (lambda r, a: r * ((r - 1).abs() <= 0.2).double(), "hard symmetric band"),
+    (lambda r, a: r.clone(), "plain importance sampling"),
+    (lambda r, a: torch.ones_like(r), "does not stay 1"),
+    (lambda r, a: 1 / 0, "ZeroDivisionError"),
+])
+def test_gate_limit_names_the_mistake(wrong, phrase, capsys):
+    assert check_gate_limit(wrong) is False
+    assert phrase in capsys.readouterr().out
+
+
+def test_numeric_references_are_the_closed_forms():
+    assert reference_half_weight_temperature() == pytest.approx(10 * math.log(1 + math.sqrt(2)), rel=1e-6)
+    assert reference_sign_flip_threshold() == pytest.approx(1 / math.e, rel=1e-6)
+
+
+@pytest.mark.parametrize("answer, ok, phrase", [
+    (8.81, True, "10·ln(1 + √2)"),
+    (10 * math.log(1 + math.sqrt(2)), True, "10·ln(1 + √2)"),
+    (4.407, False, "drops the ½"),
+    (13.17, False, "sech(τ·0.1) = ½"),
+    (math.log(8) / 0.2, False, "tail"),
+    (6.931, False, "ln(2)/0.1"),
+    (3.0, False, "solve sech²"),
+    ("8.8", False, "as a number"),
+])
+def test_half_weight_temperature(answer, ok, phrase, capsys):
+    assert check_half_weight_temperature(answer) is ok
+    assert phrase in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, ok, phrase", [
+    (0.3679, True, "1/e"),
+    (1 / math.e, True, "1/e"),
+    (-1, False, "log p*"),
+    (math.e, False, "that is e"),
+    (1.0, False, "shrinks the update"),
+    (0.5, False, "still points along A"),
+    (0.1, False, "solve 1 + log π = 0"),
+    (True, False, "as a number"),
+])
+def test_sign_flip_threshold(answer, ok, phrase, capsys):
+    assert check_sign_flip_threshold(answer) is ok
+    assert phrase in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("checker", [check_gate_limit, check_half_weight_temperature, check_sign_flip_threshold])
+def test_unattempted_answers_return_none(checker, capsys):
+    assert checker(None) is None
+    assert "Nothing to check yet" in capsys.readouterr().out
 
 
 def test_reference_gate_weight_is_one_on_policy():

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from rlbook import probes
+from rlbook._figures import COLUMN_IN
 from rlbook.models import load_model
 from rlbook.tasks import get_task
 from rlbook.viz import gates as gate_viz
@@ -71,11 +72,32 @@ def test_plot_histories_overlays_runs():
 def test_gate_plots_and_widget():
     fig = gate_viz.plot_gate_weights(2.0, 4.0, r_max=3.0)
     assert len(fig.axes) == 3
-    assert len(fig.axes[1].lines) == 5  # importance sampling, PPO, SAPO, CISPO, the r = 1 marker
+    assert len(fig.axes[1].lines) == 7  # CISPO, importance sampling, PPO, SAPO, the r = 1 marker, PPO's 1 ± ε
+    assert fig.get_size_inches()[0] <= COLUMN_IN  # shown at full size in the book's column
+    readout = fig.texts[0].get_text()
+    assert "τ = 2" in readout and "τ = 4" in readout and f"{gate_viz.half_weight_distance(2.0):.3g}" in readout
+    capped = gate_viz.plot_gate_weights(2.0, 4.0, r_max=3.0, cispo_eps_high=0.2).axes[1].lines[0].get_ydata()
+    assert max(capped) == pytest.approx(1.2)  # the CISPO curve is drawn at the cap it is given
     with pytest.raises(ValueError, match="tau_pos"):
         gate_viz.plot_gate_weights(0.0, 1.0)
     ratio = torch.tensor([0.5, 1.0, 1.4, 2.0])
     advantages = torch.tensor([1.0, -1.0, 1.0, -1.0])
     fig = gate_viz.plot_token_coefficients(ratio, advantages, {"ppo": torch.tensor([0.5, 1.0, 0.0, 2.0]),
                                                                "cispo": torch.tensor([0.5, 1.0, 1.4, 2.0])})
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= COLUMN_IN
+    # the r = 1 marker and PPO's band edges 1 ± ε, dashed in each panel
+    assert sorted(line.get_xdata()[0] for line in fig.axes[0].lines) == pytest.approx([0.8, 1.0, 1.2])
+
+
+def test_gate_weight_closed_forms():
+    import math
+
+    assert gate_viz.gate_weight(torch.tensor([1.0, 1.2]), 1.0).tolist() == pytest.approx(
+        [1.0, 1 / math.cosh(0.1) ** 2])
+    half = gate_viz.half_weight_distance(8.0)
+    assert gate_viz.gate_weight(torch.tensor([1 + half]), 8.0).item() == pytest.approx(0.5)
+    for bad in (gate_viz.half_weight_distance, lambda tau: gate_viz.gate_weight(torch.ones(1), tau)):
+        with pytest.raises(ValueError, match="tau"):
+            bad(0.0)
+    with pytest.raises(ValueError, match="eps"):
+        gate_viz.gate_readout(eps=-0.1)
