@@ -9,7 +9,9 @@ uncertain the number is. Three cases come up again and again, and each has one f
   cluster-robust "sandwich" variance of a mean; Cameron & Miller, *A Practitioner's Guide to
   Cluster-Robust Inference*, J. Human Resources 50(2), 2015, with the G/(G − 1) small-sample
   factor). With one sample per prompt it is the ordinary standard error. ``pass_at_k_with_se`` applies it
-  to a held-out pass@k: one estimate per prompt, clustered by prompt.
+  to a held-out pass@k: one estimate per prompt, clustered by prompt. ``pass_at_k_gap`` compares two
+  policies on the same prompts: one paired difference per prompt, so a prompt that is hard for both
+  counts once (the two SEs do not add in quadrature).
 - **Comparing two methods over seeds.** ``compare_seeds`` says whether one method beat the other
   beyond the seed spread: at least three seeds each, and every seed of the better method above every
   seed of the other. With 3 seeds against 3, that ordering arises by chance with probability
@@ -36,7 +38,7 @@ import numpy as np
 
 from rlbook.metrics import pass_at_k_per_prompt
 
-__all__ = ["clustered_se", "ratio_se", "pass_at_k_with_se", "SeedComparison", "compare_seeds",
+__all__ = ["clustered_se", "ratio_se", "pass_at_k_with_se", "pass_at_k_gap", "SeedComparison", "compare_seeds",
            "minimum_detectable_difference", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
@@ -104,6 +106,26 @@ def pass_at_k_with_se(correct, k: int, *, clusters=None) -> tuple[float, float]:
     per_prompt = pass_at_k_per_prompt(correct, k)
     labels = range(len(per_prompt)) if clusters is None else clusters
     return float(np.mean(per_prompt)), clustered_se(per_prompt, labels)
+
+
+def pass_at_k_gap(base_correct, policy_correct, k: int) -> tuple[float, float]:
+    """``(gap, se)``: the policy's held-out pass@k minus the base's, on the same P prompts, and its SE
+    clustered by prompt.
+
+    ``base_correct``, ``policy_correct``: (P, n) 0/1 tables of the same P prompts in the same order (n
+    may differ, k ≤ both). Each prompt gives one paired difference d_i = pass@k_policy,i − pass@k_base,i
+    (Chen et al. 2021's unbiased estimator, arXiv:2107.03374 eq. 1, on each row); gap = mean d_i and
+    se = ``clustered_se(d, prompts)`` = sd(d)/√P. The prompts are the independent units: the n samples
+    of one prompt are not n observations, and the two tables share their prompts, so the SE of the gap
+    is not √(se_base² + se_policy²).
+    """
+    base = pass_at_k_per_prompt(base_correct, k)
+    policy = pass_at_k_per_prompt(policy_correct, k)
+    if len(base) != len(policy):
+        raise ValueError(f"base_correct and policy_correct must cover the same prompts, got {len(base)} and "
+                         f"{len(policy)} rows")
+    differences = np.asarray(policy, dtype=float) - np.asarray(base, dtype=float)
+    return float(differences.mean()), clustered_se(differences, range(len(differences)))
 
 
 @dataclass(frozen=True)

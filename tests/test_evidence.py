@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from rlbook.evidence import (
-    MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference, pass_at_k_with_se, ratio_se,
+    MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference, pass_at_k_gap, pass_at_k_with_se,
+    ratio_se,
 )
+from rlbook.metrics import pass_at_k
 from rlbook.notebook import check_claim
 
 
@@ -98,6 +100,7 @@ def test_ratio_se_is_zero_when_the_pairs_are_proportional():
     (lambda: compare_seeds([1.0, float("nan")], [0.0]), "finite"),
     (lambda: minimum_detectable_difference(-1.0, 3, 3), "seed_sd"),
     (lambda: minimum_detectable_difference(0.1, 0, 3), "n_a"),
+    (lambda: pass_at_k_gap(np.ones((3, 4)), np.ones((2, 4)), 2), "same prompts"),
 ])
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):
@@ -113,3 +116,17 @@ def test_check_claim_prints_its_support_and_fails_with_it(capsys):
         check_claim(False, "pass@1 rises", n="2 seeds")
     with pytest.raises(ValueError, match="uncertainty"):
         check_claim(True, "x", uncertainty="  ")
+
+
+def test_pass_at_k_gap_pairs_by_prompt():
+    # Prompts that are hard for both models: the paired SE is far below the two SEs in quadrature.
+    rng = np.random.default_rng(0)
+    difficulty = rng.uniform(0, 1, size=(40, 1))
+    base = (rng.uniform(size=(40, 16)) < difficulty * 0.5).astype(int)
+    policy = (rng.uniform(size=(40, 16)) < np.minimum(1, difficulty * 0.5 + 0.2)).astype(int)
+    gap, se = pass_at_k_gap(base, policy, 4)
+    d = np.array([pass_at_k(16, int(p), 4) - pass_at_k(16, int(b), 4) for p, b in zip(policy.sum(1), base.sum(1))])
+    assert gap == pytest.approx(d.mean()) and se == pytest.approx(d.std(ddof=1) / math.sqrt(40))
+    unpaired = math.hypot(pass_at_k_with_se(base, 4)[1], pass_at_k_with_se(policy, 4)[1])
+    assert se < 0.75 * unpaired
+    assert pass_at_k_gap(base, base, 4) == (0.0, 0.0)
