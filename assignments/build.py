@@ -3,9 +3,9 @@
     python assignments/build.py [--out build/assignments] [a1_policy_gradient_kl ...]
 
 For each master ``assignments/masters/NAME.ipynb`` this runs ``otter assign`` (otter-grader) into
-``OUT/NAME/``: ``student/NAME.ipynb`` is what students get (stubs, no solutions, no hidden tests),
-``autograder/autograder.zip`` is otter's own autograder (for Gradescope; ``grade.py`` does not use it), and
-``autograder/NAME.ipynb`` is the solution. Offline: no PDF, no Docker, and the tests are not run
+``OUT/NAME/``: ``student/NAME.ipynb`` is what students get (stubs, no solutions, no hidden tests) and
+``autograder/NAME.ipynb`` is the solution. Otter's own autograder zip is deleted: it grades by running the
+notebook with its tests; the Gradescope autograder is ``gradescope.py``'s. Offline: no PDF, no Docker, and the tests are not run
 here (``tests/test_assignments.py`` grades the solutions instead).
 
 It also writes ``autograder/grading.json``, what ``assignments/grade.py`` grades with: the master's setup
@@ -13,7 +13,9 @@ cell, and for each autograded question its points, its hidden tests (each a func
 the answers it needs) and, for a training question (``training`` in its name), the solution's training
 code, which the grader re-runs with the submission's own functions under its own seed, and for a
 function question the solution's definitions (``reference``), which ``hidden_cases.py`` compares the
-answer with on inputs drawn from the course's seed; and the hand-graded questions' names and points
+answer with on inputs drawn from the course's seed; for a question the book has no checker for, its known
+mistakes (``assignments/known_mistakes.json`` entries with a ``message``: the solution with one line edited,
+and what the feedback says when an answer behaves like it); and the hand-graded questions' names and points
 (``manual``, for ``assignments/manual.py``).
 """
 
@@ -31,6 +33,7 @@ import sys
 import yaml
 
 MASTERS = pathlib.Path(__file__).resolve().parent / "masters"
+KNOWN_MISTAKES = pathlib.Path(__file__).resolve().parent / "known_mistakes.json"
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent.parent / "build" / "assignments"
 
 
@@ -51,7 +54,7 @@ def build(name: str, out: pathlib.Path) -> pathlib.Path:
     if done.returncode != 0:
         raise RuntimeError(f"otter assign failed for {name}:\n{done.stdout}\n{done.stderr}")
     (zip_file,) = (target / "autograder").glob(f"{name}-autograder_*.zip")
-    zip_file.rename(target / "autograder" / "autograder.zip")
+    zip_file.unlink()  # otter's own zip grades by running the notebook with its tests: gradescope.py builds ours
     spec = grading_spec(MASTERS / f"{name}.ipynb")
     (target / "autograder" / "grading.json").write_text(json.dumps(spec, indent=1, ensure_ascii=False))
     return target
@@ -76,9 +79,41 @@ def hidden_test(source: str) -> dict:
             "arguments": [arg.arg for arg in function.args.args], "source": ast.unparse(function)}
 
 
+def solution_cells(master: pathlib.Path) -> list[str]:
+    """The master's code cells without its hidden tests: the solution as a student would hand it in."""
+    cells, in_tests = [], False
+    for cell in json.loads(master.read_text())["cells"]:
+        source = _source(cell)
+        if cell["cell_type"] == "raw" and source.strip() in ("# BEGIN TESTS", "# END TESTS"):
+            in_tests = source.strip() == "# BEGIN TESTS"
+        elif cell["cell_type"] == "code" and not in_tests:
+            cells.append(source)
+    return cells
+
+
+def known_mistakes(assignment: str | None = None) -> list[dict]:
+    """The entries of ``known_mistakes.json`` (of one assignment, when given)."""
+    mistakes = json.loads(KNOWN_MISTAKES.read_text())["mistakes"]
+    return [m for m in mistakes if assignment is None or m["assignment"] == assignment]
+
+
+def _wrong_answer(source: str, mistake: dict) -> dict:
+    """A known mistake as the harness uses it: the edited solution's definitions, or its literal value."""
+    code = solution_code(source.replace(mistake["find"], mistake["replace"]))
+    nodes = ast.parse(code).body
+    entry = {"name": mistake["name"], "message": mistake["message"]}
+    definitions = [node for node in nodes if isinstance(node, ast.FunctionDef)]
+    if definitions:
+        return {**entry, "definitions": "".join(ast.unparse(node) + "\n" for node in definitions)}
+    (value,) = [node.value for node in nodes if isinstance(node, ast.Assign)]
+    return {**entry, "literal": ast.literal_eval(value), "tolerance": mistake.get("tolerance", 0.0)}
+
+
 def grading_spec(master: pathlib.Path) -> dict:
-    """The setup code and each autograded question's points, tests and (training questions) training code."""
+    """The setup code and each autograded question's points, tests, known mistakes and (training questions)
+    training code."""
     cells = json.loads(master.read_text())["cells"]
+    declared = [m for m in known_mistakes(master.stem) if "message" in m]
     setup, questions, manual, question, block = [], [], [], None, None
     for cell in cells:
         source = _source(cell)
@@ -87,7 +122,7 @@ def grading_spec(master: pathlib.Path) -> dict:
             if first == "# BEGIN QUESTION":
                 config = yaml.safe_load(source.split("\n", 1)[1])
                 question = {"name": config["name"], "points": float(config["points"]), "tests": [], "training": "",
-                            "reference": ""}
+                            "reference": "", "mistakes": []}
                 (manual if config.get("manual") else questions).append(question)
             elif first == "# END QUESTION":
                 question = None
@@ -104,9 +139,15 @@ def grading_spec(master: pathlib.Path) -> dict:
         elif cell["cell_type"] == "code" and block == "# BEGIN SOLUTION":
             definitions = [n for n in ast.parse(solution_code(source)).body if isinstance(n, ast.FunctionDef)]
             question["reference"] += "".join(ast.unparse(node) + "\n" for node in definitions)
+            question["mistakes"] += [_wrong_answer(source, m) for m in declared
+                                     if m["question"] == question["name"] and m["find"] in source]
     for question in questions:
         if sum(test["points"] for test in question["tests"]) != question["points"]:
             raise ValueError(f"{master.name}: {question['name']}'s tests do not add up to its points")
+    found = {(q["name"], m["name"]) for q in questions for m in q["mistakes"]}
+    lost = [m["name"] for m in declared if (m["question"], m["name"]) not in found]
+    if lost:
+        raise ValueError(f"{master.name}: known mistakes whose `find` is not in their question's solution: {lost}")
     manual = [{"name": q["name"], "points": q["points"]} for q in manual]
     return {"setup": "\n".join(setup), "questions": questions, "manual": manual}
 

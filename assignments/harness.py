@@ -9,7 +9,10 @@ training question (re-run here with the submission's functions under the grader'
 a function question the master's solution, which ``hidden_cases.py`` compares the answer with on inputs
 drawn from the course's seed (reported as the test ``hidden_cases``).
 Each test is a function whose arguments name the answers it needs; an ``AssertionError``'s message is the
-feedback. This file is standalone: it runs where the grader's own files are hidden.
+feedback. When a question fails and its known mistakes (``assignments/known_mistakes.json``, for a question the
+book has no checker for) include one the answer behaves like, that mistake's message is reported too (the
+test ``known_mistake``), so the feedback names the mistake rather than only what was expected.
+This file is standalone: it runs where the grader's own files are hidden.
 """
 
 import json
@@ -40,18 +43,46 @@ def _hidden_cases(question: dict, namespace: dict, reference: dict, seed: int) -
         return f"on a hidden case it raised {_message(error)}"
 
 
-def main() -> None:
-    results = os.fdopen(os.dup(1), "w")  # the only channel back to the grader; prints go to stderr
-    os.dup2(2, 1)
-    job = json.loads(sys.stdin.read())
-    nonce = job.pop("nonce")  # the grader keeps only lines that carry it: a forged line would have to find it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # autograde.py, beside this file
+def _same_literal(got, wrong, tolerance: float) -> bool:
+    """True when a literal answer equals a known wrong one: numbers (or lists of them) within ``tolerance``."""
+    if isinstance(wrong, (list, tuple)):
+        return (isinstance(got, (list, tuple)) and len(got) == len(wrong)
+                and all(_same_literal(g, w, tolerance) for g, w in zip(got, wrong)))
+    if isinstance(wrong, (int, float)) and not isinstance(wrong, bool):
+        return isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - wrong) <= tolerance
+    return got == wrong
 
-    def report(question: str, test: str, passed: bool, message: str = "") -> None:
-        line = {"question": question, "test": test, "passed": passed, "message": message[:600], "nonce": nonce}
-        results.write(json.dumps(line) + "\n")
-        results.flush()
 
+def _known_mistake(question: dict, namespace: dict, setup: dict, seed: int) -> str | None:
+    """The message of the question's first known mistake that the answer behaves like, or None.
+
+    A wrong function is the solution with one line edited (run on the course's hidden cases, where the answer
+    must agree with it on every case); a wrong literal is compared with the answer's value.
+    """
+    import hidden_cases
+
+    names = list(dict.fromkeys(name for test in question["tests"] for name in test["arguments"]))
+    for mistake in question.get("mistakes", []):
+        if "literal" in mistake:
+            if any(_same_literal(namespace.get(name), mistake["literal"], mistake.get("tolerance", 0.0))
+                   for name in names):
+                return mistake["message"]
+            continue
+        wrong = dict(setup)
+        exec(compile(mistake["definitions"], f"<known mistake {mistake['name']}>", "exec"), wrong)
+        checked = [name for name in names if name in hidden_cases.CASES and callable(wrong.get(name))]
+        try:
+            if checked and all(callable(namespace.get(name))
+                               and hidden_cases.check(name, namespace[name], wrong[name], seed) is None
+                               for name in checked):
+                return mistake["message"]
+        except BaseException:  # noqa: BLE001 - an answer that raises is not this mistake
+            continue
+    return None
+
+
+def run_job(job: dict, report) -> None:
+    """Run one job's tests; ``report(question, test, passed, message)`` receives each result."""
     setup = {"__name__": "__submission__"}
     exec(compile(job["setup"], "<setup>", "exec"), setup)
     namespace = dict(setup)
@@ -65,6 +96,7 @@ def main() -> None:
                 traceback.print_exc()
                 failure = f"{label} raised {_message(error)}"
     for question in job["questions"]:
+        failed = False
         for test in question["tests"]:
             if failure is not None:
                 report(question["name"], test["name"], False, failure)
@@ -76,6 +108,7 @@ def main() -> None:
             except BaseException as error:  # noqa: BLE001
                 traceback.print_exc()
                 report(question["name"], test["name"], False, _message(error))
+                failed = True
             else:
                 report(question["name"], test["name"], True)
         if question["reference"] and failure is None:
@@ -83,6 +116,26 @@ def main() -> None:
             exec(compile(question["reference"], "<reference>", "exec"), reference)
             differs = _hidden_cases(question, namespace, reference, job["seed"])
             report(question["name"], "hidden_cases", differs is None, differs or "")
+            failed = failed or differs is not None
+        if failed:
+            named = _known_mistake(question, namespace, setup, job["seed"])
+            if named:
+                report(question["name"], "known_mistake", False, named)
+
+
+def main() -> None:
+    results = os.fdopen(os.dup(1), "w")  # the only channel back to the grader; prints go to stderr
+    os.dup2(2, 1)
+    job = json.loads(sys.stdin.read())
+    nonce = job.pop("nonce")  # the grader keeps only lines that carry it: a forged line would have to find it
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # autograde.py, beside this file
+
+    def report(question: str, test: str, passed: bool, message: str = "") -> None:
+        line = {"question": question, "test": test, "passed": passed, "message": message[:600], "nonce": nonce}
+        results.write(json.dumps(line) + "\n")
+        results.flush()
+
+    run_job(job, report)
     results.close()
 
 

@@ -24,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub reads it 
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import re  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -31,6 +32,7 @@ import numpy as np  # noqa: E402
 from rlbook.models import build_char_tokenizer, build_tiny_model, load_model, pretrained_names, zoo_names  # noqa: E402
 from rlbook.models.pretrained import SOURCE_JSON, pretrained_folder  # noqa: E402
 from rlbook.tasks.verifiers import completion_text  # noqa: E402
+from report import RESULT_PREFIX  # noqa: E402
 
 ZOO_DEFAULT = "arith-base"
 QUESTION = "What is {a} + {b}? Reply with only the number."
@@ -87,3 +89,13 @@ def trl_last_number_reward(prompts=None, completions=None, answer=None, **column
     """``last_number_reward`` in TRL's convention: completions as strings or chat messages, the
     dataset's ``answer`` column aligned with them."""
     return [last_number_reward(completion_text(c), {"answer": a}) for c, a in zip(completions, answer)]
+
+
+def emit_result(benchmark: str, *, rlbook: str, reference: str, ratio: float, ratio_cpu: float,
+                load_before: float) -> None:
+    """Print the run's result as one ``RESULT {json}`` line, the form ``benchmarks/report.py`` reads:
+    what was measured (``benchmark``), rlbook's and the reference's figures as text, the ratio of the two
+    by the wall clock and by process (CPU) time (> 1: rlbook faster), and the load average before."""
+    fields = {"benchmark": benchmark, "rlbook": rlbook, "reference": reference, "ratio": round(ratio, 3),
+              "ratio_cpu": round(ratio_cpu, 3), "load_before": round(load_before, 2)}
+    print(RESULT_PREFIX + json.dumps(fields, ensure_ascii=False), flush=True)

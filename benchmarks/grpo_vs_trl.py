@@ -58,8 +58,9 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from common import (addition_rows, fill_defaults, get_model, is_pretrained, last_number_reward,  # first: offline
-                    trl_last_number_reward)
+from common import (  # first: offline
+    addition_rows, emit_result, fill_defaults, get_model, is_pretrained, last_number_reward, trl_last_number_reward,
+)
 
 import torch
 from datasets import Dataset
@@ -246,9 +247,19 @@ def main():
     wall = statistics.median(theirs.wall) / statistics.median(ours.wall)
     cpu = statistics.median(theirs.cpu) / statistics.median(ours.cpu)
     print(f"speed-up (TRL / rlbook): {wall:.2f}x (by cpu time, steadier on a shared machine: {cpu:.2f}x)")
+    what = (f"`{name}` ({args.prompts} prompts × G = {args.group_size}, {args.max_new_tokens} new tokens"
+            f"{f', LoRA r = {args.lora}' if args.lora else ''})")
+    emit_result(f"GRPO{' + LoRA' if args.lora else ''} step, {what}",
+                rlbook=f"{statistics.median(ours.wall):.3f} s/step",
+                reference=f"TRL `GRPOTrainer` {statistics.median(theirs.wall):.3f} s/step", ratio=wall, ratio_cpu=cpu,
+                load_before=load_before)
     if busy is not None:
-        print(f"rlbook step beside a busy process: {busy.summary()} = "
-              f"{statistics.median(busy.wall) / statistics.median(ours.wall):.2f}x the idle step")
+        slower = statistics.median(busy.wall) / statistics.median(ours.wall)
+        print(f"rlbook step beside a busy process: {busy.summary()} = {slower:.2f}x the idle step")
+        emit_result(f"the same rlbook step, {what}, beside a process that keeps one core busy",
+                    rlbook=f"{statistics.median(busy.wall):.3f} s/step",
+                    reference=f"rlbook's idle step {statistics.median(ours.wall):.3f} s/step", ratio=1 / slower,
+                    ratio_cpu=statistics.median(ours.cpu) / statistics.median(busy.cpu), load_before=load_before)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from common import addition_rows, fill_defaults, get_model, is_pretrained  # first: it turns the hub client offline
+from common import addition_rows, emit_result, fill_defaults, get_model, is_pretrained  # first: it turns the hub client offline
 
 import torch
 
@@ -145,6 +145,11 @@ def main():
     ours, theirs = medians["rlbook sample"], medians["HF generate"]
     print(f"ratio rlbook / HF generate: {ours['wall'] / theirs['wall']:.2f}x "
           f"(per cpu second, steadier on a shared machine: {ours['cpu'] / theirs['cpu']:.2f}x)")
+    name = args.model or model_note.split(" ")[0]
+    emit_result(f"sampler, `{name}` (batch {args.batch} = {len(prompts)} prompts × {args.num_samples} "
+                f"sample{'s' if args.num_samples > 1 else ''}, {args.max_new_tokens} new tokens)",
+                rlbook=f"{ours['wall']:,.0f} tokens/s", reference=f"HF `generate` {theirs['wall']:,.0f} tokens/s",
+                ratio=ours["wall"] / theirs["wall"], ratio_cpu=ours["cpu"] / theirs["cpu"], load_before=load)
 
 if __name__ == "__main__":
     main()

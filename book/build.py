@@ -7,20 +7,26 @@ Writes the Sphinx sources into ``OUT/src`` and the site into ``OUT/html``:
   and, under its title, how to open it in JupyterLab;
 - ``index.md``: the table of contents, the README's lesson table with each row linked to its page
   (a lesson the README does not list yet gets a row with its notebook's first heading);
+- ``bibliography.md``: every paper the lessons cite, with its link and the lessons citing it
+  (``bibliography.py``, read from the notebooks at each build);
 - ``api/``: one autodoc page per public module of ``rlbook``.
 
 Sphinx runs with ``-W``: a warning (a broken reference, a docstring that does not parse, a missing
-image) fails the build. Sources are rewritten only when they change, so a second build is incremental.
+image) fails the build. Sources are rewritten only when they change, so a second build is incremental;
+when what every page shows changes (the navigation, the configuration, the static files), every page
+is written again (``-a``), since Sphinx rewrites only the pages whose own source changed.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import importlib
 import json
 import pkgutil
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -28,6 +34,7 @@ BOOK = Path(__file__).resolve().parent
 ROOT = BOOK.parent
 sys.path.insert(0, str(BOOK))
 
+from bibliography import bibliography, bibliography_page  # noqa: E402
 from docstrings import escape_pipes, rst_problems  # noqa: E402
 from widgets import static_notebook  # noqa: E402
 
@@ -166,11 +173,20 @@ lesson with the outputs stored by its last full-size run; to run one, clone the 
 api/index
 ```
 
+```{{toctree}}
+:caption: References
+:maxdepth: 1
+:hidden:
+
+bibliography
+```
+
 ## What the book covers
 
 {chr(10).join(table)}
 
-The library's reference, one page per module from its docstrings: [](api/index.rst).
+The library's reference, one page per module from its docstrings: [](api/index.rst). Every paper the
+lessons cite, with the lessons citing it: [](bibliography.md).
 """
 
 
@@ -241,6 +257,8 @@ def write_sources(src: Path) -> int:
         raise ValueError("no notebooks/NN_*.ipynb to build a book from")
     files, titles = {}, {}
     pages = {path.name[:2]: path.name for path in lessons}
+    stored = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in lessons}
+    files["bibliography.md"] = bibliography_page(bibliography(stored), {path.name: f"lessons/{path.name}" for path in lessons})
     for path in lessons:
         notebook = book_notebook(path, pages)
         titles[path.name] = first_heading(notebook)
@@ -267,6 +285,17 @@ def write_downloads(folder: Path) -> None:
         (folder / path.name).write_bytes(path.read_bytes())
 
 
+def site_wide(src: Path) -> str:
+    """A digest of what every page shows besides its own text: the configuration, the static files, the index
+    (the navigation's tables of contents and titles) and which pages there are."""
+    digest = hashlib.sha256()
+    for path in sorted([BOOK / "conf.py", *(BOOK / "_static").rglob("*"), src / "index.md"]):
+        if path.is_file():
+            digest.update(path.read_bytes())
+    digest.update("\n".join(sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.is_file())).encode())
+    return digest.hexdigest()
+
+
 def build(out: Path) -> int:
     """Write the sources into ``out/src`` and build the site into ``out/html``; Sphinx's exit status."""
     from sphinx.cmd.build import build_main
@@ -275,8 +304,15 @@ def build(out: Path) -> int:
     extra = out / "extra"
     write_downloads(extra / DOWNLOADS)
     print(f"book: {count} lessons -> {out / 'html'}", flush=True)
-    return build_main(["-b", "html", "-c", str(BOOK), "-W", "--keep-going", "-q", "-D", f"html_extra_path={extra}",
-                       "-d", str(out / "doctrees"), str(out / "src"), str(out / "html")])
+    stamp, digest = out / "site-wide.sha256", site_wide(out / "src")
+    every_page = [] if stamp.is_file() and stamp.read_text() == digest else ["-a"]
+    if every_page:  # viewcode writes a module's source page only when the module changed: these go too
+        shutil.rmtree(out / "html" / "_modules", ignore_errors=True)
+    status = build_main(["-b", "html", "-c", str(BOOK), "-W", "--keep-going", "-q", *every_page,
+                         "-D", f"html_extra_path={extra}", "-d", str(out / "doctrees"), str(out / "src"), str(out / "html")])
+    if status == 0:
+        stamp.write_text(digest)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,12 +7,18 @@ notebooks with their stored outputs (execution off) and autodoc builds the API p
 Math: MathJax 3.2.2 as shipped by the pip package ``sphinx-mathjax-offline``, copied into ``_static``
 and loaded from there (SVG output: one self-contained file, no web fonts), so pages render math with
 no network. Widgets: drawn as static HTML at build time (``book/widgets.py``); no widget JavaScript.
+
+Repository link: every page's header has the theme's repository button. Its address is one setting,
+``[project.urls] Repository`` in pyproject.toml (else the clone's ``origin`` when that is a web address);
+the repository states no public address yet, so the button downloads the book's source from the site
+itself (``SOURCE_ARCHIVE``, ``git archive`` of the commit built), which works offline and inside ``make lab``.
 """
 
 import importlib.util
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 from docstrings import as_shown  # noqa: E402
 
@@ -59,17 +65,46 @@ html_theme_options = {
 
 
 def _repository_url() -> str:
-    """The clone's ``origin`` when it is a web address (the theme's repository button), else ''."""
+    """The project's public address: ``[project.urls] Repository`` of pyproject.toml, the one place to state it
+    (the repository states none yet); else the clone's ``origin`` when it is a web address; else ''."""
     import subprocess
+    import tomllib
 
-    result = subprocess.run(["git", "remote", "get-url", "origin"], cwd=Path(__file__).parents[1],
-                            capture_output=True, text=True)
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"].get("urls", {})
+    if urls.get("Repository"):
+        return urls["Repository"]
+    result = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True)
     url = result.stdout.strip().removesuffix(".git")
     return url if result.returncode == 0 and url.startswith("https://") else ""
 
 
-if _repository_url():
-    html_theme_options |= {"repository_url": _repository_url(), "use_repository_button": True}
+REPOSITORY_URL = _repository_url()
+# With no public address, every page's repository button downloads the book's source from the site itself:
+# `git archive` of the commit built (lessons, library, tests, Makefile), written next to the pages.
+SOURCE_ARCHIVE = "rlbook-source.tar.gz"
+
+if REPOSITORY_URL:
+    html_theme_options |= {"repository_url": REPOSITORY_URL, "use_repository_button": True}
+
+
+def _source_button(app, pagename, templatename, context, doctree):
+    """html-page-context, after the theme's buttons: the repository button, pointing at SOURCE_ARCHIVE."""
+    context["header_buttons"].append({
+        "type": "link", "url": context["pathto"](SOURCE_ARCHIVE, 1), "label": "source-repository-button",
+        "text": "Repository", "icon": "fas fa-code-branch",
+        "tooltip": f"The book's source, as built: lessons, library and tests ({SOURCE_ARCHIVE}; then make lab)"})
+
+
+def _write_source_archive(app, exception):
+    """build-finished: SOURCE_ARCHIVE in the site, from the commit checked out (git archive)."""
+    import subprocess
+
+    if exception is None:
+        result = subprocess.run(["git", "archive", "--format=tar.gz", "--prefix=rlbook/", "-o",
+                                 str(Path(app.outdir) / SOURCE_ARCHIVE), "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"no {SOURCE_ARCHIVE} for the repository button (git archive: {result.stderr.strip()}); "
+                               "outside a git clone, state the address in pyproject.toml's [project.urls] Repository")
 
 
 def _show_docstring(app, what, name, obj, options, lines):
@@ -93,3 +128,6 @@ def setup(app):
     app.set_html_assets_policy("always")  # MathJax on every page: the sidebar shows lesson titles with math
     app.connect("autodoc-process-docstring", _show_docstring)
     app.connect("build-finished", _list_verbatim)
+    if not REPOSITORY_URL:
+        app.connect("html-page-context", _source_button, priority=502)
+        app.connect("build-finished", _write_source_archive)

@@ -14,7 +14,9 @@ With ``eval_dataset`` and ``eval_every``, each run is also evaluated on the held
 every ``eval_every`` steps and at the end (``result.eval_frame``, ``result.plot_evaluations()``):
 the training batch's reward is measured on the prompts being trained on, the held-out pass@1 on
 prompts the run never sees. The evaluations sample with their own seeded generator, so they do not
-change the training run.
+change the training run; it is derived from the run's seed, so runs of the same seed are scored on
+the same prompts with the same sampling seed. ``result.held_out_table()`` gives each run's final
+held-out pass@1 with its standard error clustered by prompt (``rlbook.evidence``).
 
 The runs are independent, so they go side by side, one process per core and one thread each
 (``rlbook.parallel``); the numbers are the same as one after another. A seed replaces
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlbook._figures import panel_grid
 from rlbook.parallel import default_workers, run_parallel
 from rlbook.runtime import seed_everything
 
@@ -49,6 +52,7 @@ class AblationResult:
     steps: int = 0
     configs: dict = field(default_factory=dict, repr=False)  # label -> OnlineConfig
     eval_curves: dict = field(default_factory=dict)  # label -> [[{"step", **evaluate()}, ...], one per seed]
+    held_out_correct: dict = field(default_factory=dict, repr=False)  # label -> [(prompts, samples) 0/1 lists]
 
     @property
     def labels(self) -> list[str]:
@@ -102,6 +106,28 @@ class AblationResult:
         ax.legend(fontsize=8)
         return ax.figure
 
+    def held_out_table(self, clusters=None):
+        """Each run's final held-out pass@1 and its standard error clustered by prompt: a
+        ``pandas.DataFrame`` indexed by (label, seed) with columns ``pass@1`` and ``se``.
+
+        ``clusters``: one label per held-out prompt (e.g. the question text, so that a prompt drawn
+        twice counts once); default: each prompt its own (``rlbook.evidence.pass_at_k_with_se``).
+        """
+        import pandas as pd
+
+        from rlbook.evidence import pass_at_k_with_se
+
+        if not self.held_out_correct:
+            raise ValueError("no held-out evaluation: run_ablation(..., eval_dataset=...)")
+        rows = {}
+        for label, tables in self.held_out_correct.items():
+            for seed, correct in zip(self.seeds, tables):
+                mean, se = pass_at_k_with_se(correct, 1, clusters=clusters)
+                rows[(label, seed)] = {"pass@1": mean, "se": se}
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        table.index = pd.MultiIndex.from_tuples(table.index, names=["label", "seed"])
+        return table
+
     def per_run(self, metric: str, *, last: int = 5):
         """Each run's mean of ``metric`` over its last ``last`` steps: a ``pandas.Series`` indexed by
         (label, seed), the input ``knob_effects`` compares configurations with."""
@@ -144,8 +170,6 @@ class AblationResult:
     def plot(self, metrics=("reward", "entropy"), *, x: str = "step", smooth: int = 1, axes=None):
         """One panel per metric against ``x`` ("step" or "wall_time"): the mean over seeds as a line,
         the min-max over seeds as a band; ``smooth`` > 1 applies a trailing moving average."""
-        import matplotlib.pyplot as plt
-
         metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
         if x not in ("step", "wall_time"):
             raise ValueError(f"x must be 'step' or 'wall_time', got {x!r}")
@@ -155,11 +179,10 @@ class AblationResult:
         missing = [m for m in metrics if m not in frame]
         if missing:
             raise ValueError(f"metrics {missing} were not logged; logged: {sorted(frame.columns)}")
-        if axes is None:
-            fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2), squeeze=False)
-            axes = axes[0]
+        if axes is None:  # rows that fit the book's column: four metrics are two by two
+            fig, axes = panel_grid(len(metrics), panel=(4.2, 3.2), min_width=3.4)
         else:
-            axes = np.atleast_1d(axes)
+            axes = np.atleast_1d(axes).ravel()
             fig = axes[0].figure
         for ax, metric in zip(axes, metrics):
             for label in self.labels:
@@ -194,7 +217,8 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         - steps: training steps per run.
         - seeds: each run's ``config.seed`` (and the global seed) is set to each of these in turn.
         - eval_dataset: held-out rows; when given, each run ends with ``trainer.evaluate`` on it
-          (``eval_samples`` completions per prompt) and the table shows ``eval_pass@1``.
+          (``eval_samples`` completions per prompt), the table shows ``eval_pass@1`` and
+          ``held_out_table()`` each run's pass@1 with its clustered standard error.
         - progress: show each run's progress bar.
         - live: each run's live plot (``OnlineTrainer.train``'s ``live``); off by default, since an
           ablation's many runs would each leave a figure (the lesson plots them together).
@@ -241,19 +265,23 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         result.histories[label], result.evaluations[label] = [], []
         if eval_every is not None:
             result.eval_curves[label] = []
-    for (label, _), (history, final, curve) in zip(runs, outcomes):
+        if eval_dataset is not None:
+            result.held_out_correct[label] = []
+    for (label, _), (history, final, curve, correct) in zip(runs, outcomes):
         result.histories[label].append(history)
         if eval_every is not None:
             result.eval_curves[label].append(curve)
         if final is not None:
             result.evaluations[label].append(final)
+            result.held_out_correct[label].append(correct)
     return result
 
 
 def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_samples, eval_every, trainer_kwargs,
                progress, live):
     """One run of ``run_ablation``: a fresh copy of ``model`` trained with ``config`` under ``seed``.
-    Returns (history, final held-out evaluation or None, evaluation curve or None)."""
+    Returns (history, final held-out evaluation or None, evaluation curve or None, the final
+    evaluation's (prompts, samples) 0/1 table or None)."""
     from rlbook.models import load_model
     from rlbook.trainers import OnlineTrainer
 
@@ -261,19 +289,27 @@ def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_sampl
     policy, tokenizer = load_model(model)
     run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})")
     trainer = OnlineTrainer(policy, tokenizer, task, run_config, **trainer_kwargs)
-    curve = None
+    def evaluate():
+        result = trainer.evaluate(eval_dataset, n_samples=eval_samples, return_correct=True)
+        return result, result.pop("correct")
+
+    curve, correct = None, None
     if eval_every is None:
         history = trainer.train(steps, progress=progress, live=live)
     else:
-        curve = [{"step": 0, **trainer.evaluate(eval_dataset, n_samples=eval_samples)}]
+        evaluation, correct = evaluate()
+        curve = [{"step": 0, **evaluation}]
         while trainer.step < steps:
             history = trainer.train(min(eval_every, steps - trainer.step), progress=progress, live=live)
-            curve.append({"step": trainer.step, **trainer.evaluate(eval_dataset, n_samples=eval_samples)})
+            evaluation, correct = evaluate()
+            curve.append({"step": trainer.step, **evaluation})
     final = None
     if eval_dataset is not None:
-        final = curve[-1] if curve is not None else trainer.evaluate(eval_dataset, n_samples=eval_samples)
-        final = {k: v for k, v in final.items() if k != "step"}
-    return history, final, curve
+        if curve is None:
+            final, correct = evaluate()
+        else:
+            final = {k: v for k, v in curve[-1].items() if k != "step"}
+    return history, final, curve, correct
 
 
 def _task_for(model: str):

@@ -104,10 +104,13 @@ def token_weights(mask, mode: str = "seq_mean_token_mean", *, max_len: int | Non
     return mask / (n_seqs * lengths)
 
 
-def aggregate(per_token_loss, mask, mode: str = "seq_mean_token_mean", *, max_len: int | None = None) -> torch.Tensor:
+def aggregate(per_token_loss, mask, mode: str = "seq_mean_token_mean", *, max_len: int | None = None,
+              weights_fn=None) -> torch.Tensor:
     """Reduce a (B, T) per-token loss to a scalar: Σ_{i,t} w[i, t] · ℓ[i, t] with w from ``token_weights``.
 
     Padded positions never contribute, whatever value they hold (a NaN there is replaced by 0).
+    ``weights_fn(mask, mode, max_len)``, when given, computes the (B, T) weights in place of
+    ``token_weights`` (a reader's own, as the course's assignment 4 trains with).
     """
     per_token_loss = torch.as_tensor(per_token_loss)
     if per_token_loss.dim() != 2:
@@ -115,7 +118,16 @@ def aggregate(per_token_loss, mask, mode: str = "seq_mean_token_mean", *, max_le
     mask = torch.as_tensor(mask)
     if per_token_loss.is_floating_point():
         mask = mask.to(per_token_loss.dtype)  # so the weights are computed at the loss's precision
-    weights = token_weights(mask, mode, max_len=max_len).to(per_token_loss.dtype)
+    if weights_fn is None:
+        weights = token_weights(mask, mode, max_len=max_len)
+    else:
+        check_choice("mode", mode, AGGREGATION_MODES)
+        weights = weights_fn(mask, mode, max_len)
+        if not isinstance(weights, torch.Tensor):
+            raise ValueError(f"weights_fn must return a (B, T) tensor of token weights, got {type(weights).__name__}")
+        if tuple(weights.shape) == tuple(mask.shape):  # padding never counts, whatever weight it was given
+            weights = torch.where(mask > 0, weights, torch.zeros_like(weights))
+    weights = weights.to(per_token_loss.dtype)
     if tuple(weights.shape) != tuple(per_token_loss.shape):
         raise ValueError(f"mask must have shape {tuple(per_token_loss.shape)}, got {tuple(weights.shape)}")
     padded = weights == 0

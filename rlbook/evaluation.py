@@ -41,12 +41,17 @@ def sample_and_verify(model, tokenizer, examples, verifier, *, n_samples: int = 
 
 def evaluate_pass_at_k(model, tokenizer, examples, verifier, *, n_samples: int = 8, ks=None,
                        max_new_tokens: int = 64, temperature: float = 1.0, seed: int = 0,
-                       batch_size: int | None = None, success_reward: float = 1.0) -> dict:
+                       batch_size: int | None = None, success_reward: float = 1.0,
+                       return_correct: bool = False) -> dict:
     """pass@k of ``model`` on the held-out ``examples``, from ``n_samples`` completions per prompt.
 
     Returns ``{"pass@k": ... for k in ks (default 1 and n_samples), "length_mean": mean completion
-    length in tokens, "n_prompts": P}``.
+    length in tokens, "n_prompts": P}``; with ``return_correct``, also ``"correct"``: the (P, n) 0/1
+    table as nested lists, what a standard error clustered by prompt needs
+    (``rlbook.evidence.pass_at_k_with_se``).
     """
+    if not isinstance(return_correct, bool):
+        raise ValueError(f"return_correct must be a bool, got {return_correct!r}")
     check_int("n_samples", n_samples, minimum=1)
     ks = sorted({1, n_samples}) if ks is None else [check_int("ks", k, minimum=1) for k in ks]
     if any(k > n_samples for k in ks):
@@ -58,4 +63,6 @@ def evaluate_pass_at_k(model, tokenizer, examples, verifier, *, n_samples: int =
     result = {f"pass@{k}": mean_pass_at_k(correct, k) for k in ks}
     result["length_mean"] = rollout.completion_lengths.float().mean().item()
     result["n_prompts"] = rewards.shape[0]
+    if return_correct:
+        result["correct"] = correct.int().tolist()
     return result

@@ -9,9 +9,8 @@ uncertain the number is. Three cases come up again and again, and each has one f
   cluster-robust "sandwich" variance of a mean; Cameron & Miller, *A Practitioner's Guide to
   Cluster-Robust Inference*, J. Human Resources 50(2), 2015, with the G/(G − 1) small-sample
   factor). With one sample per prompt it is the ordinary standard error. ``pass_at_k_with_se`` applies it
-  to a held-out pass@k: one estimate per prompt, clustered by prompt. ``pass_at_k_gap`` compares two
-  policies on the same prompts: one paired difference per prompt, so a prompt that is hard for both
-  counts once (the two SEs do not add in quadrature).
+  to a held-out pass@k: one estimate per prompt, clustered by prompt; ``paired_pass_at_k_difference`` to
+  the gap between two policies' pass@k on the same prompts, one difference per prompt.
 - **Comparing two methods over seeds.** ``compare_seeds`` says whether one method beat the other
   beyond the seed spread: at least three seeds each, and every seed of the better method above every
   seed of the other. With 3 seeds against 3, that ordering arises by chance with probability
@@ -22,24 +21,33 @@ uncertain the number is. Three cases come up again and again, and each has one f
   mean(x) / mean(y) when x and y are measured on the same draws (paired, so correlated): the delta
   method's linearisation (x_i − r y_i) / ȳ (e.g. Casella & Berger, *Statistical Inference*, 2nd ed.,
   2002, §5.5.4). A ratio of two variances measured on the same batches is one.
+- **The gap between two kinds of sample drawn from the same clusters.** ``clustered_difference_se``
+  gives the standard error of mean(y | kind a) − mean(y | kind b) when both kinds occur inside the
+  same clusters (the scratchpad and the direct answers of one prompt's group): the cluster-robust
+  sandwich variance of the slope of a regression of y on the 0/1 kind (Cameron & Miller 2015, §II),
+  with the same G/(G − 1) factor as ``clustered_se``. Adding the two means' clustered SEs in
+  quadrature would treat them as independent, which they are not when they share clusters.
 - **"No difference" needs a size.** ``minimum_detectable_difference`` is the smallest true gap a
   comparison of that many seeds, with that spread, would detect with 80 % power at the two-sided 5 %
   level: (z₀.₉₇₅ + z₀.₈) · sd · √(1/n_a + 1/n_b) ≈ 2.80 · se (the normal approximation; e.g.
   Cohen, *Statistical Power Analysis*, 1988, ch. 2). A lesson may say "no difference" only next to
-  this number, and only when it is small.
+  this number, and only when it is small. For a test of "no bias" that passes when an estimate lies
+  within k standard errors of its target, ``detectable_bias`` is the bias it would catch with 80 %
+  power: (k + z₀.₈) · se, 4.84 standard errors at k = 4.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from rlbook.metrics import pass_at_k_per_prompt
 
-__all__ = ["clustered_se", "ratio_se", "pass_at_k_with_se", "pass_at_k_gap", "SeedComparison", "compare_seeds",
-           "minimum_detectable_difference", "MIN_SEEDS"]
+__all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
+           "SeedComparison", "compare_seeds", "minimum_detectable_difference", "detectable_bias", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -62,17 +70,46 @@ def clustered_se(values, clusters) -> float:
     SE² = G/(G − 1) · Σ_g (Σ_{i∈g} (y_i − ȳ))² / n².
     """
     y = _values("values", values)
+    return _cluster_sandwich(y - y.mean(), clusters) / y.size
+
+
+def _cluster_sandwich(terms: np.ndarray, clusters) -> float:
+    """√(G/(G − 1) · Σ_g (Σ_{i∈g} terms_i)²): the cluster-robust spread of Σ_i terms_i, G clusters."""
     labels = list(clusters) if not isinstance(clusters, np.ndarray) else clusters.reshape(-1).tolist()
-    if len(labels) != y.size:
-        raise ValueError(f"clusters must have one label per value: {len(labels)} labels for {y.size} values")
-    residual = y - y.mean()
+    if len(labels) != terms.size:
+        raise ValueError(f"clusters must have one label per value: {len(labels)} labels for {terms.size} values")
     sums: dict = {}
-    for label, r in zip(labels, residual):
-        sums[label] = sums.get(label, 0.0) + r
+    for label, term in zip(labels, terms):
+        sums[label] = sums.get(label, 0.0) + term
     g = len(sums)
     if g < 2:
         raise ValueError("clusters must name at least two clusters")
-    return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values())) / y.size
+    return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values()))
+
+
+def clustered_difference_se(values, in_a, clusters) -> tuple[float, float]:
+    """``(gap, se)``: gap = mean(values where ``in_a``) − mean(values elsewhere), and its clustered SE.
+
+    ``values``: one number per sample (e.g. an advantage); ``in_a``: one bool per sample, its kind
+    (e.g. wrote a scratchpad); ``clusters``: one label per sample (e.g. its prompt's group). Both kinds
+    may occur in one cluster, so the two means are correlated. The gap is the slope of the least-squares
+    fit of y on the indicator a (with an intercept); linearised, gap − E gap ≈ Σ_i z_i with
+    z_i = a_i (y_i − ȳ_a)/n_a − (1 − a_i)(y_i − ȳ_b)/n_b, and the cluster-robust (sandwich) variance
+    of that sum is SE² = G/(G − 1) · Σ_g (Σ_{i∈g} z_i)² (Cameron & Miller, "A Practitioner's Guide to
+    Cluster-Robust Inference", J. Human Resources 50(2), 2015, §II, with the small-sample factor of
+    ``clustered_se``). Needs at least one sample of each kind and two clusters.
+    """
+    y = _values("values", values)
+    kind = np.asarray(in_a).reshape(-1)
+    if kind.size != y.size or not (kind.dtype == bool or np.isin(kind, (0, 1)).all()):
+        raise ValueError(f"in_a must hold one bool per value: {kind.size} entries for {y.size} values")
+    kind = kind.astype(bool)
+    n_a, n_b = int(kind.sum()), int((~kind).sum())
+    if n_a == 0 or n_b == 0:
+        raise ValueError("in_a must mark at least one value of each kind (True and False)")
+    mean_a, mean_b = y[kind].mean(), y[~kind].mean()
+    z = np.where(kind, (y - mean_a) / n_a, -(y - mean_b) / n_b)
+    return float(mean_a - mean_b), _cluster_sandwich(z, clusters)
 
 
 def ratio_se(numerators, denominators) -> tuple[float, float]:
@@ -108,24 +145,21 @@ def pass_at_k_with_se(correct, k: int, *, clusters=None) -> tuple[float, float]:
     return float(np.mean(per_prompt)), clustered_se(per_prompt, labels)
 
 
-def pass_at_k_gap(base_correct, policy_correct, k: int) -> tuple[float, float]:
-    """``(gap, se)``: the policy's held-out pass@k minus the base's, on the same P prompts, and its SE
-    clustered by prompt.
+def paired_pass_at_k_difference(correct_a, correct_b, k: int, *, clusters=None) -> tuple[float, float]:
+    """pass@k of policy a minus pass@k of policy b on the same prompts, and its standard error: ``(gap, se)``.
 
-    ``base_correct``, ``policy_correct``: (P, n) 0/1 tables of the same P prompts in the same order (n
-    may differ, k ≤ both). Each prompt gives one paired difference d_i = pass@k_policy,i − pass@k_base,i
-    (Chen et al. 2021's unbiased estimator, arXiv:2107.03374 eq. 1, on each row); gap = mean d_i and
-    se = ``clustered_se(d, prompts)`` = sd(d)/√P. The prompts are the independent units: the n samples
-    of one prompt are not n observations, and the two tables share their prompts, so the SE of the gap
-    is not √(se_base² + se_policy²).
+    ``correct_a`` (P, n_a) and ``correct_b`` (P, n_b) are 0/1 tables whose row i is the same prompt
+    (n_a and n_b may differ, each ≥ k). Each prompt's pass@k is Chen et al. 2021's unbiased estimator
+    (``rlbook.metrics.pass_at_k``) from its own row, so each prompt's difference is an unbiased estimate
+    of its gap; the SE is ``clustered_se`` of those P differences (``clusters``: one label per prompt,
+    default each its own). Pairing by prompt removes the spread between easy and hard prompts, which
+    two separate SEs would count twice.
     """
-    base = pass_at_k_per_prompt(base_correct, k)
-    policy = pass_at_k_per_prompt(policy_correct, k)
-    if len(base) != len(policy):
-        raise ValueError(f"base_correct and policy_correct must cover the same prompts, got {len(base)} and "
-                         f"{len(policy)} rows")
-    differences = np.asarray(policy, dtype=float) - np.asarray(base, dtype=float)
-    return float(differences.mean()), clustered_se(differences, range(len(differences)))
+    a, b = np.asarray(pass_at_k_per_prompt(correct_a, k)), np.asarray(pass_at_k_per_prompt(correct_b, k))
+    if a.size != b.size:
+        raise ValueError(f"correct_b must have one row per prompt of correct_a ({a.size}), got {b.size}")
+    labels = range(a.size) if clusters is None else clusters
+    return float((a - b).mean()), clustered_se(a - b, labels)
 
 
 @dataclass(frozen=True)
@@ -167,3 +201,22 @@ def minimum_detectable_difference(seed_sd: float, n_a: int, n_b: int) -> float:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be a positive int, got {n!r}")
     return (_Z_TWO_SIDED_5_PERCENT + _Z_POWER_80_PERCENT) * seed_sd * math.sqrt(1 / n_a + 1 / n_b)
+
+
+def detectable_bias(se, *, z_threshold: float = 4.0, power: float = 0.8):
+    """The bias a test "|estimate − target| < z_threshold · se" catches with probability ``power``.
+
+    The estimate is normal around target + bias with standard error ``se``; the test fails (catches
+    the bias) when the estimate lands beyond the threshold, which for a bias of
+    (z_threshold + Φ⁻¹(power)) · se happens with probability ``power`` (the far tail ignored). At the
+    lessons' 4 SE and 80 % power: 4.84 · se. ``se``: a number or an array (one per coordinate).
+    """
+    if not isinstance(z_threshold, (int, float)) or not math.isfinite(z_threshold) or z_threshold <= 0:
+        raise ValueError(f"z_threshold must be a positive number, got {z_threshold!r}")
+    if not isinstance(power, (int, float)) or not 0 < power < 1:
+        raise ValueError(f"power must be a probability strictly between 0 and 1, got {power!r}")
+    array = np.asarray(se, dtype=float)
+    if not np.isfinite(array).all() or (array < 0).any():
+        raise ValueError("se must be finite and non-negative")
+    factor = z_threshold + NormalDist().inv_cdf(power)
+    return factor * float(array) if array.ndim == 0 else factor * array

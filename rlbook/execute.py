@@ -18,6 +18,7 @@ sometimes block", where the shell channel's ``get_msg`` returns the reply only a
 
 from __future__ import annotations
 
+import html
 import math
 import sys
 import time
@@ -27,7 +28,7 @@ from queue import Empty
 import nbformat
 from nbclient import NotebookClient
 
-__all__ = ["PatientClient", "execute_notebook", "as_lab_saves", "KERNELSPEC"]
+__all__ = ["PatientClient", "execute_notebook", "as_lab_saves", "final_progress_text", "KERNELSPEC"]
 
 POLL_SLICE_S = 1.0
 
@@ -69,8 +70,53 @@ def execute_notebook(path, *, timeout: int = 600, kernel_name: str = "python3") 
     start = time.perf_counter()
     PatientClient(notebook, timeout=timeout, kernel_name=kernel_name,
                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    final_progress_text(notebook)
     nbformat.write(nbformat.from_dict(as_lab_saves(notebook)), path)
     return time.perf_counter() - start
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def final_progress_text(notebook) -> int:
+    """Rewrite the plain-text form of every stored tqdm progress bar to its final state; returns how many.
+
+    A notebook tqdm bar is a widget (a box of a text, a progress model and a text); its output also holds
+    a ``text/plain`` fallback, written once when the bar appears ("…: 0%| | 0/3"). A renderer without the
+    widget state (GitHub, nbviewer, a terminal) shows that fallback, so a finished run would read as
+    unfinished. The stored widget state holds the bar's last texts and value; the fallback is rebuilt
+    from them in tqdm's own layout ("…: 100%|██████████| 3/3 [02:00<00:00, 34.60s/run]"). Other widgets
+    are left alone.
+    """
+    state = notebook.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    rewritten = 0
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            data = output.get("data", {})
+            if WIDGET_VIEW not in data or "text/plain" not in data:
+                continue
+            text = _progress_text(state, data[WIDGET_VIEW].get("model_id"))
+            if text is not None:
+                data["text/plain"] = text
+                rewritten += 1
+    return rewritten
+
+
+def _progress_text(state: dict, model_id) -> str | None:
+    """The text form of the tqdm bar ``model_id`` in ``state``, or None when it is not one."""
+    box = state.get(model_id, {})
+    children = [state.get(str(child).removeprefix("IPY_MODEL_"), {}) for child in box.get("state", {}).get("children", [])]
+    kinds = [child.get("model_name") for child in children]
+    if not box.get("model_name", "").endswith("BoxModel") or kinds not in (
+            ["HTMLModel", "FloatProgressModel", "HTMLModel"], ["HTMLModel", "IntProgressModel", "HTMLModel"]):
+        return None
+    left, bar, right = (child.get("state", {}) for child in children)
+    low, high, value = bar.get("min", 0), bar.get("max", 0), bar.get("value", 0)
+    filled = round(10 * (value - low) / (high - low)) if high > low else 0
+    def plain(widget_text):
+        return html.unescape(str(widget_text.get("value", ""))).replace("\u2007", " ")
+    return f"{plain(left)}|{'█' * filled}{' ' * (10 - filled)}|{plain(right)}"
 
 
 def main(paths: list[str]) -> int:

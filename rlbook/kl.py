@@ -23,8 +23,14 @@ arXiv:2510.01555). All three identities need fresh samples: on tokens drawn from
 (later epochs on one batch) E_{π_old}[∇k1] = −∇ KL(π_old ‖ π_θ), and the importance ratio
 π_θ/π_old (``kl_in_loss``'s ``ratio``) is what restores the reverse-KL gradient, for k1 and k3. verl's ``"k3+"`` / ``"low_var_kl+"``
 straight-through estimator reports k3's value with k2's gradient (``k3_straight_through``); its
-``"low_var_kl"`` is k3 clamped to [−10, 10]. The lesson on KL estimators checks every one of these
-gradient facts by exact enumeration (tests/test_gradient_identities.py).
+``"low_var_kl"`` is k3 with the log-ratio clamped to ±20 and the value to [−10, 10]. The lesson on KL
+estimators checks every one of these gradient facts by exact enumeration (tests/test_gradient_identities.py).
+
+These are per-token facts. On a response of several tokens a per-token term in the loss (k2, k3+, the
+ratio-weighted k3) credits each token with its own KL only, a *partial* gradient of the sequence KL
+(Tang & Munos 2025, "On a few pitfalls in KL divergence gradient estimation for RL", arXiv:2506.09477);
+k1 in the reward, with each token credited its reward-to-go, also charges it the KL of the tokens
+after it and gives the full gradient. ``rlbook.kl_sequence`` shows both on a two-token toy.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from rlbook.aggregation import response_mask
 
 __all__ = [
     "KL_ESTIMATORS",
+    "bernoulli_kl",
     "k1",
     "k2",
     "k3",
@@ -46,6 +53,21 @@ __all__ = [
 ]
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "k3+")
+
+
+def bernoulli_kl(q, p) -> torch.Tensor:
+    """KL(Bernoulli(q) ‖ Bernoulli(p)) = q log(q/p) + (1 − q) log((1 − q)/(1 − p)), elementwise, float64.
+
+    The KL of two coins: of a policy and a reference that differ only in how often a 0/1 event happens
+    (a verifier's "right", a scratchpad opened). 0 log 0 = 0, so q = p = 0 or 1 gives 0; a q the
+    reference cannot reach (p = 0 < q) gives ∞. Rounding can leave −1e-17 at q = p: clamped at 0.
+    """
+    q, p = torch.as_tensor(q, dtype=torch.float64), torch.as_tensor(p, dtype=torch.float64)
+    if ((q < 0) | (q > 1) | (p < 0) | (p > 1)).any() or not (torch.isfinite(q).all() and torch.isfinite(p).all()):
+        raise ValueError("q and p must be probabilities in [0, 1]")
+    kl = (torch.special.xlogy(q, q) - torch.special.xlogy(q, p)
+          + torch.special.xlogy(1 - q, 1 - q) - torch.special.xlogy(1 - q, 1 - p))
+    return kl.clamp(min=0.0)
 
 
 def _log_ratio(logp, ref_logp) -> torch.Tensor:
@@ -100,7 +122,8 @@ def kl_in_loss(logp, ref_logp, *, beta: float, estimator: str = "k3", ratio=None
     ``ratio`` = π_θ/π_old (differentiable), the term becomes β · ratio · k, the importance-weighted
     KL of DeepSeek-V3.2 (arXiv:2512.02556) that TRL applies when ``use_bias_correction_kl=True`` (off
     by default; TRL's ``beta`` itself defaults to 0.0, no KL term at all): on-policy its expected
-    gradient is ∇ E_π[k], the reverse-KL gradient for k1 and k3.
+    gradient is ∇ E_π[k], the reverse-KL gradient for k1 and k3. Over a sequence each of these is the
+    partial gradient Σ_t E[∇_θ KL_t(prefix)], blind to the KL a token causes later (module docstring).
     """
     beta = check_positive("beta", beta, allow_zero=True)
     kl = kl_estimate(logp, ref_logp, estimator)

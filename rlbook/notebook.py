@@ -54,13 +54,20 @@ def check_claim(condition: bool, claim: str, evidence: str = "", *, n: str | Non
     print(f"✓ {claim}{detail}{brackets}")
 
 
-def worked_check(condition: bool, statement: str, detail: str = "") -> None:
+def worked_check(condition: bool, statement: str, detail: str = "", *, basis: str = "true by construction") -> None:
     """Check a fact that holds by construction or by a theorem, on this run's numbers, and print it
-    as a worked check (``=``), not as a claim (``✓``); ``AssertionError`` if it fails (a bug)."""
+    as a worked check (``=``), not as a claim (``✓``); ``AssertionError`` if it fails (a bug).
+
+    ``basis`` says why it must hold, printed in the brackets: "true by construction" (an identity, the
+    default), or e.g. "a check of the sampler against a theorem" for a sampled number tested against
+    a theorem's value within a few standard errors (which a correct sampler fails only by rare chance).
+    """
+    if not isinstance(basis, str) or not basis.strip():
+        raise ValueError(f"basis must be a non-empty string saying why the check must hold, got {basis!r}")
     shown = f" ({detail})" if detail else ""
     if not condition:
         raise AssertionError(f"worked check failed, which means a bug: {statement}{shown}")
-    print(f"= {statement}{shown} [true by construction, shown as a worked check]")
+    print(f"= {statement}{shown} [{basis.strip()}, shown as a worked check]")
 
 
 def size_banner() -> None:

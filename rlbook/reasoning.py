@@ -16,6 +16,10 @@ rising together. This module gives the lesson what it measures that on:
 * ``profile`` and ``length_decomposition``: each kind's share, mean length and accuracy, and the
   change of the mean length split exactly into a *mix* term (more of the longer kind) and a
   *within* term (each kind itself longer);
+* ``scratchpad_opening_probability``, ``opens_scratchpad`` and ``kl_mode_split``: whether a completion
+  works its sum out is its first token's choice, so its probability is exact, and a policy's KL from
+  another splits into what switching to (or from) the scratchpad costs and what changed inside it
+  (lesson 05);
 * ``audit_addition_scratchpad``: for the arithmetic task, how many scratchpad lines are the school
   algorithm's column steps, how many are wrong or extra, and whether the answer is the one the
   working computes (the book's corpus has no self-check line, so this is what "checking" can mean
@@ -35,11 +39,15 @@ import torch
 from rlbook._checks import check_bool, check_group_size, check_positive
 from rlbook.advantages import group_advantages
 from rlbook.evaluation import sample_and_verify
+from rlbook.evidence import clustered_se
+from rlbook.kl import bernoulli_kl
+from rlbook.probes import first_token_probabilities
 from rlbook.tasks.arithmetic import addition_steps
 from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, format_reward, is_well_formed
 
 __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
-           "profile", "probe_profile", "length_decomposition", "scratchpad_lines", "audit_addition_scratchpad"]
+           "profile", "probe_profile", "length_decomposition", "scratchpad_token_id", "scratchpad_opening_probability",
+           "opens_scratchpad", "kl_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
 
 KINDS = ("scratchpad", "direct", "malformed")
 COLUMN_LINE = re.compile(r"[0-9]\+[0-9](\+1)?=[0-9]+")  # the shape of one column step, "4+7+1=12"
@@ -178,6 +186,81 @@ def length_decomposition(before: dict, after: dict) -> dict:
     total_after = sum(after[k]["share"] * after[k]["length"] for k in KINDS if after[k]["share"] > 0)
     return {"before": total_before, "after": total_after, "change": total_after - total_before,
             "mix": mix, "within": within}
+
+
+def scratchpad_token_id(tokenizer) -> int:
+    """The id of ``<think>`` as one token of ``tokenizer``; ValueError if the tokenizer splits it (then the
+    choice "scratchpad or not" is not one decision of the first token, and the functions below do not apply)."""
+    ids = tokenizer.encode(THINK_OPEN, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"tokenizer must encode {THINK_OPEN!r} as one token, got the ids {ids}")
+    return int(ids[0])
+
+
+def scratchpad_opening_probability(model, tokenizer, prompts) -> torch.Tensor:
+    """(N,) float64: the probability that ``model``'s completion of each prompt opens with ``<think>``.
+
+    The book's completions either open with the scratchpad tag or answer directly, so whether a
+    completion works its sum out is the first token's decision, and its probability is exact: the
+    first-token softmax (``rlbook.probes.first_token_probabilities``) at the tag's id.
+    """
+    return first_token_probabilities(model, tokenizer, prompts)[:, scratchpad_token_id(tokenizer)]
+
+
+def opens_scratchpad(rollout, tokenizer) -> torch.Tensor:
+    """(B,) bool: which completions of ``rollout`` open with the ``<think>`` token."""
+    return rollout.completion_ids[:, 0] == scratchpad_token_id(tokenizer)
+
+
+def kl_mode_split(log_ratio, in_mode, policy_mode_prob, reference_mode_prob, clusters) -> dict:
+    """Split a sampled KL(π ‖ π_ref) into a *mode* part and a *within-mode* part (the chain rule).
+
+    Each sample y ~ π of a prompt x has a binary mode m(y) (here: it opens a scratchpad or not), with
+    probability q = π(m = 1 | x) under π and q_ref under π_ref. Exactly, sample by sample,
+
+        log π(y|x)/π_ref(y|x) = log π(m|x)/π_ref(m|x) + log π(y|x, m)/π_ref(y|x, m),
+
+    and in expectation over y ~ π, KL(π ‖ π_ref) = KL(Bernoulli(q) ‖ Bernoulli(q_ref)) + E_m[KL(π(·|x, m) ‖
+    π_ref(·|x, m))] (the chain rule for relative entropy: Cover & Thomas, *Elements of Information
+    Theory*, 2nd ed., 2006, Thm 2.5.3). The first term is what switching modes costs, the second what
+    the policy changed inside a mode.
+
+    ``log_ratio``: log π(y|x) − log π_ref(y|x) of each sample (its mean is the k1 estimate of the KL);
+    ``in_mode``: each sample's mode (bool); ``policy_mode_prob`` and ``reference_mode_prob``: q and q_ref of
+    each sample's prompt, in [0, 1]; ``clusters``: each sample's prompt. Returns ``total``, ``mode`` and
+    ``within``, each (mean over samples, standard error clustered by prompt), with total = mode + within
+    exactly; ``mode_exact``, the mean over samples of their prompt's Bernoulli KL (what ``mode`` estimates,
+    without sampling noise); and ``within_per_sample``, the within-mode log-ratio of each sample.
+    """
+    ratio = torch.as_tensor(log_ratio, dtype=torch.float64).reshape(-1)
+    mode = torch.as_tensor(in_mode).reshape(-1)
+    q = torch.as_tensor(policy_mode_prob, dtype=torch.float64).reshape(-1)
+    q_ref = torch.as_tensor(reference_mode_prob, dtype=torch.float64).reshape(-1)
+    labels = list(clusters)
+    if not (ratio.numel() == mode.numel() == q.numel() == q_ref.numel() == len(labels)) or ratio.numel() == 0:
+        raise ValueError(f"log_ratio, in_mode, policy_mode_prob, reference_mode_prob and clusters must be "
+                         f"non-empty and of one length, got {ratio.numel()}, {mode.numel()}, {q.numel()}, "
+                         f"{q_ref.numel()}, {len(labels)}")
+    if mode.dtype != torch.bool:
+        raise ValueError(f"in_mode must hold booleans, got dtype {mode.dtype}")
+    for name, probs in (("policy_mode_prob", q), ("reference_mode_prob", q_ref)):
+        if not ((probs >= 0) & (probs <= 1)).all():
+            raise ValueError(f"{name} must lie between 0 and 1")
+    if not torch.isfinite(ratio).all():
+        raise ValueError("log_ratio must be finite")
+    taken, taken_ref = torch.where(mode, q, 1 - q), torch.where(mode, q_ref, 1 - q_ref)
+    if not ((taken > 0) & (taken_ref > 0)).all():
+        raise ValueError("each sample's mode must have a positive probability under both policies "
+                         "(policy_mode_prob and reference_mode_prob)")
+    mode_part = taken.log() - taken_ref.log()
+    within = ratio - mode_part
+    exact = bernoulli_kl(q, q_ref)  # a mode π never takes costs nothing (0 log 0 = 0)
+
+    def mean_and_se(values):
+        return float(values.mean()), clustered_se(values.numpy(), labels)
+
+    return {"total": mean_and_se(ratio), "mode": mean_and_se(mode_part), "within": mean_and_se(within),
+            "mode_exact": float(exact.mean()), "within_per_sample": within.numpy()}
 
 
 def scratchpad_lines(text: str) -> list[str]:

@@ -98,9 +98,11 @@ def advantage_filter_mask(advantages, *, tol: float = 1e-6) -> torch.Tensor:
 def add_advantage_noise(advantages, std: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
     """A + σ · ε with ε ~ N(0, 1), drawn from ``generator`` so the same seed gives the same noise.
 
-    ReDit (Wei et al. 2025, arXiv:2506.18631) dithers discrete rewards with small random noise so
-    that flat-reward groups still give a gradient and training converges faster; this applies the
-    same idea one step later, to the advantages. ``std = 0`` returns the advantages unchanged.
+    Related to, but not the same as, ReDit (Wei et al. 2025, arXiv:2506.18631), which dithers the
+    discrete *rewards* before the group baseline (``rlbook.advantages.dither_rewards``), so that the
+    baseline centres the noise within each group and GRPO's σ rescales it; noise added here, after
+    the baseline, is neither centred per group nor rescaled. Either way a flat group's completions
+    get a random, mean-zero gradient. ``std = 0`` returns the advantages unchanged.
     """
     advantages = as_float_tensor("advantages", advantages, ndim=(1, 2))
     std = check_positive("std", std, allow_zero=True)

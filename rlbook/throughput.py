@@ -3,16 +3,21 @@ it changes in the update, and what it saves in work and in wall time.
 
 A group whose G rewards are all equal has all-zero advantages (``rlbook.advantages``), so its
 completions add nothing to the policy gradient but their share of the loss's divisor.
-``flat_group_probability`` gives how often that happens for i.i.d. binary rewards;
-``update_gradient`` is the gradient of the Dr.GRPO loss (Liu et al. 2025, arXiv:2503.20783) over
-chosen rows, so the update with and without the flat groups can be compared; ``update_seconds``
-measures the CPU time of that update's forward and backward pass, the work the filter saves; and
-``equal_time_table`` reads an ablation's runs at equal wall time. ``rlbook.viz.throughput`` draws them.
+``flat_group_probability`` gives how often that happens for binary rewards, i.i.d. or with the
+pass rate spread across prompts (a beta-binomial), and ``between_prompt_share`` estimates that
+spread from a batch; ``sample_probe_batch`` draws a batch to look inside; ``update_gradient`` is the
+gradient of the Dr.GRPO loss (Liu et al. 2025, arXiv:2503.20783) over chosen rows, so the update
+with and without the flat groups can be compared; ``update_seconds`` and ``sampling_seconds``
+measure the CPU time of the update's forward and backward pass (the work the filter saves) and of
+the sampling (the work it cannot save); and ``equal_time_table`` reads an ablation's runs at equal
+wall time. ``rlbook.viz.throughput`` draws them.
 
 ``filter_sweep`` widens the filter from exactly-zero advantages to |A| ≤ tol and measures, for each
 tol, what share of the batch it drops, what that saves in update work, and how far the filtered
-gradient turns away from the full one (its bias); ``flip_rewards`` is a noisy verifier to repeat
-the sweep under.
+gradient turns away from the full one on that batch (its bias); ``dropped_share`` gives the share
+dropped from the count of right answers in each group alone. ``flip_rewards`` is a noisy verifier
+to repeat the sweep under, and ``mislabelled_kept`` draws its flips many times over (no gradients
+needed) to measure what share of the completions each filter keeps are mislabelled.
 """
 
 from __future__ import annotations
@@ -25,25 +30,86 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.losses import policy_loss
-from rlbook.rollout import completion_logprobs
+from rlbook.rollout import completion_logprobs, sample
 
-__all__ = ["equal_time_table", "filter_sweep", "flat_group_probability", "flip_rewards", "update_gradient",
+__all__ = ["between_prompt_share", "dropped_share", "equal_time_table", "filter_sweep", "flat_group_probability",
+           "flip_rewards", "mislabelled_kept", "sample_probe_batch", "sampling_seconds", "update_gradient",
            "update_seconds"]
 
 
-def flat_group_probability(pass_rate, group_size: int):
-    """P(a group's G binary rewards are all equal) = p^G + (1 − p)^G, for i.i.d. rewards of mean p.
+def flat_group_probability(pass_rate, group_size: int, *, between_prompt_share: float = 0.0):
+    """P(a group's G binary rewards are all equal), for a batch whose mean pass rate is ``pass_rate``.
 
-    An idealisation (in a real batch p varies from prompt to prompt, which makes flat groups more
-    common than this), but it shows the two regimes where filtering pays: early, when most groups
-    fail together, and late, when most succeed together.
+    With ``between_prompt_share`` ρ = 0 every completion is right with probability p, independently:
+    P(flat) = p^G + (1 − p)^G. In a real batch the pass rate differs from prompt to prompt; model it
+    as p_prompt ~ Beta(a, b) with mean a / (a + b) = ``pass_rate`` and ρ = 1 / (a + b + 1), the share
+    of a reward's variance that lies between prompts (Var p_prompt = ρ p (1 − p)). A group is then
+    beta-binomial (Skellam, J. R. Stat. Soc. B 10, 1948) and
+    P(flat) = E[p^G] + E[(1 − p)^G],  E[p^G] = Π_{j=0}^{G−1} (a + j) / (a + b + j).
+    ρ = 1 puts every prompt at 0 or 1: every group is flat. Since p^G + (1 − p)^G is convex, any
+    spread (ρ > 0) makes flat groups more common than the i.i.d. formula at the same mean.
     """
     group_size = check_int("group_size", group_size, minimum=1)
+    share = check_positive("between_prompt_share", between_prompt_share, allow_zero=True)
+    if share > 1:
+        raise ValueError(f"between_prompt_share must lie in [0, 1], got {share}")
     p = np.asarray(pass_rate, dtype=float)
     if np.any((p < 0) | (p > 1)):
         raise ValueError("pass_rate must lie in [0, 1]")
-    value = p ** group_size + (1 - p) ** group_size
+    if share == 0:
+        value = p ** group_size + (1 - p) ** group_size
+    elif share == 1:
+        value = np.ones_like(p)
+    else:
+        concentration = 1 / share - 1  # a + b
+        a, b = p * concentration, (1 - p) * concentration
+        j = np.arange(group_size).reshape((-1,) + (1,) * p.ndim)
+        value = np.prod((a + j) / (concentration + j), axis=0) + np.prod((b + j) / (concentration + j), axis=0)
     return float(value) if value.ndim == 0 else value
+
+
+def between_prompt_share(correct) -> float:
+    """ρ̂, the share of a 0/1 reward's variance that lies between prompts, from a (P, n) table.
+
+    ``correct``: P prompts (rows) × n ≥ 2 completions each, 0 or 1. The moment estimate of the
+    beta-binomial's ρ (see ``flat_group_probability``): the per-prompt pass rates p̂_i = k_i / n have
+    Var p̂_i = p (1 − p) (ρ + (1 − ρ) / n), so ρ̂ = (s² / (p̂ (1 − p̂)) − 1/n) / (1 − 1/n), with s²
+    the (population) variance of the p̂_i and p̂ their mean, clipped to [0, 1]. NaN when every
+    completion got the same reward (no variance to split).
+    """
+    table = torch.as_tensor(correct, dtype=torch.float64)
+    if table.dim() != 2 or table.shape[0] < 2 or table.shape[1] < 2:
+        raise ValueError(f"correct must be a (prompts, samples) table with at least 2 of each, got shape "
+                         f"{tuple(table.shape)}")
+    if not bool(((table == 0) | (table == 1)).all()):
+        raise ValueError("correct must hold only 0 and 1")
+    n = table.shape[1]
+    per_prompt = table.mean(dim=1)
+    mean = per_prompt.mean().item()
+    if mean in (0.0, 1.0):
+        return math.nan
+    ratio = per_prompt.var(correction=0).item() / (mean * (1 - mean))
+    return float(min(1.0, max(0.0, (ratio - 1 / n) / (1 - 1 / n))))
+
+
+def dropped_share(right_counts, group_size: int, tol: float) -> float:
+    """The share of a batch's completions the filter |A| ≤ tol drops, from each group's count of right answers.
+
+    For 0/1 rewards and Dr.GRPO's advantages A_i = r_i − mean (``group_advantages(..., "dr_grpo")``),
+    a group of G with k right answers gives its G − k wrong ones |A| = k/G and its k right ones
+    |A| = (G − k)/G, so it loses (G − k)·[k/G ≤ tol] + k·[(G − k)/G ≤ tol] completions; a flat group
+    (k = 0 or G) loses all G. Nothing but the histogram of k enters.
+    """
+    group_size = check_int("group_size", group_size, minimum=1)
+    tol = check_positive("tol", tol, allow_zero=True)
+    counts = np.asarray(right_counts)
+    if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer):
+        raise ValueError("right_counts must be a non-empty 1-D array of ints, one per group")
+    if np.any((counts < 0) | (counts > group_size)):
+        raise ValueError(f"right_counts must lie in [0, group_size={group_size}]")
+    bar = tol * group_size + 1e-9  # |A| ≤ tol  ⇔  count of the other kind ≤ tol · G
+    dropped = (group_size - counts) * (counts <= bar) + counts * ((group_size - counts) <= bar)
+    return float(dropped.sum() / (counts.size * group_size))
 
 
 def update_gradient(model, rollout, advantages, rows, *, max_len: int) -> torch.Tensor:
@@ -86,6 +152,84 @@ def update_seconds(model, rollout, advantages, row_sets: dict, *, max_len: int, 
     return best
 
 
+def sample_probe_batch(model, tokenizer, task, n_prompts: int, *, group_size: int, max_new_tokens: int, seed: int):
+    """A batch to look inside: ``n_prompts`` training prompts of ``task`` (drawn with ``seed``), ``group_size``
+    completions of each sampled from ``model`` (with ``seed``), and their (B,) rewards.
+
+    Returns ``(rollout, rewards)``; the completions of a prompt are contiguous, as in training.
+    """
+    n_prompts = check_int("n_prompts", n_prompts, minimum=1)
+    prompts = task.dataset(n_prompts, seed=seed, split="train")
+    rollout = sample(model, tokenizer, list(prompts["prompt"]), num_samples=group_size,
+                     max_new_tokens=max_new_tokens, seed=seed)
+    rewards = torch.tensor([float(task.reward(text, prompts[i // group_size])) for i, text in enumerate(rollout.texts)])
+    return rollout, rewards
+
+
+def sampling_seconds(model, tokenizer, prompts, *, num_samples: int, max_new_tokens: int, seed: int = 0,
+                     repeats: int = 2) -> float:
+    """CPU seconds of sampling ``num_samples`` completions of each of ``prompts``: the phase the filter cannot skip.
+
+    Timed as ``update_seconds`` times the update (one thread, its CPU clock, the fastest of
+    ``repeats`` rounds), so the two phases of a step can be compared: with sampling S and update U
+    seconds, a filter that leaves a share r of the update's time saves at most U (1 − r) / (S + U)
+    of a step (Amdahl's law, Amdahl 1967).
+    """
+    repeats = check_int("repeats", repeats, minimum=1)
+    best = float("inf")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(repeats):
+            start = time.thread_time()
+            sample(model, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens, seed=seed)
+            best = min(best, time.thread_time() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return best
+
+
+def mislabelled_kept(rewards, group_size: int, fraction: float, tols, *, draws: int, seed: int = 0):
+    """What share of the completions each filter keeps are mislabelled, over ``draws`` draws of a noisy verifier.
+
+    ``rewards``: the (B,) correct 0/1 rewards of a batch in groups of ``group_size``. Each draw flips
+    every reward independently with probability ``fraction`` (as ``flip_rewards``), takes the Dr.GRPO
+    advantages of the flipped rewards (r̃_i − group mean, ``group_advantages(..., "dr_grpo")``) and,
+    for each tol in ``tols``, keeps the completions with |A| > tol (``advantage_filter_mask``). No
+    gradient is needed, so thousands of draws cost little. Returns a ``pandas.DataFrame`` with one row
+    per (draw, tol): ``flipped`` (the share of the batch mislabelled), ``kept`` (completions kept) and
+    ``mislabelled_kept`` (the share of the kept ones that are mislabelled; NaN when none is kept).
+    """
+    import pandas as pd
+
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,)).double()
+    group_size = check_int("group_size", group_size, minimum=1)
+    if rewards.numel() % group_size:
+        raise ValueError(f"rewards must hold whole groups of group_size={group_size}, got {rewards.numel()}")
+    if not bool(((rewards == 0) | (rewards == 1)).all()):
+        raise ValueError("rewards must be binary (each 0 or 1)")
+    fraction = check_positive("fraction", fraction, allow_zero=True)
+    if fraction > 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    tols = [check_positive("tols", tol, allow_zero=True) for tol in tols]
+    if not tols:
+        raise ValueError("tols must hold at least one tolerance")
+    draws = check_int("draws", draws, minimum=1)
+    generator = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    flips = torch.rand((draws, rewards.numel()), generator=generator, dtype=torch.float64) < fraction
+    noisy = torch.where(flips, 1 - rewards, rewards).view(draws, -1, group_size)
+    advantages = (noisy - noisy.mean(dim=2, keepdim=True)).view(draws, -1)
+    frames = []
+    for tol in tols:
+        keep = advantages.abs() > tol
+        kept = keep.sum(dim=1)
+        share = (flips & keep).sum(dim=1) / kept.clamp(min=1)
+        frames.append(pd.DataFrame({"draw": np.arange(draws), "tol": tol, "flipped": flips.double().mean(dim=1).numpy(),
+                                    "kept": kept.numpy(),
+                                    "mislabelled_kept": torch.where(kept > 0, share, math.nan).numpy()}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def flip_rewards(rewards, fraction: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
     """A noisy verifier: each binary reward r ∈ {0, 1} flipped to 1 − r independently with probability ``fraction``.
 
@@ -112,11 +256,12 @@ def filter_sweep(model, rollout, advantages, tols, *, max_len: int, reference=No
     ``cosine`` and ``norm_ratio`` of the filtered gradient g_tol = Σ_{|A_i|>tol} A_i ∇log π(y_i) / (K L)
     against the unfiltered one over all rows, g = Σ_i A_i ∇log π(y_i) / (B L) (``update_gradient``).
     For tol below the smallest non-zero |A| only exact zeros go, and g_tol = (B/K) g: cosine 1, no
-    bias. Above it, completions that do carry gradient go too, and the cosine measures how far the
-    expected update turns. With ``reference`` (a gradient vector, e.g. the clean-reward gradient
-    when ``advantages`` come from a noisy verifier) a column ``cosine_reference`` compares g_tol with it too;
-    with ``mislabelled`` (a (B,) bool mask of the rewards the verifier got wrong) a column
-    ``mislabelled_kept`` gives the share of the kept completions that are mislabelled.
+    bias. Above it, completions that do carry gradient go too, and the cosine measures how far this
+    batch's update turns (one batch: average over several to speak of the expected update). With
+    ``reference`` (a gradient vector, e.g. the clean-reward gradient when ``advantages`` come from a
+    noisy verifier) a column ``cosine_reference`` compares g_tol with it too; with ``mislabelled`` (a
+    (B,) bool mask of the rewards the verifier got wrong) a column ``mislabelled_kept`` gives the
+    share of the kept completions that are mislabelled.
     ``repeats=None`` skips the timing (``update_time`` is then NaN).
     """
     import pandas as pd

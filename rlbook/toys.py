@@ -8,23 +8,29 @@ pays a reward drawn from N(μ_k, σ²). The objective and its gradient are exact
     J(θ) = Σ_k π_k μ_k,        ∂J/∂θ_k = π_k (μ_k − J)         (since ∇_θ log π_a = e_a − π).
 
 REINFORCE estimates the gradient from N pulls, ĝ = (1/N) Σ_i (R_i − b_i)(e_{a_i} − π), with a
-baseline b that is zero, the exact value J(θ), or the mean of the *other* rewards of the batch.
+baseline b that is zero, the exact value J(θ), or the mean of the *other* rewards of the batch — and,
+to show that a test of unbiasedness can fail, the batch's mean reward with R_i included (biased).
 
 **Two Gaussians** (lesson 02). Samples x ~ π_θ = N(0, 1) and a reference π_ref = N(μ, σ²); the
 per-sample KL estimators k1, k2, k3 of ``rlbook.kl`` estimate KL(π_θ ‖ π_ref), whose value is
 known. The bias and spread of every estimator have closed forms too (Schulman 2020 reported them
 by sampling): ``kl_estimator_table_exact`` derives them for σ = 1, ``kl_estimator_table_any_sigma``
-for any σ (k3's variance is infinite once σ² ≥ 2).
+for any σ (k3's variance is infinite once σ² ≥ 2); ``k1_k3_spread_crossover`` finds where k3 starts
+to spread more than k1, and ``k3_batch_mean_spread`` how a batch mean of each narrows as it grows.
 
 **A categorical policy and a reference** (lesson 02). E_{x~π}[∇k(x)] is the finite sum
 ∇ Σ_x sg[π(x)] k(x), so which divergence an estimator's gradient follows is checked exactly; and
 exact gradient ascent on "reward minus a KL penalty" shows where each placement of the penalty
-leads the policy; ``reverse_kl_optimum`` is the closed form that lesson 06 builds DPO on.
+leads the policy; ``reverse_kl_optimum`` is the closed form that lesson 06 builds DPO on;
+``per_sample_estimator_gradients`` and ``estimator_gradient_variance`` give the noise of one sampled
+token's KL gradient. (The same toy over two tokens is ``rlbook.kl_sequence``.)
 
 **A policy with rewards it was never trained on** (lesson 05). ``toy_policy`` gives π over a few
 dozen outcomes and a reward per outcome, so the best-of-n distribution is an exact finite sum;
 ``optimum_at_kl`` finds the KL-regularised optimum with a given KL, and ``best_of_n_efficiency``
-compares best-of-n's reward with that optimum's at the same KL.
+compares best-of-n's reward with that optimum's at the same KL. Under a 0/1 verifier over many prompts
+of different pass rates, ``verifier_frontier`` is the optimum with one β shared by all prompts and
+``verifier_best_of_n_efficiency`` compares best-of-n (one n for all prompts) with it.
 
 **One preference pair and a tabular policy** (lesson 07). ``toy_margin_dynamics`` runs gradient
 descent on DPO's or IPO's loss of one pair: DPO's margin grows without bound, IPO's stops at 1/(2τ).
@@ -48,12 +54,13 @@ import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.evidence import ratio_se
-from rlbook.kl import kl_estimate, kl_in_loss, kl_in_reward
+from rlbook.kl import bernoulli_kl, kl_estimate, kl_in_loss, kl_in_reward
 from rlbook.losses import dpo_loss, ipo_loss
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 __all__ = [
     "BASELINES",
+    "BIASED_BASELINES",
     "KL_PLACEMENTS",
     "GaussianBandit",
     "policy",
@@ -72,6 +79,7 @@ __all__ = [
     "reward_to_go_variances",
     "total_variance",
     "total_variance_ratio",
+    "z_scores",
     "train_bandit",
     "gaussian_kl",
     "gaussian_log_density",
@@ -79,8 +87,11 @@ __all__ = [
     "kl_estimator_table_exact",
     "kl_estimator_table_any_sigma",
     "k1_k3_spread_crossover",
+    "k3_batch_mean_spread",
     "kl_estimator_table_monte_carlo",
     "expected_estimator_gradient",
+    "per_sample_estimator_gradients",
+    "estimator_gradient_variance",
     "reverse_kl",
     "forward_kl",
     "kl_gradient",
@@ -91,11 +102,17 @@ __all__ = [
     "toy_policy",
     "optimum_at_kl",
     "best_of_n_efficiency",
+    "verifier_frontier",
+    "verifier_optimum_at_kl",
+    "verifier_best_of_n_efficiency",
     "toy_margin_dynamics",
 ]
 
 DTYPE = torch.float64
 BASELINES = ("none", "value", "leave_one_out")
+# The batch's mean reward with pull i included (GRPO's group mean without its σ): E ĝ = (1 − 1/N) ∇J,
+# so it is biased; ``baseline_values`` and ``reinforce_estimates`` accept it, to give a bias test a failure.
+BIASED_BASELINES = ("group_mean",)
 KL_PLACEMENTS = ("k1_in_reward", "k1_in_loss", "k2_in_loss", "k3_in_loss", "k3+_in_loss")
 
 
@@ -174,13 +191,18 @@ def baseline_values(rewards: torch.Tensor, baseline: str, *, value: torch.Tensor
     - ``"none"``: b = 0;
     - ``"value"``: b = J(θ), the exact expected reward (pass it as ``value``), the same for all i;
     - ``"leave_one_out"``: b_i = mean of the other N − 1 rewards of the batch (independent of R_i,
-      so the estimate stays unbiased; it is RLOO's baseline, lesson 09).
+      so the estimate stays unbiased; it is RLOO's baseline, lesson 09);
+    - ``"group_mean"`` (biased, ``BIASED_BASELINES``): b_i = mean of all N rewards, R_i included. Then
+      R_i − b_i = (N − 1)/N × the leave-one-out advantage, so E ĝ = (1 − 1/N) ∇J (lesson 01's
+      exercise 3; lesson 09 measures it).
     """
-    check_choice("baseline", baseline, BASELINES)
+    check_choice("baseline", baseline, BASELINES + BIASED_BASELINES)
     if baseline == "none":
         return torch.zeros_like(rewards)
     if baseline == "value":
         return torch.as_tensor(value, dtype=rewards.dtype).expand_as(rewards)
+    if baseline == "group_mean":
+        return rewards.mean(-1, keepdim=True).expand_as(rewards)
     n = rewards.shape[-1]
     if n < 2:
         raise ValueError("the leave_one_out baseline needs batch_size >= 2")
@@ -215,6 +237,20 @@ def reinforce_estimates(bandit: GaussianBandit, logits, *, batch_size: int, num_
 def total_variance(estimates: torch.Tensor) -> float:
     """E‖ĝ − E ĝ‖², the trace of the covariance of the rows of ``estimates`` (Bessel-corrected)."""
     return float(estimates.var(dim=0, unbiased=True).sum())
+
+
+def z_scores(estimates: torch.Tensor, target) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(z, se)`` per coordinate: how many standard errors the mean of the (M, K) ``estimates`` lies
+    from ``target`` (K,), z = (mean − target) / se with se = sd / √M (Bessel-corrected sd) — the
+    lessons' test of unbiasedness asks |z| < 4 on every coordinate."""
+    if estimates.dim() != 2 or estimates.shape[0] < 2:
+        raise ValueError(f"estimates must be (M, K) with M >= 2 independent estimates, got shape "
+                         f"{tuple(estimates.shape)}")
+    target = torch.as_tensor(target, dtype=estimates.dtype)
+    if target.shape != estimates.shape[1:]:
+        raise ValueError(f"target must have shape {tuple(estimates.shape[1:])}, got {tuple(target.shape)}")
+    se = estimates.std(0) / math.sqrt(estimates.shape[0])
+    return (estimates.mean(0) - target) / se, se
 
 
 def total_variance_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> tuple[float, float]:
@@ -489,22 +525,101 @@ def kl_estimator_table_any_sigma(mu: float, sigma: float = 1.0) -> dict[str, dic
     return table
 
 
-def k1_k3_spread_crossover(iterations: int = 100) -> float:
-    """The μ beyond which k3 spreads more than k1, for π_θ = N(0, 1) and π_ref = N(μ, 1).
+def k1_k3_spread_crossover(iterations: int = 100, *, sigma: float = 1.0) -> float:
+    """The μ beyond which k3 spreads more than k1, for π_θ = N(0, 1) and π_ref = N(μ, σ²).
 
-    From ``kl_estimator_table_exact``: Var(k3) = e^{μ²} − 1 − μ² and Var(k1) = μ², equal where
+    At σ = 1, from ``kl_estimator_table_exact``: Var(k3) = e^{μ²} − 1 − μ² and Var(k1) = μ², equal where
     e^{u} = 1 + 2u with u = μ² > 0; found by bisection (e^u − 1 − 2u is negative, then positive,
     on (0, 2)). About 1.12: below it k3 is the better estimator, above it k1 is.
+
+    For any σ the two stdevs of ``kl_estimator_table_any_sigma`` are compared and the sign change of
+    stdev(k3) − stdev(k1) in μ is found by bisection (one sign change for 0.5 ≤ σ ≤ 1.2, checked by a
+    grid scan in the tests). What drives Var(k3) is E_q[r²] = ∫ π_ref²/π_θ: reference mass where the
+    policy is thin. A wider reference (σ > 1) puts it in the policy's tails, so the crossover comes at a
+    far smaller KL; once k3 already spreads more at μ → 0 (σ ≳ 1.25, and always for σ² ≥ 2, where its
+    variance is infinite) the function returns 0.0.
     """
     iterations = check_int("iterations", iterations, minimum=1)
-    low, high = 0.5, 2.0
+    sigma = check_positive("sigma", sigma)
+    if sigma == 1.0:
+        low, high = 0.5, 2.0
+        for _ in range(iterations):
+            middle = 0.5 * (low + high)
+            if math.expm1(middle) < 2 * middle:
+                low = middle
+            else:
+                high = middle
+        return math.sqrt(0.5 * (low + high))
+
+    def k3_spreads_more(mu: float) -> bool:
+        table = kl_estimator_table_any_sigma(mu, sigma)
+        return table["k3"]["stdev/true"] > table["k1"]["stdev/true"]
+
+    low, high = 1e-6, 1.0
+    if k3_spreads_more(low):
+        return 0.0
+    while not k3_spreads_more(high):  # k3's variance grows like e^{μ²}, k1's like μ²: this ends
+        low, high = high, 2 * high
     for _ in range(iterations):
         middle = 0.5 * (low + high)
-        if math.expm1(middle) < 2 * middle:
-            low = middle
-        else:
+        if k3_spreads_more(middle):
             high = middle
-    return math.sqrt(0.5 * (low + high))
+        else:
+            low = middle
+    return 0.5 * (low + high)
+
+
+def k3_batch_mean_spread(mu: float, sigma: float, *, batch_sizes, batches: int, seed: int = 0,
+                         resamples: int = 400) -> dict[int, dict[str, dict[str, float]]]:
+    """How the batch mean of k1 and k3 spreads around the true KL as the batch grows (π_ref = N(μ, σ²)).
+
+    For each n in ``batch_sizes``, ``batches`` batch means of n draws (drawn in chunks of at most
+    four million, new seeds from ``seed``). Per estimator: ``"below"``, the share of batch means under
+    the true KL; ``"median/true"``, the median batch mean over the KL, minus 1; ``"iqr/true"``, the
+    interquartile range of the batch means over the KL; and ``"log_iqr_se"``, the bootstrap standard
+    error of log IQR (``resamples`` resamples of the batches, seeded).
+
+    Why the IQR: with a finite variance the batch mean is near-normal for large n and its spread
+    shrinks like n^{-1/2}, 10× for 100× the draws. k3 carries r = π_ref/π_θ, and for x ~ N(0, 1)
+    P(r > t) falls like t^{-α} with α = σ²/(σ² − 1): for σ² ≥ 2, α ≤ 2 and the variance is infinite.
+    A mean of such draws falls in the domain of a stable law of index α (generalised central limit
+    theorem; Gnedenko & Kolmogorov 1954), whose spread shrinks like n^{1/α − 1}: at σ = 2 (α = 4/3)
+    only 100^{1/4} ≈ 3.2× for 100× the draws. The IQR exists where the standard deviation does not.
+    """
+    check_positive("sigma", sigma)
+    batches = check_int("batches", batches, minimum=4)
+    resamples = check_int("resamples", resamples, minimum=10)
+    sizes = [check_int("batch_sizes", n, minimum=2) for n in batch_sizes]
+    if not sizes:
+        raise ValueError("batch_sizes must name at least one batch size")
+    true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
+    quartiles = torch.tensor([0.25, 0.5, 0.75], dtype=DTYPE)
+    generator = torch.Generator().manual_seed(seed)
+    result, next_seed = {}, seed
+    for n in sizes:
+        means = {"k1": [], "k3": []}
+        per_chunk, done = max(1, 4_000_000 // n), 0
+        while done < batches:
+            rows = min(per_chunk, batches - done)
+            draws = sample_kl_estimates(mu, sigma, n_samples=rows * n, seed=next_seed)
+            next_seed += 1
+            for name in means:
+                means[name].append(draws[name].view(rows, n).mean(1))
+            done += rows
+            del draws
+        result[n] = {}
+        for name, chunks in means.items():
+            values = torch.cat(chunks)
+            low, middle, high = torch.quantile(values, quartiles).tolist()
+            picks = torch.randint(0, batches, (resamples, batches), generator=generator)
+            boot = torch.quantile(values[picks], quartiles[[0, 2]], dim=1)
+            result[n][name] = {
+                "below": float((values < true_kl).double().mean()),
+                "median/true": middle / true_kl - 1,
+                "iqr/true": (high - low) / true_kl,
+                "log_iqr_se": float((boot[1] - boot[0]).log().std()),
+            }
+    return result
 
 
 def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: int,
@@ -584,6 +699,40 @@ def expected_estimator_gradient(logits, ref_probs, estimator: str, *, sampling_p
     terms = kl_in_loss(logp, ref_probs.log(), beta=1.0, estimator=estimator, ratio=ratio)
     (gradient,) = torch.autograd.grad((sampler * terms).sum(), theta)
     return gradient
+
+
+def per_sample_estimator_gradients(logits, ref_probs, estimator: str) -> torch.Tensor:
+    """∇_θ k(x) for every outcome x, as the rows of a (K, K) matrix (π_θ = softmax(logits)).
+
+    Per sample, with ∇log r = −∇log π_θ(x) = −(e_x − π_θ) (Schulman 2020's estimators; K. Liu et al.
+    2025, arXiv:2510.01555, write each as a coefficient times the score):
+
+    - ∇k1 = ∇log π_θ(x), the score itself;
+    - ∇k2 = (log π_θ − log π_ref)(x) ∇log π_θ(x) = k1(x) ∇log π_θ(x), the very term that k1 placed in
+      the reward contributes (so for one token the two are the same gradient, sample by sample);
+    - ∇k3 = (1 − r(x)) ∇log π_θ(x), r = π_ref/π_θ: unbounded where π_θ ≪ π_ref, while k1 grows only
+      like log(π_ref/π_θ).
+    """
+    logits, ref_probs = _categorical(logits, ref_probs)
+    theta = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, dim=0)
+    values = kl_estimate(logp, ref_probs.log(), estimator)
+    rows = [torch.autograd.grad(values[x], theta, retain_graph=True)[0] for x in range(len(values))]
+    return torch.stack(rows)
+
+
+def estimator_gradient_variance(logits, ref_probs, estimator: str) -> float:
+    """The variance of a one-sample KL-term gradient, E_x‖∇k(x)‖² − ‖E_x ∇k(x)‖² with x ~ π_θ (exact).
+
+    The trace of the covariance of ``per_sample_estimator_gradients`` under π_θ: what one sampled token
+    adds to the noise of a gradient step (β = 1; scale by β²). For k3 its coefficient (1 − r)² weighted
+    by π_θ puts π_ref²/π_θ in the sum, the same E_q[r²] that makes k3's *value* heavy-tailed.
+    """
+    logits, ref_probs = _categorical(logits, ref_probs)
+    gradients = per_sample_estimator_gradients(logits, ref_probs, estimator)
+    probs = torch.softmax(logits, dim=0)
+    mean = probs @ gradients
+    return float((probs * (gradients**2).sum(1)).sum() - (mean**2).sum())
 
 
 def reverse_kl(logits, ref_probs) -> torch.Tensor:
@@ -710,6 +859,23 @@ def _tilted_kl(ref_probs: torch.Tensor, rewards: torch.Tensor, inverse_beta: tor
     return (log_tilted.exp() * (log_tilted - log_ref)).nan_to_num().sum(dim=1)
 
 
+def _solve_increasing(function, targets: torch.Tensor, iterations: int) -> torch.Tensor:
+    """The λ ≥ 0 with ``function(λ) = targets`` (elementwise), for a ``function`` that rises with λ from
+    function(0) ≤ targets: double an upper end until it passes the target (or λ is effectively ∞, after
+    200 doublings), then bisect ``iterations`` times; returns the midpoints."""
+    low, high = torch.zeros_like(targets), torch.ones_like(targets)
+    for _ in range(200):
+        short = function(high) < targets
+        if not short.any():
+            break
+        low, high = torch.where(short, high, low), torch.where(short, 2 * high, high)
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        above = function(middle) >= targets
+        low, high = torch.where(above, low, middle), torch.where(above, middle, high)
+    return 0.5 * (low + high)
+
+
 def optimum_at_kl(ref_probs, rewards, kl, *, iterations: int = 100) -> torch.Tensor:
     """The KL-regularised optimum π*_β = ``reverse_kl_optimum(ref_probs, rewards, beta)`` whose
     KL(π*_β ‖ π_ref) equals ``kl`` (a number or a (K,) tensor of them; returns (V,) or (K, V)).
@@ -730,17 +896,8 @@ def optimum_at_kl(ref_probs, rewards, kl, *, iterations: int = 100) -> torch.Ten
         raise ValueError(f"kl must be finite, non-negative and at most −log π_ref(top reward) = {ceiling:.6g}, "
                          f"got {targets.tolist()}")
     targets = targets.clamp(max=ceiling - 1e-12)
-    low, high = torch.zeros_like(targets), torch.ones_like(targets)
-    for _ in range(200):  # double the upper end until KL(high) ≥ the target (or λ is effectively ∞)
-        short = _tilted_kl(ref_probs, rewards, high) < targets
-        if not short.any():
-            break
-        low, high = torch.where(short, high, low), torch.where(short, 2 * high, high)
-    for _ in range(iterations):
-        middle = 0.5 * (low + high)
-        above = _tilted_kl(ref_probs, rewards, middle) >= targets
-        low, high = torch.where(above, low, middle), torch.where(above, middle, high)
-    optima = torch.softmax(ref_probs.log() + 0.5 * (low + high)[:, None] * rewards, dim=1)
+    inverse_beta = _solve_increasing(lambda lam: _tilted_kl(ref_probs, rewards, lam), targets, iterations)
+    optima = torch.softmax(ref_probs.log() + inverse_beta[:, None] * rewards, dim=1)
     return optima[0] if torch.as_tensor(kl).dim() == 0 else optima
 
 
@@ -761,6 +918,89 @@ def best_of_n_efficiency(probs, rewards, ns) -> dict[str, np.ndarray]:
     kl = np.array([best_of_n_exact_kl(probs, rewards, n) for n in ns])
     gain = np.array([float(best_of_n_distribution(probs, rewards, n) @ rewards) - base for n in ns])
     optimum_gain = (optimum_at_kl(probs, rewards, torch.as_tensor(kl)) @ rewards).numpy() - base
+    moved = kl > 1e-12
+    ratio = np.full(len(ns), np.nan)
+    ratio[moved] = gain[moved] / optimum_gain[moved]
+    return {"n": np.array(ns), "kl": kl, "gain": gain, "optimum_gain": optimum_gain, "ratio": ratio}
+
+
+def _pass_rates(pass_rates) -> torch.Tensor:
+    rates = torch.as_tensor(pass_rates, dtype=DTYPE).reshape(-1)
+    if rates.numel() == 0 or not torch.isfinite(rates).all() or (rates < 0).any() or (rates > 1).any():
+        raise ValueError(f"pass_rates must be a non-empty list of numbers in [0, 1], got {pass_rates!r}")
+    return rates
+
+
+def _tilted_success(rates: torch.Tensor, inverse_beta: torch.Tensor) -> torch.Tensor:
+    """(L, P): each prompt's success rate under π*_β ∝ π e^(r/β), r ∈ {0, 1}, for each λ = 1/β:
+    p e^λ / (p e^λ + 1 − p), i.e. the logit of p shifted by λ (0 and 1 stay put)."""
+    lam = inverse_beta.reshape(-1, 1)
+    tilted = rates * lam.exp() / (rates * lam.exp() + 1 - rates)
+    return torch.where((rates > 0) & (rates < 1), tilted, rates.expand_as(tilted))
+
+
+def verifier_frontier(pass_rates, inverse_betas) -> dict[str, np.ndarray]:
+    """The reward–KL frontier of a 0/1 verifier over a *set* of prompts: one β shared by every prompt.
+
+    On prompt x with pass rate p_x, π*_β ∝ π e^(r/β) keeps π's shape within the right and the wrong
+    answers and puts q_x(λ) = p_x e^λ / (p_x e^λ + 1 − p_x) on the right ones (λ = 1/β), at
+    KL(Bernoulli(q_x) ‖ Bernoulli(p_x)) from π (Rafailov et al. 2023, arXiv:2305.18290, eq. 4, on two
+    reward levels). The mean over prompts of E[r] − β KL is maximised prompt by prompt at one shared β,
+    so sweeping β traces the most mean success any policy can have at each mean KL: the frontier a
+    KL-regularised policy trained on the whole prompt set aims for. Returns arrays over
+    ``inverse_betas``: ``inverse_beta``, ``kl`` (mean KL over prompts, nats) and ``success`` (mean q).
+    A prompt with p = 0 or 1 cannot move: it adds 0 to the KL and its p to the success.
+    """
+    rates = _pass_rates(pass_rates)
+    lam = torch.as_tensor(inverse_betas, dtype=DTYPE).reshape(-1)
+    if lam.numel() == 0 or not torch.isfinite(lam).all() or (lam < 0).any():
+        raise ValueError(f"inverse_betas must be finite numbers ≥ 0, got {inverse_betas!r}")
+    success = _tilted_success(rates, lam)
+    return {"inverse_beta": lam.numpy(), "kl": bernoulli_kl(success, rates.expand_as(success)).mean(dim=1).numpy(),
+            "success": success.mean(dim=1).numpy()}
+
+
+def verifier_optimum_at_kl(pass_rates, kl, *, iterations: int = 100) -> np.ndarray:
+    """The most mean success a policy can have at mean KL ``kl`` (a number or a list) from π over the
+    prompts of ``pass_rates``: ``verifier_frontier`` at the shared λ = 1/β whose mean KL is ``kl``.
+
+    Each prompt's KL rises with λ (the derivative of KL(λ) is λ Var(r) ≥ 0, as in ``optimum_at_kl``), so
+    the mean does too, from 0 to the mean of log(1/p) over the prompts with 0 < p (π conditioned on
+    success); λ is found by bisection. A ``kl`` above that ceiling raises ``ValueError``.
+    Returns an array of mean success rates, one per ``kl``."""
+    rates = _pass_rates(pass_rates)
+    targets = torch.as_tensor(kl, dtype=DTYPE).reshape(-1)
+    iterations = check_int("iterations", iterations, minimum=1)
+    ceiling = float(torch.where(rates > 0, -rates.clamp(min=1e-300).log(), torch.zeros_like(rates)).mean())
+    if not torch.isfinite(targets).all() or (targets < 0).any() or (targets > ceiling + 1e-9).any():
+        raise ValueError(f"kl must be finite, non-negative and at most the mean log(1/p) = {ceiling:.6g}, "
+                         f"got {targets.tolist()}")
+
+    def mean_kl(lam):
+        success = _tilted_success(rates, lam)
+        return bernoulli_kl(success, rates.expand_as(success)).mean(dim=1)
+
+    return _tilted_success(rates, _solve_increasing(mean_kl, targets, iterations)).mean(dim=1).numpy()
+
+
+def verifier_best_of_n_efficiency(pass_rates, ns) -> dict[str, np.ndarray]:
+    """Best-of-n with one n for every prompt, against the shared-β frontier of ``verifier_frontier``.
+
+    On one prompt, best-of-n under a 0/1 verifier *is* π*_β at 1/β = log[q(1 − p)/(p(1 − q))] with
+    q = 1 − (1 − p)^n (lesson 05): on that prompt's frontier. That β depends on p, so over prompts of
+    different pass rates one n is a different β on each, and the pair (mean KL, mean success) can fall
+    short of the frontier that one shared β traces. Returns arrays over ``ns``: ``kl`` (mean exact KL,
+    nats), ``gain`` (mean q − mean p), ``optimum_gain`` (the frontier's gain at that mean KL,
+    ``verifier_optimum_at_kl``) and ``ratio`` = gain / optimum_gain (NaN where nothing moved, n = 1).
+    """
+    rates = _pass_rates(pass_rates)
+    ns = [check_int("ns", n, minimum=1) for n in ns]
+    if not ns:
+        raise ValueError("ns must hold at least one n")
+    success = torch.stack([1 - (1 - rates) ** n for n in ns])                  # (N, P)
+    kl = bernoulli_kl(success, rates.expand_as(success)).mean(dim=1).numpy()
+    gain = (success.mean(dim=1) - rates.mean()).numpy()
+    optimum_gain = verifier_optimum_at_kl(rates, kl) - float(rates.mean())
     moved = kl > 1e-12
     ratio = np.full(len(ns), np.nan)
     ratio[moved] = gain[moved] / optimum_gain[moved]

@@ -108,6 +108,27 @@ def test_eval_every_evaluates_during_training(evaluated):
         evaluated.plot_evaluations("nope")
 
 
+def test_held_out_table_gives_each_runs_pass1_with_a_clustered_se(result, evaluated):
+    from rlbook.evidence import pass_at_k_with_se
+
+    for run in (result, evaluated):  # with and without evaluations during training
+        table = run.held_out_table()
+        label = run.labels[0]
+        assert list(table.index) == [(name, seed) for name in run.labels for seed in (0, 1)]
+        for seed, evaluation, correct in zip((0, 1), run.evaluations[label], run.held_out_correct[label]):
+            assert len(correct) == 3 and all(len(row) == 2 for row in correct)  # 3 prompts x 2 samples
+            assert table.loc[(label, seed), "pass@1"] == pytest.approx(evaluation["pass@1"])
+            assert table.loc[(label, seed), "se"] == pytest.approx(pass_at_k_with_se(correct, 1)[1])
+        assert all("correct" not in evaluation for evaluation in run.evaluations[label])
+
+
+def test_held_out_table_needs_an_evaluation(model_dir, task):
+    plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=1, seeds=(0,),
+                         progress=False)
+    with pytest.raises(ValueError, match="eval_dataset"):
+        plain.held_out_table()
+
+
 def test_evaluating_does_not_change_training(model_dir, task, evaluated):
     plain = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=3, seeds=(1,),
                          progress=False)

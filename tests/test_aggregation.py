@@ -95,3 +95,17 @@ def test_masked_mean():
 def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_own_weights_fn_replaces_token_weights_and_never_weights_padding():
+    from rlbook.aggregation import aggregate, token_weights
+
+    loss = torch.tensor([[1.0, 2.0, 5.0], [3.0, 4.0, 6.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    for mode in ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"):
+        own = aggregate(loss, mask, mode, max_len=4, weights_fn=lambda m, md, L: token_weights(m, md, max_len=L))
+        assert torch.equal(own, aggregate(loss, mask, mode, max_len=4))
+    everywhere = aggregate(loss, mask, "token_mean", weights_fn=lambda m, md, L: torch.ones_like(m))
+    assert everywhere.item() == 1.0 + 2.0 + 3.0
+    with pytest.raises(ValueError, match="weights_fn must return"):
+        aggregate(loss, mask, "token_mean", weights_fn=lambda m, md, L: 1.0)

@@ -1,9 +1,10 @@
 """The course assignments (assignments/): built by otter-grader, graded by assignments/grade.py.
 
 One build and one grading pass per session: each assignment's folder holds its solution (the autograder
-notebook), its untouched student version and its known mistakes (assignments/known_mistakes.json, each a
-one-line edit of the solution), and assignment 1's folder also a notebook with a cell that raises and an
-answer cell deleted, and a file that is not a notebook; a notebook whose k3 never returns is graded alone
+notebook), its untouched student version and its known mistakes marked ``end_to_end`` in
+assignments/known_mistakes.json (each a one-line edit of the solution; tests/test_grading_mistakes.py grades
+every entry in process, these also go through the sandboxed grader), and assignment 1's folder also a
+notebook with a cell that raises and an answer cell deleted, and a file that is not a notebook; a notebook whose k3 never returns is graded alone
 under a short limit. The tests then read the CSV rows: full marks for the solution (its training questions
 re-run by the grader with the solution's functions), 0 for the student version, partial credit with the
 mistake named for each known mistake (graded with its training answers left at None, so that only the
@@ -25,12 +26,17 @@ pytest.importorskip("otter", reason="otter-grader builds and grades the assignme
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ASSIGNMENTS = ROOT / "assignments"
-MISTAKES = json.loads((ASSIGNMENTS / "known_mistakes.json").read_text())["mistakes"]
+MISTAKES = [m for m in json.loads((ASSIGNMENTS / "known_mistakes.json").read_text())["mistakes"]
+            if m.get("end_to_end")]
 # Generous: the notebooks take well under a minute each at the CI size; the limit only catches a hang.
 TIMEOUT_S = 300
 # The never-ending notebook's two processes (its function questions, its training re-run) each spin until
 # this limit stops them: it only has to be reached, so it is short (20 s cost the suite 40 s of a busy core).
 LOOP_TIMEOUT_S = 10
+
+
+# DPO's sign flipped in Q3, training answers kept: the grader's re-run of Q5 trains with this loss.
+A3_FLIPPED_DPO = ("return -F.logsigmoid(beta * h)", "return -F.logsigmoid(-beta * h)")
 
 
 def _module(name: str):
@@ -101,6 +107,8 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, dict]]:
         for mistake in (m for m in MISTAKES if m["assignment"] == name):
             edited = _without_training(_edited(solution, mistake["find"], mistake["replace"]), built / name)
             nbformat.write(edited, folder / f"{mistake['name']}.ipynb")
+        if name == "a3_preference":  # a wrong Q3 trained with: the re-run uses the student's dpo_loss
+            nbformat.write(_edited(solution, *A3_FLIPPED_DPO), folder / "dpo_flipped_trained.ipynb")
         if name == NAMES[0]:
             broken = _edited(solution, "def k3(logp, ref_logp):", "raise RuntimeError('a cell that fails')\n"
                                                                    "def k3(logp, ref_logp):")
@@ -124,7 +132,8 @@ def test_five_assignments_with_student_and_autograder_versions(built):
     assert len(NAMES) >= 5
     for name in NAMES:
         solution, student = _notebooks(built, name)
-        assert (built / name / "autograder" / "autograder.zip").is_file()
+        assert (built / name / "autograder" / "grading.json").is_file()
+        assert not (built / name / "autograder" / "autograder.zip").exists(), "otter's zip grades the unsafe way"
         student_code = "\n".join(cell.source for cell in student.cells if cell.cell_type == "code")
         assert "BEGIN SOLUTION" not in student_code and "NotImplementedError" in student_code
         assert "test_" not in student_code, "hidden tests must not ship to students"
@@ -150,7 +159,7 @@ def test_known_mistake_gets_partial_credit_and_is_named(graded, mistake):
     row = graded[mistake["assignment"]][mistake["name"]]
     assert 0.0 < float(row["total"]) < float(row["possible"]), row
     assert float(row[mistake["question"]]) == 0.0, row
-    assert mistake["feedback"] in row["feedback"], row["feedback"]
+    assert (mistake.get("message") or mistake["feedback"]) in row["feedback"], row["feedback"]
 
 
 def test_each_assignment_has_two_known_mistakes():
@@ -187,3 +196,13 @@ def test_grade_folder_rejects_bad_arguments(tmp_path):
         grade.grade_folder(tmp_path, tmp_path / "a.zip", tmp_path / "out.csv")
     with pytest.raises(ValueError, match="name must be one of"):
         build.build("no_such_assignment", tmp_path)
+
+
+def test_a3_a_wrong_dpo_loss_costs_the_dpo_training_points_and_says_why(graded):
+    """A3's Q5 trains with the student's Q3 and Q4 (PreferenceTrainer's loss_fn): DPO with its sign flipped
+    starts at ln 2 (h = 0) but trains the rejected completions up, so its held-out accuracy fails, and the
+    feedback points at the student's dpo_loss; IPO, right, keeps its points."""
+    row = graded["a3_preference"]["dpo_flipped_trained"]
+    assert float(row["q3_dpo_loss"]) == 0.0, row
+    assert float(row["q5_training"]) == 7.0 - 3.0, row
+    assert "dpo_accuracy (held-out)" in row["feedback"] and "your dpo_loss (Q3)" in row["feedback"], row["feedback"]

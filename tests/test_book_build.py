@@ -1,4 +1,5 @@
-"""The book's build steps that need no Sphinx run: static widget views, docstring handling, the index."""
+"""The book's build steps that need no Sphinx run: static widget views, docstring handling, the index, the
+bibliography."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+import re
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 BOOK = Path(__file__).resolve().parents[1] / "book"
 sys.path.insert(0, str(BOOK))
 
+import bibliography  # noqa: E402
 import build  # noqa: E402
 import docstrings  # noqa: E402
 import widgets  # noqa: E402
@@ -194,7 +197,8 @@ def test_api_pages_document_what_each_module_defines_not_what_it_reexports():
     modules = build.public_modules()
     assert "rlbook.kl" in modules and not any(part.startswith("_") for m in modules for part in m.split("."))
     pages = build.api_pages(["rlbook", "rlbook.kl", "rlbook.losses", "rlbook.losses.policy"])
-    assert ".. automodule:: rlbook.kl\n   :members: KL_ESTIMATORS, k1," in pages["api/rlbook.kl.rst"]
+    members = re.search(r"\.\. automodule:: rlbook\.kl\n   :members: (.*)\n", pages["api/rlbook.kl.rst"]).group(1)
+    assert {"KL_ESTIMATORS", "k1", "k2", "k3"} <= set(members.split(", "))  # constants and functions alike
     assert ":undoc-members:" in pages["api/rlbook.kl.rst"]  # constants without a docstring are shown too
     assert build.api_groups(["rlbook", "rlbook.kl", "rlbook.losses", "rlbook.losses.policy"]) == {
         "rlbook": ["rlbook", "rlbook.kl"], "rlbook.losses": ["rlbook.losses", "rlbook.losses.policy"]}
@@ -211,3 +215,81 @@ def test_a_notebook_in_jupyterlabs_form_has_whole_floats_as_ints_and_ipykernels_
     assert saved["cells"][0]["outputs"][0]["data"]["x"] == [20, 0.5, 10**16, True, "3.0"]
     assert all(type(v) is int for v in saved["cells"][0]["outputs"][0]["data"]["x"][0:3:2])
     assert saved["metadata"]["kernelspec"]["display_name"] == "Python 3 (ipykernel)"
+
+
+def _lesson(*markdown):
+    return {"cells": [{"cell_type": "markdown", "source": text} for text in markdown]}
+
+
+REFERENCES = """## References
+
+- R. J. Williams (1992). *Simple statistical gradient-following algorithms for connectionist
+  reinforcement learning.* Machine Learning 8, 229–256 — REINFORCE and its baseline.
+- J. Schulman, F. Wolski, P. Dhariwal, A. Radford, O. Klimov (2017). *Proximal Policy Optimization Algorithms.* arXiv:1707.06347 — eq. 7.
+- J. Schulman, S. Levine (2015). *Trust Region Policy Optimization.* arXiv:1502.05477.
+- J. Schulman, P. Moritz (2015). *Generalized Advantage Estimation.* arXiv:1506.02438 — eq. 16.
+- J. Schulman (2020). *Approximating KL Divergence.* Blog note, http://joschu.net/blog/kl-approx.html — the table.
+"""
+
+
+def test_a_reference_list_item_gives_authors_year_title_id_and_link_but_not_the_lessons_note():
+    williams, ppo, *_, blog = bibliography.reference_list(REFERENCES)
+    assert (williams.authors, williams.year, williams.arxiv) == ("R. J. Williams", "1992", "")
+    assert williams.title == "Simple statistical gradient-following algorithms for connectionist reinforcement learning"
+    assert williams.reference.endswith("Machine Learning 8, 229–256")  # the note after " — " is the lesson's own
+    assert ppo.arxiv == "1707.06347" and blog.url == "http://joschu.net/blog/kl-approx.html"
+
+
+def test_prose_citations_take_the_id_and_title_of_their_own_citation_and_skip_years_that_cite_nothing():
+    text = ("GRPO (Shao et al. 2024, \"DeepSeekMath\", arXiv:2402.03300) divides twice; Liu et al. (2025,\n"
+            "\"Understanding R1-Zero-Like Training\", arXiv:2503.20783) call it Dr.GRPO. PPO (Schulman et al.\n"
+            "2017). GRPO got 30 points on AIME 2024. Two 2025 methods; conservative DPO (Mitchell 2023); "
+            "(Bradley & Terry 1952); Hoeffding's (1948) formula. `Smith et al. 2020` and $Smith 2021$ are code and "
+            "math.\n\n## References\n\n- A. B. Cited (1999). *Listed, not prose.*")
+    found = [(c.authors, c.year, c.arxiv, c.title) for c in bibliography.prose_citations(text)]
+    assert found == [("Shao et al.", "2024", "2402.03300", "DeepSeekMath"),
+                     ("Liu et al.", "2025", "2503.20783", "Understanding R1-Zero-Like Training"),
+                     ("Schulman et al.", "2017", "", ""), ("Mitchell", "2023", "", ""),
+                     ("Bradley & Terry", "1952", "", ""), ("Hoeffding", "1948", "", "")]
+    cited = bibliography.prose_citations("**GSPO** (Group Sequence Policy Optimization; Zheng et al. 2025, arXiv:2507.18071)"
+                                         " and AReaL (Fu et al. 2025, arXiv:2505.24298)")
+    assert [c.subject for c in cited] == ["Group Sequence Policy Optimization", "AReaL"]
+
+
+def test_a_citation_without_an_id_is_the_paper_its_lesson_lists_and_an_ambiguous_one_adds_nothing():
+    lessons = {"03_ppo.ipynb": _lesson("PPO (Schulman et al. 2017) and GAE (Schulman et al. 2015).", REFERENCES),
+               "08_grpo.ipynb": _lesson("REINFORCE (Williams 1992); PPO (Schulman et al. 2017, arXiv:1707.06347); "
+                                        "a paper no lesson lists (Nobody et al. 2021, \"A Title\")."),
+               "09_x.ipynb": _lesson("Schulman (2020) derived the table.")}
+    papers = {p.key: p for p in bibliography.bibliography(lessons)}
+    assert papers["arxiv-1707.06347"].lessons == {"03_ppo.ipynb", "08_grpo.ipynb"}
+    assert papers["williams-1992"].lessons == {"03_ppo.ipynb", "08_grpo.ipynb"}  # the list's item, by author and year
+    assert papers["schulman-2020"].lessons == {"03_ppo.ipynb", "09_x.ipynb"}  # listed only in 03: found book-wide
+    assert papers["arxiv-1502.05477"].lessons == papers["arxiv-1506.02438"].lessons == {"03_ppo.ipynb"}
+    assert papers["nobody-2021"].title == "A Title" and papers["nobody-2021"].lessons == {"08_grpo.ipynb"}
+    assert len(papers) == 6
+
+
+def test_the_bibliography_page_links_each_paper_and_the_lessons_citing_it():
+    lessons = {"03_ppo.ipynb": _lesson(REFERENCES), "08_grpo.ipynb": _lesson("PPO (Schulman et al. 2017).")}
+    page = bibliography.bibliography_page(bibliography.bibliography(lessons),
+                                          {name: f"lessons/{name}" for name in lessons})
+    ppo = next(line for line in page.splitlines() if "Proximal" in line)
+    assert ppo == ("J. Schulman, F. Wolski, P. Dhariwal, A. Radford, O. Klimov (2017). *Proximal Policy Optimization "
+                   "Algorithms.* [arXiv:1707.06347](https://arxiv.org/abs/1707.06347) — cited in lessons "
+                   "[03](lessons/03_ppo.ipynb), [08](lessons/08_grpo.ipynb).")
+    blog = next(line for line in page.splitlines() if "KL Divergence" in line)
+    assert blog.count("joschu.net") == 2 and "Blog note. [http://joschu.net" in blog  # shown once, as the link
+    williams = next(line for line in page.splitlines() if "Williams" in line)
+    assert "[search for it](https://scholar.google.com/scholar?q=Simple+statistical" in williams
+    assert page.index("Schulman, F.") < page.index("Williams") and "(bib-arxiv-1707-06347)=" in page
+    assert "*Trust Region Policy Optimization.* [arXiv:1502.05477]" in page  # the item's own "." is not doubled
+
+
+def test_every_arxiv_id_in_the_lessons_is_in_the_bibliography_with_the_lessons_that_cite_it():
+    lessons = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in build.lesson_paths()}
+    by_id = {paper.arxiv: paper.lessons for paper in bibliography.bibliography(lessons) if paper.arxiv}
+    for name, notebook in lessons.items():
+        text = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+        for arxiv in bibliography.ARXIV_ID.findall(text):
+            assert name in by_id.get(arxiv, set()), f"{name} cites arXiv:{arxiv}"

@@ -57,6 +57,9 @@ def test_the_evaluator_is_sample_then_verify_then_pass_at_k(setup):
     assert result["n_prompts"] == 5
     assert list(evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, max_new_tokens=6)) == [
         "pass@1", "pass@4", "length_mean", "n_prompts"]
+    with_table = evaluate_pass_at_k(model, tokenizer, examples, parity, n_samples=4, ks=(1,), max_new_tokens=6,
+                                    seed=3, return_correct=True)
+    assert with_table["correct"] == [[len(t) % 2 for t in rollout.texts[4 * i:4 * i + 4]] for i in range(5)]
 
 
 def test_rewards_come_back_per_prompt_as_the_verifier_gave_them(setup):
@@ -70,6 +73,7 @@ def test_rewards_come_back_per_prompt_as_the_verifier_gave_them(setup):
 @pytest.mark.parametrize("kwargs, name", [
     (dict(n_samples=0), "n_samples"),
     (dict(n_samples=2, ks=(4,)), "ks"),
+    (dict(return_correct=1), "return_correct"),
 ])
 def test_bad_arguments_name_themselves(setup, kwargs, name):
     model, tokenizer, examples = setup

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from rlbook.evidence import (
-    MIN_SEEDS, clustered_se, compare_seeds, minimum_detectable_difference, pass_at_k_gap, pass_at_k_with_se,
-    ratio_se,
+    MIN_SEEDS, clustered_difference_se, clustered_se, compare_seeds, detectable_bias, minimum_detectable_difference,
+    paired_pass_at_k_difference,
+    pass_at_k_with_se, ratio_se,
 )
 from rlbook.metrics import pass_at_k
 from rlbook.notebook import check_claim
@@ -100,7 +101,7 @@ def test_ratio_se_is_zero_when_the_pairs_are_proportional():
     (lambda: compare_seeds([1.0, float("nan")], [0.0]), "finite"),
     (lambda: minimum_detectable_difference(-1.0, 3, 3), "seed_sd"),
     (lambda: minimum_detectable_difference(0.1, 0, 3), "n_a"),
-    (lambda: pass_at_k_gap(np.ones((3, 4)), np.ones((2, 4)), 2), "same prompts"),
+    (lambda: paired_pass_at_k_difference(np.ones((3, 4)), np.ones((2, 4)), 2), "one row per prompt"),
 ])
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):
@@ -118,15 +119,65 @@ def test_check_claim_prints_its_support_and_fails_with_it(capsys):
         check_claim(True, "x", uncertainty="  ")
 
 
-def test_pass_at_k_gap_pairs_by_prompt():
-    # Prompts that are hard for both models: the paired SE is far below the two SEs in quadrature.
+def test_clustered_difference_se_without_clusters_is_the_two_sample_standard_error():
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=200)
+    kind = rng.uniform(size=200) < 0.3
+    gap, se = clustered_difference_se(y, kind, range(200))
+    assert gap == pytest.approx(y[kind].mean() - y[~kind].mean())
+    two_sample = math.sqrt(y[kind].var(ddof=0) / kind.sum() + y[~kind].var(ddof=0) / (~kind).sum())
+    assert se == pytest.approx(two_sample * math.sqrt(200 / 199))
+
+
+def test_clustered_difference_se_matches_the_spread_of_simulated_gaps_with_shared_clusters():
+    # 24 groups of 8: a group effect shared by both kinds (which cancels in the gap) and a group effect
+    # on the gap itself (which the clusters must count once per group, not once per sample).
+    rng = np.random.default_rng(5)
+    gaps, ses = [], []
+    groups = np.repeat(np.arange(24), 8)
+    for _ in range(400):
+        shared, on_gap = rng.normal(size=24)[groups], rng.normal(scale=0.5, size=24)[groups]
+        kind = rng.uniform(size=groups.size) < 0.4
+        y = shared + kind * (1.0 + on_gap) + rng.normal(scale=0.3, size=groups.size)
+        gap, se = clustered_difference_se(y, kind, groups)
+        gaps.append(gap)
+        ses.append(se)
+    assert np.mean(gaps) == pytest.approx(1.0, abs=0.03)
+    assert np.mean(ses) == pytest.approx(np.std(gaps), rel=0.15)
+    naive = [math.sqrt(clustered_se(y[kind], groups[kind]) ** 2 + clustered_se(y[~kind], groups[~kind]) ** 2)]
+    assert naive[0] > 1.5 * se  # as if independent: the shared group effect is counted twice
+
+
+def test_detectable_bias_is_4_84_standard_errors_at_the_lessons_threshold():
+    assert detectable_bias(0.001) == pytest.approx(4.8416e-3, rel=1e-4)
+    assert detectable_bias(np.array([1.0, 2.0]), z_threshold=2.0, power=0.5) == pytest.approx([2.0, 4.0])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: clustered_difference_se([1.0, 2.0, 3.0], [True, True, True], [0, 1, 2]), "each kind"),
+    (lambda: clustered_difference_se([1.0, 2.0], [True], [0, 1]), "one bool per value"),
+    (lambda: clustered_difference_se([1.0, 2.0], [True, False], [0, 0]), "two clusters"),
+    (lambda: detectable_bias(0.1, power=1.0), "power"),
+    (lambda: detectable_bias(-0.1), "se"),
+    (lambda: detectable_bias(0.1, z_threshold=0), "z_threshold"),
+])
+def test_difference_and_bias_helpers_name_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+def test_paired_pass_at_k_difference_is_the_mean_of_per_prompt_gaps_clustered_by_prompt():
+    from rlbook.evidence import paired_pass_at_k_difference, pass_at_k_with_se
+
     rng = np.random.default_rng(0)
-    difficulty = rng.uniform(0, 1, size=(40, 1))
-    base = (rng.uniform(size=(40, 16)) < difficulty * 0.5).astype(int)
-    policy = (rng.uniform(size=(40, 16)) < np.minimum(1, difficulty * 0.5 + 0.2)).astype(int)
-    gap, se = pass_at_k_gap(base, policy, 4)
-    d = np.array([pass_at_k(16, int(p), 4) - pass_at_k(16, int(b), 4) for p, b in zip(policy.sum(1), base.sum(1))])
-    assert gap == pytest.approx(d.mean()) and se == pytest.approx(d.std(ddof=1) / math.sqrt(40))
-    unpaired = math.hypot(pass_at_k_with_se(base, 4)[1], pass_at_k_with_se(policy, 4)[1])
-    assert se < 0.75 * unpaired
-    assert pass_at_k_gap(base, base, 4) == (0.0, 0.0)
+    rates = rng.uniform(0, 1, size=40)
+    a = (rng.uniform(size=(40, 4)) < np.minimum(rates + 0.2, 1)[:, None]).astype(int)
+    b = (rng.uniform(size=(40, 16)) < rates[:, None]).astype(int)
+    gap, se = paired_pass_at_k_difference(a, b, 4)
+    assert gap == pytest.approx(pass_at_k_with_se(a, 4)[0] - pass_at_k_with_se(b, 4)[0])
+    # pairing removes the spread between prompts: smaller than the two separate SEs combined
+    assert 0 < se < math.hypot(pass_at_k_with_se(a, 4)[1], pass_at_k_with_se(b, 4)[1])
+    assert paired_pass_at_k_difference(b, b, 4) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="correct_b"):
+        paired_pass_at_k_difference(a, b[:10], 4)
+    with pytest.raises(ValueError, match="k"):
+        paired_pass_at_k_difference(a, b, 8)

@@ -43,3 +43,24 @@ def test_widget_cells_execute_headless_within_seconds_and_outputs_are_stored(tmp
 def test_a_missing_notebook_is_refused(tmp_path):
     with pytest.raises(ValueError, match="path"):
         execute_notebook(tmp_path / "nope.ipynb")
+
+
+def test_a_finished_progress_bars_text_fallback_is_rewritten_to_its_final_state():
+    from rlbook.execute import final_progress_text
+
+    view = "application/vnd.jupyter.widget-view+json"
+    state = {
+        "bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_left", "IPY_MODEL_progress", "IPY_MODEL_right"]}},
+        "left": {"model_name": "HTMLModel", "state": {"value": "runs:\u2007100%"}},
+        "progress": {"model_name": "FloatProgressModel", "state": {"min": 0, "max": 3, "value": 3}},
+        "right": {"model_name": "HTMLModel", "state": {"value": "\u20073/3\u2007[02:00&lt;00:00,\u200734.60s/run]"}},
+        "slider": {"model_name": "VBoxModel", "state": {"children": []}},
+    }
+    outputs = [{"output_type": "display_data", "data": {view: {"model_id": "bar"}, "text/plain": ["runs:   0%|  | 0/3"]}},
+               {"output_type": "display_data", "data": {view: {"model_id": "slider"}, "text/plain": ["interactive(…)"]}}]
+    notebook = {"cells": [{"cell_type": "code", "outputs": outputs}],
+                "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}}}
+    assert final_progress_text(notebook) == 1
+    assert outputs[0]["data"]["text/plain"] == "runs: 100%|██████████| 3/3 [02:00<00:00, 34.60s/run]"
+    assert outputs[1]["data"]["text/plain"] == ["interactive(…)"]  # not a progress bar: left alone
+    assert final_progress_text({"cells": []}) == 0

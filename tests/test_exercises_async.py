@@ -14,17 +14,110 @@ def right_filter(rewards, group_size):
     return (groups.max(dim=1).values != groups.min(dim=1).values).repeat_interleave(group_size)
 
 
+def group_centred(rewards, group_size):
+    return rewards - rewards.view(-1, group_size).mean(dim=1).repeat_interleave(group_size)
+
+
 def test_advantage_filter_checker(capsys):
-    assert check_advantage_filter(right_filter) is True
+    right_answers = {
+        "max != min": right_filter,
+        "std > 0": lambda r, g: (r.view(-1, g).std(dim=1) > 0).repeat_interleave(g),
+        "|A| > tol": lambda r, g: group_centred(r, g).abs() > 1e-6,
+        "in float64": lambda r, g: group_centred(r.double(), g) != 0,
+    }
+    for name, right in right_answers.items():
+        assert check_advantage_filter(right) is True, name
+        assert "A ≠ 0" in capsys.readouterr().out
     cases = {
         "rewarded completions": lambda r, g: r > 0,
         "inverted": lambda r, g: ~right_filter(r, g),
         "nothing is dropped": lambda r, g: torch.ones_like(r, dtype=torch.bool),
         "one entry per group": lambda r, g: right_filter(r, g)[::g],
         "sum is 0 or G": lambda r, g: ((r.view(-1, g).sum(1) > 0) & (r.view(-1, g).sum(1) < g)).repeat_interleave(g),
+        "only the positive advantages": lambda r, g: group_centred(r, g) > 0,
+        "the batch's mean": lambda r, g: r - r.mean() != 0,
+        "interleaved": lambda r, g: (r.view(g, -1).max(dim=0).values != r.view(g, -1).min(dim=0).values).repeat(g),
+        "wrong shape": lambda r, g: (r.view(g, -1).max(dim=1).values
+                                     != r.view(g, -1).min(dim=1).values).repeat_interleave(r.numel() // g),
+        "A != 0 exactly on floats": lambda r, g: group_centred(r, g) != 0,
+        "raised": lambda r, g: 1 / 0,
     }
     for expected, wrong in cases.items():
-        assert check_advantage_filter(wrong) is False
+        assert check_advantage_filter(wrong) is False, expected
+        assert expected in capsys.readouterr().out, expected
+
+
+def test_flat_extremes_checker(capsys):
+    from rlbook.exercises.throughput import check_flat_extremes
+
+    def bisect(g, low=0.5, high=1.0):
+        for _ in range(50):
+            middle = (low + high) / 2
+            low, high = (middle, high) if middle ** g + (1 - middle) ** g < 0.5 else (low, middle)
+        return low
+
+    assert check_flat_extremes(lambda g: (0.5, 2 * 0.5 ** g, bisect(g))) is True
+    assert "0.0078" in capsys.readouterr().out
+    assert check_flat_extremes(lambda g: (0.5, 2 * 0.5 ** g, 1 - bisect(g))) is True  # the other root
+    assert check_flat_extremes(lambda g: (0.5, 2 * 0.5 ** g, 0.5 ** (1 / g))) is True  # (1 − p)^G ≈ 0 there
+    capsys.readouterr()
+    cases = {
+        "one kind of flat group": lambda g: (0.5, 0.5 ** g, bisect(g)),
+        "is the pass rate": lambda g: (0.5, 0.5, bisect(g)),
+        "minimum is in the middle": lambda g: (0.0, 2 * 0.5 ** g, bisect(g)),
+        "P(flat) =": lambda g: (0.5, 2 * 0.5 ** g, 0.5),
+        "three numbers": lambda g: (0.5, 2 * 0.5 ** g),
+        "not a pass rate": lambda g: (0.5, 2 * 0.5 ** g, 2.0),
+        "expected P(flat)": lambda g: (0.5, 0.01, bisect(g)),
+    }
+    for expected, wrong in cases.items():
+        assert check_flat_extremes(wrong) is False, expected
+        assert expected in capsys.readouterr().out, expected
+
+
+def reference_dropped(counts, g, tol):
+    k = counts.double()
+    return float((((g - k) * (k <= tol * g + 1e-9)) + k * ((g - k) <= tol * g + 1e-9)).sum() / (k.numel() * g))
+
+
+def test_dropped_share_checker(capsys):
+    from rlbook.exercises.throughput import check_dropped_share
+
+    assert check_dropped_share(reference_dropped) is True
+    assert "78%" in capsys.readouterr().out  # the question's batch: 50 of 64 completions
+
+    def flat_only(counts, g, tol):
+        return float(((counts == 0) | (counts == g)).double().mean())
+
+    def minority(counts, g, tol):
+        k = counts.double()
+        return float((((g - k) * ((g - k) <= tol * g + 1e-9)) + k * (k <= tol * g + 1e-9)).sum() / (k.numel() * g))
+
+    def strict(counts, g, tol):
+        k = counts.double()
+        return float((((g - k) * (k < tol * g - 1e-9)) + k * ((g - k) < tol * g - 1e-9)).sum() / (k.numel() * g))
+
+    def groups_touched(counts, g, tol):
+        k = counts.double()
+        return float(((k <= tol * g + 1e-9) | ((g - k) <= tol * g + 1e-9)).double().mean())
+
+    def without_flat(counts, g, tol):
+        flat = (counts == 0) | (counts == g)
+        return reference_dropped(counts, g, tol) - float(flat.double().sum() * g / (counts.numel() * g))
+
+    cases = {
+        "only the flat groups": flat_only,
+        "the minority": minority,
+        "the boundary": strict,
+        "groups touched": groups_touched,
+        "left out the flat groups": without_flat,
+        "not a count": lambda c, g, tol: reference_dropped(c, g, tol) * c.numel() * g,
+        "one number": lambda c, g, tol: [0.1, 0.2],
+        "expected": lambda c, g, tol: 0.123,
+        "raised": lambda c, g, tol: 1 / 0,
+    }
+    for expected, wrong in cases.items():
+        assert check_dropped_share(wrong) is False, expected
         assert expected in capsys.readouterr().out, expected
 
 

@@ -171,6 +171,7 @@ def test_k3_straight_through_right_answers_pass(capsys):
     (lambda logp, ref: k3_straight_through(ref, logp), "upside down"),
     (lambda logp, ref: k3_straight_through(logp, ref).mean(), "one value per token"),
     (lambda logp, ref: k3_straight_through(logp, ref) + 0.1, "not the expected values"),
+    (lambda logp, ref: _sg(k3(logp, ref)) + 2 * k2(logp, ref) - _sg(2 * k2(logp, ref)), "½ of k2"),
 ])
 def test_k3_straight_through_mistakes_are_named(capsys, wrong, words):
     result, out = _capture(capsys, pg_kl.check_k3_straight_through, wrong)
@@ -207,6 +208,7 @@ def test_expected_gradient_other_right_form_passes(capsys):
     (_slip("unlogged_ref"), "passed ref_probs"),
     (_slip("swapped"), "arguments are swapped"),
     (_slip("wrt_probs"), "with respect to the probabilities"),
+    (_slip("wrt_logp"), "with respect to log π"),
     (_mean_over_x, "averaged over the outcomes"),
     (lambda logits, ref_probs, estimator: -_enumerate("detached")(logits, ref_probs, estimator), "sign is flipped"),
 ])
@@ -259,3 +261,13 @@ def test_optimal_baseline_checker_names_the_per_coordinate_baseline(capsys):
 
     result, out = _capture(capsys, pg_kl.check_optimal_baseline, per_coordinate)
     assert result is False and "per-coordinate" in out, out
+
+
+def test_optimal_baseline_checker_names_the_arms_weighted_without_their_probability(capsys):
+    def unweighted(logits, means):
+        probs = torch.softmax(logits, -1)
+        squared = 1 - 2 * probs + (probs ** 2).sum()
+        return (means * squared).sum() / squared.sum()
+
+    result, out = _capture(capsys, pg_kl.check_optimal_baseline, unweighted)
+    assert result is False and "carries its probability π_a" in out

@@ -57,6 +57,48 @@ def test_gae_checker_names_the_lambda_only_recursion(capsys):
     assert "shape" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("name", list(exercises._gae_mistakes(*exercises._gae_trajectories()[0], 0.9, 0.5)))
+def test_gae_checker_names_each_mistake(name, capsys):
+    def wrong(rewards, values, gamma, lam):
+        return exercises._gae_mistakes(rewards, values, gamma, lam)[name][0]
+
+    hint = exercises._gae_mistakes(*exercises._gae_trajectories()[0], 0.9, 0.5)[name][1]
+    assert exercises.check_gae(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_gae_checker_names_a_reader_s_rolled_bootstrap_and_forward_recursion(capsys):
+    def rolled(rewards, values, gamma, lam):
+        delta = rewards + gamma * torch.roll(values, -1) - values   # wraps V_0 round to the last token
+        advantages, running = torch.zeros_like(rewards), 0.0
+        for t in reversed(range(len(rewards))):
+            running = delta[t] + gamma * lam * running
+            advantages[t] = running
+        return advantages
+
+    def forwards(rewards, values, gamma, lam):
+        following = torch.cat([values[1:], values.new_zeros(1)])
+        delta = rewards + gamma * following - values
+        advantages, running = torch.zeros_like(rewards), 0.0
+        for t in range(len(rewards)):
+            running = delta[t] + gamma * lam * running
+            advantages[t] = running
+        return advantages
+
+    def whitened_float32(rewards, values, gamma, lam):
+        advantages = gae(rewards.float(), values.float(), gamma, lam)[0]
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    assert exercises.check_gae(rolled) is False
+    assert "V(s_{T+1}) = 0" in capsys.readouterr().out
+    assert exercises.check_gae(forwards) is False
+    assert "runs forwards" in capsys.readouterr().out
+    assert exercises.check_gae(whitened_float32) is False
+    assert "whitened" in capsys.readouterr().out
+    assert exercises.check_gae(lambda r, v, g, l: gae(r, v, g, l)[1]) is False
+    assert "λ-returns" in capsys.readouterr().out
+
+
 # --- a variant of the reader's own: the "clip only negative" surrogate, registered -----------------
 def _capture(capsys, checker, fn):
     result = checker(fn)

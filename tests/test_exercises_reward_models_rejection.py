@@ -1,12 +1,14 @@
 """Lessons 04 and 05's checkers accept correct answers, name each typical mistake, and tolerate unanswered stubs."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from rlbook.exercises import rejection as rejection_exercises
 from rlbook.exercises import reward_models as rm_exercises
-from rlbook.metrics import best_of_n_distribution
+from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 
 # ------------------------------------------------------------------------------ Bradley–Terry loss
@@ -107,7 +109,8 @@ def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches
     assert "largest difference" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "pi_times", "unsorted"])
+@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "pi_times", "unsorted",
+                                  "strict_cdf", "appears", "continuous_normalised"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
     def wrong(probs, rewards, n):
         return rejection_exercises._mistakes(probs, rewards, n)[name][0]
@@ -138,3 +141,66 @@ def test_best_of_n_cases_have_distinct_rewards_and_distinguishable_mistakes():
             assert not rejection_exercises._close(candidate, reference), name
             assert not any(rejection_exercises._close(candidate, other) for other_name, (other, _) in mistakes.items()
                            if other_name != name), name
+
+
+def _strict_cdf(probs, rewards, n):
+    """A reader's slip: the cumulative summed over rewards strictly below r(y)."""
+    below = torch.stack([probs[rewards < r].sum() for r in rewards])
+    return below ** n - (below - probs) ** n
+
+
+def test_best_of_n_checker_names_a_readers_own_versions_of_the_new_slips(capsys):
+    assert rejection_exercises.check_best_of_n_probabilities(_strict_cdf) is False
+    assert "strictly below y" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: 1 - (1 - p) ** n) is False
+    assert "*among* the n draws" in capsys.readouterr().out
+
+    def normalised(probs, rewards, n):
+        cdf = torch.stack([probs[rewards <= r].sum() for r in rewards])
+        weights = n * probs * cdf ** (n - 1)
+        return (weights / weights.sum()).float()
+
+    assert rejection_exercises.check_best_of_n_probabilities(normalised) is False
+    assert "renormalising" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------ the KL under a verifier
+
+
+def _two_coins(p, n):
+    q = 1 - (1 - p) ** n
+    return sum(a * math.log(a / b) for a, b in ((q, p), (1 - q, 1 - p)) if a > 0)
+
+
+def test_verifier_kl_checker_accepts_right_answers(capsys):
+    assert rejection_exercises.check_verifier_best_of_n_kl(_two_coins) is True
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: torch.tensor(_two_coins(p, n))) is True
+    assert rejection_exercises.check_verifier_best_of_n_kl(
+        lambda p, n: best_of_n_exact_kl(torch.tensor([p, 1 - p]), torch.tensor([1.0, 0.0]), n)) is True
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["formula", "ceiling", "one_term", "reverse", "linear_q", "all_right"])
+def test_verifier_kl_checker_names_each_mistake(name, capsys):
+    def wrong(p, n):
+        return rejection_exercises._verifier_mistakes(p, n)[name][0]
+
+    p, n = rejection_exercises.VERIFIER_CASES[0]
+    hint = rejection_exercises._verifier_mistakes(p, n)[name][1]
+    assert rejection_exercises.check_verifier_best_of_n_kl(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_verifier_kl_mistakes_are_told_apart_on_the_first_case_and_other_failures(capsys):
+    p, n = rejection_exercises.VERIFIER_CASES[0]
+    values = [v for v, _ in rejection_exercises._verifier_mistakes(p, n).values()] + [_two_coins(p, n)]
+    assert all(abs(a - b) > 1e-3 for i, a in enumerate(values) for b in values[i + 1:])
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1.01 * _two_coins(p, n)) is False
+    assert "expected" in capsys.readouterr().out
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: [0.1, 0.2]) is False
+    assert "one number" in capsys.readouterr().out
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert rejection_exercises.check_verifier_best_of_n_kl(None) is None
+    with pytest.raises(ValueError, match="function"):
+        rejection_exercises.check_verifier_best_of_n_kl("log(1/p)")

@@ -72,3 +72,13 @@ def test_two_seeds_draw_different_cases():
         first = draw(torch.Generator().manual_seed(1))
         second = draw(torch.Generator().manual_seed(2))
         assert repr(first) != repr(second), name
+
+
+def test_group_advantages_with_an_epsilon_on_sigma_pass_as_the_public_checker_lets_them():
+    """σ + 1e-4 (TRL's ε) passes lesson 08's checker; the course's cases must not take the question back."""
+    def with_epsilon(rewards, group_size):
+        groups = rewards.view(-1, group_size)
+        centred = groups - groups.mean(dim=1, keepdim=True)
+        return (centred / (groups.std(dim=1, correction=0, keepdim=True) + 1e-4)).reshape(-1)
+
+    assert hidden_cases.check("group_advantages", with_epsilon, REFERENCES["group_advantages"], seed=2026) is None

@@ -68,6 +68,20 @@ def test_a_hidden_folder_reads_as_empty(base):
 
 
 @isolated
+def test_a_hidden_folder_inside_another_is_hidden_with_it(base):
+    """``grade.py SUBMISSIONS/ --out scores.csv`` run from SUBMISSIONS' parent hides that parent and SUBMISSIONS
+    inside it: the process must still start (a mount over a path its parent's mount already covered failed)."""
+    outer = base / "course"
+    inner = outer / "submissions"
+    inner.mkdir(parents=True, mode=0o755)
+    (inner / "other.ipynb").write_text("another student's answers")
+    (inner / "other.ipynb").chmod(0o644)
+    outcome = _run(base, _attempt(f"open({str(inner / 'other.ipynb')!r}).read()"), hide=[outer, inner])
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout.strip() in REFUSED
+
+
+@isolated
 def test_another_submissions_folder_is_unreadable_and_nothing_outside_its_own_is_writable(base):
     other = sandbox.make_folder(base, "other", UID + 1)
     (other / "answers.py").write_text("x = 1")

@@ -95,3 +95,16 @@ def test_kl_in_reward_accepts_per_token_rewards_and_detaches_the_kl():
 def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_bernoulli_kl_is_the_kl_of_two_coins_with_zero_log_zero():
+    from rlbook.kl import bernoulli_kl
+
+    q, p = 0.9, 0.3
+    assert float(bernoulli_kl(q, p)) == pytest.approx(q * math.log(q / p) + (1 - q) * math.log((1 - q) / (1 - p)))
+    assert torch.equal(bernoulli_kl(torch.tensor([0.0, 1.0, 0.4]), torch.tensor([0.0, 1.0, 0.4])),
+                       torch.zeros(3, dtype=torch.float64))
+    assert float(bernoulli_kl(1.0, 0.25)) == pytest.approx(math.log(4))  # conditioning on success: log(1/p)
+    assert math.isinf(float(bernoulli_kl(0.5, 0.0)))
+    with pytest.raises(ValueError, match="probabilities"):
+        bernoulli_kl(1.5, 0.5)

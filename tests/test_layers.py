@@ -22,8 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbook"
 
 # Floors, lowest first: a module's floor is that of the longest prefix listed here.
 FLOORS = [
-    ("foundation: argument checks, the run size, independent runs side by side",
-     ["rlbook._checks", "rlbook.runtime", "rlbook.parallel"]),
+    ("foundation: argument checks, the run size, independent runs side by side, figure sizes",
+     ["rlbook._checks", "rlbook.runtime", "rlbook.parallel", "rlbook._figures"]),
     ("math: pure functions on tensors",
      ["rlbook.advantages", "rlbook.aggregation", "rlbook.kl", "rlbook.ratios", "rlbook.losses", "rlbook.metrics",
       "rlbook.shaping", "rlbook.schedules", "rlbook.padding", "rlbook.entropy", "rlbook.timeline",
@@ -35,7 +35,7 @@ FLOORS = [
     ("trainers: the loops, their live plot and checkpoints",
      ["rlbook.trainers"]),
     ("lesson analysis: the numbers the lessons show, the zoo's build, the ablation harness",
-     ["rlbook.probes", "rlbook.toys", "rlbook.coverage", "rlbook.gradients", "rlbook.throughput", "rlbook.pipeline",
+     ["rlbook.probes", "rlbook.toys", "rlbook.kl_sequence", "rlbook.coverage", "rlbook.gradients", "rlbook.throughput", "rlbook.pipeline",
       "rlbook.reasoning", "rlbook.preference_analysis", "rlbook.scaling", "rlbook.ablation", "rlbook.zoo"]),
     ("leaves: figures, widgets and exercise checkers (they draw and check, never train or sample)",
      ["rlbook.viz", "rlbook.exercises"]),

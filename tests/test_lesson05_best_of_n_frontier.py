@@ -84,3 +84,57 @@ def test_frontier_figure_draws_the_curve_and_one_point_per_n():
         plot_reward_kl_frontier(kl, gain[:-1], ns, [0, 1, 2], [0, 1, 2])
     with pytest.raises(ValueError, match="must match"):
         plot_reward_kl_frontier(kl, gain, ns, [0, 1], [0, 1])
+
+
+# ---------------------------------------------------------------- a 0/1 verifier over many prompts
+
+
+def test_verifier_frontier_is_each_prompts_tilt_at_one_shared_beta():
+    from rlbook.toys import verifier_frontier
+
+    rates = [0.0, 0.1, 0.5, 1.0]
+    frontier = verifier_frontier(rates, [0.0, 1.0, 50.0])
+    assert frontier["kl"][0] == pytest.approx(0.0, abs=1e-15) and frontier["success"][0] == pytest.approx(0.4)
+    # λ = 1: each moving prompt is π*_β of reverse_kl_optimum on its two outcomes, β = 1
+    expected_kl, expected_success = 0.0, 0.0
+    for p in rates:
+        if 0 < p < 1:
+            two = torch.tensor([p, 1 - p], dtype=torch.float64)
+            optimum = reverse_kl_optimum(two, torch.tensor([1.0, 0.0], dtype=torch.float64), beta=1.0)
+            expected_kl += float(reverse_kl(optimum.log(), two))
+            expected_success += float(optimum[0])
+        else:
+            expected_success += p
+    assert frontier["kl"][1] == pytest.approx(expected_kl / len(rates), abs=1e-12)
+    assert frontier["success"][1] == pytest.approx(expected_success / len(rates), abs=1e-12)
+    # λ → ∞: π conditioned on success where it can be, KL the mean log(1/p) of the prompts with p > 0
+    assert frontier["kl"][2] == pytest.approx((math.log(10) + math.log(2)) / 4, abs=1e-9)
+    assert frontier["success"][2] == pytest.approx(0.75, abs=1e-9)
+
+
+def test_verifier_best_of_n_is_on_the_frontier_for_one_pass_rate_and_short_of_it_for_two():
+    from rlbook.toys import verifier_best_of_n_efficiency, verifier_optimum_at_kl
+
+    one = verifier_best_of_n_efficiency([0.3, 0.3, 0.3], [1, 2, 8, 32])
+    assert np.isnan(one["ratio"][0])
+    assert np.allclose(one["ratio"][1:], 1.0, atol=1e-7)  # one p: one n is one β, the frontier itself
+    two = verifier_best_of_n_efficiency([0.1, 0.5], [2, 8, 64])
+    assert (two["ratio"][:2] < 1 - 1e-3).all() and (two["ratio"] > 0.95).all()
+    assert two["ratio"][1] == pytest.approx(0.9794, abs=1e-4)  # best-of-8 at p = 0.1 and 0.5
+    assert two["ratio"][2] == pytest.approx(1.0, abs=1e-4)     # n = 64: both have conditioned on success
+    # the frontier's success rises with the KL, and the KL ceiling is the mean log(1/p)
+    success = verifier_optimum_at_kl([0.1, 0.5], [0.0, 0.5, 1.0])
+    assert success[0] == pytest.approx(0.3) and success[0] < success[1] < success[2]
+    with pytest.raises(ValueError, match="kl"):
+        verifier_optimum_at_kl([0.1, 0.5], (math.log(10) + math.log(2)) / 2 + 0.01)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: __import__("rlbook.toys", fromlist=["x"]).verifier_frontier([], [1.0]), "pass_rates"),
+    (lambda: __import__("rlbook.toys", fromlist=["x"]).verifier_frontier([1.5], [1.0]), "pass_rates"),
+    (lambda: __import__("rlbook.toys", fromlist=["x"]).verifier_frontier([0.5], [-1.0]), "inverse_betas"),
+    (lambda: __import__("rlbook.toys", fromlist=["x"]).verifier_best_of_n_efficiency([0.5], []), "ns"),
+])
+def test_verifier_functions_name_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

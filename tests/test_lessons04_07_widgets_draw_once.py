@@ -35,7 +35,7 @@ gold = torch.randint(-3, 4, (4, 64), generator=generator).float()
 WIDGETS = {
     "04 bradley_terry_widget": (reward_models.bradley_terry_widget, [(0, 1.0), (0, 0.2)]),
     "04 best_of_n_winners_widget": (lambda: reward_models.best_of_n_winners_widget(proxy, gold), [(0, 4), (0, 64)]),
-    "05 best_of_n_toy_widget": (rejection.best_of_n_toy_widget, [(0, 4), (1, 0.5), (2, 5)]),
+    "05 best_of_n_toy_widget": (rejection.best_of_n_toy_widget, [(0, 4), (1, 0.5), (2, 5), (3, 7)]),
     "06 optimum_widget": (preference.optimum_widget, [(0, 2.0)]),
     "06 dpo_beta_widget": (preference.dpo_beta_widget, [(0, 0.3)]),
     "07 losses_vs_margin_widget": (preference.losses_vs_margin_widget, [(0, 0.3), (1, 0.5), (2, 1.0)]),

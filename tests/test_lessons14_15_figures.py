@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import pytest
 
 from rlbook.viz.throughput import plot_filter_sweep
 from rlbook.viz.timeline import plot_behaviour_weight_spread, plot_held_out
@@ -24,11 +25,26 @@ def test_plot_filter_sweep_draws_clean_and_noisy_sweeps():
                        .assign(flip_rate=rate, draw=draw, flipped=0.1) for rate in (0.1, 0.2) for draw in (0, 1)])
     figure = plot_filter_sweep(sweep(), noisy, group_size=8)
     axes = figure.axes
-    assert len(axes) == 3 and len(axes[1].lines) == 3 and len(axes[2].lines) == 4  # 2 curves + 2 dotted levels
+    # clean cosine + (own, against the clean gradient) for each flip rate; 2 curves + 2 dotted levels
+    assert len(axes) == 3 and len(axes[1].lines) == 5 and len(axes[2].lines) == 4
     assert [tick.get_text() for tick in axes[0].get_xticklabels()] == ["≈0", "1/8", "2/8"]
+    assert all(ax.get_ylabel() for ax in axes)
     plt.close(figure)
     figure = plot_filter_sweep(sweep())
     assert len(figure.axes[2].lines) == 0
+    plt.close(figure)
+
+
+def test_plot_filter_sweep_averages_batches_and_draws_the_noise_floor():
+    batches = pd.concat([sweep().assign(batch=0), sweep(cosine=[1.0, 0.97, 0.91]).assign(batch=1)])
+    figure = plot_filter_sweep(batches, noise_floor=[0.2, 0.4])
+    middle = figure.axes[1]
+    mean_line = middle.lines[0]
+    assert mean_line.get_ydata() == pytest.approx([1.0, 0.98, 0.93])  # the mean over the two batches
+    patch = middle.patches[0]
+    band = patch.get_path().transformed(patch.get_patch_transform()).vertices[:, 1]
+    assert band.min() == 0.2 and band.max() == 0.4  # the independent batches' cosines, shaded
+    assert any("2 batches" in label for label in middle.get_legend_handles_labels()[1])
     plt.close(figure)
 
 

@@ -17,3 +17,12 @@ def test_a_worked_check_is_marked_as_such_and_a_failing_one_is_a_bug(capsys):
     assert capsys.readouterr().out.startswith("= AM >= GM (smallest gap 0) [true by construction")
     with pytest.raises(AssertionError, match="worked check failed, which means a bug: AM >= GM"):
         worked_check(False, "AM >= GM")
+
+
+def test_a_worked_check_of_a_sampler_says_so_instead_of_true_by_construction(capsys):
+    worked_check(True, "share of misses 23%", "SE 0.2%", basis="a check of the sampler against a theorem")
+    out = capsys.readouterr().out
+    assert out.endswith("[a check of the sampler against a theorem, shown as a worked check]\n")
+    assert "true by construction" not in out
+    with pytest.raises(ValueError, match="basis"):
+        worked_check(True, "x", basis=" ")

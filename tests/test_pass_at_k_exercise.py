@@ -37,7 +37,11 @@ def test_errors_and_unknown_answers(capsys):
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from rlbook.evidence import pass_at_k_gap  # noqa: E402
+from rlbook.evidence import paired_pass_at_k_difference  # noqa: E402
+
+
+def library_gap(base, policy, k):
+    return paired_pass_at_k_difference(policy, base, k)
 from rlbook.exercises.pass_at_k import GAP_CASES, check_gap_se, gap_tables  # noqa: E402
 from rlbook.metrics import pass_at_k_per_prompt  # noqa: E402
 
@@ -51,7 +55,7 @@ def written_by_hand(base, policy, k, ddof=1):
     return d.mean(), d.std(ddof=ddof) / np.sqrt(len(d))
 
 
-@pytest.mark.parametrize("answer", [pass_at_k_gap, written_by_hand,
+@pytest.mark.parametrize("answer", [library_gap, written_by_hand,
                                     lambda b, p, k: written_by_hand(b, p, k, ddof=0),
                                     lambda b, p, k: list(written_by_hand(b, p, k))])
 def test_right_answers_pass(answer, capsys):
@@ -91,7 +95,7 @@ def test_unclustered_at_k_1_over_every_sample_is_named(capsys):
     # the k = 1 form of the mistake: each of the P·n paired sample differences as its own observation
     def per_sample(b, p, k):
         if k != 1:
-            return pass_at_k_gap(b, p, k)
+            return library_gap(b, p, k)
         d = (p - b).double().flatten().numpy()
         return d.mean(), d.std(ddof=1) / np.sqrt(d.size)
     assert check_gap_se(per_sample) is False
@@ -101,7 +105,7 @@ def test_unclustered_at_k_1_over_every_sample_is_named(capsys):
 def test_the_mistakes_are_far_apart_on_the_checker_tables():
     for k, seed in GAP_CASES:
         base, policy = gap_tables(seed)
-        gap, se = pass_at_k_gap(base, policy, k)
+        gap, se = library_gap(base, policy, k)
         assert abs(gap) > 0.05
         for name in ("unclustered", "unpaired", "spread (sd)"):
             wrong = float(WRONG[name](base, policy, k)[1])

@@ -210,3 +210,38 @@ def test_cli_preference_relabels_pairs_with_another_repeat_penalty(tokenizer, pa
     saved = Dataset.from_json(str(tmp_path / "run" / "pairs.jsonl"))
     assert saved["chosen"][3] == repeat and saved["rejected"][3] == "the plot was fun."
     assert saved["chosen"][:3] == pairs["chosen"][:3]
+
+
+@pytest.mark.parametrize("loss", ["dpo", "ipo"])
+def test_own_loss_fn_equal_to_the_library_gives_the_same_run(tokenizer, pairs, loss):
+    from rlbook import losses
+
+    library = losses.dpo_loss if loss == "dpo" else losses.ipo_loss
+    own = _trainer(tokenizer, pairs, loss=loss, tau=0.5, loss_fn=lambda *a: library(*a)).train().to_pandas()
+    built_in = _trainer(tokenizer, pairs, loss=loss, tau=0.5).train().to_pandas()
+    assert own["loss"].tolist() == pytest.approx(built_in["loss"].tolist(), abs=1e-6)
+
+
+def test_a_wrong_loss_fn_changes_the_run(tokenizer, pairs):
+    flipped = _trainer(tokenizer, pairs, loss="dpo", loss_fn=lambda c, r, rc, rr, beta:
+                       torch.nn.functional.logsigmoid(beta * ((c - rc) - (r - rr)))).train()
+    assert flipped[0]["loss"] == pytest.approx(-math.log(2), abs=1e-6)
+    assert flipped[-1]["rewards/margins"] < 0  # it trains the rejected completions up
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(loss="dpo", loss_fn=3), "loss_fn must be None or a function"),
+    (dict(loss="kto", loss_fn=lambda *a: a[0]), "loss must be 'dpo' or 'ipo'"),
+])
+def test_bad_loss_fn_names_itself(tokenizer, pairs, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        _trainer(tokenizer, pairs, **kwargs)
+
+
+@pytest.mark.parametrize("loss_fn, words", [
+    (lambda c, r, rc, rr, beta: ((c - r) * beta).mean(), "shape"),
+    (lambda c, r, rc, rr, beta: (c - r).detach(), "no gradient"),
+])
+def test_loss_fn_with_the_wrong_output_is_named_at_the_first_step(tokenizer, pairs, loss_fn, words):
+    with pytest.raises(ValueError, match=f"loss_fn.*{words}"):
+        _trainer(tokenizer, pairs, loss="dpo", loss_fn=loss_fn).train()

@@ -145,3 +145,68 @@ def test_checker_errors(capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
     with pytest.raises(ValueError):
         check_r1_zero_reward(3)
+
+
+# ---------------------------------------------------------------- lesson 05: the scratchpad as the first decision
+
+
+def test_kl_mode_split_is_the_chain_rule_sample_by_sample_and_in_expectation():
+    import numpy as np
+    import torch
+
+    # six outcomes of one prompt, the first three "in mode" (a scratchpad), under a policy and a reference
+    policy = torch.tensor([0.5, 0.2, 0.1, 0.1, 0.05, 0.05], dtype=torch.float64)
+    reference = torch.tensor([0.05, 0.1, 0.1, 0.25, 0.25, 0.25], dtype=torch.float64)
+    in_mode_outcome = torch.tensor([True, True, True, False, False, False])
+    q, q_ref = float(policy[in_mode_outcome].sum()), float(reference[in_mode_outcome].sum())
+    exact_total = float((policy * (policy / reference).log()).sum())
+    exact_mode = q * math.log(q / q_ref) + (1 - q) * math.log((1 - q) / (1 - q_ref))
+    draws = torch.multinomial(policy, 20_000, replacement=True, generator=torch.Generator().manual_seed(0))
+    log_ratio = (policy / reference).log()[draws]
+    split = rz.kl_mode_split(log_ratio, in_mode_outcome[draws], [q] * len(draws), [q_ref] * len(draws),
+                             clusters=range(len(draws)))
+    assert split["total"][0] == pytest.approx(split["mode"][0] + split["within"][0], abs=1e-12)
+    assert split["mode_exact"] == pytest.approx(exact_mode, abs=1e-12)
+    for part, exact in (("total", exact_total), ("mode", exact_mode), ("within", exact_total - exact_mode)):
+        mean, se = split[part]
+        assert abs(mean - exact) < 4 * se, part
+    assert np.allclose(split["within_per_sample"], log_ratio.numpy() - np.where(
+        in_mode_outcome[draws].numpy(), math.log(q / q_ref), math.log((1 - q) / (1 - q_ref))))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(log_ratio=[0.1, 0.2], in_mode=[True]), "one length"),
+    (dict(in_mode=[1, 0]), "booleans"),
+    (dict(policy_mode_prob=[1.2, 0.5]), "policy_mode_prob"),
+    (dict(reference_mode_prob=[0.0, 0.5]), "positive probability"),
+    (dict(log_ratio=[float("nan"), 0.2]), "log_ratio"),
+])
+def test_kl_mode_split_names_bad_input(kwargs, message):
+    arguments = dict(log_ratio=[0.1, 0.2], in_mode=[True, False], policy_mode_prob=[0.9, 0.5],
+                     reference_mode_prob=[0.3, 0.5], clusters=[0, 1])
+    with pytest.raises(ValueError, match=message):
+        rz.kl_mode_split(**{**arguments, **kwargs})
+
+
+def test_the_scratchpad_is_the_first_tokens_decision_and_its_probability_matches_sampling():
+    import torch
+
+    from rlbook.models import load_model
+    from rlbook.rollout import sample
+
+    model, tokenizer = load_model("arith-base")
+    prompts = [[{"role": "user", "content": f"What is {a}+{b}?"}] for a, b in ((345, 278), (101, 909))]
+    probability = rz.scratchpad_opening_probability(model, tokenizer, prompts)
+    assert probability.shape == (2,) and bool(((probability > 0) & (probability < 1)).all())
+    rollout = sample(model, tokenizer, prompts, num_samples=200, max_new_tokens=4, seed=0)
+    opens = rz.opens_scratchpad(rollout, tokenizer)
+    assert opens.tolist() == [text.startswith("<think>") for text in rollout.texts]
+    share = opens.view(2, 200).double().mean(dim=1)
+    assert torch.all((share - probability).abs() < 4 * (probability * (1 - probability) / 200).sqrt())
+
+    class Splits:
+        def encode(self, text, add_special_tokens=False):
+            return [1, 2]
+
+    with pytest.raises(ValueError, match="tokenizer"):
+        rz.scratchpad_token_id(Splits())

@@ -136,3 +136,110 @@ def test_filter_sweep_is_unbiased_below_the_smallest_advantage_and_turns_above_i
         filter_sweep(model, rollout, advantages, [], max_len=6)
     with pytest.raises(ValueError, match="mislabelled"):
         filter_sweep(model, rollout, advantages, [0.1], max_len=6, mislabelled=torch.zeros(3, dtype=torch.bool))
+
+
+def test_flat_group_probability_with_a_spread_of_pass_rates_across_prompts():
+    import numpy as np
+
+    # ρ → 0 is the i.i.d. formula; ρ = 1 puts every prompt at 0 or 1, so every group is flat
+    assert flat_group_probability(0.3, 8, between_prompt_share=1e-9) == pytest.approx(flat_group_probability(0.3, 8))
+    assert flat_group_probability(0.3, 8, between_prompt_share=1.0) == 1.0
+    # G = 2: P(flat) = 1 − 2 E[p(1 − p)] = 1 − 2 p (1 − p) (1 − ρ), the beta-binomial's closed form
+    assert flat_group_probability(0.3, 2, between_prompt_share=0.4) == pytest.approx(1 - 2 * 0.3 * 0.7 * 0.6)
+    # against a Monte Carlo draw of p ~ Beta, then k ~ Binomial(G, p)
+    rng = np.random.default_rng(0)
+    concentration = 1 / 0.3 - 1
+    p = rng.beta(0.4 * concentration, 0.6 * concentration, 200_000)
+    k = rng.binomial(8, p)
+    assert flat_group_probability(0.4, 8, between_prompt_share=0.3) == pytest.approx(((k == 0) | (k == 8)).mean(),
+                                                                                      abs=0.005)
+    grid = np.linspace(0, 1, 11)  # convexity: any spread gives more flat groups than i.i.d. rewards
+    assert (flat_group_probability(grid, 8, between_prompt_share=0.2) >= flat_group_probability(grid, 8) - 1e-12).all()
+    with pytest.raises(ValueError, match="between_prompt_share"):
+        flat_group_probability(0.5, 4, between_prompt_share=1.5)
+
+
+def test_between_prompt_share_recovers_the_spread():
+    import numpy as np
+
+    from rlbook.throughput import between_prompt_share
+
+    rng = np.random.default_rng(1)
+    concentration = 1 / 0.4 - 1
+    p = rng.beta(0.5 * concentration, 0.5 * concentration, 5000)
+    correct = (rng.random((5000, 8)) < p[:, None]).astype(int)
+    assert between_prompt_share(correct) == pytest.approx(0.4, abs=0.03)
+    iid = (rng.random((5000, 8)) < 0.5).astype(int)
+    assert between_prompt_share(iid) == pytest.approx(0.0, abs=0.02)
+    assert between_prompt_share([[0, 0], [1, 1]]) == 1.0  # every prompt all-right or all-wrong
+    assert math.isnan(between_prompt_share([[1, 1], [1, 1]]))
+    with pytest.raises(ValueError, match="correct"):
+        between_prompt_share([[0, 1, 0]])
+    with pytest.raises(ValueError, match="correct"):
+        between_prompt_share([[0, 0.5], [1, 1]])
+
+
+def test_dropped_share_from_the_count_of_right_answers_matches_the_filter():
+    from rlbook.advantages import group_advantages
+    from rlbook.shaping import advantage_filter_mask
+    from rlbook.throughput import dropped_share
+
+    counts = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 1])
+    rewards = torch.cat([(torch.arange(8) < k).float() for k in counts])
+    advantages = group_advantages(rewards, 8, "dr_grpo")
+    for tol in (1e-6, 1 / 8, 2 / 8, 3 / 8, 4 / 8):
+        expected = 1 - advantage_filter_mask(advantages, tol=tol).float().mean().item()
+        assert dropped_share(counts.numpy(), 8, tol) == pytest.approx(expected), tol
+    assert dropped_share([0, 8], 8, 1e-6) == 1.0 and dropped_share([4], 8, 3 / 8) == 0.0
+    with pytest.raises(ValueError, match="right_counts"):
+        dropped_share([9], 8, 0.1)
+    with pytest.raises(ValueError, match="right_counts"):
+        dropped_share([0.5], 8, 0.1)
+    with pytest.raises(ValueError, match="tol"):
+        dropped_share([1], 8, -0.1)
+
+
+def test_mislabelled_kept_matches_flip_rewards_and_the_filter():
+    from rlbook.advantages import group_advantages
+    from rlbook.shaping import advantage_filter_mask
+    from rlbook.throughput import flip_rewards, mislabelled_kept
+
+    rewards = torch.tensor([0.0] * 8 + [1.0] * 8 + [1.0, 0.0] * 4 + [1.0] + [0.0] * 7)
+    table = mislabelled_kept(rewards, 8, 0.2, [1e-6, 3 / 8], draws=50, seed=3)
+    assert len(table) == 100 and set(table["tol"]) == {1e-6, 3 / 8}
+    # the first draw is flip_rewards' draw with the same seed, filtered as the trainer filters
+    flipped = flip_rewards(rewards, 0.2, generator=torch.Generator().manual_seed(3))
+    mislabelled = flipped != rewards
+    for tol in (1e-6, 3 / 8):
+        keep = advantage_filter_mask(group_advantages(flipped, 8, "dr_grpo"), tol=tol)
+        row = table[(table["draw"] == 0) & (table["tol"] == tol)].iloc[0]
+        assert row["kept"] == int(keep.sum()) and row["flipped"] == pytest.approx(mislabelled.float().mean().item())
+        assert row["mislabelled_kept"] == pytest.approx(mislabelled[keep].float().mean().item())
+    assert table["flipped"].between(0, 1).all()
+    clean = mislabelled_kept(rewards, 8, 0.0, [1e-6], draws=3)
+    assert (clean["mislabelled_kept"] == 0).all() and (clean["kept"] == 16).all()
+    for kwargs, name in ((dict(fraction=1.5), "fraction"), (dict(draws=0), "draws"), (dict(tols=[]), "tols")):
+        arguments = dict(fraction=0.1, tols=[0.1], draws=2) | kwargs
+        with pytest.raises(ValueError, match=name):
+            mislabelled_kept(rewards, 8, arguments.pop("fraction"), arguments.pop("tols"), **arguments)
+    with pytest.raises(ValueError, match="group_size"):
+        mislabelled_kept(rewards[:-1], 8, 0.1, [0.1], draws=2)
+
+
+def test_sample_probe_batch_and_sampling_seconds():
+    from rlbook.tasks import get_task
+    from rlbook.throughput import sample_probe_batch, sampling_seconds
+
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, shape="test", seed=0)
+    task = get_task("arithmetic", digits=1)
+    rollout, rewards = sample_probe_batch(model, tokenizer, task, 3, group_size=2, max_new_tokens=4, seed=5)
+    prompts = task.dataset(3, seed=5, split="train")
+    assert len(rollout) == 6 and rewards.shape == (6,)
+    assert rewards.tolist() == [float(task.reward(t, prompts[i // 2])) for i, t in enumerate(rollout.texts)]
+    again, _ = sample_probe_batch(model, tokenizer, task, 3, group_size=2, max_new_tokens=4, seed=5)
+    assert again.texts == rollout.texts
+    seconds = sampling_seconds(model, tokenizer, list(prompts["prompt"]), num_samples=2, max_new_tokens=4)
+    assert 0 < seconds < 60
+    with pytest.raises(ValueError, match="repeats"):
+        sampling_seconds(model, tokenizer, list(prompts["prompt"]), num_samples=2, max_new_tokens=4, repeats=0)

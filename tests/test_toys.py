@@ -130,6 +130,32 @@ def test_leave_one_out_baseline_excludes_the_sample_itself():
         toys.baseline_values(rewards, "mean")
 
 
+def test_group_mean_baseline_is_the_shrunk_leave_one_out_and_a_bias_test_catches_it():
+    rewards = torch.tensor([[1.0, 2.0, 6.0]])
+    assert torch.allclose(toys.baseline_values(rewards, "group_mean"), torch.full((1, 3), 3.0))
+    loo = rewards - toys.baseline_values(rewards, "leave_one_out")
+    assert torch.allclose(rewards - toys.baseline_values(rewards, "group_mean"), (2 / 3) * loo)  # (N − 1)/N
+    estimates = toys.reinforce_estimates(BANDIT, LOGITS, batch_size=4, num_estimates=20_000,
+                                         baseline="group_mean", seed=0)
+    exact = toys.exact_gradient(BANDIT, LOGITS)
+    z_shrunk, _ = toys.z_scores(estimates, 0.75 * exact)   # E ĝ = (1 − 1/N) ∇J
+    z_exact, _ = toys.z_scores(estimates, exact)
+    assert float(z_shrunk.abs().max()) < 4 < float(z_exact.abs().max())
+    with pytest.raises(ValueError, match="baseline"):
+        toys.exact_estimate_variance(BANDIT, LOGITS, batch_size=4, baseline="group_mean")
+
+
+def test_z_scores_are_the_distance_in_standard_errors_and_check_shapes():
+    estimates = torch.tensor([[0.0, 1.0], [2.0, 3.0]], dtype=torch.float64)
+    z, se = toys.z_scores(estimates, torch.tensor([0.0, 0.0], dtype=torch.float64))
+    assert torch.allclose(se, torch.full((2,), math.sqrt(2) / math.sqrt(2), dtype=torch.float64))
+    assert torch.allclose(z, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="target"):
+        toys.z_scores(estimates, torch.zeros(3))
+    with pytest.raises(ValueError, match="estimates"):
+        toys.z_scores(estimates[:1], torch.zeros(2))
+
+
 def test_train_bandit_shapes_and_improvement():
     history = toys.train_bandit(BANDIT, LOGITS, steps=30, batch_size=4, lr=0.5, baseline="value", num_runs=8, seed=0)
     assert history.shape == (8, 31)
@@ -223,6 +249,68 @@ def test_k1_k3_spread_crossover():
     below, above = toys.kl_estimator_table_exact(mu - 0.01), toys.kl_estimator_table_exact(mu + 0.01)
     assert below["k3"]["stdev/true"] < below["k1"]["stdev/true"]
     assert above["k3"]["stdev/true"] > above["k1"]["stdev/true"]
+
+
+@pytest.mark.parametrize("sigma", [0.8, 0.9, 1.0, 1.1, 1.2])
+def test_k1_k3_spread_crossover_for_any_width(sigma):
+    # one sign change of stdev(k3) − stdev(k1) on a grid of μ, and the bisection finds it
+    mus = [0.01 * i for i in range(1, 400)]
+    signs = [toys.kl_estimator_table_any_sigma(mu, sigma)["k3"]["stdev/true"]
+             > toys.kl_estimator_table_any_sigma(mu, sigma)["k1"]["stdev/true"] for mu in mus]
+    changes = [mus[i] for i in range(1, len(mus)) if signs[i] != signs[i - 1]]
+    assert len(changes) == 1 and not signs[0]
+    mu = toys.k1_k3_spread_crossover(sigma=sigma)
+    assert abs(mu - changes[0]) <= 0.011
+    if sigma == 1.0:
+        assert mu == pytest.approx(toys.k1_k3_spread_crossover(), abs=1e-12)
+
+
+def test_k1_k3_spread_crossover_falls_with_the_reference_width():
+    # the crossover KL is set by E_q[r²] (reference mass where the policy is thin), not by the KL level
+    kls = [toys.gaussian_kl(0.0, 1.0, toys.k1_k3_spread_crossover(sigma=s), s) for s in (0.8, 1.0, 1.1, 1.2)]
+    assert kls == sorted(kls, reverse=True) and kls[0] > 2.0 and kls[-1] < 0.06
+    assert toys.k1_k3_spread_crossover(sigma=1.3) == 0.0  # k3 spreads more at every μ
+    assert toys.k1_k3_spread_crossover(sigma=1.5) == 0.0  # and past σ² = 2 its variance is infinite
+    with pytest.raises(ValueError, match="sigma"):
+        toys.k1_k3_spread_crossover(sigma=0.0)
+
+
+def test_k3_batch_mean_spread_separates_finite_from_infinite_variance():
+    spread = toys.k3_batch_mean_spread(0.5, 2.0, batch_sizes=(500, 50_000), batches=100, seed=1, resamples=50)
+    # k1 (finite variance): 100× the draws narrow the spread about 10×; k3 at σ = 2 (α = 4/3): about 100^{1/4}
+    k1_shrink = spread[500]["k1"]["iqr/true"] / spread[50_000]["k1"]["iqr/true"]
+    k3_shrink = spread[500]["k3"]["iqr/true"] / spread[50_000]["k3"]["iqr/true"]
+    assert 6 < k1_shrink < 16 and k3_shrink < 5
+    assert spread[50_000]["k3"]["below"] > 0.6 and spread[50_000]["k3"]["median/true"] < 0
+    assert 0 < spread[500]["k3"]["log_iqr_se"] < 0.5
+    again = toys.k3_batch_mean_spread(0.5, 2.0, batch_sizes=(500, 50_000), batches=100, seed=1, resamples=50)
+    assert again == spread  # same seed, same numbers
+    with pytest.raises(ValueError, match="batch_sizes"):
+        toys.k3_batch_mean_spread(0.5, 2.0, batch_sizes=(), batches=10)
+    with pytest.raises(ValueError, match="batches"):
+        toys.k3_batch_mean_spread(0.5, 2.0, batch_sizes=(100,), batches=1)
+
+
+def test_per_sample_gradients_and_their_variance():
+    scores = toys.per_sample_estimator_gradients(LOGITS, REF, "k1")
+    probs = torch.softmax(LOGITS, 0)
+    assert torch.allclose(scores, torch.eye(5, dtype=torch.float64) - probs, atol=1e-14)  # ∇k1 = ∇log π = e_x − π
+    k1 = (probs.log() - REF.log()).unsqueeze(1)
+    # one token: ∇k2(x) = k1(x) ∇log π(x), sample by sample (k2 in the loss = k1 in the reward)
+    assert torch.allclose(toys.per_sample_estimator_gradients(LOGITS, REF, "k2"), k1 * scores, atol=1e-14)
+    ratio = (REF / probs).unsqueeze(1)
+    assert torch.allclose(toys.per_sample_estimator_gradients(LOGITS, REF, "k3"), (1 - ratio) * scores, atol=1e-14)
+    # the mean of the per-sample gradients is the expected gradient; the variance is the trace of their covariance
+    for name in ("k1", "k2", "k3"):
+        rows = toys.per_sample_estimator_gradients(LOGITS, REF, name)
+        assert torch.allclose(probs @ rows, toys.expected_estimator_gradient(LOGITS, REF, name), atol=1e-14)
+        centred = rows - probs @ rows
+        assert toys.estimator_gradient_variance(LOGITS, REF, name) == pytest.approx(
+            float((probs * (centred**2).sum(1)).sum()), rel=1e-12)
+    # where the policy has starved an outcome the reference likes, k3's coefficient (1 − r) explodes
+    starved = torch.tensor([-6.0, 0.0, 0.0, 1.0, 2.0], dtype=torch.float64)
+    assert (toys.estimator_gradient_variance(starved, REF, "k3")
+            > 100 * toys.estimator_gradient_variance(starved, REF, "k2"))
 
 
 def test_monte_carlo_table_standard_errors():

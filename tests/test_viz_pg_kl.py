@@ -57,6 +57,18 @@ def test_training_history_plot_checks_keys():
         pg_viz.plot_training_history({"reward": [0.1]}, keys=["entropy"])
 
 
+def test_training_history_plot_rows_and_steps():
+    history = {key: [0.1, 0.2, 0.3] for key in "abcdefg"}
+    fig = pg_viz.plot_training_history(history, steps=[1, 2, 3], ncols=4)
+    assert len(fig.axes) == 7                       # 2 rows of 4, the unused eighth panel removed
+    assert [ax.get_title() for ax in fig.axes] == list("abcdefg")
+    assert list(fig.axes[3].lines[0].get_xdata()) == [1, 2, 3]
+    with pytest.raises(ValueError, match="steps"):
+        pg_viz.plot_training_history(history, steps=[1, 2])
+    with pytest.raises(ValueError, match="ncols"):
+        pg_viz.plot_training_history(history, ncols=0)
+
+
 def test_kl_histograms_mark_the_true_kl():
     fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
     assert len(fig.axes) == 3
@@ -68,6 +80,28 @@ def test_kl_histograms_show_the_infinite_variance_of_k3():
     fig = kl_viz.plot_kl_estimator_histograms(0.5, 2.0, n_samples=2_000, seed=3)
     assert "(exact ∞)" in fig.axes[2].get_title() and "∞" not in fig.axes[0].get_title()
     assert "seed 3" in fig._suptitle.get_text()
+
+
+def test_kl_histograms_mark_the_draws_beyond_the_range():
+    fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
+    hatched = [patch for patch in fig.axes[0].patches if patch.get_hatch()]
+    assert hatched and all(patch.get_facecolor()[:3] == (0.8, 0.8, 0.8) for patch in hatched)
+    assert any("beyond the range" in text.get_text() for text in fig.axes[0].get_legend().get_texts())
+
+
+def test_sequence_placement_plot_puts_each_marker_over_its_bars():
+    from rlbook import kl_sequence as ks
+    toy = ks.TwoTokenToy(ref_first=[0.5, 0.5], ref_second=[[0.6, 0.4], [0.05, 0.95]], rewards=[[1.0, 0.0], [1.0, 0.0]])
+    pair = (toy.ref_first, toy.ref_second)
+    finals = {name: pair for name in ks.SEQUENCE_PLACEMENTS}
+    fig = kl_viz.plot_sequence_placements(finals, reference=pair, tilt=pair, per_token=pair,
+                                          first_names=("easy", "hard"), second_names=("right", "wrong"))
+    ax = fig.axes[0]
+    assert len(ax.patches) == 4 * (1 + len(ks.SEQUENCE_PLACEMENTS))
+    assert [label.get_text() for label in ax.get_xticklabels()][-1] == "π(y₂ = right | hard)"
+    crosses = [len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "x"]
+    rings = [len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
+    assert crosses == [4] and rings == [4] * 4  # × over k1 in the reward; ○ over each of the four partial placements
 
 
 def test_kl_table_and_gradient_plots():
@@ -90,3 +124,40 @@ def test_placement_plot_puts_each_marker_over_the_bars_it_predicts():
     marker_xs = {round(float(x), 9) for line in ax.get_lines() for x in line.get_xdata()}
     assert marker_xs <= bar_centres  # every marker sits on a bar, none between bars
     assert len(ax.get_lines()) == 3  # × over k1_in_reward and k3+_in_loss, ○ over k3_in_loss
+
+
+def test_training_history_of_several_runs_in_a_grid_with_two_metrics_in_one_panel():
+    runs = [{"reward": [0.1, 0.2, 0.4], "adv a": [0.5, 0.4, 0.3], "adv b": [-0.2, -0.1, -0.1], "tokens": [5, 6, 7]}
+            for _ in range(3)]
+    fig = pg_viz.plot_training_history(runs, ["reward", ("adv a", "adv b"), "tokens"], ncols=2,
+                                       labels=["seed 0", "seed 1", "seed 2"],
+                                       titles=["training-batch reward", "mean advantage", "tokens"], log_y=["tokens"])
+    visible = [ax for ax in fig.axes if ax.axison]
+    assert len(visible) == 3 and len(fig.axes) == 3                      # a 2×2 grid, the empty fourth cell removed
+    assert visible[0].get_title() == "training-batch reward"
+    assert [t.get_text() for t in visible[0].get_legend().get_texts()] == ["seed 0", "seed 1", "seed 2"]
+    assert [t.get_text() for t in visible[1].get_legend().get_texts()] == ["adv a", "adv b"]
+    assert len(visible[1].get_lines()) == 6                               # two metrics × three runs
+    assert visible[2].get_yscale() == "log" and visible[0].get_yscale() == "linear"
+    with pytest.raises(ValueError, match="labels"):
+        pg_viz.plot_training_history(runs, ["reward"], labels=["one"])
+    with pytest.raises(ValueError, match=r"run 1"):
+        pg_viz.plot_training_history([runs[0], {"reward": [0.1]}], ["tokens"])
+
+
+def test_reward_offset_moves_only_the_no_baseline_cloud_and_keeps_the_view():
+    def cloud(baseline, offset):
+        fig = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=8, baseline=baseline, num_estimates=60,
+                                          dims=(2, 3), reward_offset=offset)
+        ax = fig.axes[0]
+        return ax.get_xlim(), [c.get_offsets().data.copy() for c in ax.collections[:2]], ax.get_title()
+
+    view, none_0, _ = cloud("none", 0.0)
+    view_c, none_c, title = cloud("none", 2.0)
+    assert view == view_c and "reward offset +2" in title and "the two drawn" in title
+    assert not all((a == b).all() for a, b in zip(none_0, none_c) if a.shape == b.shape)
+    _, value_0, _ = cloud("value", 0.0)
+    _, value_c, _ = cloud("value", 2.0)
+    assert all(abs(a - b).max() < 1e-12 for a, b in zip(value_0, value_c))   # the advantages do not see c
+    with pytest.raises(ValueError, match="reward_offset"):
+        pg_viz.plot_gradient_spread(BANDIT, LOGITS, reward_offset=float("nan"))

@@ -112,7 +112,9 @@ def test_expected_max_plot_draws_the_bound_and_the_ratio():
     exact = [expected_max_of_normals(k) for k in ks]
     fig = rejection_viz.plot_expected_max(ks, exact, monte_carlo={4: (1.03, 0.01)})
     ax, ax_ratio = fig.axes
-    np.testing.assert_allclose(ax.lines[0].get_ydata(), np.sqrt(2 * np.log(ks)))
+    bound = ax.lines[0]  # drawn on a fine grid from K = 1, so that it has no kink between the lesson's K
+    np.testing.assert_allclose(bound.get_ydata(), np.sqrt(2 * np.log(bound.get_xdata())))
+    assert bound.get_xdata()[0] == 1 and bound.get_xdata()[-1] == pytest.approx(256) and len(bound.get_xdata()) > 100
     ratio = ax_ratio.lines[0].get_ydata()
     assert len(ratio) == len(ks) - 1 and (ratio < 1).all() and (np.diff(ratio) > 0).all()
 
@@ -166,3 +168,19 @@ def test_history_plot_draws_one_line_per_seed_with_clustered_error_bars():
     segments = ax_pass.containers[0].lines[2][0].get_segments()
     assert [seg[1, 1] - seg[0, 1] for seg in segments] == pytest.approx([0.08] * 3)  # ± 2 s.e.
     assert len(ax_reward.lines) == 6 and "clustered by prompt" in ax_pass.get_title()
+
+
+def test_verifier_reward_kl_plot_draws_the_frontier_best_of_n_and_the_tuned_policies():
+    from rlbook.toys import verifier_frontier
+
+    rates = [0.1, 0.3, 0.6]
+    frontier = verifier_frontier(rates, np.linspace(0, 8, 50))
+    fig = rejection_viz.plot_verifier_reward_kl(frontier["kl"], frontier["success"], [2, 8], [0.1, 0.5], [0.5, 0.8],
+                                                ceiling=(1.0, 1.0), tuned={"seed 0": (2.0, 0.2, 0.75, 0.03)})
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), frontier["success"][np.argsort(frontier["kl"])])
+    np.testing.assert_allclose(ax.lines[1].get_xdata(), [0.1, 0.5])
+    assert [t.get_text() for t in ax.texts] == ["n=2", "n=8"]
+    assert "seed 0" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="must match"):
+        rejection_viz.plot_verifier_reward_kl([0, 1], [0.3], [2], [0.1], [0.5])

@@ -28,6 +28,10 @@ def test_timeline_figures_draw():
 def test_throughput_figures():
     measured = pd.DataFrame({"pass@1": [0.2, 0.5], "frac_zero_adv_groups": [0.5, 0.2]})
     assert plot_flat_groups(4, measured=measured).axes
+    spread = plot_flat_groups(8, between_prompt_share=0.5).axes[0]
+    bold, iid = [line for line in spread.get_lines() if line.get_linewidth() >= 1.5]
+    assert (bold.get_ydata() >= iid.get_ydata() - 1e-12).all()  # a spread of pass rates: more flat groups
+    assert "ρ = 0.50" in spread.get_title()
     assert plot_advantage_noise(0.2, 4).axes
     plt.close("all")
 

@@ -29,15 +29,21 @@ def expect_checker(checker, answer) -> None:
     assert verdict is True, feedback or f"{checker.__name__} did not accept the answer"
 
 
-def expect_between(name: str, value, low: float, high: float, hint: str = "") -> None:
-    """Pass when ``value`` is a finite number in [low, high]; otherwise say what was measured and why it matters."""
+def expect_between(name: str, value, low: float, high: float, hint: str = "", *, too_low: str = "",
+                   too_high: str = "") -> None:
+    """Pass when ``value`` is a finite number in [low, high]; otherwise say what was measured and why it matters.
+
+    ``too_low`` and ``too_high`` are the hints for a value below ``low`` and above ``high`` (a number out of
+    range on one side has other causes than on the other); ``hint`` is said on either side.
+    """
     assert value is not None, f"{name} was not computed: run every cell of the question"
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise AssertionError(f"{name} must be a number, got {type(value).__name__}") from None
     assert math.isfinite(number), f"{name} is {number}: the run diverged or was not computed"
-    assert low <= number <= high, f"{name} = {number:.4g}, expected in [{low}, {high}]. {hint}".strip()
+    why = " ".join(filter(None, (too_low if number < low else too_high, hint)))
+    assert low <= number <= high, f"{name} = {number:.4g}, expected in [{low}, {high}]" + (f": {why}" if why else "")
 
 
 def call_answer(answer, *args):

@@ -45,6 +45,8 @@ def _mistakes(mask: torch.Tensor, mode: str) -> dict[str, tuple[torch.Tensor, st
     }
     mistakes["padded_width"] = (
         mask / (n_seqs * width),
+        "you divided by B·T, every slot of the padded batch: token_mean divides by the number of real tokens "
+        "Σ_j |o_j| (mask.sum()), so padding does not dilute the loss" if mode == "token_mean" else
         "you divided by the padded width T of this batch instead of the budget L = max_len: then padding "
         "changes the loss, and L must be a constant (Dr.GRPO)")
     mistakes["no_batch"] = (
@@ -77,6 +79,10 @@ def check_token_weights(fn) -> bool | None:
                                            f"per token), got {tuple(result.shape)}")
             if _close(result, reference):
                 continue
+            if _close(result * mask, reference):
+                return _verdict(False, "", f"mode {mode!r}: the weights of the real tokens are right, but padding "
+                                           "tokens got a weight: multiply by the mask so that padding counts for "
+                                           "nothing")
             for candidate, hint in _mistakes(mask, mode).values():
                 if candidate is not None and _close(result, candidate):
                     return _verdict(False, "", hint)

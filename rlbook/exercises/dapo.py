@@ -128,6 +128,11 @@ def _wrong_masks(ratio, advantages, eps_low: float, eps_high: float) -> dict[str
                        "1 + ε_high, an A < 0 token once it has fallen below 1 − ε_low"),
         "upper_only": (up & (ratio > 1 + eps_high), "only the upper clip is there: an A < 0 token whose ratio fell "
                                                    "below 1 − ε_low loses its gradient too"),
+        "lower_only": (down & (ratio < 1 - eps_low), "only the lower clip is there: an A > 0 token whose ratio rose "
+                                                    "past 1 + ε_high loses its gradient too"),
+        "kept": ((up & (ratio <= 1 + eps_high)) | (down & (ratio >= 1 - eps_low)),
+                 "the mask is inverted: True must mark the tokens that LOSE their gradient (the clipped ones), "
+                 "not those that keep it"),
     }
 
 

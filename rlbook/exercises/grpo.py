@@ -73,6 +73,9 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
                                     groups / groups.std(1, correction=0, keepdim=True).clamp_min(1e-12),
                                     torch.zeros_like(groups)).reshape(-1),
                         "the group mean was not subtracted: A = (r − μ) / σ."),
+        "rows_of_n": (group_advantages(rewards, rewards.numel() // group_size, "grpo"),
+                      "your groups are the wrong rows: `view(G, -1)` makes G rows of n_prompts rewards each; each "
+                      "prompt's G samples are *contiguous*, so reshape with `view(-1, G)` (one row per prompt)."),
         "interleaved": (group_advantages(interleaved, group_size, "grpo")[undo],
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* "
                         "(rows 0…G−1 are the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),

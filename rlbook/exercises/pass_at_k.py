@@ -2,7 +2,7 @@
 
 ``check_gap_se`` (the lesson's exercise): the reader writes ``my_gap_se(base_correct, policy_correct, k)
 -> (gap, se)``, the policy's held-out pass@k minus the base's on the same problems and its standard
-error clustered by problem (``rlbook.evidence.pass_at_k_gap``). The checker runs it on fixed tables
+error clustered by problem (``rlbook.evidence.paired_pass_at_k_difference``). The checker runs it on fixed tables
 where the usual mistakes give visibly different numbers, and names them: the gap the wrong way
 round, the plug-in estimator, an SE that treats the P·n samples as independent (unclustered), an
 SE that adds the two models' SEs as if they had been measured on different problems (unpaired),
@@ -13,7 +13,8 @@ arXiv:2107.03374, §2.1), 1 − C(n − c, k) / C(n, k), the chance that k of th
 replacement hold a correct one. The checker compares it with ``rlbook.metrics.pass_at_k`` on a few
 (n, c, k), edge cases included, and when it differs names the likely mistake: the plug-in
 1 − (1 − c/n)^k (biased low), the probability that all k fail instead of that one succeeds, c/n
-for every k, and counting k-subsets of the correct samples instead of the wrong ones.
+for every k, counting k-subsets of the correct samples instead of the wrong ones, and the product of
+the estimator started one factor early.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from rlbook.coverage import plug_in_pass_at_k
-from rlbook.evidence import pass_at_k_gap
+from rlbook.evidence import paired_pass_at_k_difference
 from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
 from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
 
@@ -48,6 +49,9 @@ def _mistakes(n: int, c: int, k: int) -> dict[str, tuple[float, str]]:
         "correct_subsets": (1.0 - math.comb(c, k) / math.comb(n, k),
                             "the subsets to count are those of the n − c *wrong* samples (every one of the k fails), "
                             "not of the c correct ones"),
+        "extra_factor": (1.0 - math.prod(1.0 - k / i for i in range(n - c, n + 1)) if n - c > 0 else None,
+                         "off by one in the product: C(n − c, k)/C(n, k) = Π_{i=n−c+1}^{n} (1 − k/i), starting at "
+                         "i = n − c + 1, not n − c"),
     }
 
 
@@ -69,7 +73,7 @@ def check_pass_at_k(fn) -> bool | None:
         if abs(answer - right) < TOLERANCE:
             continue
         for wrong, hint in _mistakes(n, c, k).values():
-            if abs(answer - wrong) < TOLERANCE:
+            if wrong is not None and abs(answer - wrong) < TOLERANCE:
                 return _verdict(False, "", f"(n={n}, c={c}, k={k}) {hint}")
         return _verdict(False, "", f"n={n}, c={c}, k={k}: expected {right:.6f}, got {answer:.6f}")
     return _verdict(True, f"matches the unbiased estimator on {len(CASES)} cases, edges included", "")
@@ -129,7 +133,7 @@ def _close_relative(a: float, b: float) -> bool:
 
 
 def check_gap_se(fn) -> bool | None:
-    """Check ``fn(base_correct, policy_correct, k) -> (gap, se)`` against ``rlbook.evidence.pass_at_k_gap``
+    """Check ``fn(base_correct, policy_correct, k) -> (gap, se)`` against ``rlbook.evidence.paired_pass_at_k_difference``
     on ``GAP_CASES``. The gap must match to 1e-9; the SE within 3 % (ddof 0 or 1 both pass). Prints a
     verdict naming the likely mistake; returns True / False, or None when not attempted yet."""
     if _not_attempted(fn, "gap-and-SE function"):
@@ -142,7 +146,7 @@ def check_gap_se(fn) -> bool | None:
         if result.numel() != 2:
             return _verdict(False, "", f"return two numbers, (gap, se); got shape {tuple(result.shape)}")
         gap, se = (float(v) for v in result.flatten())
-        right_gap, right_se = pass_at_k_gap(base, policy, k)
+        right_gap, right_se = paired_pass_at_k_difference(policy, base, k)
         mistakes = _gap_mistakes(base, policy, k)
         if abs(gap - right_gap) > TOLERANCE:
             for wrong_gap, _, hint in mistakes.values():

@@ -126,21 +126,27 @@ def _bandit_cases():
     return cases
 
 
-def _loss_gradient(loss_fn, logits, arms, rewards, means):
-    """∇_θ of ``loss_fn(θ, arms, rewards, means)`` at θ = ``logits``, or an error message."""
-    theta = logits.clone().requires_grad_(True)
-    loss, error = _call(loss_fn, theta, arms, rewards, means)
+def _gradient_of_loss(loss_fn, x: torch.Tensor, *others, wrt: str):
+    """``(∇_x loss_fn(x, *others), None)`` for a scalar loss, or ``(None, error message)``; ``wrt`` names x
+    for the reader ("the logits")."""
+    leaf = x.clone().requires_grad_(True)
+    loss, error = _call(loss_fn, leaf, *others)
     if error:
         return None, error
     if loss.numel() != 1:
         return None, f"the loss must be one number (average over the batch), got shape {tuple(loss.shape)}"
     if not loss.requires_grad:
-        return None, ("the loss carries no gradient: compute it from the logits you are given with torch "
-                      "operations (no .item(), .detach() or numpy on the log-probabilities)")
-    (gradient,) = torch.autograd.grad(loss.reshape(()), theta, allow_unused=True)
+        return None, (f"the loss carries no gradient: compute it from {wrt} you are given with torch "
+                      f"operations (no .item(), .detach() or numpy on them)")
+    (gradient,) = torch.autograd.grad(loss.reshape(()), leaf, allow_unused=True)
     if gradient is None:
-        return None, "the loss does not depend on the logits"
+        return None, f"the loss does not depend on {wrt}"
     return gradient, None
+
+
+def _loss_gradient(loss_fn, logits, arms, rewards, means):
+    """∇_θ of ``loss_fn(θ, arms, rewards, means)`` at θ = ``logits``, or an error message."""
+    return _gradient_of_loss(loss_fn, logits, arms, rewards, means, wrt="the logits")
 
 
 def reference_reinforce_loss(logits, arms, rewards, means):
@@ -263,6 +269,10 @@ def check_optimal_baseline(baseline_fn) -> bool | None:
                 "norm_not_squared": ((probs * means * scores).sum() / (probs * scores).sum(),
                                      "each arm is weighted by ‖∇log π(a)‖ — it should be the *squared* norm "
                                      "(the variance is a second moment)."),
+                "unweighted_by_pi": ((means * squared_scores).sum() / squared_scores.sum(),
+                                     "each arm is weighted by ‖∇log π(a)‖² alone: the expectations are over the "
+                                     "*pulls*, so each arm also carries its probability π_a — "
+                                     "b* = Σ π_a μ_a ‖e_a − π‖² / Σ π_a ‖e_a − π‖²."),
                 "pulled_coordinate": ((probs * means * pulled_coordinate).sum() / (probs * pulled_coordinate).sum(),
                                       "each arm is weighted by (1 − π_a)², the pulled arm's coordinate of the "
                                       "score alone. The score e_a − π has every coordinate: "
@@ -379,6 +389,8 @@ def check_k3_straight_through(fn) -> bool | None:
                               "Use k3.detach() for the value."),
             "k1_gradient": (gradients["k1"], "the gradient is k1's, which is zero in expectation; k3+ takes k2's."),
             "negated": (-gradients["k2"], "the gradient has the wrong sign: add k2 − sg[k2], not sg[k2] − k2."),
+            "missing_half": (2 * gradients["k2"], "the gradient is twice k2's: the ½ of k2 = ½ (log r)² is missing, "
+                             "so your surrogate (log r)² − sg[(log r)²] pulls twice as hard as k2 does."),
         }
         return _verdict(False, "", f"the value is right but the gradient is not — "
                         f"{_diagnose(gradient, gradients['k2'], mistakes)}")
@@ -405,11 +417,18 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
 
     ``slip`` makes one of the usual mistakes instead: "unlogged_ref" passes π_ref for log π_ref,
     "swapped" calls estimator(ref_logp, logp), "wrt_probs" differentiates with respect to the
-    probabilities π rather than the logits.
+    probabilities π rather than the logits, "wrt_logp" with respect to log π (a detached
+    ``log_softmax`` made a leaf), which drops the softmax's coupling: for k1 it gives π, not 0.
     """
     theta = logits.clone().requires_grad_(True)
-    leaf = torch.softmax(theta, dim=0).detach().requires_grad_(True) if slip == "wrt_probs" else theta
-    logp = leaf.log() if slip == "wrt_probs" else torch.log_softmax(theta, dim=0)
+    if slip == "wrt_probs":
+        leaf = torch.softmax(theta, dim=0).detach().requires_grad_(True)
+        logp = leaf.log()
+    elif slip == "wrt_logp":
+        leaf = torch.log_softmax(theta, dim=0).detach().requires_grad_(True)
+        logp = leaf
+    else:
+        leaf, logp = theta, torch.log_softmax(theta, dim=0)
     ref = ref_probs if slip == "unlogged_ref" else ref_probs.log()
     values = estimator(ref, logp) if slip == "swapped" else estimator(logp, ref)
     w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
@@ -457,6 +476,11 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                 "wrt_probs": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_probs"),
                               "you differentiated with respect to the probabilities π, not the logits θ: "
                               "build log π = log_softmax(θ) from the logits and differentiate with respect to θ."),
+                "wrt_logp": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_logp"),
+                             "you differentiated with respect to log π (a detached log_softmax), not the logits θ: "
+                             "that drops the softmax's normaliser, ∂log π(x)/∂θ = e_x − π, so for k1 you get π "
+                             "instead of 0. Keep log π = log_softmax(θ) in the graph and differentiate with "
+                             "respect to θ."),
                 "unweighted_mean": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform")
                                     / logits.numel(),
                                     "you took a plain mean of ∇k(x) over the outcomes x: an expectation under π_θ "

@@ -88,6 +88,12 @@ def clipped_objective_mistakes() -> dict[str, tuple]:
                            "your bounds are symmetric, 1 ± ε_high: the lower bound is 1 − ε_low."),
         "swapped_bounds": (lambda r, a, lo, hi: min(r * a, _clip(r, 1 - hi, 1 + lo) * a),
                            "ε_low and ε_high are swapped: the interval is [1 − ε_low, 1 + ε_high]."),
+        "lower_bound_only": (lambda r, a, lo, hi: min(r * a, max(r, 1 - lo) * a),
+                             "only the lower bound is there: clip(r, 1 − ε_low, 1 + ε_high) also caps r at "
+                             "1 + ε_high, which is what stops an A > 0 token from being pushed further."),
+        "upper_bound_only": (lambda r, a, lo, hi: min(r * a, min(r, 1 + hi) * a),
+                             "only the upper bound is there: clip(r, 1 − ε_low, 1 + ε_high) also keeps r above "
+                             "1 − ε_low, which is what stops an A < 0 token from being pushed further down."),
         "loss_sign": (lambda r, a, lo, hi: -min(r * a, _clip(r, 1 - lo, 1 + hi) * a),
                       "you returned the loss (minus the objective): the exercise asks for the objective J, "
                       "which PPO maximises."),
@@ -152,16 +158,25 @@ def _gae_trajectories():
 
 
 def _gae_mistakes(rewards, values, gamma, lam):
-    """Advantages of the usual wrong recursions, each with the hint that names the mistake."""
-    def recursion(next_value_of, weight):
+    """Advantages of the usual wrong recursions, each with the hint that names the mistake.
+
+    Besides the wrong weights and the missing bootstrap: a recursion run forwards (A_t from
+    A_{t−1}), the right recursion stored reversed, the last token bootstrapped from a value that
+    does not exist (``torch.roll`` wraps V_0 round; repeating V_{T−1}), the λ-returns A + V (the
+    critic's target, eq. 16's ``returns``) handed back for the advantages, and advantages whitened
+    over the trajectory, as the trainer later does over a batch.
+    """
+    def recursion(next_value_of, weight, *, forwards=False):
         advantages, running = torch.zeros_like(rewards), 0.0
-        for t in reversed(range(len(rewards))):
+        order = range(len(rewards)) if forwards else reversed(range(len(rewards)))
+        for t in order:
             delta = rewards[t] + gamma * next_value_of(t) - values[t]
             running = delta + weight * running
             advantages[t] = running
         return advantages
 
     following = lambda t: values[t + 1] if t + 1 < len(values) else 0.0  # noqa: E731
+    correct = recursion(following, gamma * lam)
     returns_to_go = torch.zeros_like(rewards)
     running = 0.0
     for t in reversed(range(len(rewards))):
@@ -178,10 +193,51 @@ def _gae_mistakes(rewards, values, gamma, lam):
         "returns": (returns_to_go,
                     "these are the discounted returns, not advantages: subtract the value V_t (λ = 1 gives "
                     "return − V_t)."),
-        "forward": (recursion(following, gamma * lam).flip(0),
-                    "the advantages come out reversed: run the recursion from the LAST token backwards and "
-                    "store A_t at position t."),
+        "reversed": (correct.flip(0),
+                     "the advantages come out reversed: you ran the recursion from the last token backwards but "
+                     "stored A_t at position T − 1 − t (appended, then forgot to reverse); store it at position t."),
+        "forward": (recursion(following, gamma * lam, forwards=True),
+                    "the recursion runs forwards, A_t = δ_t + γλ A_{t−1}: the advantage collects the TD errors "
+                    "that come AFTER token t, so start at the last token and go backwards."),
+        "same_value": (recursion(lambda t: values[t], gamma * lam),
+                       "off by one in δ: the next state's value is V_{t+1} (values[t + 1]), not V_t."),
+        "bootstrap_last": (recursion(lambda t: values[min(t + 1, len(values) - 1)], gamma * lam),
+                           "the last step bootstraps from V_{T−1} repeated: the response ended after its last token, "
+                           "so the value after it is V_T = 0 and the last δ is r_{T−1} − V_{T−1}."),
+        "rolled": (recursion(lambda t: values[(t + 1) % len(values)], gamma * lam),
+                   "the last step bootstraps from V_0 (torch.roll wraps the first value around to the end): the "
+                   "response is over, so V(s_{T+1}) = 0 — append a zero instead of rolling."),
+        "stored_early": (torch.cat([correct[1:], rewards.new_zeros(1)]),
+                         "off by one: position t holds A_{t+1} — update the running sum with δ_t first, then "
+                         "store it at t."),
+        "skipped_last": (_skip_last(rewards, values, gamma, lam),
+                         "the last token was skipped (a loop over range(T − 1)): A_{T−1} = δ_{T−1} = r_{T−1} − "
+                         "V_{T−1}, and every earlier advantage includes it."),
+        "negated": (-correct, "the sign is flipped: δ_t = r_t + γ V_{t+1} − V_t (V_t is subtracted)."),
+        "lambda_returns": (correct + values,
+                           "these are the λ-returns A_t + V_t — the critic's regression target — not the "
+                           "advantages: return A_t, without adding V_t back."),
+        "whitened": (_whitened(correct), WHITENED),
+        "whitened_unbiased": (_whitened(correct, correction=1), WHITENED),
     }
+
+
+WHITENED = ("you normalised (whitened) the advantages to mean 0, std 1: that is a later step of the trainer, over a "
+            "whole batch; GAE itself returns the raw Σ (γλ)^l δ_{t+l}.")
+
+
+def _skip_last(rewards, values, gamma, lam):
+    """GAE with the loop stopped one token early (A_{T−1} left at 0)."""
+    advantages, running = torch.zeros_like(rewards), 0.0
+    for t in reversed(range(len(rewards) - 1)):
+        running = rewards[t] + gamma * values[t + 1] - values[t] + gamma * lam * running
+        advantages[t] = running
+    return advantages
+
+
+def _whitened(advantages, correction: int = 0):
+    """(A − mean) / std over one trajectory, with the population (0) or sample (1) std."""
+    return (advantages - advantages.mean()) / advantages.std(correction=correction)
 
 
 def check_gae(gae_fn) -> bool | None:
@@ -256,6 +312,12 @@ def _wrong_negative_clips(logp, old_logp, advantages, eps_low: float) -> dict[st
                                        "exp(logp − old_logp) (−A·log π is REINFORCE)"),
         "inverted": (clip_only_negative_reference(old_logp, logp, advantages, None, eps_low),
                      "the ratio is upside down: r = π_θ/π_old = exp(logp − old_logp)"),
+        "upper_side": (-torch.minimum(ratio * advantages, ratio.clamp(max=1 + eps_low) * advantages),
+                       "the clip is on the wrong side: you capped r at 1 + ε (PPO's clip of A > 0 tokens, which "
+                       "this variant drops); keep r from falling below 1 − ε_low: max(r, 1 − ε_low)"),
+        "max_of_terms": (-torch.maximum(ratio * advantages, ratio.clamp(min=1 - eps_low) * advantages),
+                         "you took the max of the two terms: the objective keeps the MIN, the pessimistic one, "
+                         "min(r·A, max(r, 1 − ε_low)·A)"),
         "no_min": (-ratio.clamp(min=1 - eps_low) * advantages,
                    "the min is missing: −max(r, 1 − ε_low)·A alone also flattens A > 0 tokens whose ratio fell "
                    "below 1 − ε_low; min(r·A, max(r, 1 − ε_low)·A) keeps their (pessimistic) unclipped term"),

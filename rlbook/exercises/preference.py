@@ -94,6 +94,11 @@ def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.T
                          "not softmax(r/β)"),
         "minus_reward": (torch.softmax(ref_probs.log() - rewards / beta, 0),
                          "exp(−r/β) favours the worst responses: maximising the reward gives exp(+r/β)"),
+        "ref_not_logged": (torch.softmax(ref_probs + rewards / beta, 0),
+                           "π_ref itself was added inside the softmax: the product π_ref · exp(r/β) is "
+                           "exp(log π_ref + r/β), so add log π_ref"),
+        "log_probabilities": (torch.log_softmax(ref_probs.log() + rewards / beta, 0),
+                              "these are log-probabilities log π*: return the probabilities π* (they sum to 1)"),
     }
 
 
@@ -138,6 +143,10 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
         "ratio_of_ratios": (-F.logsigmoid(beta * (chosen / ref_chosen - rejected / ref_rejected)),
                             "you divided log-probs: the log-ratio is log π − log π_ref (a difference of logs), "
                             "not log π / log π_ref"),
+        "beta_divides": (-F.logsigmoid(h / beta), "β divides the margin: the implicit reward is β · log π/π_ref, "
+                                                  "so the loss is −log σ(β·h)"),
+        "reference_sign": (-F.logsigmoid(beta * ((chosen + ref_chosen) - (rejected + ref_rejected))),
+                           "the reference's log-probs were added: each log-ratio is log π − log π_ref"),
     }
 
 
@@ -169,6 +178,9 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
         "no_reference": ((chosen - rejected - 1 / (2 * tau)) ** 2,
                          "the reference is missing: h is a difference of log-ratios log π − log π_ref"),
         "dpo": (-F.logsigmoid(tau * h), "this is the DPO loss −log σ(τ h), not IPO's squared loss"),
+        "flipped": ((h + 1 / (2 * tau)) ** 2,
+                    "the margin is pulled towards −1/(2τ): either chosen and rejected are swapped (h is the chosen "
+                    "response's log-ratio minus the rejected one's) or the target's sign is, (h − 1/(2τ))²"),
         "scaled_margin": ((tau * h - 1 / 2) ** 2,
                           "you regressed τ·h onto ½: that is τ² times IPO's loss, (h − 1/(2τ))²; the scale "
                           "changes the effective step size"),

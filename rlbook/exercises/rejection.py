@@ -1,10 +1,13 @@
-"""Self-checking exercise of lesson 05 (rejection sampling): the exact best-of-n distribution.
+"""Self-checking exercises of lesson 05 (rejection sampling): the exact best-of-n distribution, and the
+KL of best-of-n under a 0/1 verifier.
 
 ``check_best_of_n_probabilities(fn)`` runs the reader's ``fn(probs, rewards, n)`` (outcomes with
 distinct rewards) on fixed cases, compares it with
 ``rlbook.metrics.best_of_n_distribution`` and, when it differs, names the usual mistake
-it matches. It prints its verdict and returns True / False, or None when not attempted yet
-(``None``, or a function that raises ``NotImplementedError``).
+it matches. ``check_verifier_best_of_n_kl(fn)`` does the same for ``fn(p, n)``, the KL of best-of-n
+from the policy on a prompt it solves with probability p, against the KL of two coins
+(``rlbook.kl.bernoulli_kl`` at q = 1 − (1 − p)^n). Each prints its verdict and returns True / False, or
+None when not attempted yet (``None``, or a function that raises ``NotImplementedError``).
 
 The comparison is to a relative 1e-4: a right answer computed in float32 (about 1e-5 off at
 n = 16) passes, and every named mistake is far further off than that on these cases.
@@ -14,10 +17,13 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _failed, _not_attempted, _verdict
-from rlbook.metrics import best_of_n_distribution
+import math
 
-__all__ = ["check_best_of_n_probabilities"]
+from rlbook.exercises.pg_kl import DTYPE, _call, _failed, _not_attempted, _verdict
+from rlbook.kl import bernoulli_kl
+from rlbook.metrics import best_of_n_distribution, best_of_n_kl
+
+__all__ = ["check_best_of_n_probabilities", "check_verifier_best_of_n_kl"]
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-7)
 
@@ -42,8 +48,10 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
     cdf = torch.empty_like(probs)
     cdf[order] = probs[order].cumsum(0)
     at_least = 1 - cdf + probs  # π(reward ≥ r(y)): the cumulative taken from the top down
+    below = cdf - probs          # π(reward < r(y)): the cumulative without y itself
+    continuous = n * probs * cdf ** (n - 1)
     return {
-        "continuous": (n * probs * cdf ** (n - 1),
+        "continuous": (continuous,
                        "n π(y) F(y)^(n−1) is the continuous approximation; with outcomes of finite probability "
                        "the winner is y with probability F(y)^n − (F(y) − π(y))^n."),
         "cdf": (cdf ** n, "F(y)^n is the probability that the winner's reward is *at most* r(y); subtract "
@@ -60,6 +68,17 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
                      "π(y) F(y)^(n−1) forgets that any of the n draws can be the winner (a factor ≈ n)."),
         "unsorted": (probs.cumsum(0) ** n - (probs.cumsum(0) - probs) ** n,
                      "the cumulative F must run over outcomes sorted by reward, not in the order given."),
+        "strict_cdf": (below ** n - (below - probs) ** n,
+                       "F(y) was taken as π(reward < r(y)), strictly below y; the winner's reward is at most r(y) "
+                       "when all n draws are, so F(y) = π(reward ≤ r(y)) includes y itself."),
+        "appears": (1 - (1 - probs) ** n,
+                    "1 − (1 − π(y))^n is the probability that y is *among* the n draws, not that it wins: it must "
+                    "also beat the others (these numbers do not even sum to 1). The winner is y when all n draws "
+                    "score at most r(y) and not all score below: F(y)^n − (F(y) − π(y))^n."),
+        "continuous_normalised": (continuous / continuous.sum(),
+                                  "renormalising n π(y) F(y)^(n−1) makes it sum to 1 but leaves it the continuous "
+                                  "approximation; with outcomes of finite probability the exact answer is "
+                                  "F(y)^n − (F(y) − π(y))^n, which sums to 1 by itself."),
     }
 
 
@@ -84,3 +103,55 @@ def check_best_of_n_probabilities(fn) -> bool | None:
                                        f"got {[round(float(v), 6) for v in result.flatten().tolist()]} "
                                        f"(largest difference {deviation:.2e}; the check allows a relative 1e-4)")
     return _verdict(True, f"Correct on all {len(_cases())} cases.", "")
+
+
+# ------------------------------------------------------------------------------ the KL under a verifier
+
+# (p, n): the first case tells every named mistake apart; n = 1 (KL 0) checks the edge
+VERIFIER_CASES = ((0.05, 4), (0.3, 8), (0.6, 2), (0.3, 1))
+
+
+def _verifier_kl(p: float, n: int) -> float:
+    return float(bernoulli_kl(1 - (1 - p) ** n, p))
+
+
+def _verifier_mistakes(p: float, n: int) -> dict[str, tuple[float, str]]:
+    q = 1 - (1 - p) ** n
+
+    def coins(right, base):
+        return float(bernoulli_kl(right, base))
+
+    return {
+        "formula": (best_of_n_kl(n), "log n − (n − 1)/n is the formula for a reward with no ties, and only an upper "
+                                     "bound; with a 0/1 verifier best-of-n only moves mass between the right and the "
+                                     "wrong answers, so its KL is that of two coins, q = 1 − (1 − p)^n against p."),
+        "ceiling": (math.log(1 / p), "log(1/p) is the limit n → ∞ (π conditioned on success); at a finite n the winner "
+                                     "is right with probability q = 1 − (1 − p)^n, not 1."),
+        "one_term": (q * math.log(q / p), "only the right answers' term is there: the wrong ones, probability 1 − q "
+                                          "under best-of-n and 1 − p under π, add (1 − q) log((1 − q)/(1 − p))."),
+        "reverse": (coins(p, q), "this is KL(π ‖ π_n), the other direction; best-of-n's KL is measured from the "
+                                 "policy it samples: KL(π_n ‖ π), with π_n's probabilities in front of the logs."),
+        "linear_q": (coins(min(1.0, n * p), p), "q ≈ n p holds only while n p is small; the winner is right unless "
+                                                "all n draws are wrong: q = 1 − (1 − p)^n."),
+        "all_right": (coins(p ** n, p), "p^n is the chance that all n draws are right; the best of n is right when "
+                                        "at least one is: q = 1 − (1 − p)^n."),
+    }
+
+
+def check_verifier_best_of_n_kl(fn) -> bool | None:
+    """Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p."""
+    if _not_attempted(fn, "verifier KL"):
+        return None
+    for p, n in VERIFIER_CASES:
+        result, error = _call(fn, p, n)
+        if error:
+            return _failed(error)
+        if result.numel() != 1:
+            return _verdict(False, "", f"expected one number (the KL in nats), got shape {tuple(result.shape)}")
+        value, reference = float(result), _verifier_kl(p, n)
+        if not math.isclose(value, reference, rel_tol=1e-4, abs_tol=1e-7):
+            for candidate, hint in _verifier_mistakes(p, n).values():
+                if math.isclose(value, candidate, rel_tol=1e-4, abs_tol=1e-7):
+                    return _verdict(False, "", f"p = {p}, n = {n}: {hint}")
+            return _verdict(False, "", f"p = {p}, n = {n}: expected {reference:.6f} nats, got {value:.6f}")
+    return _verdict(True, f"Correct on all {len(VERIFIER_CASES)} cases.", "")

@@ -1,56 +1,256 @@
-"""Checker for the exercise of lesson 14 (throughput tricks): which completions the advantage filter keeps.
+"""Checkers for the exercises of lesson 14 (throughput tricks).
 
-The reader writes ``keep(rewards, group_size)``: a (B,) bool mask, True for the completions whose
-group advantage is not zero (the ones whose backward pass is worth its time). The reference is
-``rlbook.shaping.advantage_filter_mask`` applied to ``rlbook.advantages.group_advantages``.
+- ``check_advantage_filter`` (question 1): the reader writes ``keep(rewards, group_size)``, which
+  completions the filter keeps;
+- ``check_flat_extremes`` (question 3): ``extremes(group_size)``, where P(flat) is smallest, its value
+  there, and a pass rate at which half the groups are flat;
+- ``check_dropped_share`` (question 4): ``dropped(right_counts, group_size, tol)``, the share of the
+  batch the filter with tolerance ``tol`` drops.
+
+The references are the library's: ``rlbook.shaping.advantage_filter_mask`` of
+``rlbook.advantages.group_advantages``, ``rlbook.throughput.flat_group_probability`` and
+``rlbook.throughput.dropped_share``. Each checker runs the reader's function on a few cases, and
+when it differs tries the usual mistakes: a mistake is named when the reader's answers match it on
+every case (else on the first case that failed).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from rlbook.advantages import group_advantages
 from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
 from rlbook.shaping import advantage_filter_mask
+from rlbook.throughput import dropped_share, flat_group_probability
 
-__all__ = ["check_advantage_filter"]
+__all__ = ["check_advantage_filter", "check_flat_extremes", "check_dropped_share"]
 
 GROUP_SIZE = 4
 # Groups of 4: all wrong, all right, varied, all equal to 0.5, varied with partial credit.
 REWARDS = torch.tensor([0., 0., 0., 0., 1., 1., 1., 1., 1., 0., 0., 1., .5, .5, .5, .5, 0., .5, 1., 0.])
+# (rewards, group size) the filter is checked on, in this order. No member of a varied group sits
+# exactly at its group's mean, so "the group's rewards vary" and "A ≠ 0" are the same test.
+FILTER_CASES = [
+    # groups of 3 whose batch mean, 0.5, is one flat group's reward: subtracting it tells itself apart
+    (torch.tensor([0., 0., 0., 1., 1., 1., .5, .5, .5, 0., 1., 1., 1., 0., 0.]), 3),
+    (REWARDS, GROUP_SIZE),
+    # groups of 2 that vary while the interleaved "groups" (0th with 2nd, 1st with 3rd) are flat
+    (torch.tensor([0., 1., 0., 1., 1., 1.]), 2),
+    # flat groups whose float32 mean is not exactly their reward: 0.9·3/3 ≠ 0.9 in binary
+    (torch.tensor([.9, .9, .9, 0., 1., 1., .45, .45, .45]), 3),
+]
+
+
+def _group_mean(rewards, group_size):
+    return rewards.view(-1, group_size).mean(dim=1).repeat_interleave(group_size)
+
+
+def _interleaved_columns(rewards, group_size):
+    """``rewards.view(group_size, -1)``, read down its columns: every n-th completion taken as one group."""
+    columns = rewards.view(group_size, -1)
+    return (columns.max(dim=0).values != columns.min(dim=0).values).repeat(group_size)
+
+
+def _interleaved_rows(rewards, group_size):
+    """``rewards.view(group_size, -1)``, read along its rows: group_size "groups" of the wrong length."""
+    rows = rewards.view(group_size, -1)
+    return (rows.max(dim=1).values != rows.min(dim=1).values).repeat_interleave(rows.shape[1])
+
+
+def _sum_between(rewards, group_size):
+    """The mistake of testing 0 < Σ r < G (right for 0/1 rewards only)."""
+    sums = rewards.view(-1, group_size).sum(dim=1)
+    return ((sums > 0) & (sums < group_size)).repeat_interleave(group_size)
+
+
+FILTER_MISTAKES = [
+    (lambda r, g: r > 0, "you kept the rewarded completions: a wrong answer in a group with some right ones has A < 0 "
+                         "and carries gradient too; test whether the group is flat"),
+    (lambda r, g: ~advantage_filter_mask(group_advantages(r, g, "grpo")),
+     "inverted: these are the completions of flat groups, the ones to drop"),
+    (lambda r, g: torch.ones_like(r, dtype=torch.bool), "nothing is dropped: a group whose rewards are all equal "
+                                                        "(all 0, all 1, or all 0.5) has A = 0 for every member"),
+    (_sum_between, "a group of equal partial rewards (all 0.5) is flat too: test whether the rewards are all equal, "
+                   "not whether their sum is 0 or G"),
+    (lambda r, g: r - _group_mean(r, g) > 1e-6, "you kept only the positive advantages: a wrong answer in a varied "
+                                                "group has A < 0, and its push down is as much gradient as a right "
+                                                "answer's push up; keep |A| > 0"),
+    (lambda r, g: (r - r.mean()).abs() > 1e-6, "you subtracted the batch's mean, not each group's own: the baseline "
+                                               "of a completion is the mean of its own prompt's group "
+                                               "(r.view(-1, group_size).mean(dim=1))"),
+    (_interleaved_columns, "your groups are interleaved: the G completions of a prompt are contiguous, so reshape with "
+                           "view(-1, group_size) (one row per prompt), not view(group_size, -1)"),
+    (_interleaved_rows, "your groups are the wrong shape: view(group_size, -1) makes G rows of B/G completions; "
+                        "a prompt's group is a row of view(-1, group_size)"),
+    (lambda r, g: r - _group_mean(r, g) != 0, "you tested A != 0 exactly on floats: a flat group's computed mean can "
+                                              "differ from its members by rounding (three 0.9s average to "
+                                              "0.9 + 6e-8 in float32), so it survives; test max == min, or |A| > a "
+                                              "small tolerance"),
+]
 
 
 def check_advantage_filter(fn) -> bool | None:
     """Check ``fn(rewards, group_size) -> (B,) bool``: True where the completion's group advantage is non-zero."""
     if _not_attempted(fn, "mask of the completions to keep"):
         return None
-    result, error = _call(fn, REWARDS.clone(), GROUP_SIZE)
-    if error:
-        return _failed(error)
-    reference = advantage_filter_mask(group_advantages(REWARDS, GROUP_SIZE, "grpo"))
-    if result.shape != reference.shape:
-        hint = (" — one entry per group: the filter needs one per completion (repeat each group's verdict G times)"
-                if result.numel() == reference.numel() // GROUP_SIZE else "")
-        return _verdict(False, "", f"expected shape {tuple(reference.shape)}, got {tuple(result.shape)}{hint}")
-    result = result.bool()
-    if torch.equal(result, reference):
-        return _verdict(True, f"keeps the {int(reference.sum())} of {reference.numel()} completions with A ≠ 0", "")
-    mistakes = {
-        "rewarded only": (REWARDS > 0, "you kept the rewarded completions: a wrong answer in a group with some right "
-                                       "ones has A < 0 and carries gradient too; test whether the group is flat"),
-        "inverted": (~reference, "inverted: these are the completions of flat groups, the ones to drop"),
-        "everything": (torch.ones_like(reference), "nothing is dropped: a group whose rewards are all equal "
-                                                   "(all 0, all 1, or all 0.5) has A = 0 for every member"),
-        "sum test": (_sum_between(REWARDS), "a group of equal partial rewards (all 0.5) is flat too: test whether "
-                                            "the rewards are all equal, not whether their sum is 0 or G"),
-    }
-    for candidate, hint in mistakes.values():
-        if torch.equal(result, candidate):
+    results = []
+    for rewards, group_size in FILTER_CASES:
+        result, error = _call(fn, rewards.clone(), group_size)
+        if error:
+            return _failed(error, f"on rewards {rewards.tolist()} in groups of {group_size}: ")
+        reference = advantage_filter_mask(group_advantages(rewards, group_size, "grpo"))
+        if result.shape != reference.shape:
+            hint = (" — one entry per group: the filter needs one per completion (repeat each group's verdict G times)"
+                    if result.numel() == reference.numel() // group_size else "")
+            return _verdict(False, "", f"expected shape {tuple(reference.shape)}, got {tuple(result.shape)}{hint}")
+        results.append(result.bool())
+    references = [advantage_filter_mask(group_advantages(r, g, "grpo")) for r, g in FILTER_CASES]
+    if all(torch.equal(result, reference) for result, reference in zip(results, references)):
+        kept, total = sum(int(r.sum()) for r in references), sum(r.numel() for r in references)
+        return _verdict(True, f"keeps the {kept} of {total} completions with A ≠ 0, over {len(FILTER_CASES)} batches "
+                              "(flat partial-credit groups and float rounding included)", "")
+    failing = next(i for i, (result, reference) in enumerate(zip(results, references))
+                   if not torch.equal(result, reference))
+    candidates = [[mistake(r, g) for r, g in FILTER_CASES] for mistake, _ in FILTER_MISTAKES]
+    for (_, hint), outputs in zip(FILTER_MISTAKES, candidates):  # a mistake that explains every case
+        if all(torch.equal(result, output) for result, output in zip(results, outputs)):
             return _verdict(False, "", hint)
-    return _verdict(False, "", f"expected {reference.int().tolist()}, got {result.int().tolist()}")
+    for (_, hint), outputs in zip(FILTER_MISTAKES, candidates):  # else one that explains the first failure
+        if torch.equal(results[failing], outputs[failing]):
+            return _verdict(False, "", hint)
+    rewards, group_size = FILTER_CASES[failing]
+    return _verdict(False, "", f"on rewards {rewards.tolist()} in groups of {group_size}: expected "
+                               f"{references[failing].int().tolist()}, got {results[failing].int().tolist()}")
 
 
-def _sum_between(rewards):
-    """The mistake of testing 0 < Σ r < G (right for 0/1 rewards only)."""
-    sums = rewards.view(-1, GROUP_SIZE).sum(dim=1)
-    return ((sums > 0) & (sums < GROUP_SIZE)).repeat_interleave(GROUP_SIZE)
+# ----------------------------------------------------------------------------------------------
+# Question 3: where is P(flat) = p^G + (1 − p)^G smallest, and where is it one half?
+
+EXTREME_GROUP_SIZES = (8, 4, 16)
+PASS_RATE_TOLERANCE = 1e-3  # p^G = ½ (ignoring the (1 − p)^G term) lands within 3e-4 of the root for G ≥ 4
+
+
+def check_flat_extremes(fn) -> bool | None:
+    """Check ``fn(group_size) -> (p_min, flat_min, p_half)`` for G = 8, 4 and 16.
+
+    ``p_min``: the pass rate at which P(flat) = p^G + (1 − p)^G is smallest; ``flat_min``: that
+    smallest value; ``p_half``: a pass rate at which P(flat) = ½ (either of the two, p or 1 − p).
+    """
+    if _not_attempted(fn, "function of the group size"):
+        return None
+    for group_size in EXTREME_GROUP_SIZES:
+        result, error = _call(fn, group_size)
+        if error:
+            return _failed(error, f"for G = {group_size}: ")
+        if result.numel() != 3:
+            return _verdict(False, "", f"return three numbers (p_min, flat_min, p_half), got {result.numel()}")
+        p_min, flat_min, p_half = (float(v) for v in result.reshape(-1))
+        expected_min = 2 * 0.5 ** group_size
+        if abs(p_min - 0.5) > PASS_RATE_TOLERANCE:
+            return _verdict(False, "", f"for G = {group_size} the smallest P(flat) is at p = 1/2, not {p_min:.4g}: the "
+                                       "formula is the same under p ↔ 1 − p and convex, so its minimum is in the middle")
+        if not math.isclose(flat_min, expected_min, rel_tol=1e-3):
+            if math.isclose(flat_min, 0.5 ** group_size, rel_tol=1e-3):
+                hint = (f"you counted one kind of flat group only: all right AND all wrong are flat, so at p = 1/2 "
+                        f"it is 2 · (1/2)^{group_size} = {expected_min:.4g}")
+            elif math.isclose(flat_min, 0.5, rel_tol=1e-3):
+                hint = "0.5 is the pass rate p, not P(all G rewards equal) at that p"
+            else:
+                hint = f"expected P(flat) at p = 1/2 to be 2 · (1/2)^{group_size} = {expected_min:.4g}"
+            return _verdict(False, "", f"for G = {group_size}, flat_min = {flat_min:.4g}: {hint}")
+        if not 0 <= p_half <= 1:
+            return _verdict(False, "", f"for G = {group_size}, p_half = {p_half:.4g} is not a pass rate in [0, 1]")
+        roots = _half_flat_pass_rates(group_size)
+        if min(abs(p_half - root) for root in roots) > PASS_RATE_TOLERANCE:
+            value = flat_group_probability(p_half, group_size)
+            return _verdict(False, "", f"for G = {group_size}, at p = {p_half:.4g} P(flat) = {value:.4g}, not 1/2: "
+                                       f"solve p^{group_size} + (1 − p)^{group_size} = 1/2 (bisection on [1/2, 1] works)"
+                                       f"; the roots are {roots[0]:.4f} and {roots[1]:.4f}")
+    roots = _half_flat_pass_rates(8)
+    return _verdict(True, f"for G = 8: smallest at p = 1/2, P(flat) = {2 * 0.5 ** 8:.4f}; half the groups are flat at "
+                          f"p = {roots[0]:.3f} or {roots[1]:.3f} (the filter then skips half the completions)", "")
+
+
+def _half_flat_pass_rates(group_size: int) -> tuple[float, float]:
+    """The two pass rates with p^G + (1 − p)^G = ½, by bisection on [½, 1] (P(flat) rises there)."""
+    low, high = 0.5, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if flat_group_probability(middle, group_size) < 0.5 else (low, middle)
+    root = (low + high) / 2
+    return 1 - root, root
+
+
+# ----------------------------------------------------------------------------------------------
+# Question 4: what share of a batch does |A| ≤ tol drop, from the counts of right answers alone?
+
+DROPPED_CASES = [  # (right answers per group, G, tol)
+    (torch.tensor([1, 7, 1, 7, 7, 1, 4, 0]), 8, 1 / 8),  # the question's batch: mostly 1 or 7 of 8 right
+    (torch.tensor([0, 8, 3, 5, 2, 6, 4, 1]), 8, 2 / 8),
+    (torch.tensor([0, 1, 2, 3, 4]), 4, 1e-6),           # the exact filter: only flat groups
+    (torch.tensor([1, 3, 2, 4, 0, 2]), 4, 1 / 4),
+]
+
+
+def _dropped_mistakes(counts, group_size, tol):
+    """(share, hint) for each common mistake on one case."""
+    import numpy as np
+
+    k = counts.numpy().astype(int)
+    g, bar = group_size, tol * group_size + 1e-9
+    flat = (k == 0) | (k == g)
+    total = k.size * g
+    return [
+        (flat.sum() * g / total, "you dropped only the flat groups: with tol ≥ 1/G a lopsided group's majority has "
+                                 "|A| ≤ tol too (k right of G: the wrong ones have |A| = k/G, the right ones (G − k)/G)"),
+        (float(((g - k) * ((g - k) <= bar) + k * (k <= bar)).sum() / total),
+         "you dropped the minority: in a group with k right answers the k right ones have |A| = (G − k)/G, large when "
+         "k is small; it is the G − k wrong ones, with |A| = k/G, that a small tol drops"),
+        (float(((g - k) * (k < bar - 2e-9) + k * ((g - k) < bar - 2e-9)).sum() / total),
+         "the boundary: the filter keeps |A| > tol, so it drops |A| ≤ tol, equality included (k/G = tol is dropped)"),
+        (float(((k <= bar) | ((g - k) <= bar)).mean()), "that is the share of groups touched, not of completions: "
+                                                        "count the completions each group loses"),
+        (float(np.where(flat, 0, (g - k) * (k <= bar) + k * ((g - k) <= bar)).sum() / total),
+         "you left out the flat groups: all-right and all-wrong groups have |A| = 0 ≤ tol, so they go too"),
+    ]
+
+
+def check_dropped_share(fn) -> bool | None:
+    """Check ``fn(right_counts, group_size, tol) -> share``: the share of completions with |A| ≤ tol.
+
+    ``right_counts``: a (groups,) int tensor, the number of right answers (0/1 rewards) in each group;
+    A is Dr.GRPO's r − group mean. The reference is ``rlbook.throughput.dropped_share``.
+    """
+    if _not_attempted(fn, "share-dropped function"):
+        return None
+    shares = []
+    for counts, group_size, tol in DROPPED_CASES:
+        result, error = _call(fn, counts.clone(), group_size, tol)
+        where = f"for right answers {counts.tolist()} of {group_size}, tol = {tol:.4g}"
+        if error:
+            return _failed(error, f"{where}: ")
+        if result.numel() != 1:
+            return _verdict(False, "", f"{where}: return one number (a share of the batch), got {result.numel()}")
+        shares.append(float(result))
+    expected = [dropped_share(counts.numpy(), g, tol) for counts, g, tol in DROPPED_CASES]
+    wrong = [i for i, (share, right) in enumerate(zip(shares, expected)) if not math.isclose(share, right, abs_tol=1e-6)]
+    if not wrong:
+        first, group_size, tol = DROPPED_CASES[0]
+        return _verdict(True, f"e.g. {expected[0]:.0%} of the question's batch (right answers {first.tolist()} of "
+                              f"{group_size}) at tol = 1/8", "")
+    counts, group_size, tol = DROPPED_CASES[wrong[0]]
+    where = f"for right answers {counts.tolist()} of {group_size}, tol = {tol:.4g}"
+    if all(math.isclose(share, right * c.numel() * g, abs_tol=1e-6)
+           for share, right, (c, g, _) in zip(shares, expected, DROPPED_CASES)):
+        return _verdict(False, "", "return a share of the batch's completions (in [0, 1]), not a count")
+    mistakes = [_dropped_mistakes(*case) for case in DROPPED_CASES]  # per case: [(share, hint), ...]
+    hints = [hint for _, hint in mistakes[0]]
+    for index, hint in enumerate(hints):  # a mistake that explains every case
+        if all(math.isclose(share, case[index][0], abs_tol=1e-6) for share, case in zip(shares, mistakes)):
+            return _verdict(False, "", hint)
+    for share_of_mistake, hint in mistakes[wrong[0]]:  # else one that explains the first failure
+        if math.isclose(shares[wrong[0]], share_of_mistake, abs_tol=1e-6):
+            return _verdict(False, "", f"{where}: {hint}")
+    return _verdict(False, "", f"{where}: expected {expected[wrong[0]]:.4f}, got {shares[wrong[0]]:.4f}")

@@ -137,6 +137,7 @@ def policy_loss(
     cov_bounds: tuple[float, float] = (1.0, 5.0),
     kl_cov_coef: float = 1.0,
     cov_generator: torch.Generator | None = None,
+    token_weights_fn=None,
     **knobs,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The online surrogate loss of ``variant``, and a dict of metrics. Minimise the loss.
@@ -151,6 +152,8 @@ def policy_loss(
         - eps_low, eps_high, dual_clip, tau_pos, tau_neg, and ``**knobs`` (a registered variant's own
           knobs): the variant's knobs (None = its default).
         - aggregation, max_len: override the aggregation mode; ``max_len`` is Dr.GRPO's constant.
+        - token_weights_fn: ``fn(mask, mode, max_len)`` → the (B, T) token weights of the aggregation, in place
+          of ``rlbook.aggregation.token_weights`` (``aggregate(weights_fn=...)``).
         - ref_logp, beta, kl_estimator: add β · k per token (in-loss KL, ``rlbook.kl.kl_in_loss``);
           ``kl_importance_weighted`` multiplies k by π_θ/π_old as TRL's ``use_bias_correction_kl``.
         - entropy, entropy_coef: subtract coef × the masked mean of the given (B, T) entropies.
@@ -203,11 +206,12 @@ def policy_loss(
     elif cov_fraction is not None:
         raise ValueError("cov_fraction needs cov_control ('clip_cov' or 'kl_cov')")
 
-    surrogate_value = aggregate(per_token.detach(), mask, aggregation, max_len=max_len).item()
+    surrogate_value = aggregate(per_token.detach(), mask, aggregation, max_len=max_len,
+                                weights_fn=token_weights_fn).item()
     if ref_logp is not None or beta != 0.0:
         weight = ratio if kl_importance_weighted else None
         per_token = per_token + _kl_term(logp, ref_logp, mask, beta, kl_estimator, weight, extra)
-    loss = aggregate(per_token, mask, aggregation, max_len=max_len)
+    loss = aggregate(per_token, mask, aggregation, max_len=max_len, weights_fn=token_weights_fn)
     if entropy is not None or entropy_coef != 0.0:
         loss = loss - _entropy_bonus(entropy, entropy_coef, logp, mask, extra)
 

@@ -58,7 +58,7 @@ TENSOR_ARGUMENTS = ("logp", "old_logp", "advantages", "mask")
 RESERVED_NAMES = frozenset({
     *TENSOR_ARGUMENTS, "variant", "aggregation", "max_len", "ref_logp", "beta", "kl_estimator",
     "kl_importance_weighted", "entropy", "entropy_coef", "behaviour_logp", "behaviour_weight_cap", "cov_control",
-    "cov_fraction", "cov_bounds", "kl_cov_coef", "cov_generator",
+    "cov_fraction", "cov_bounds", "kl_cov_coef", "cov_generator", "token_weights_fn",
 })
 
 

@@ -110,14 +110,29 @@ class OnlineTrainer:
           scores`` (e.g. ``rlbook.trainers.RewardModel``), added to the reward; it is given the
           chat-formatted prompt strings and the completion texts.
         - gold_reward: a function ``(text, example) -> float`` logged as ``gold_reward`` (never trained on).
+        - advantage_fn: ``fn(rewards, group_size)`` → the (B,) advantages of the (B,) sequence rewards (groups of
+          ``group_size`` consecutive rows), in place of ``config.advantage``'s estimator (not with GAE).
+        - token_weights_fn: ``fn(mask, mode, max_len)`` → the (B, T) token weights of the loss's aggregation, in
+          place of ``rlbook.aggregation.token_weights`` (``policy_loss(token_weights_fn=...)``).
+        - gae_fn, critic_targets_fn (GAE only): ``gae_fn(rewards, values, gamma, lam)`` → the (T,) advantages of
+          one response's (T,) token rewards and values (the episode ends after its last token), in place of
+          ``rlbook.advantages.gae``, called once per response; ``critic_targets_fn(advantages, values)`` → the
+          (T,) targets the critic regresses onto (default A + V, the λ-returns).
+          These hooks let a reader train with functions of their own (the course's assignments 2 and 4 do);
+          none is saved in a checkpoint: pass them again to a resumed trainer.
     """
 
     def __init__(self, model, tokenizer, task_or_reward, config: OnlineConfig, *, train_dataset=None,
-                 reference=None, reward_model=None, gold_reward=None):
+                 reference=None, reward_model=None, gold_reward=None, advantage_fn=None, token_weights_fn=None,
+                 gae_fn=None, critic_targets_fn=None):
         if not isinstance(config, OnlineConfig):
             raise ValueError(f"config must be an OnlineConfig (see rlbook.trainers.preset), "
                              f"got {type(config).__name__}")
+        _check_hooks(config, advantage_fn=advantage_fn, token_weights_fn=token_weights_fn, gae_fn=gae_fn,
+                     critic_targets_fn=critic_targets_fn)
         self.config = config
+        self.advantage_fn, self.token_weights_fn = advantage_fn, token_weights_fn
+        self.gae_fn, self.critic_targets_fn = gae_fn, critic_targets_fn
         self.tokenizer = tokenizer
         self.task, self.verifier = _verifier_of(task_or_reward, reward_model)
         self.reward_model = reward_model
@@ -332,6 +347,8 @@ class OnlineTrainer:
         if estimator == "gae" and not empty:
             return self._gae_advantages(batch)
         rewards = self._sequence_rewards(batch)
+        if self.advantage_fn is not None and not empty:
+            return _own_advantages(self.advantage_fn, rewards, self.config.group_size), None, None
         if estimator in GROUP_ESTIMATORS and not empty:
             return group_advantages(rewards, self.config.group_size, estimator, self.config.unbiased_std), None, None
         if estimator == "reinforce_pp" and not empty:
@@ -347,7 +364,11 @@ class OnlineTrainer:
         kl = batch.kl if batch.kl is not None else torch.zeros_like(mask)
         token_rewards = kl_in_reward(batch.score, kl, self._kl_in_reward_beta(), mask)
         values = self.critic(rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
-        advantages, returns = gae(token_rewards, values, self.config.gamma, self.config.lam, mask=mask)
+        if self.gae_fn is None and self.critic_targets_fn is None:
+            advantages, returns = gae(token_rewards, values, self.config.gamma, self.config.lam, mask=mask)
+        else:
+            advantages, returns = _own_gae(self.gae_fn, self.critic_targets_fn, token_rewards, values, mask,
+                                           self.config.gamma, self.config.lam)
         return batch_normalize(advantages, mask), returns, values
 
     def _filter_and_dither(self, advantages):
@@ -394,7 +415,8 @@ class OnlineTrainer:
             ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
             kl_estimator=config.kl_estimator, entropy_coef=config.entropy_coef, cov_control=config.cov_control,
             cov_fraction=config.cov_fraction, cov_bounds=config.cov_bounds, kl_cov_coef=config.kl_cov_coef,
-            cov_generator=self._cov_generator if config.cov_control == "clip_cov" else None)
+            cov_generator=self._cov_generator if config.cov_control == "clip_cov" else None,
+            token_weights_fn=self.token_weights_fn)
         if self.critic is not None:
             tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
                                          rollout.completion_mask)]
@@ -450,13 +472,15 @@ class OnlineTrainer:
 
     # --- evaluation ------------------------------------------------------------------------
     def evaluate(self, dataset, *, n_samples: int = 8, max_new_tokens: int | None = None,
-                 temperature: float | None = None, seed: int = 0, batch_size: int = 512) -> dict:
+                 temperature: float | None = None, seed: int = 0, batch_size: int = 512,
+                 return_correct: bool = False) -> dict:
         """pass@1 and pass@n_samples of the current policy on ``dataset`` (held-out rows with ``prompt``).
 
         Each prompt gets ``n_samples`` completions (defaults: the config's length and temperature);
         a completion is correct when the verifier gives it 1. pass@k is Chen et al.'s unbiased
         estimator, averaged over prompts (``rlbook.evaluation.evaluate_pass_at_k``). Also returns
-        the mean length and the prompt count.
+        the mean length and the prompt count, and with ``return_correct`` the (prompts, n_samples)
+        0/1 table under ``"correct"``.
         """
         if self.verifier is None:
             raise ValueError("evaluate needs a verifier: pass a task or a reward function as task_or_reward")
@@ -464,7 +488,7 @@ class OnlineTrainer:
             self.policy, self.tokenizer, dataset, self.verifier, n_samples=n_samples,
             max_new_tokens=max_new_tokens or self.config.max_new_tokens,
             temperature=self.config.temperature if temperature is None else temperature,
-            seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size)
+            seed=self._seed(SEED_EVALUATION, seed), batch_size=batch_size, return_correct=return_correct)
 
     # --- checkpoints -----------------------------------------------------------------------
     def save(self, directory) -> str:
@@ -540,6 +564,55 @@ def check_config_matches(config: OnlineConfig, saved: dict) -> None:
     if differences:
         raise ValueError(f"config differs from the checkpoint's in {differences}: "
                          "build the trainer with the saved config")
+
+
+def _check_hooks(config: OnlineConfig, **hooks) -> None:
+    for name, fn in hooks.items():
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name} must be None or a function, got {fn!r}")
+    if hooks["advantage_fn"] is not None and config.advantage == "gae":
+        raise ValueError("advantage_fn replaces a sequence-level estimator: it cannot replace GAE "
+                         "(config.advantage='gae', per-token advantages from the critic): use gae_fn")
+    for name in ("gae_fn", "critic_targets_fn"):
+        if hooks[name] is not None and config.advantage != "gae":
+            raise ValueError(f"{name} needs config.advantage='gae' (a preset with a critic, e.g. 'ppo'), "
+                             f"got {config.advantage!r}")
+
+
+def _own_gae(gae_fn, targets_fn, rewards, values, mask, gamma: float, lam: float):
+    """(advantages, returns), (B, T), from a reader's one-response ``gae_fn`` and ``targets_fn`` applied to each
+    row's response tokens (the mask's leading ones); 0 on padding, as ``rlbook.advantages.gae`` gives."""
+    advantages, returns = torch.zeros_like(rewards), torch.zeros_like(rewards)
+    for row in range(rewards.shape[0]):
+        n = int(mask[row].sum().item())
+        if n == 0:
+            continue
+        r, v = rewards[row, :n], values[row, :n].detach()
+        a = gae(r, v, gamma, lam)[0] if gae_fn is None else gae_fn(r, v, gamma, lam)
+        a = _checked_row("gae_fn", a, n)
+        advantages[row, :n] = a
+        returns[row, :n] = a + v if targets_fn is None else _checked_row("critic_targets_fn", targets_fn(a, v), n)
+    return advantages, returns
+
+
+def _checked_row(name: str, out, n: int) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n,):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"{name} must return a tensor of the response's shape ({n},), got {shape}")
+    if not torch.isfinite(out).all():
+        raise ValueError(f"{name} returned a NaN or infinite value")
+    return out.detach()
+
+
+def _own_advantages(advantage_fn, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``advantage_fn``'s (B,) advantages of ``rewards``, checked (a (B,) tensor of finite numbers), detached."""
+    out = advantage_fn(rewards, group_size)
+    if not isinstance(out, torch.Tensor) or out.shape != rewards.shape:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"advantage_fn must return a tensor of the rewards' shape {tuple(rewards.shape)}, got {shape}")
+    if not torch.isfinite(out).all():
+        raise ValueError("advantage_fn returned a NaN or infinite advantage (a group whose rewards are all equal?)")
+    return out.detach().to(rewards.dtype)
 
 
 def _verifier_of(task_or_reward, reward_model):

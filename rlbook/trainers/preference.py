@@ -90,6 +90,13 @@ class PreferenceTrainer:
     ``precompute_ref_log_probs``); it saves work when the run sees pairs more than once. Either
     way the reference's numbers are the same, up to floating-point rounding.
 
+    ``loss_fn`` replaces the library's per-pair loss of DPO or IPO by a function of your own with the
+    same arguments, ``loss_fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` for DPO (``tau`` for
+    IPO), the (B,) sequence log-probs of the pairs under the policy and the reference, returning the (B,)
+    losses (``rlbook.losses.dpo_loss`` / ``ipo_loss`` are the defaults); the loop, the logged implicit
+    rewards and the evaluation are unchanged. Only DPO and IPO take one (the course's assignment 3 trains
+    with the student's own losses through it).
+
     ``train()`` returns a ``History`` (``.to_pandas()``); ``self.model`` is the trained policy.
     ``save(folder)`` and ``resume(path)`` checkpoint and restore the run, as ``OnlineTrainer``'s do.
     """
@@ -99,13 +106,15 @@ class PreferenceTrainer:
                  epochs: int = 1, steps: int | None = None, reference=None, lora=None, eval_pairs=None,
                  eval_every: int = 50, max_prompt_length: int = 256, max_completion_length: int = 256,
                  lr_schedule: str = "constant", group_by_length: bool = False, precompute_reference: bool = False,
-                 seed: int = 0, progress: bool = True):
+                 seed: int = 0, progress: bool = True, loss_fn=None):
+        _check_loss_fn(loss_fn, loss)
         check_preference_settings(
             loss=loss, beta=beta, tau=tau, gamma=gamma, lam=lam, lr=lr, warmup_steps=warmup_steps,
             batch_size=batch_size, epochs=epochs, steps=steps, lora=lora, eval_every=eval_every,
             max_prompt_length=max_prompt_length, max_completion_length=max_completion_length, lr_schedule=lr_schedule,
             group_by_length=group_by_length, precompute_reference=precompute_reference, seed=seed, progress=progress)
         self.loss, self.lr_schedule, self.group_by_length, self.progress = loss, lr_schedule, group_by_length, progress
+        self.loss_fn = loss_fn
         self.beta, self.tau, self.gamma, self.lam = float(beta), float(tau), float(gamma), float(lam)
         self.lr = float(lr)
         self.warmup_steps, self.batch_size, self.eval_every, self.seed = warmup_steps, batch_size, eval_every, seed
@@ -186,6 +195,9 @@ class PreferenceTrainer:
     def _loss(self, logps: dict) -> torch.Tensor:
         """The per-example loss of ``self.loss`` (for KTO: the B desirable then the B undesirable examples)."""
         c, r, c_len, r_len = logps["chosen"], logps["rejected"], logps["chosen_lens"], logps["rejected_lens"]
+        if self.loss_fn is not None:
+            return _own_loss(self.loss_fn, c, r, logps["ref_chosen"], logps["ref_rejected"],
+                             self.tau if self.loss == "ipo" else self.beta)
         if self.loss == "dpo":
             return losses.dpo_loss(c, r, logps["ref_chosen"], logps["ref_rejected"], self.beta)
         if self.loss == "ipo":
@@ -276,7 +288,8 @@ class PreferenceTrainer:
         settings = {"loss": self.loss, "beta": self.beta, "tau": self.tau, "gamma": self.gamma, "lam": self.lam,
                     "lr": self.lr, "warmup_steps": self.warmup_steps, "lr_schedule": self.lr_schedule,
                     "group_by_length": self.group_by_length, "batch_size": self.batch_size, "seed": self.seed,
-                    "n_pairs": len(self.train_pairs[0]), **self._lengths}
+                    "n_pairs": len(self.train_pairs[0]), **self._lengths,
+                    "loss_fn": None if self.loss_fn is None else getattr(self.loss_fn, "__qualname__", repr(self.loss_fn))}
         if self.lr_schedule != "constant":  # a decaying schedule is fixed by the step budget
             settings["steps"] = self.steps
         return settings
@@ -406,6 +419,30 @@ def _check_lora(name: str, lora) -> None:
     if not (lora is None or isinstance(lora, bool) or (isinstance(lora, dict) and set(lora) <= arguments)):
         raise ValueError(f"{name} must be None, True or a dict of add_lora arguments ({', '.join(sorted(arguments))}), "
                          f"got {lora!r}")
+
+
+def _check_loss_fn(loss_fn, loss) -> None:
+    if loss_fn is None:
+        return
+    if not callable(loss_fn):
+        raise ValueError(f"loss_fn must be None or a function (chosen, rejected, ref_chosen, ref_rejected, scale), "
+                         f"got {loss_fn!r}")
+    if loss not in ("dpo", "ipo"):
+        raise ValueError(f"loss_fn replaces DPO's or IPO's loss only: loss must be 'dpo' or 'ipo' with a loss_fn, "
+                         f"got {loss!r}")
+
+
+def _own_loss(loss_fn, chosen, rejected, ref_chosen, ref_rejected, scale) -> torch.Tensor:
+    """``loss_fn``'s (B,) per-pair losses, checked: a tensor of the batch's shape that carries a gradient."""
+    out = loss_fn(chosen, rejected, ref_chosen, ref_rejected, scale)
+    if not isinstance(out, torch.Tensor) or out.shape != chosen.shape:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"loss_fn must return the (B,) per-pair losses, a tensor of shape {tuple(chosen.shape)}, "
+                         f"got {shape}")
+    if not out.requires_grad:
+        raise ValueError("loss_fn's losses carry no gradient to the policy: compute them from chosen and rejected "
+                         "with torch operations (no .item(), .detach() or new tensors)")
+    return out
 
 
 # Each setting of PreferenceTrainer and its check, as check(name, value).

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from rlbook._checks import as_float_tensor, check_positive
+from rlbook._figures import COLUMN_IN
 from rlbook.entropy import entropy_change, fit_entropy_frontier, policy_gradient_logit_step, predicted_entropy_change
 
 __all__ = ["PRESETS", "softmax_step", "plot_softmax_step", "softmax_step_widget", "plot_first_order_error",
@@ -181,7 +182,7 @@ def plot_step_law(steps, *, covariance: str = "natural_cov"):
     """Three panels from a table with one row per training step (``entropy_step_change``'s keys):
     measured ΔH against the first-order law with the step's own Δz (the line y = x), measured ΔH
     against −``covariance`` (the batch covariance, known before the step; its scale η is unknown,
-    so no line), and the three over the steps (−covariance on its own axis)."""
+    so no line) side by side, and below them the three over the steps (−covariance on its own axis)."""
     for column in ("measured", "first_order", covariance):
         if column not in steps:
             raise ValueError(f"steps must have a column {column!r}")
@@ -189,7 +190,10 @@ def plot_step_law(steps, *, covariance: str = "natural_cov"):
     first_order = np.asarray(steps["first_order"], dtype=float)
     predicted = -np.asarray(steps[covariance], dtype=float)
     number = np.arange(1, len(measured) + 1)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    # The two scatters side by side and the steps below them at the column's full width (one strip of three
+    # would be wider than the book's column: rlbook._figures).
+    fig, panels = plt.subplot_mosaic([["law", "covariance"], ["steps", "steps"]], figsize=(COLUMN_IN, 6.6))
+    axes = [panels["law"], panels["covariance"], panels["steps"]]
     reach = max(np.abs(measured).max(), np.abs(first_order).max(), 1e-6) * 1.1
     axes[0].plot([-reach, reach], [-reach, reach], "k--", lw=1, label="y = x")
     axes[0].scatter(first_order, measured, c=number, cmap="viridis", s=22)

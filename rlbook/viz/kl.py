@@ -21,9 +21,11 @@ __all__ = [
     "ESTIMATOR_COLOURS",
     "plot_kl_estimator_histograms",
     "kl_estimator_widget",
+    "WIDGET_SAMPLE_SIZES",
     "plot_kl_estimator_table",
     "plot_expected_gradients",
     "plot_placement_outcomes",
+    "plot_sequence_placements",
 ]
 
 ESTIMATOR_COLOURS = {"k1": "tab:red", "k2": "tab:orange", "k3": "tab:blue"}
@@ -35,8 +37,9 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
     Each panel marks the true KL(π_θ ‖ π_ref) (black) and the sample mean (dashed). Its title gives
     the measured bias/true and stdev/true beside the exact ones (``kl_estimator_table_any_sigma``):
     where they part, the sample has missed the rare draws that carry the variance (k3 far from
-    π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). The x-range shows the 0.5–99.5%
-    quantiles of all three estimators, so the panels share one scale.
+    π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). The x-range shows the 0.5–99.5% quantiles
+    of all three estimators, so the panels share one scale; the draws beyond it are counted in a grey,
+    hatched bar stacked on each edge bin, so that the pile is not read as part of the distribution.
     """
     exact = kl_estimator_table_any_sigma(mu, sigma)
     true_kl = exact["true_kl"]["value"]
@@ -45,9 +48,17 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
     low, high = np.quantile(everything, [0.005, 0.995])
     low, high = min(low, 0.0, true_kl), max(high, 1.5 * true_kl)
     bins = np.linspace(low, high, 80)
+    width = bins[1] - bins[0]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharex=True)
     for ax, (name, v) in zip(axes, values.items()):
-        ax.hist(np.clip(v, low, high), bins=bins, color=ESTIMATOR_COLOURS[name], alpha=0.75)
+        counts, _, _ = ax.hist(v[(v >= low) & (v <= high)], bins=bins, color=ESTIMATOR_COLOURS[name], alpha=0.75)
+        beyond = {"below": (int((v < low).sum()), bins[0], counts[0]), "above": (int((v > high).sum()), bins[-2], counts[-1])}
+        labelled = False
+        for count, left, base in beyond.values():
+            if count:
+                ax.bar(left, count, width, bottom=base, align="edge", color="0.8", edgecolor="0.35", hatch="////",
+                       lw=0.5, label=None if labelled else f"beyond the range: {sum(c for c, _, _ in beyond.values()):,}")
+                labelled = True
         ax.axvline(true_kl, color="black", lw=2, label=f"true KL = {true_kl:.4g}")
         ax.axvline(v.mean(), color="black", ls="--", lw=1.2, label=f"sample mean = {v.mean():.4g}")
         exact_stdev = exact[name]["stdev/true"]
@@ -58,25 +69,34 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
         ax.legend(fontsize=7.5, loc="upper right")
         ax.set_xlabel("per-sample value")
     fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), {n_samples:,} samples, seed {seed} "
-                 "(values beyond the range are piled at its edges)", fontsize=10)
+                 "(grey hatched: draws beyond the range, stacked on the edge bin)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
+WIDGET_SAMPLE_SIZES = (2_000, 20_000, 200_000)
+
+
 def kl_estimator_widget(*, n_samples: int = 20_000, seed: int = 0):
-    """μ and σ of π_ref, and the seed of the sample, as knobs of ``plot_kl_estimator_histograms``
-    (an ``ipywidgets.interact``). The seed shows which numbers are stable and which are not: with
-    σ² ≥ 2, k3's sample stdev and its batch mean jump from seed to seed."""
+    """μ and σ of π_ref, the number of draws and the seed of the sample, as knobs of
+    ``plot_kl_estimator_histograms`` (an ``ipywidgets.interact``). The seed shows which numbers are
+    stable and which are not: with σ² ≥ 2, k3's sample stdev and its batch mean jump from seed to
+    seed. The number of draws (``WIDGET_SAMPLE_SIZES``, and ``n_samples``) shows which settle: with a
+    finite variance the sample stdev settles on the exact one as the draws grow; with σ² ≥ 2, k3's
+    keeps growing, because ever rarer, ever larger draws keep arriving."""
     import ipywidgets as widgets
 
-    def draw(mu, sigma, seed):
-        plot_kl_estimator_histograms(mu, sigma, n_samples=n_samples, seed=seed)
+    def draw(mu, sigma, n, seed):
+        plot_kl_estimator_histograms(mu, sigma, n_samples=n, seed=seed)
         plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
 
+    sizes = sorted({*WIDGET_SAMPLE_SIZES, int(n_samples)})
     return widgets.interact(
         draw,
         mu=widgets.FloatSlider(value=0.5, min=0.05, max=3.0, step=0.05, description="μ of π_ref"),
         sigma=widgets.FloatSlider(value=1.0, min=0.5, max=2.0, step=0.05, description="σ of π_ref"),
+        n=widgets.SelectionSlider(options=[(f"{size:,}", size) for size in sizes], value=int(n_samples),
+                                  description="draws"),
         seed=widgets.IntSlider(value=seed, min=0, max=19, description="seed"),
     )
 
@@ -164,6 +184,37 @@ def plot_placement_outcomes(ref_probs, rewards, finals: dict[str, torch.Tensor],
     fig.tight_layout()
     return fig
 
+
+def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]], *, reference, tilt, per_token,
+                             first_names, second_names, second_index: int = 0):
+    """Where each placement leads a two-token policy (``rlbook.kl_sequence``): π(y₁) for every first
+    token, then π(y₂ = ``second_names[second_index]`` | y₁) for every prefix, per placement.
+
+    ``finals`` maps a placement to (π(y₁), π(y₂ | y₁)); ``reference``, ``tilt`` and ``per_token`` are
+    the same pair for π_ref, the sequence tilt (×, over k1 in the reward) and the per-token tilt (○, over
+    the placements whose expected gradient is the partial one).
+    """
+    def flatten(pair):
+        first, second = (torch.as_tensor(t) for t in pair)
+        return torch.cat([first, second[:, second_index]])
+
+    series = {"π_ref": flatten(reference), **{name: flatten(pair) for name, pair in finals.items()}}
+    colours = {"π_ref": "0.6", "k1_in_reward": "tab:purple", "k1_own_token": "tab:pink", "k2_in_loss": "tab:orange",
+               "k3+_in_loss": "tab:green", "k3_ratio_in_loss": "tab:olive", "k3_in_loss": "tab:blue"}
+    partial = [name for name in ("k1_own_token", "k2_in_loss", "k3+_in_loss", "k3_ratio_in_loss") if name in finals]
+    fig, ax = plt.subplots(figsize=(10.5, 3.8))
+    positions = _bars_with_markers(ax, series, colours, markers={
+        "sequence tilt  π_ref(y)·e^{R(y)/β}/Z": (flatten(tilt), [n for n in ("k1_in_reward",) if n in finals]),
+        "per-token tilt  (first token ∝ π_ref·e^{V/β})": (flatten(per_token), partial)})
+    shown = second_names[second_index]
+    labels = [f"π(y₁ = {name})" for name in first_names] + [f"π(y₂ = {shown} | {name})" for name in first_names]
+    ax.set_xticks(positions, labels)
+    ax.axvline(len(first_names) - 0.5, color="0.5", lw=0.8)
+    ax.set_ylabel("probability")
+    ax.set_title("Two tokens: the policy each placement converges to (exact gradient ascent)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
 
 
 def _bars_with_markers(ax, series: dict, colours: dict, *, markers: dict):

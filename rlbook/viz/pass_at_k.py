@@ -22,6 +22,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rlbook._figures import COLUMN_IN
 from rlbook.coverage import one_coin_curve, pass_at_k_curve, per_problem_pass_at_k, powers_of_two
 
 __all__ = ["plot_logprob_cdfs", "plot_pass_at_k_breakdown", "plot_pass_at_k_curves", "plot_pass_at_k_panels",
@@ -132,7 +133,7 @@ def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: st
         raise ValueError(f"policy must be one of {list(policies)}, got {policy!r}")
     if not 0 <= seed < len(policies[policy]):
         raise ValueError(f"seed must index the {len(policies[policy])} tables of {policy!r}, got {seed}")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8), gridspec_kw={"height_ratios": [1.1, 1]})
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(COLUMN_IN, 8), gridspec_kw={"height_ratios": [1.1, 1]})
     plot_pass_at_k_curves(base_correct, policies, k=k, ax=top)
     plot_problem_breakdown(base_correct, policies[policy][seed], k, label=f"{policy} seed index {seed}", ax=bottom)
     fig.tight_layout()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rlbook._figures import COLUMN_IN
 from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k
 
 __all__ = ["plot_distillation", "plot_rlvr_curves", "plot_rs_yield", "plot_stage_table", "rs_yield_widget"]
@@ -51,7 +52,7 @@ def plot_stage_table(table, *, k: int = 8, axes=None):
     """``table``: a DataFrame indexed by stage with columns pass@1, pass@{k}, format and gold preference."""
     _check_columns("table", table, ("pass@1", f"pass@{k}", "format", "gold preference"))
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(15, 0.5 * len(table) + 1.6), sharey=True)
+        _, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 0.5 * len(table) + 1.8), sharey=True)
     y = np.arange(len(table))[::-1]
     axes[0].barh(y, table["pass@1"], color="tab:blue")
     axes[0].plot(table[f"pass@{k}"], y, "k|", ms=14, mew=2)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import torch
 
+from rlbook._figures import COLUMN_IN, panel_grid
 from rlbook.toys import (
     BASELINES,
     GaussianBandit,
@@ -25,6 +28,7 @@ from rlbook.toys import (
 
 __all__ = [
     "BATCH_SIZES",
+    "REWARD_OFFSETS",
     "plot_gradient_spread",
     "gradient_spread_widget",
     "plot_variance_vs_batch_size",
@@ -42,29 +46,44 @@ def _sub(k: int) -> str:
     return str(k).translate(_SUBSCRIPT)
 
 
+def _shifted(bandit: GaussianBandit, reward_offset: float) -> GaussianBandit:
+    """The bandit with every arm's mean reward moved by ``reward_offset`` (∇J does not change)."""
+    if not math.isfinite(reward_offset):
+        raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")
+    if reward_offset == 0:
+        return bandit
+    return GaussianBandit(means=tuple(m + reward_offset for m in bandit.means), noise=bandit.noise)
+
+
 def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16, baseline: str = "none",
                          num_estimates: int = 300, dims: tuple[int, int] = (0, 1), seed: int = 0,
-                         half_width: float | None = None, reference_baseline: str | None = None):
+                         half_width: float | None = None, reference_baseline: str | None = None,
+                         reward_offset: float = 0.0):
     """Scatter ``num_estimates`` REINFORCE estimates of ∇J around the exact gradient.
 
     Two coordinates ``dims`` = (i, j) of each estimate are drawn. The estimates from batches that
     never drew arm i are drawn hollow: their i-th coordinate is −π_i times the batch's mean advantage
     (``rlbook.toys.unsampled_arm_push``), so without a baseline they form a stripe left of zero, the
-    share (1 − π_i)^N of all batches; a dashed line marks their exact mean push. With
-    ``reference_baseline``, that baseline's estimates from the same batches are drawn faintly behind,
-    for comparison. The view is centred on the exact gradient with a fixed ``half_width`` (by default
-    3 standard deviations of the wider of the two coordinates of a 4-pull estimate without baseline),
-    so that changing the batch size or the baseline changes only the cloud.
+    share (1 − π_i)^N of all batches (the legend gives the count, its binomial SE and the exact
+    share); a dashed line marks their exact mean push. With ``reference_baseline``, that baseline's
+    estimates from the same batches are drawn faintly behind, for comparison. ``reward_offset`` c adds
+    c to every arm's mean reward: ∇J is unchanged, and so are the value and leave-one-out estimates
+    (their advantages do not see c), while the no-baseline estimate gains c · (1/N) Σ_i (e_{a_i} − π).
+    The title gives the total variance over all K coordinates and over the two drawn. The view is
+    centred on the exact gradient with a fixed ``half_width`` (by default 3 standard deviations of the
+    wider of the two coordinates of a 4-pull estimate without baseline and without offset), so that
+    changing the batch size, the baseline or the offset changes only the cloud.
     """
     i, j = dims
     exact = exact_gradient(bandit, logits).numpy()
-    arms, _ = sample_batches(bandit, logits, batch_size=batch_size, num_estimates=num_estimates, seed=seed)
-    estimates = reinforce_estimates(bandit, logits, batch_size=batch_size, num_estimates=num_estimates,
-                                    baseline=baseline, seed=seed)
     if half_width is None:
         per_arm = exact_gradient_variance(bandit, logits, per_arm=True)
         half_width = 3 * math.sqrt(float(per_arm[[i, j]].max()) / 4)
-    fig, ax = plt.subplots(figsize=(5.4, 5.6))
+    bandit = _shifted(bandit, float(reward_offset))
+    arms, _ = sample_batches(bandit, logits, batch_size=batch_size, num_estimates=num_estimates, seed=seed)
+    estimates = reinforce_estimates(bandit, logits, batch_size=batch_size, num_estimates=num_estimates,
+                                    baseline=baseline, seed=seed)
+    fig, ax = plt.subplots(figsize=(5.4, 5.8))
     if reference_baseline is not None:
         reference = reinforce_estimates(bandit, logits, batch_size=batch_size, num_estimates=num_estimates,
                                         baseline=reference_baseline, seed=seed)
@@ -76,8 +95,10 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     ax.scatter(estimates[drawn, i], estimates[drawn, j], s=9, alpha=0.45, color=colour,
                label=f"estimates ĝ (N={batch_size}) of batches that drew arm {i}")
     push = unsampled_arm_push(bandit, logits, i, batch_size=batch_size, baseline=baseline)
+    share_se = math.sqrt(push["probability"] * (1 - push["probability"]) / num_estimates)
     ax.scatter(estimates[missed, i], estimates[missed, j], s=14, facecolors="none", edgecolors=colour, linewidths=0.8,
-               label=f"batches that never drew arm {i}: {missed.mean():.0%} (exact (1 − π{_sub(i)})^N = {push['probability']:.0%})")
+               label=f"batches that never drew arm {i}: {int(missed.sum())} of {num_estimates} = {missed.mean():.0%} "
+                     f"(SE {share_se:.1%}; exact (1 − π{_sub(i)})^N = {push['probability']:.0%})")
     ax.axvline(push["mean_push"], color=colour, ls="--", lw=1, zorder=1,
                label=f"their exact mean push on θ{_sub(i)}: {push['mean_push']:+.3f}")
     mean = estimates.mean(dim=0).numpy()
@@ -90,37 +111,53 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     ax.axvline(0, color="0.8", lw=0.8, zorder=0)
     ax.set_xlabel(f"estimated ∂J/∂θ{_sub(i)}")
     ax.set_ylabel(f"estimated ∂J/∂θ{_sub(j)}")
-    ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}\n"
-                 f"total variance E‖ĝ − ∇J‖² = {total_variance(estimates):.4f}", fontsize=10)
+    offset = f", reward offset {reward_offset:+g}" if reward_offset else ""
+    drawn_variance = total_variance(estimates[:, [i, j]])
+    ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}{offset}\n"
+                 f"variance E‖ĝ − ∇J‖²: all {bandit.num_arms} coordinates {total_variance(estimates):.4f}, "
+                 f"the two drawn {drawn_variance:.4f}", fontsize=9)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, framealpha=0.9, ncol=1)
     fig.tight_layout()
     return fig
 
 
+REWARD_OFFSETS = (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 4.0)
+
+
 def gradient_spread_widget(bandit: GaussianBandit, logits, *, dims: tuple[int, int] = (0, 1),
                            num_estimates: int = 300, seed: int = 0):
-    """Batch size and baseline as knobs of ``plot_gradient_spread`` (an ``ipywidgets.interact``).
+    """Batch size, baseline and a reward offset as knobs of ``plot_gradient_spread`` (``ipywidgets.interact``).
 
     With a baseline chosen, the no-baseline estimates of the same batches are drawn faintly behind.
+    The reward offset c moves every arm's mean by c: the no-baseline cloud grows with |J + c| while
+    the baselines' clouds stay where they are (their advantages do not see c); at c ≈ −J no baseline
+    is nearly the value baseline. The view stays the one of offset 0, so a large offset can carry the
+    no-baseline cloud out of the frame — the point.
     """
     import ipywidgets as widgets
 
-    def draw(batch_size, baseline):
+    per_arm = exact_gradient_variance(bandit, logits, per_arm=True)
+    half_width = 3 * math.sqrt(float(per_arm[list(dims)].max()) / 4)  # the view of offset 0, kept for every c
+
+    def draw(batch_size, baseline, reward_offset):
         if baseline == "leave_one_out" and batch_size < 2:  # a reader can set this: say why, not a traceback
-            fig, ax = plt.subplots(figsize=(5.4, 5.6))
-            ax.text(0.5, 0.5, "the leave-one-out baseline averages the other pulls\nof the batch: "
+            fig, ax = plt.subplots(figsize=(5.4, 5.8))
+            ax.text(0.5, 0.5, f"batch size {batch_size}, reward offset {reward_offset:+g}:\n"
+                    "the leave-one-out baseline averages the other pulls\nof the batch: "
                     "it needs batch size ≥ 2", ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
         else:
             plot_gradient_spread(bandit, logits, batch_size=batch_size, baseline=baseline, dims=dims,
-                                 num_estimates=num_estimates, seed=seed,
-                                 reference_baseline=None if baseline == "none" else "none")
+                                 num_estimates=num_estimates, seed=seed, half_width=half_width,
+                                 reference_baseline=None if baseline == "none" else "none",
+                                 reward_offset=reward_offset)
         plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
 
     return widgets.interact(
         draw,
         batch_size=widgets.SelectionSlider(options=BATCH_SIZES, value=4, description="batch size"),
         baseline=widgets.Dropdown(options=BASELINES, value="none", description="baseline"),
+        reward_offset=widgets.SelectionSlider(options=REWARD_OFFSETS, value=0.0, description="reward offset"),
     )
 
 
@@ -180,20 +217,72 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
     return fig
 
 
-def plot_training_history(history: dict[str, list[float]], keys=None, *, title: str | None = None):
-    """One small panel per metric of a training run, against the step.
+def plot_training_history(history, keys=None, *, title: str | None = None, ncols: int | None = None,
+                          labels=None, titles=None, log_y=(), steps=None):
+    """One panel per metric of one or several training runs, against the step.
 
-    ``history`` maps a metric name to its value at every step (a dict of equal-length lists).
+    ``history``: a dict mapping a metric name to its value at every step (equal-length lists), or a
+    list of such dicts, one per run (e.g. per seed), drawn in one colour per run and named by
+    ``labels`` (default "run 0", "run 1", …) in the first panel's legend. ``keys``: the panels, in
+    order; an entry may be a tuple of metric names drawn in one panel (solid, dashed, dotted), e.g. one
+    metric measured on two kinds of sample. ``titles``: one title per panel (default: its metric names).
+    ``ncols``: panels per row (default: rows that fit the book's column, ``rlbook._figures.panel_grid``:
+    seven metrics are two rows, 4 + 3; ``figure.axes[i]`` is panel ``i``'s). ``log_y``: metric names whose panel gets a
+    logarithmic y-axis (a ratio that spikes at one step). ``steps``: the x values (default 0, 1, …; pass
+    the history's ``step`` column to number them as the trainer does, from 1).
     """
-    keys = list(keys or history)
-    missing = [key for key in keys if key not in history]
-    if missing:
-        raise ValueError(f"history has no metric {missing}; it has {sorted(history)}")
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 3.0), squeeze=False)
-    for ax, key in zip(axes[0], keys):
-        values = history[key]
-        ax.plot(range(len(values)), values, "o-", ms=3)
-        ax.set_title(key, fontsize=10)
+    runs = [history] if isinstance(history, dict) else list(history)
+    if not runs or not all(isinstance(run, dict) for run in runs):
+        raise ValueError("history must be a dict of metric -> values, or a non-empty list of such dicts")
+    panels = [tuple(key) if isinstance(key, (tuple, list)) else (key,) for key in (keys or runs[0])]
+    for index, run in enumerate(runs):
+        missing = [name for panel in panels for name in panel if name not in run]
+        if missing:
+            where = "" if len(runs) == 1 else f" (run {index})"
+            raise ValueError(f"history{where} has no metric {missing}; it has {sorted(run)}")
+    labels = list(labels) if labels is not None else [f"run {index}" for index in range(len(runs))]
+    if len(labels) != len(runs):
+        raise ValueError(f"labels must name each of the {len(runs)} runs, got {len(labels)}")
+    titles = list(titles) if titles is not None else [" / ".join(panel) for panel in panels]
+    if len(titles) != len(panels):
+        raise ValueError(f"titles must give one title per panel ({len(panels)}), got {len(titles)}")
+    if ncols is None:  # rows that fit the book's column (seven metrics: 4 + 3)
+        fig, axes = panel_grid(len(panels), panel=(3.4, 2.7), title=bool(title))
+    else:
+        if not isinstance(ncols, int) or isinstance(ncols, bool) or ncols < 1:
+            raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+        ncols = min(ncols, len(panels))
+        nrows = math.ceil(len(panels) / ncols)
+        width = min(3.4 if ncols > 2 else 4.3, COLUMN_IN / ncols)  # the row fits the book's column
+        fig, grid = plt.subplots(nrows, ncols, figsize=(width * ncols, 3.0 * nrows), squeeze=False)
+        axes = list(grid.flat)
+        for spare in axes[len(panels):]:  # so that figure.axes[i] is panel i
+            fig.delaxes(spare)
+        axes = axes[:len(panels)]
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ("-", "--", ":")
+    for number, (ax, panel, panel_title) in enumerate(zip(axes, panels, titles)):
+        for index, run in enumerate(runs):
+            for name, style in zip(panel, styles):
+                values = run[name]
+                x = list(range(len(values))) if steps is None else list(steps)
+                if len(x) != len(values):
+                    raise ValueError(f"steps has {len(x)} entries but {name!r} has {len(values)} values")
+                ax.plot(x, values, ls=style, marker="o", ms=2.5, lw=1.2,
+                        color=colours[index % len(colours)])
+        handles = [Line2D([], [], color="0.3", ls=style, label=name) for name, style in zip(panel, styles)
+                   ] if len(panel) > 1 else []
+        if len(runs) > 1 and number == 0:
+            handles += [Line2D([], [], color=colours[index % len(colours)], label=label)
+                        for index, label in enumerate(labels)]
+        if handles:
+            ax.legend(handles=handles, fontsize=7)
+        ax.set_title(panel_title, fontsize=10)
+        if any(name in log_y for name in panel):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ScalarFormatter())      # 2, 5, 10 rather than 2×10⁰
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     if title:

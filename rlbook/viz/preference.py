@@ -19,6 +19,7 @@ import torch
 
 from rlbook import losses
 from rlbook._checks import check_positive
+from rlbook._figures import COLUMN_IN, panel_grid
 from rlbook.preference_analysis import clause_credit_table, pair_losses_vs_margin
 from rlbook.toys import reverse_kl_optimum
 
@@ -140,14 +141,15 @@ def dpo_beta_widget():
 def plot_preference_history(history, *, title: str = "DPO on review-base"):
     """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
     and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected
-    (train-batch means, faint, and the held-out means, which are always the same pairs)."""
+    (train-batch means, faint, and the held-out means, which are always the same pairs); two by two, to fit the
+    book's column."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
                if k not in frame]
     if missing:
         raise ValueError(f"history must hold a PreferenceTrainer's metrics; missing {missing}")
     evals = frame.dropna(subset=["eval/rewards/accuracies"]) if "eval/rewards/accuracies" in frame else None
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
+    fig, axes = panel_grid(4, panel=(COLUMN_IN / 2, 3.0), min_width=4.0, title=True)
     axes[0].plot(frame["step"], frame["loss"], color="tab:blue", lw=1)
     axes[0].axhline(math.log(2), color="black", ls=":", lw=1, label="ln 2")
     axes[0].set_title("loss", fontsize=10)

@@ -14,7 +14,7 @@ from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl, best_of_n
 from rlbook.toys import best_of_n_efficiency, toy_policy
 
 __all__ = ["plot_expected_max", "plot_best_of_n_toy", "best_of_n_toy_widget", "plot_kl_against_bound",
-           "plot_reward_kl_frontier", "plot_rejection_sampling_history"]
+           "plot_reward_kl_frontier", "plot_verifier_reward_kl", "plot_rejection_sampling_history"]
 
 
 def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
@@ -23,13 +23,14 @@ def plot_expected_max(ks, exact, *, monte_carlo: dict | None = None):
     ``monte_carlo`` (optional) maps K to (mean, standard error) of a sampled estimate."""
     ks, exact = np.asarray(ks, dtype=float), np.asarray(exact, dtype=float)
     bound = np.sqrt(2 * np.log(ks))
+    fine = np.logspace(0, np.log10(ks.max()), 400)  # the bound is a formula: drawn smooth, not through the grid
     fig, (ax, ax_ratio) = plt.subplots(1, 2, figsize=(10.5, 3.6))
-    ax.plot(ks, bound, "--", color="black", label="√(2 log K)")
+    ax.plot(fine, np.sqrt(2 * np.log(fine)), "--", color="black", label="√(2 log K)")
     ax.plot(ks, exact, color="tab:blue", lw=2, label="E[max of K] (exact)")
     if monte_carlo:
         k_mc = sorted(monte_carlo)
         ax.errorbar(k_mc, [monte_carlo[k][0] for k in k_mc], yerr=[2 * monte_carlo[k][1] for k in k_mc], fmt="o",
-                    color="tab:orange", ms=4, label="Monte Carlo (± 2 s.e.)")
+                    color="tab:orange", ms=4, label="Monte Carlo (± 2 s.e., within the dots)")
     ax.set(xscale="log", xlabel="K", ylabel="reward (in σ above the mean)", title="best-of-K of N(0, 1) rewards")
     ax.legend(fontsize=8)
     ratio_at = ks > 1
@@ -67,13 +68,14 @@ def plot_best_of_n_toy(n: int = 8, temperature: float = 1.0, *, num_outcomes: in
     return fig
 
 
-def best_of_n_toy_widget(*, num_outcomes: int = 30, seed: int = 0):
-    """n, the toy policy's temperature and the number of reward levels as knobs of ``plot_best_of_n_toy``."""
+def best_of_n_toy_widget(*, num_outcomes: int = 30, seed: int = 0, draws: int = 200):
+    """n, the toy policy's temperature, the number of reward levels and the toy draw (its seed, 0 …
+    ``draws`` − 1: the population the lesson's table summarises) as knobs of ``plot_best_of_n_toy``."""
     import ipywidgets as widgets
 
-    def draw(n, temperature, reward_levels):
+    def draw(n, temperature, reward_levels, toy_draw):
         plot_best_of_n_toy(n, temperature, num_outcomes=num_outcomes,
-                           reward_levels=None if reward_levels == num_outcomes else reward_levels, seed=seed)
+                           reward_levels=None if reward_levels == num_outcomes else reward_levels, seed=toy_draw)
         plt.show()  # shown in the widget's output and closed: one figure per change, none left open
 
     return widgets.interact(
@@ -81,6 +83,7 @@ def best_of_n_toy_widget(*, num_outcomes: int = 30, seed: int = 0):
         n=widgets.SelectionSlider(options=[1, 2, 4, 8, 16, 32, 64, 128], value=8, description="n"),
         temperature=widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="T of π"),
         reward_levels=widgets.IntSlider(value=num_outcomes, min=2, max=num_outcomes, description="reward levels"),
+        toy_draw=widgets.IntSlider(value=seed, min=0, max=max(draws - 1, seed), description="toy draw"),
     )
 
 
@@ -138,6 +141,44 @@ def plot_reward_kl_frontier(frontier_kl, frontier_gain, ns, best_of_n_kl_values,
     ax.set(xlabel="KL(π ‖ π_ref) (nats)", ylabel="E_π[r] − E_π_ref[r]",
            title="reward bought per nat: best-of-n against the KL-regularised optimum")
     ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_values, best_of_n_success, *,
+                            ceiling: tuple[float, float] | None = None, tuned: dict | None = None):
+    """Mean success against mean KL from the base over a set of prompts under a 0/1 verifier.
+
+    The curve is the frontier of one shared β (``rlbook.toys.verifier_frontier``); the points are
+    best-of-n of the base for each n of ``ns``; ``ceiling`` (KL, success) marks π conditioned on success
+    (n → ∞); ``tuned`` maps a label to (KL, its s.e., success, its s.e.) of a trained policy, drawn with
+    ± 2 s.e. bars in both directions."""
+    frontier_kl, frontier_success = np.asarray(frontier_kl, dtype=float), np.asarray(frontier_success, dtype=float)
+    best_of_n_kl_values = np.asarray(best_of_n_kl_values, dtype=float)
+    best_of_n_success = np.asarray(best_of_n_success, dtype=float)
+    if frontier_kl.shape != frontier_success.shape or not (best_of_n_kl_values.shape == best_of_n_success.shape
+                                                            == (len(ns),)):
+        raise ValueError("frontier_kl and frontier_success, and ns, best_of_n_kl_values and best_of_n_success, "
+                         "must match")
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    order = np.argsort(frontier_kl)
+    ax.plot(frontier_kl[order], frontier_success[order], color="tab:purple", lw=2,
+            label="π* ∝ π_base · exp(r/β), one β for every prompt (the frontier)")
+    ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="tab:blue", label="best-of-n of the base")
+    span, last = max(float(np.ptp(np.concatenate([frontier_kl, best_of_n_kl_values]))), 1e-12), -np.inf
+    for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_success):
+        if x - last > 0.04 * span:  # a point crowded onto the last labelled one stays unlabelled
+            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(4, -11), fontsize=7)
+            last = x
+    if ceiling is not None:
+        ax.plot(*ceiling, "*", ms=12, color="tab:purple", label="π_base conditioned on success (n → ∞)")
+    for index, (label, (kl, kl_se, success, success_se)) in enumerate((tuned or {}).items()):
+        ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt="D", ms=6, capsize=3,
+                    color=f"C{index + 1}", label=label)
+    ax.set(xlabel="mean KL from the base (nats)", ylabel="mean success rate (pass@1)", ylim=(0, 1.05),
+           title="under a 0/1 verifier: success bought per nat of KL\n(tuned policies: ± 2 s.e. in both directions)")
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rlbook._figures import panel_grid
 from rlbook.scaling import HUB_SHAPES, MEMORY_ROLES, gpus_needed, memory_total, training_memory
 
 ENGINE_COLOURS = {"rlbook": "tab:blue", "TRL": "tab:orange"}
@@ -28,13 +29,15 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
     return ax
 
 
-def plot_training_memory(table, *, gpu_gib: float = 80.0, ax=None):
+def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = None, ax=None):
     """Stacked bars of GiB per GPU by role, on linear axes: one panel per model, every bar's total written on it.
 
     ``table``: rows as ``memory_table`` returns them. With a (model, setting) index each model gets its own
     panel and y-axis, one bar per setting; with a flat index each row gets its own panel (sizes a hundred
     times apart cannot share a linear axis, and a log axis hides all but the largest role). A dotted line
-    marks one GPU's memory in the panels whose bars reach at least half of it. ``ax``: draw a one-panel table there.
+    marks one GPU's memory in the panels whose bars reach at least half of it. The panels wrap into rows that fit
+    the book's column (``rlbook._figures``). ``title``: the figure's, above every panel (the legend then goes
+    below them; ``plt.title`` would replace the last panel's). ``ax``: draw a one-panel table there.
     Returns the list of axes.
     """
     roles = [role for role in ROLE_COLOURS if role in table.columns and float(table[role].abs().sum()) > 0]
@@ -47,8 +50,7 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, ax=None):
     if ax is not None and len(panels) != 1:
         raise ValueError(f"ax draws one panel; table has {len(panels)} (pass ax=None for a figure of panels)")
     if ax is None:
-        fig, axes = plt.subplots(1, len(panels), figsize=(max(4.0, 3.2 * len(panels)), 4.0), squeeze=False)
-        axes = list(axes[0])
+        fig, axes = panel_grid(len(panels), panel=(4.0 if len(panels) == 1 else 3.2, 3.6))
     else:
         fig, axes = ax.figure, [ax]
     for axis, (name, rows) in zip(axes, panels):
@@ -72,9 +74,12 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, ax=None):
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    fig.legend(handles.values(), handles.keys(), fontsize=7, ncol=min(5, len(handles)), loc="lower center",
-               bbox_to_anchor=(0.5, 1.0), frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     fig.tight_layout()
+    fig.legend(handles.values(), handles.keys(), fontsize=7, ncol=min(5, len(handles)), frameon=False,
+               **(dict(loc="upper center", bbox_to_anchor=(0.5, 0.0)) if title else
+                  dict(loc="lower center", bbox_to_anchor=(0.5, 1.0))))
     return axes
 
 

@@ -1,10 +1,11 @@
 """Figures and widgets for lesson 14: how many completions carry no gradient, and noise on advantages.
 
 ``plot_flat_groups`` draws the chance that a group of G completions has all-equal rewards (its
-advantages are all zero, so the advantage filter can skip it) against the pass rate, with the
-measured points of a run; ``flat_groups_widget`` makes G a knob. ``plot_advantage_noise`` shows a
-batch's group advantages before and after Gaussian noise; ``advantage_noise_widget`` makes σ and
-G knobs.
+advantages are all zero, so the advantage filter can skip it) against the pass rate, for i.i.d.
+rewards or with the pass rate spread across prompts, with the measured points of a run;
+``flat_groups_widget`` makes G and that spread knobs. ``plot_advantage_noise`` shows a batch's
+group advantages before and after Gaussian noise; ``advantage_noise_widget`` makes σ, G and the
+pass rate knobs.
 
 ``plot_reward_per_work`` draws an ablation's runs against the update work they did (completions
 trained on). ``plot_filter_sweep`` draws ``rlbook.throughput.filter_sweep``'s tables: what the
@@ -34,36 +35,49 @@ __all__ = [
 ]
 
 
-def plot_flat_groups(group_size: int = 4, *, measured=None, ax=None):
-    """P(flat group) against the pass rate for G = 2, 4, 8, 16 (``group_size`` bold), with the
-    measured (pass@1, fraction of flat groups) of each step of a run when ``measured`` is a frame
-    with those columns."""
+def plot_flat_groups(group_size: int = 4, *, measured=None, ax=None, between_prompt_share: float = 0.0):
+    """P(flat group) against the batch's mean pass rate for G = 2, 4, 8, 16 (``group_size`` bold),
+    with the measured (pass@1, fraction of flat groups) of each step of a run when ``measured`` is a
+    frame with those columns. ``between_prompt_share`` ρ > 0 spreads the pass rate across prompts
+    (``rlbook.throughput.flat_group_probability``); the bold G's i.i.d. curve (ρ = 0) is then drawn
+    dashed beside it."""
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.2, 3.4))
     p = np.linspace(0, 1, 201)
     for g in sorted({2, 4, 8, 16, group_size}):
         bold = g == group_size
-        ax.plot(p, flat_group_probability(p, g), lw=2.5 if bold else 1, alpha=1 if bold else 0.5,
-                label=f"G = {g}" + (" (this run)" if bold and measured is not None else ""))
+        line, = ax.plot(p, flat_group_probability(p, g, between_prompt_share=between_prompt_share),
+                        lw=2.5 if bold else 1, alpha=1 if bold else 0.5,
+                        label=f"G = {g}" + (" (this run)" if bold and measured is not None else ""))
+        if bold and between_prompt_share > 0:
+            ax.plot(p, flat_group_probability(p, g), ls="--", lw=1.5, color=line.get_color(),
+                    label=f"G = {g}, i.i.d. (ρ = 0)")
     if measured is not None:
         ax.scatter(measured["pass@1"], measured["frac_zero_adv_groups"], s=14, color="black", alpha=0.6,
                    label="measured steps", zorder=3)
-    ax.set(xlabel="pass rate p", ylabel="P(all G rewards equal)", ylim=(0, 1.02),
-           title="groups the advantage filter skips")
+    spread = f", ρ = {between_prompt_share:.2f}" if between_prompt_share > 0 else " (i.i.d. rewards)"
+    ax.set(xlabel="mean pass rate p", ylabel="P(all G rewards equal)", ylim=(0, 1.02),
+           title=f"groups the advantage filter skips{spread}")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return ax.figure
 
 
 def flat_groups_widget(*, measured=None):
-    """G as a knob of ``plot_flat_groups`` (an ``ipywidgets.interact``)."""
+    """G and the between-prompt share ρ of the reward variance as knobs of ``plot_flat_groups`` (an
+    ``ipywidgets.interact``): ρ = 0 is the i.i.d. formula; moving ρ up shows how a spread of pass
+    rates across prompts lifts the flat fraction at every mean pass rate."""
     import ipywidgets as widgets
 
-    def draw(group_size):
-        plot_flat_groups(group_size, measured=measured)
+    def draw(group_size, between_prompt_share):
+        plot_flat_groups(group_size, measured=measured, between_prompt_share=between_prompt_share)
         plt.show()
 
-    return widgets.interact(draw, group_size=widgets.IntSlider(value=4, min=2, max=16, description="G"))
+    return widgets.interact(
+        draw,
+        group_size=widgets.IntSlider(value=4, min=2, max=16, description="G"),
+        between_prompt_share=widgets.FloatSlider(value=0.0, min=0.0, max=0.9, step=0.05,
+                                                 description="spread ρ", readout_format=".2f"))
 
 
 def plot_advantage_noise(sigma: float = 0.1, group_size: int = 4, *, pass_rate: float = 0.4, n_groups: int = 24,
@@ -94,17 +108,19 @@ def plot_advantage_noise(sigma: float = 0.1, group_size: int = 4, *, pass_rate: 
 
 
 def advantage_noise_widget(*, pass_rate: float = 0.4):
-    """σ and G as knobs of ``plot_advantage_noise`` (an ``ipywidgets.interact``)."""
+    """σ, G and the pass rate (starting at ``pass_rate``) as knobs of ``plot_advantage_noise`` (an
+    ``ipywidgets.interact``): near p = 0 or 1 most groups are flat, the regime late in training."""
     import ipywidgets as widgets
 
-    def draw(sigma, group_size):
+    def draw(sigma, group_size, pass_rate):
         plot_advantage_noise(sigma, group_size, pass_rate=pass_rate)
         plt.show()
 
     return widgets.interact(
         draw,
         sigma=widgets.FloatSlider(value=0.1, min=0.0, max=0.5, step=0.02, description="σ"),
-        group_size=widgets.IntSlider(value=4, min=2, max=16, description="G"))
+        group_size=widgets.IntSlider(value=4, min=2, max=16, description="G"),
+        pass_rate=widgets.FloatSlider(value=pass_rate, min=0.0, max=1.0, step=0.05, description="pass rate"))
 
 
 def plot_reward_per_work(frame, *, metric: str = "pass@1", smooth: int = 3, ax=None):
@@ -124,32 +140,51 @@ def plot_reward_per_work(frame, *, metric: str = "pass@1", smooth: int = 3, ax=N
         length = min(len(work) for work, _ in per_seed)
         work = np.mean([w[:length] for w, _ in per_seed], axis=0)
         ax.plot(work, np.mean([v[:length] for _, v in per_seed], axis=0), label=label)
-    ax.set(xlabel="completions trained on (cumulative)", title=f"{metric} against update work")
+    ax.set(xlabel="completions trained on (cumulative)", ylabel=metric, title=f"{metric} against update work")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax.figure
 
 
-def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
+def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None, noise_floor=None):
     """Three panels against the tolerance: the share of the batch dropped and the update time left
     (``clean``), the filtered gradient's cosine with the full one, and the share of kept completions
-    that are mislabelled. ``clean`` is a ``filter_sweep`` table; ``noisy`` (optional) the
-    concatenated tables of noisy-verifier sweeps with a ``flip_rate`` column, averaged over its other
-    draws. With ``group_size`` G the x-axis is labelled in multiples of 1/G."""
+    that are mislabelled.
+
+    ``clean`` is a ``filter_sweep`` table, or several concatenated with a ``batch`` column (then each
+    point is the mean over batches, with a bar from the smallest to the largest). ``noisy``
+    (optional) the concatenated tables of noisy-verifier sweeps with ``flip_rate`` and ``flipped``
+    columns: its ``cosine`` (solid) and ``cosine_reference`` (dashed, against the clean gradient)
+    and its ``mislabelled_kept``, averaged over its other draws. ``noise_floor`` (optional): the
+    cosines between the full gradients of independent batches, drawn as a shaded band, the scale a
+    turn of the gradient is read against. With ``group_size`` G the x-axis is labelled in multiples
+    of 1/G."""
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-    axes[0].plot(clean["tol"], clean["dropped"], "o-", label="share dropped")
-    axes[0].plot(clean["tol"], clean["update_time"], "s--", label="update time left (CPU)")
-    axes[0].set(title="what the filter drops and saves", ylim=(0, 1.05))
-    axes[1].plot(clean["tol"], clean["cosine"], "o-", color="black", label="correct rewards")
+    by_tol = clean.groupby("tol")[["dropped", "update_time", "cosine"]]
+    mean, low, high = by_tol.mean(), by_tol.min(), by_tol.max()
+    several = "batch" in clean and clean["batch"].nunique() > 1
+    axes[0].plot(mean.index, mean["dropped"], "o-", label="share dropped")
+    if mean["update_time"].notna().any():
+        axes[0].plot(mean.index, mean["update_time"], "s--", label="update CPU time left")
+    axes[0].set(title="what the filter drops and saves", ylabel="share of the full batch", ylim=(0, 1.05))
+    axes[1].errorbar(mean.index, mean["cosine"], yerr=[mean["cosine"] - low["cosine"], high["cosine"] - mean["cosine"]]
+                     if several else None, fmt="o-", color="black", capsize=3,
+                     label="correct rewards" + (f" ({clean['batch'].nunique()} batches)" if several else ""))
+    if noise_floor is not None:
+        floor = np.asarray(noise_floor, dtype=float)
+        axes[1].axhspan(floor.min(), floor.max(), color="tab:gray", alpha=0.25,
+                        label="two independent batches' full gradients")
     if noisy is not None:
         for flip_rate, runs in noisy.groupby("flip_rate"):
-            mean = runs.groupby("tol")[["cosine", "mislabelled_kept"]].mean()
-            axes[1].plot(mean.index, mean["cosine"], "o-", label=f"{flip_rate:.0%} of rewards flipped")
-            axes[2].plot(mean.index, mean["mislabelled_kept"], "o-", label=f"{flip_rate:.0%} flipped")
-            axes[2].axhline(runs.groupby("draw")["flipped"].first().mean(), ls=":", lw=1,
-                            color=axes[2].lines[-1].get_color())
-    axes[1].set(title="cos(filtered gradient, full gradient)")
-    axes[2].set(title="mislabelled share of the kept rows\n(dotted: of the whole batch)")
+            mean_noisy = runs.groupby("tol")[["cosine", "cosine_reference", "mislabelled_kept"]].mean()
+            line, = axes[1].plot(mean_noisy.index, mean_noisy["cosine"], "o-", label=f"{flip_rate:.0%} of rewards flipped")
+            axes[1].plot(mean_noisy.index, mean_noisy["cosine_reference"], "o--", color=line.get_color(),
+                         label=f"{flip_rate:.0%} flipped, against the clean gradient")
+            axes[2].plot(mean_noisy.index, mean_noisy["mislabelled_kept"], "o-", color=line.get_color(),
+                         label=f"{flip_rate:.0%} flipped")
+            axes[2].axhline(runs["flipped"].mean(), ls=":", lw=1, color=line.get_color())
+    axes[1].set(title="cos(filtered gradient, full gradient)", ylabel="cosine")
+    axes[2].set(title="mislabelled share of the kept rows\n(dotted: of the whole batch)", ylabel="share mislabelled")
     for ax in axes:
         ax.set_xlabel("tol (drop |A| ≤ tol)")
         if group_size is not None:

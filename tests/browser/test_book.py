@@ -4,7 +4,9 @@ outside the site.
 
 And what a reader must be able to read: no check line (✓ / =) cut off, no TeX left as text, every
 figure at a legible size; each lesson offers its notebook, links its mentions of other lessons and
-its arXiv citations; API entries link to their source. The site: conftest's ``book_html``/``book_url``.
+its arXiv citations; API entries link to their source; every page links the repository (or the book's
+source, downloaded from the site) and lists the bibliography in its navigation, whose papers link to the
+lessons citing them. The site: conftest's ``book_html``/``book_url``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,20 @@ from labtools import REPO, assert_no_console_errors
 # A figure is legible when shown at no less than this share of its own width: matplotlib's 10 pt labels at
 # the lessons' 100 dpi are 14 px tall, and at 80 % still 11 px, the size of the theme's smallest text.
 LEGIBLE = 0.8
+# Figures stored before the library drew them to fit the column (rlbook._figures), by page and their width in
+# px: each is shown scaled below LEGIBLE until its lesson is executed again (then its width changes and it
+# leaves this list on its own; a figure still too wide then fails). Every other figure below LEGIBLE fails.
+STORED_BEFORE_THE_FIX = {
+    ("lessons/01_policy_gradient.html", 1348), ("lessons/03_ppo.html", 2370), ("lessons/06_dpo.html", 1498),
+    ("lessons/08_grpo_rlvr.html", 1689), ("lessons/10_dr_grpo.html", 1679), ("lessons/12_gspo_gmpo.html", 1670),
+    ("lessons/13_sapo_cispo.html", 1670), ("lessons/15_sync_async.html", 1670),
+    ("lessons/16_entropy_collapse.html", 1390), ("lessons/18_pass_at_k.html", 1430),
+    ("lessons/20_r1_pipeline.html", 1497), ("lessons/21_scaling_up.html", 2070),
+    # drawn by the lesson's own cells (figsize=(15, 3.3) and (14, 6.4)): legible once those are 10.4 in wide
+    ("lessons/14_throughput.html", 1490), ("lessons/14_throughput.html", 1390),
+    # stored by lesson 03's fix round with plot_training_history's 4-column layout before it was fitted to the column
+    ("lessons/03_ppo.html", 1350),
+}
 
 # What each page reports once MathJax (if the page loads it) has finished typesetting.
 PAGE_REPORT_JS = """async () => {
@@ -82,6 +98,8 @@ PAGE_REPORT_JS = """async () => {
     sourceLinks: document.querySelectorAll('a .viewcode-link, a.viewcode-link, .viewcode-link').length,
     codeBlocks: document.querySelectorAll('article div.highlight').length,
     copyButtons: document.querySelectorAll('article div.highlight > button.rlbook-copy').length,
+    navigation: Array.from(document.querySelectorAll('.bd-sidebar-primary nav a[href]')).map(a => a.href),
+    repository: Array.from(document.querySelectorAll('a.btn-source-repository-button')).map(a => a.href),
   };
 }"""
 
@@ -149,7 +167,7 @@ def test_every_page_renders_with_math_images_and_links(page, book_html, book_url
         assert reports[name]["labLinks"] == [f"http://localhost:8888/lab/tree/{notebook}"], name
         assert reports[name]["downloads"] == [f"{book_url}notebooks/{notebook}"], name
         assert _status(reports[name]["downloads"][0]) == 200, f"{name}: its notebook cannot be downloaded"
-    what_a_reader_misses, too_wide = [], []
+    what_a_reader_misses, too_wide, executed_again = [], [], set(STORED_BEFORE_THE_FIX)
     for name, report in reports.items():
         what_a_reader_misses += [f"{name}: check line cut off: {line!r}" for line in report["clippedChecks"]]
         what_a_reader_misses += [f"{name}: TeX shown as text: {text!r}" for text in report["rawTex"]]
@@ -157,16 +175,19 @@ def test_every_page_renders_with_math_images_and_links(page, book_html, book_url
             scale = figure["shown"] / figure["natural"]
             if scale >= LEGIBLE:
                 continue
-            if figure["shown"] >= 0.97 * figure["column"] and figure["opensFullSize"]:
+            if (name, figure["natural"]) in STORED_BEFORE_THE_FIX and figure["opensFullSize"]:
                 too_wide.append(f"{name}: {figure['natural']} px wide, shown at {scale:.0%}")
+                executed_again.discard((name, figure["natural"]))
                 continue
             what_a_reader_misses.append(f"{name}: figure {figure['src']} shown at {scale:.0%} of its size, in a "
                                         f"{figure['column']} px column")
     assert not what_a_reader_misses, (f"{len(what_a_reader_misses)} things a reader cannot read:\n"
                                       + "\n".join(what_a_reader_misses[:40]))
-    if too_wide:  # the figure's own layout (rlbook.viz) is what would make these legible in a column
-        print(f"\n{len(too_wide)} figures wider than the column fill it and open at full size on a click:\n"
-              + "\n".join(too_wide))
+    if too_wide:  # stored before their figures were drawn to fit the column: a click opens each at full size
+        print(f"\n{len(too_wide)} figures stored before the library drew them to fit the column (their lessons "
+              "are to be executed again):\n" + "\n".join(too_wide))
+    if executed_again:
+        print(f"\nno longer on their pages (executed again; STORED_BEFORE_THE_FIX can drop them): {sorted(executed_again)}")
     mentions = sum(reports[name]["lessonMentions"]["prose"] for name in lessons)
     linked = sum(reports[name]["lessonMentions"]["linked"] for name in lessons)
     assert mentions > 100 and linked == mentions, f"{linked} of {mentions} mentions of another lesson link to it"
@@ -176,4 +197,17 @@ def test_every_page_renders_with_math_images_and_links(page, book_html, book_url
     assert sum(reports[name]["math"] for name in lessons) > 100, "the lessons' math is on the pages"
     assert sum(reports[name]["sliders"] for name in lessons) > 10, "stored sliders are drawn"
     assert sum(1 for name in reports if name.startswith("api/")) > 20, "API pages exist"
+
+    # The bibliography: in every page's navigation; its papers link to their abstracts and to the lessons
+    # citing them (pages of the site: the link check above found each one).
+    bibliography = reports["bibliography.html"]
+    assert [name for name in lessons + ["index.html"] if f"{book_url}bibliography.html" not in reports[name]["navigation"]] == []
+    cited_in = {urlparse(link).path.lstrip("/") for link in bibliography["links"] if "/lessons/" in link}
+    assert cited_in <= set(lessons) and len(cited_in) >= 20, f"the bibliography links {len(cited_in)} lessons"
+    assert bibliography["arxivLinks"] >= 40, "each paper with an arXiv id links to its abstract"
+    # A repository link on every page: the theme's button, to the public repository or to the book's source
+    # as the site ships it (book/conf.py), which the link check above fetched.
+    assert [name for name, report in reports.items() if len(report["repository"]) != 1] == [], "a repository link per page"
+    assert len({link if not link.startswith(book_url) else urldefrag(link)[0].rsplit("/", 1)[-1]
+                for report in reports.values() for link in report["repository"]}) == 1
     assert_no_console_errors(page, ignore=browser_own)

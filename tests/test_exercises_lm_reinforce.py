@@ -1,0 +1,72 @@
+"""The checker of lesson 01's language-model exercise: the reference passes, and each usual mistake in
+the advantages, in the aggregation over tokens, or in both, is named."""
+
+import pytest
+import torch
+
+from rlbook.advantages import group_advantages
+from rlbook.exercises.lm_reinforce import check_lm_reinforce_loss, reference_lm_reinforce_loss
+
+
+def _rloo(rewards, g):
+    groups = rewards.view(-1, g)
+    return (groups - (groups.sum(1, keepdim=True) - groups) / (g - 1)).reshape(-1)
+
+
+def _run(capsys, fn):
+    result = check_lm_reinforce_loss(fn)
+    return result, capsys.readouterr().out
+
+
+def test_the_reference_and_other_right_answers_pass(capsys):
+    assert _run(capsys, reference_lm_reinforce_loss)[0] is True
+
+    def written_out(logp, mask, rewards, g):         # per-token surrogate, masked sum per response, batch mean
+        per_token = -_rloo(rewards, g).unsqueeze(1) * logp
+        return (per_token * mask).sum(dim=1).mean()
+
+    def in_float32_plus_a_constant(logp, mask, rewards, g):
+        a = group_advantages(rewards, g, "rloo").float()
+        return -(a.unsqueeze(1) * (logp.float() * mask.float())).sum(1).mean() + 3.0
+
+    assert _run(capsys, written_out)[0] is True
+    assert _run(capsys, in_float32_plus_a_constant)[0] is True
+    assert _run(capsys, None)[0] is None
+
+
+def _loss(advantage, aggregate):
+    return lambda logp, mask, rewards, g: aggregate(-advantage(rewards, g).unsqueeze(1) * logp, mask)
+
+
+RIGHT_A = _rloo
+RIGHT_AGG = lambda terms, mask: (terms * mask).sum(1).mean()  # noqa: E731
+
+
+@pytest.mark.parametrize("advantage, aggregate, words", [
+    (lambda r, g: r, RIGHT_AGG, ["no baseline"]),
+    (lambda r, g: r - r.view(-1, g).mean(1).repeat_interleave(g), RIGHT_AGG, ["*including* the sample"]),
+    (lambda r, g: r - (r.sum() - r) / (r.numel() - 1), RIGHT_AGG, ["whole batch"]),
+    (lambda r, g: -_rloo(r, g), RIGHT_AGG, ["sign is flipped"]),
+    (RIGHT_A, lambda t, m: ((t * m).sum(1) / m.sum(1)).mean(), ["own length", "length bias"]),
+    (RIGHT_A, lambda t, m: (t * m).sum() / m.sum(), ["DAPO's token_mean"]),
+    (RIGHT_A, lambda t, m: t.sum(1).mean(), ["padding tokens count"]),
+    (RIGHT_A, lambda t, m: t.mean(), ["whole (B, T) grid"]),
+    (RIGHT_A, lambda t, m: (t * m).mean(), ["padded width T"]),
+    (RIGHT_A, lambda t, m: (t * m).sum(), ["instead of averaging"]),
+    (lambda r, g: r - r.view(-1, g).mean(1).repeat_interleave(g), lambda t, m: ((t * m).sum(1) / m.sum(1)).mean(),
+     ["*including* the sample", "own length"]),
+])
+def test_each_mistake_is_named(capsys, advantage, aggregate, words):
+    result, out = _run(capsys, _loss(advantage, aggregate))
+    assert result is False and out.startswith("✗")
+    assert all(word in out for word in words), out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda logp, mask, rewards, g: torch.tensor(0.0), "carries no gradient"),
+    (lambda logp, mask, rewards, g: -(logp * mask).sum(1), "one number"),
+    (lambda logp, mask, rewards, g: 1 / 0, "ZeroDivisionError"),
+])
+def test_broken_answers_are_told_apart(capsys, wrong, words):
+    result, out = _run(capsys, wrong)
+    assert result is False and words in out
