@@ -36,6 +36,7 @@ grows with n; the papers use n up to 1024 or more, this book's lessons a few hun
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
@@ -295,9 +296,12 @@ def addition_cot_correct(texts, operands, correct) -> torch.Tensor:
     chain of thought and its final answer are right: a verifier that reads only the answer also credits
     right answers reached by wrong working. For addition the working can be checked exactly, with no
     judge: a sample counts when it is correct (``correct``, the (P, n) 0/1 table), well formed with a
-    ``<think>`` block, and that block's lines are the school algorithm's column steps for its problem,
-    line for line (``rlbook.tasks.addition_steps``). A direct answer has no working to check and never
-    counts. ``texts``: the P·n completions, problem-major (n per problem); ``operands``: P pairs (a, b).
+    ``<think>`` block, and that block has one line per column of the school algorithm
+    (``rlbook.tasks.addition_steps``: the column's two digits, a missing digit written 0, then +1 for a
+    carry, = their sum), each line adding those numbers to that sum. A stray extra "+" (``0++8=8``, a
+    slip the zoo models make on operands of unequal length) is read past, since it changes no number; a
+    wrong digit, carry or sum is not. A direct answer has no working to check and never counts.
+    ``texts``: the P·n completions, problem-major (n per problem); ``operands``: P pairs (a, b).
     """
     table = _correct_table("correct", correct)
     problems, n = table.shape
@@ -307,9 +311,22 @@ def addition_cot_correct(texts, operands, correct) -> torch.Tensor:
                          f"got {len(texts)}")
     if len(operands) != problems or not all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in operands):
         raise ValueError(f"operands must hold one (a, b) pair per problem ({problems}), got {len(operands)} entries")
-    steps = [addition_steps(int(a), int(b)) for a, b in operands]
+    steps = [[_column_numbers(line) for line in addition_steps(int(a), int(b))] for a, b in operands]
     result = torch.zeros(problems, n, dtype=torch.bool)
     for p, j in table.nonzero().tolist():
         text = texts[p * n + j]
-        result[p, j] = completion_kind(text) == "scratchpad" and scratchpad_lines(text) == steps[p]
+        result[p, j] = completion_kind(text) == "scratchpad" and \
+            [_column_numbers(line) for line in scratchpad_lines(text)] == steps[p]
     return result
+
+
+_COLUMN = re.compile(r"[0-9]+(?:\+[0-9]*)*=[0-9]+")
+
+
+def _column_numbers(line: str) -> tuple[tuple[int, ...], int] | None:
+    """A column line's terms and sum, ``"4+7+1=12" -> ((4, 7, 1), 12)``, empty terms (a stray "+") read
+    past; None for a line of any other shape."""
+    if _COLUMN.fullmatch(line) is None:
+        return None
+    left, total = line.split("=")
+    return tuple(int(term) for term in left.split("+") if term), int(total)

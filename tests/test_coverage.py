@@ -140,6 +140,12 @@ def test_addition_cot_correct_checks_the_working_line_for_line():
     correct = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
     table = addition_cot_correct(texts, [(345, 278), (1, 1)], correct)
     assert table.tolist() == [[True, False, False, False], [True, False, False, False]]
+    # a stray "+" changes no number and is read past; a wrong number is not
+    slips = ["<think>4+0=4\n1+8=9\n0++8=8</think><answer>894</answer>",   # 14+880: right working, one slip
+             "<think>4+0=4\n1+8=9\n1++8=8</think><answer>894</answer>",   # a wrong digit in the last column
+             "<think>4+0=4\n1+8=9</think><answer>894</answer>",            # a column missing
+             "<think>4+0=4\n1+8=9\n0+8=8\n0+0=0</think><answer>894</answer>"]  # a column too many
+    assert addition_cot_correct(slips, [(14, 880)], torch.ones(1, 4)).tolist() == [[True, False, False, False]]
     with pytest.raises(ValueError, match="texts"):
         addition_cot_correct(texts[:3], [(345, 278), (1, 1)], correct)
     with pytest.raises(ValueError, match="operands"):
