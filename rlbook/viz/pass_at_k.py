@@ -98,7 +98,7 @@ def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = N
     right.set(ylabel="1 − pass@k (log scale)", title="the share of problems still unsolved after k samples")
     right.axhline(1 / base_correct.shape[0], color="gray", lw=0.8, linestyle=":")
     right.text(ks[0], 1.08 / base_correct.shape[0], "one problem", fontsize=8, color="gray")
-    right.legend(fontsize=8, loc="lower left")
+    right.legend(fontsize=8, loc="upper right")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
