@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+from statistics import NormalDist
 
 import torch
 
@@ -251,18 +252,6 @@ def dispersion(correct) -> dict[str, float]:
             "detectable_sd": math.sqrt(max(0.0, expected_at_power - 1.0) * mean * (1.0 - mean) / (n - 1))}
 
 
-def _normal_quantile(q: float) -> float:
-    """The standard normal quantile at q in (0, 1), by bisection on math.erf (to about 1e-12)."""
-    low, high = -40.0, 40.0
-    for _ in range(200):
-        middle = (low + high) / 2
-        if 0.5 * (1.0 + math.erf(middle / math.sqrt(2.0))) < q:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
 def problems_behind(base_correct, policy_correct, *, alpha: float = 0.05) -> list[int]:
     """The problems on which the policy's pass@1 is below the base's beyond sampling noise.
 
@@ -283,7 +272,7 @@ def problems_behind(base_correct, policy_correct, *, alpha: float = 0.05) -> lis
     p_base, p_policy = base.mean(dim=1), policy.mean(dim=1)
     pooled = (base.sum(dim=1) + policy.sum(dim=1)) / (n_base + n_policy)
     se = torch.sqrt(pooled * (1 - pooled) * (1 / n_base + 1 / n_policy))
-    bar = _normal_quantile(1.0 - alpha / base.shape[0])
+    bar = NormalDist().inv_cdf(1.0 - alpha / base.shape[0])
     behind = (se > 0) & (p_base - p_policy > bar * se)
     return behind.nonzero().flatten().tolist()
 
