@@ -19,7 +19,15 @@ into the numbers of that debate:
   rollout (the base model's view of the RL policy's correct answers);
 - ``seen_fraction``: how many of one model's answers are strings another model also wrote;
 - ``plug_in_pass_at_k`` and ``expected_estimates``: the naive estimator 1 − (1 − c/n)^k, and the exact
-  expectation of both estimators when the true solve rate is p, which shows the plug-in one's bias.
+  expectation of both estimators when the true solve rate is p, which shows the plug-in one's bias;
+- ``one_coin_curve``: 1 − (1 − p̄)^k, the pass@k curve of a policy whose every problem is the same
+  coin, and by Jensen's inequality across problems the highest curve any policy with mean pass@1 p̄
+  can have;
+- ``dispersion``: whether a model's per-problem solve rates spread wider than binomial noise;
+- ``problems_behind``: the problems on which a policy's pass@1 is below the base's beyond sampling
+  noise, each tested on its own;
+- ``addition_cot_correct``: for addition, the correct samples whose working is right too (the
+  chain-of-thought check behind CoT-pass@k, Wen et al. 2025, arXiv:2506.14245).
 
 Simplified: "solves" means at least one of n samples is correct, so coverage is a lower bound that
 grows with n; the papers use n up to 1024 or more, this book's lessons a few hundred at most.
@@ -28,15 +36,22 @@ grows with n; the papers use n up to 1024 or more, this book's lessons a few hun
 from __future__ import annotations
 
 import math
+import re
+from statistics import NormalDist
 
 import torch
 
 from rlbook._checks import check_int
 from rlbook.metrics import pass_at_k
+from rlbook.reasoning import completion_kind, scratchpad_lines
 from rlbook.rollout import Rollout, completion_logprobs
+from rlbook.tasks.arithmetic import addition_steps
 
-__all__ = ["completion_logprob_sums", "coverage_split", "crossover_k", "expected_estimates", "pass_at_k_curve",
-           "per_problem_pass_at_k", "plug_in_pass_at_k", "powers_of_two", "seen_fraction"]
+__all__ = ["addition_cot_correct", "completion_logprob_sums", "coverage_split", "crossover_k", "dispersion",
+           "expected_estimates", "one_coin_curve", "pass_at_k_curve", "per_problem_pass_at_k", "plug_in_pass_at_k",
+           "powers_of_two", "problems_behind", "seen_fraction"]
+
+_Z_975, _Z_80 = 1.959964, 0.841621  # standard normal quantiles: two-sided 5 %, 80 % power
 
 
 def _correct_table(name: str, correct) -> torch.Tensor:
@@ -175,3 +190,132 @@ def expected_estimates(p: float, n: int, k: int) -> dict[str, float]:
     return {"true": 1.0 - (1.0 - p) ** k,
             "unbiased": math.fsum(w * pass_at_k(n, c, k) for c, w in enumerate(weights)),
             "plug_in": math.fsum(w * plug_in_pass_at_k(n, c, k) for c, w in enumerate(weights))}
+
+
+def one_coin_curve(pass_at_1: float, ks) -> list[float]:
+    """1 − (1 − p̄)^k for each k in ``ks``: pass@k of a policy that solves every problem with the same
+    probability p̄ = ``pass_at_1``, and the highest mean pass@k any policy with mean pass@1 p̄ can have.
+
+    Jensen's inequality across problems: (1 − p)^k is convex in p, so for per-problem rates p_i with
+    mean p̄, mean_i (1 − p_i)^k ≥ (1 − p̄)^k, i.e. mean pass@k = 1 − mean_i (1 − p_i)^k ≤ 1 − (1 − p̄)^k,
+    with equality at k ≥ 2 only when every p_i = p̄. It is the inequality that makes the plug-in
+    estimator biased (Chen et al. 2021, arXiv:2107.03374, §2.1), applied across problems instead of
+    across draws. So how far a curve lies below its one-coin curve measures how unequal the policy's
+    per-problem rates are, and of two policies with the same pass@1 the more even one leads at every k.
+    """
+    if isinstance(pass_at_1, bool) or not isinstance(pass_at_1, (int, float)) or not 0.0 <= pass_at_1 <= 1.0:
+        raise ValueError(f"pass_at_1 must be a probability in [0, 1], got {pass_at_1!r}")
+    ks = [check_int("ks", k, minimum=1) for k in ks]
+    if not ks:
+        raise ValueError("ks must hold at least one k")
+    return [1.0 - (1.0 - float(pass_at_1)) ** k for k in ks]
+
+
+def _chi2_quantile_over_dof(z: float, dof: int) -> float:
+    """χ²_dof's quantile at the normal quantile z, divided by dof: Wilson & Hilferty's cube-root
+    approximation (E. B. Wilson and M. M. Hilferty, "The distribution of chi-square", PNAS 17(12), 1931),
+    (1 − 2/(9ν) + z √(2/(9ν)))³, within about 0.1 % of the exact value at ν ≥ 30."""
+    a = 2.0 / (9.0 * dof)
+    return (1.0 - a + z * math.sqrt(a)) ** 3
+
+
+def dispersion(correct) -> dict[str, float]:
+    """Are a model's per-problem solve rates one coin? Their spread against binomial noise.
+
+    ``correct``: a (P, n) 0/1 table, P ≥ 2 problems × n ≥ 2 samples. With p̂_i = c_i / n and p̄ their
+    mean: if every problem had the same rate, the p̂_i would differ by binomial noise alone, variance
+    p̄(1 − p̄)/n. The index D = s² / (p̄(1 − p̄)/n) (s² the variance of the p̂_i, ddof 1) times P − 1 is
+    then χ² with P − 1 degrees of freedom: the binomial index-of-dispersion test (W. G. Cochran,
+    "Some methods for strengthening the common χ² tests", Biometrics 10(4), 1954).
+
+    Returns ``pass_at_1`` (p̄), ``sd`` (s), ``binomial_sd`` (√(p̄(1 − p̄)/n)), ``index`` (D; NaN when
+    p̄ is 0 or 1), ``low`` and ``high`` (D's central 95 % range if every problem were one coin, by
+    Wilson–Hilferty), ``between_sd`` (the spread of the true rates this implies:
+    √(max(0, s² − p̄(1 − p̄)/n) · n/(n − 1)), since Var(p̂_i) = τ²(1 − 1/n) + p̄(1 − p̄)/n for true rates
+    of sd τ) and ``detectable_sd``: the spread τ the test detects with about 80 % power, where
+    D's expectation 1 + τ²(n − 1)/(p̄(1 − p̄)) stands 0.84 of its null sd √(2/(P − 1)) (scaled) above
+    ``high`` (a normal approximation).
+    """
+    table = _correct_table("correct", correct).double()
+    problems, n = table.shape
+    if problems < 2 or n < 2:
+        raise ValueError(f"correct must have at least 2 problems and 2 samples each, got shape {tuple(table.shape)}")
+    rates = table.mean(dim=1)
+    mean, variance = float(rates.mean()), float(rates.var(unbiased=True))
+    noise = mean * (1.0 - mean) / n
+    dof = problems - 1
+    low, high = _chi2_quantile_over_dof(-_Z_975, dof), _chi2_quantile_over_dof(_Z_975, dof)
+    expected_at_power = high / max(1e-12, 1.0 - _Z_80 * math.sqrt(2.0 / dof))
+    return {"pass_at_1": mean, "sd": math.sqrt(variance), "binomial_sd": math.sqrt(noise),
+            "index": variance / noise if noise > 0 else math.nan, "low": low, "high": high,
+            "between_sd": math.sqrt(max(0.0, variance - noise) * n / (n - 1)),
+            "detectable_sd": math.sqrt(max(0.0, expected_at_power - 1.0) * mean * (1.0 - mean) / (n - 1))}
+
+
+def problems_behind(base_correct, policy_correct, *, alpha: float = 0.05) -> list[int]:
+    """The problems on which the policy's pass@1 is below the base's beyond sampling noise.
+
+    Both tables are (P, n) 0/1 over the same P problems (n may differ). Each problem is tested on its
+    own with the two-proportion z-test, z = (p̂_base − p̂_policy) / √(p̄(1 − p̄)(1/n_base + 1/n_policy)),
+    p̄ the pooled rate, one-sided at level ``alpha`` / P (Bonferroni over the P problems, so that the
+    chance of naming any problem when the policy is nowhere worse is at most ``alpha``). Returns their
+    indices.
+    """
+    base = _correct_table("base_correct", base_correct).double()
+    policy = _correct_table("policy_correct", policy_correct).double()
+    if base.shape[0] != policy.shape[0]:
+        raise ValueError(f"base_correct and policy_correct must cover the same problems, got {base.shape[0]} and "
+                         f"{policy.shape[0]}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    n_base, n_policy = base.shape[1], policy.shape[1]
+    p_base, p_policy = base.mean(dim=1), policy.mean(dim=1)
+    pooled = (base.sum(dim=1) + policy.sum(dim=1)) / (n_base + n_policy)
+    se = torch.sqrt(pooled * (1 - pooled) * (1 / n_base + 1 / n_policy))
+    bar = NormalDist().inv_cdf(1.0 - alpha / base.shape[0])
+    behind = (se > 0) & (p_base - p_policy > bar * se)
+    return behind.nonzero().flatten().tolist()
+
+
+def addition_cot_correct(texts, operands, correct) -> torch.Tensor:
+    """(P, n) bool: the correct samples of additions whose working is right too.
+
+    CoT-pass@k (Wen et al. 2025, "Reinforcement Learning with Verifiable Rewards Implicitly
+    Incentivizes Correct Reasoning in Base LLMs", arXiv:2506.14245) counts a sample only when both its
+    chain of thought and its final answer are right: a verifier that reads only the answer also credits
+    right answers reached by wrong working. For addition the working can be checked exactly, with no
+    judge: a sample counts when it is correct (``correct``, the (P, n) 0/1 table), well formed with a
+    ``<think>`` block, and that block has one line per column of the school algorithm
+    (``rlbook.tasks.addition_steps``: the column's two digits, a missing digit written 0, then +1 for a
+    carry, = their sum), each line adding those numbers to that sum. A stray extra "+" (``0++8=8``, a
+    slip the zoo models make on operands of unequal length) is read past, since it changes no number; a
+    wrong digit, carry or sum is not. A direct answer has no working to check and never counts.
+    ``texts``: the P·n completions, problem-major (n per problem); ``operands``: P pairs (a, b).
+    """
+    table = _correct_table("correct", correct)
+    problems, n = table.shape
+    texts, operands = list(texts), list(operands)
+    if len(texts) != problems * n:
+        raise ValueError(f"texts must hold the {problems} × {n} = {problems * n} completions of correct, "
+                         f"got {len(texts)}")
+    if len(operands) != problems or not all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in operands):
+        raise ValueError(f"operands must hold one (a, b) pair per problem ({problems}), got {len(operands)} entries")
+    steps = [[_column_numbers(line) for line in addition_steps(int(a), int(b))] for a, b in operands]
+    result = torch.zeros(problems, n, dtype=torch.bool)
+    for p, j in table.nonzero().tolist():
+        text = texts[p * n + j]
+        result[p, j] = completion_kind(text) == "scratchpad" and \
+            [_column_numbers(line) for line in scratchpad_lines(text)] == steps[p]
+    return result
+
+
+_COLUMN = re.compile(r"[0-9]+(?:\+[0-9]*)*=[0-9]+")
+
+
+def _column_numbers(line: str) -> tuple[tuple[int, ...], int] | None:
+    """A column line's terms and sum, ``"4+7+1=12" -> ((4, 7, 1), 12)``, empty terms (a stray "+") read
+    past; None for a line of any other shape."""
+    if _COLUMN.fullmatch(line) is None:
+        return None
+    left, total = line.split("=")
+    return tuple(int(term) for term in left.split("+") if term), int(total)

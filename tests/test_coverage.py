@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from rlbook.coverage import (completion_logprob_sums, coverage_split, crossover_k, expected_estimates,
-                             pass_at_k_curve, per_problem_pass_at_k, plug_in_pass_at_k, powers_of_two, seen_fraction)
+from rlbook.coverage import (addition_cot_correct, completion_logprob_sums, coverage_split, crossover_k, dispersion,
+                             expected_estimates, one_coin_curve, pass_at_k_curve, per_problem_pass_at_k,
+                             plug_in_pass_at_k, powers_of_two, problems_behind, seen_fraction)
 from rlbook.metrics import mean_pass_at_k, pass_at_k
 from rlbook.models import load_model
 from rlbook.rollout import completion_logprobs, sample
@@ -97,3 +98,73 @@ def test_completion_logprob_sums_scores_chosen_rows():
         completion_logprob_sums(model, rollout, [6])
     with pytest.raises(ValueError, match="rows"):
         completion_logprob_sums(model, rollout, [])
+
+
+def test_one_coin_curve_is_the_jensen_bound_across_problems():
+    ks = [1, 2, 4, 16]
+    assert one_coin_curve(0.3, ks) == pytest.approx([1 - 0.7 ** k for k in ks])
+    # unequal rates with the same mean: pass@k (the exact expectation) lies below, equal at k = 1
+    rates = [0.0, 0.1, 0.5, 0.6]
+    exact = [1 - sum((1 - p) ** k for p in rates) / len(rates) for k in ks]
+    bound = one_coin_curve(sum(rates) / len(rates), ks)
+    assert exact[0] == pytest.approx(bound[0]) and all(e < b for e, b in zip(exact[1:], bound[1:]))
+    for bad, match in ((1.5, "pass_at_1"), (True, "pass_at_1")):
+        with pytest.raises(ValueError, match=match):
+            one_coin_curve(bad, ks)
+    with pytest.raises(ValueError, match="ks"):
+        one_coin_curve(0.3, [])
+
+
+def test_dispersion_tells_one_coin_from_many():
+    generator = torch.Generator().manual_seed(0)
+    one_coin = (torch.rand(64, 256, generator=generator) < 0.3).int()
+    result = dispersion(one_coin)
+    assert result["low"] < result["index"] < result["high"]
+    assert result["binomial_sd"] == pytest.approx(math.sqrt(result["pass_at_1"] * (1 - result["pass_at_1"]) / 256))
+    assert result["low"] == pytest.approx(42.95 / 63, rel=2e-3)  # χ²(63)'s 2.5th and 97.5th percentiles
+    assert result["high"] == pytest.approx(86.83 / 63, rel=2e-3)
+    assert 0.01 < result["detectable_sd"] < 0.04
+    many = (torch.rand(64, 256, generator=generator) < torch.linspace(0.05, 0.55, 64)[:, None]).int()
+    spread = dispersion(many)
+    assert spread["index"] > spread["high"] and spread["between_sd"] == pytest.approx(0.146, abs=0.02)
+    assert math.isnan(dispersion(torch.zeros(4, 8))["index"])
+    with pytest.raises(ValueError, match="2 problems"):
+        dispersion(torch.ones(1, 8))
+
+
+def test_addition_cot_correct_checks_the_working_line_for_line():
+    right = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>"
+    wrong_work = "<think>5+8=13\n4+7=11\n3+2+1=6</think><answer>623</answer>"
+    texts = [right, wrong_work, "<answer>623</answer>", right,          # 345+278
+             "<think>1+1=2</think><answer>2</answer>", "x", "x", "x"]  # 1+1
+    correct = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    table = addition_cot_correct(texts, [(345, 278), (1, 1)], correct)
+    assert table.tolist() == [[True, False, False, False], [True, False, False, False]]
+    # a stray "+" changes no number and is read past; a wrong number is not
+    slips = ["<think>4+0=4\n1+8=9\n0++8=8</think><answer>894</answer>",   # 14+880: right working, one slip
+             "<think>4+0=4\n1+8=9\n1++8=8</think><answer>894</answer>",   # a wrong digit in the last column
+             "<think>4+0=4\n1+8=9</think><answer>894</answer>",            # a column missing
+             "<think>4+0=4\n1+8=9\n0+8=8\n0+0=0</think><answer>894</answer>"]  # a column too many
+    assert addition_cot_correct(slips, [(14, 880)], torch.ones(1, 4)).tolist() == [[True, False, False, False]]
+    with pytest.raises(ValueError, match="texts"):
+        addition_cot_correct(texts[:3], [(345, 278), (1, 1)], correct)
+    with pytest.raises(ValueError, match="operands"):
+        addition_cot_correct(texts, [(345, 278)], correct)
+
+
+def test_problems_behind_names_only_clear_losses():
+    generator = torch.Generator().manual_seed(1)
+    rates = torch.full((20, 1), 0.3)
+    base = (torch.rand(20, 256, generator=generator) < rates).int()
+    policy_rates = rates.clone()
+    policy_rates[3], policy_rates[7], policy_rates[9] = 0.0, 0.05, 0.25  # two clear losses, one within noise
+    policy = (torch.rand(20, 256, generator=generator) < policy_rates).int()
+    assert problems_behind(base, policy) == [3, 7]
+    assert problems_behind(base, base) == []
+    # the same policy, nowhere worse: no problem named (the Bonferroni bar at alpha / P)
+    same = (torch.rand(20, 256, generator=generator) < rates).int()
+    assert problems_behind(base, same) == []
+    with pytest.raises(ValueError, match="alpha"):
+        problems_behind(base, policy, alpha=0.0)
+    with pytest.raises(ValueError, match="same problems"):
+        problems_behind(base, policy[:5])

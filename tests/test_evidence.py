@@ -9,8 +9,10 @@ import pytest
 
 from rlbook.evidence import (
     MIN_SEEDS, clustered_difference_se, clustered_se, compare_seeds, detectable_bias, minimum_detectable_difference,
+    paired_pass_at_k_difference,
     pass_at_k_with_se, ratio_se,
 )
+from rlbook.metrics import pass_at_k
 from rlbook.notebook import check_claim
 
 
@@ -99,6 +101,7 @@ def test_ratio_se_is_zero_when_the_pairs_are_proportional():
     (lambda: compare_seeds([1.0, float("nan")], [0.0]), "finite"),
     (lambda: minimum_detectable_difference(-1.0, 3, 3), "seed_sd"),
     (lambda: minimum_detectable_difference(0.1, 0, 3), "n_a"),
+    (lambda: paired_pass_at_k_difference(np.ones((3, 4)), np.ones((2, 4)), 2), "one row per prompt"),
 ])
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):

@@ -30,3 +30,96 @@ def test_errors_and_unknown_answers(capsys):
     assert check_pass_at_k(lambda n, c, k: 0.5) is False
     assert "expected" in capsys.readouterr().out
     assert check_pass_at_k(lambda n, c, k: [0.1, 0.2]) is False
+
+
+# --- the lesson's exercise: the pass@k gap and its SE clustered by problem ---------------------
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from rlbook.evidence import paired_pass_at_k_difference  # noqa: E402
+
+
+def library_gap(base, policy, k):
+    return paired_pass_at_k_difference(policy, base, k)
+from rlbook.exercises.pass_at_k import GAP_CASES, check_gap_se, gap_tables  # noqa: E402
+from rlbook.metrics import pass_at_k_per_prompt  # noqa: E402
+
+
+def _per_problem_gap(base, policy, k):
+    return np.asarray(pass_at_k_per_prompt(policy, k)) - np.asarray(pass_at_k_per_prompt(base, k))
+
+
+def written_by_hand(base, policy, k, ddof=1):
+    d = _per_problem_gap(base, policy, k)
+    return d.mean(), d.std(ddof=ddof) / np.sqrt(len(d))
+
+
+@pytest.mark.parametrize("answer", [library_gap, written_by_hand,
+                                    lambda b, p, k: written_by_hand(b, p, k, ddof=0),
+                                    lambda b, p, k: list(written_by_hand(b, p, k))])
+def test_right_answers_pass(answer, capsys):
+    assert check_gap_se(answer) is True
+    assert "✓" in capsys.readouterr().out
+
+
+def _se(table, k):
+    values = np.asarray(pass_at_k_per_prompt(table, k))
+    return values.std(ddof=1) / np.sqrt(len(values))
+
+
+def _plug_in_gap(b, p, k):
+    n = b.shape[1]
+    plug = lambda t: 1 - (1 - t.double().mean(1).numpy()) ** k
+    d = plug(p) - plug(b)
+    return d.mean(), d.std(ddof=1) / np.sqrt(len(d))
+
+
+WRONG = {
+    "unclustered": lambda b, p, k: (_per_problem_gap(b, p, k).mean(),
+                                    _per_problem_gap(b, p, k).std(ddof=1) / np.sqrt(b.numel())),
+    "unpaired": lambda b, p, k: (_per_problem_gap(b, p, k).mean(), np.hypot(_se(b, k), _se(p, k))),
+    "spread (sd)": lambda b, p, k: (_per_problem_gap(b, p, k).mean(), _per_problem_gap(b, p, k).std(ddof=1)),
+    "wrong way round": lambda b, p, k: (-_per_problem_gap(b, p, k).mean(), 1.0),
+    "plug-in": _plug_in_gap,
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_each_named_mistake_is_named(name, capsys):
+    assert check_gap_se(WRONG[name]) is False
+    assert name in capsys.readouterr().out
+
+
+def test_unclustered_at_k_1_over_every_sample_is_named(capsys):
+    # the k = 1 form of the mistake: each of the P·n paired sample differences as its own observation
+    def per_sample(b, p, k):
+        if k != 1:
+            return library_gap(b, p, k)
+        d = (p - b).double().flatten().numpy()
+        return d.mean(), d.std(ddof=1) / np.sqrt(d.size)
+    assert check_gap_se(per_sample) is False
+    assert "unclustered" in capsys.readouterr().out
+
+
+def test_the_mistakes_are_far_apart_on_the_checker_tables():
+    for k, seed in GAP_CASES:
+        base, policy = gap_tables(seed)
+        gap, se = library_gap(base, policy, k)
+        assert abs(gap) > 0.05
+        for name in ("unclustered", "unpaired", "spread (sd)"):
+            wrong = float(WRONG[name](base, policy, k)[1])
+            assert not 0.8 < wrong / se < 1.25, (name, k)
+
+
+def test_stub_errors_and_shapes(capsys):
+    def stub(b, p, k):
+        raise NotImplementedError
+    assert check_gap_se(stub) is None
+    assert check_gap_se(None) is None
+    assert check_gap_se(lambda b, p, k: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert check_gap_se(lambda b, p, k: 0.1) is False
+    assert "two numbers" in capsys.readouterr().out
+    assert check_gap_se(lambda b, p, k: (0.123, 0.01)) is False
+    assert "expected the gap" in capsys.readouterr().out

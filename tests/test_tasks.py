@@ -20,6 +20,7 @@ TASK_SETTINGS = [
     ("arithmetic", {"digits": 1}),
     ("arithmetic", {"digits": 3}),
     ("arithmetic", {"digits": 5}),
+    ("arithmetic", {"digits": 3, "first_digits": 2}),
     ("countdown", {}),
     ("countdown", {"n_numbers": 4, "max_number": 25}),
     ("countdown", {"n_numbers": 2, "max_number": 10, "max_target": 50}),
@@ -145,7 +146,8 @@ def test_dataset_columns(task):
     if task.name == "arithmetic":
         assert row["question"] == f"What is {row['a']}+{row['b']}?"
         assert row["answer"] == str(row["a"] + row["b"])
-        assert all(len(str(row[k])) == task.digits for k in ("a", "b"))
+        assert len(str(row["a"])) == task.difficulty.get("first_digits", task.digits)
+        assert len(str(row["b"])) == task.digits
 
 
 def test_dataset_system_prompt():
@@ -276,6 +278,15 @@ def test_get_task_and_difficulty_round_trip():
         assert repr(rebuilt) == repr(task)
         assert rebuilt.dataset(5, seed=1).to_list() == task.dataset(5, seed=1).to_list()
     assert repr(ArithmeticTask()) == "ArithmeticTask(digits=3)"
+    assert repr(ArithmeticTask(first_digits=2)) == "ArithmeticTask(digits=3, first_digits=2)"
+
+
+def test_first_digits_leaves_the_default_draws_alone():
+    # the operands are drawn in the same order with the same calls, so digits=3 datasets are unchanged
+    assert ArithmeticTask(digits=3, first_digits=3).dataset(8, seed=2).to_list() == \
+        ArithmeticTask(digits=3).dataset(8, seed=2).to_list()
+    row = ArithmeticTask(digits=3, first_digits=2).dataset(1, seed=0, split="test")[0]
+    assert row["question"] == f"What is {row['a']}+{row['b']}?" and 10 <= row["a"] < 100 <= row["b"] < 1000
 
 
 # --- bad arguments -----------------------------------------------------------------------------
@@ -287,6 +298,8 @@ def test_get_task_and_difficulty_round_trip():
         (lambda: ArithmeticTask(digits=0), "digits"),
         (lambda: ArithmeticTask(digits=19), "digits"),
         (lambda: ArithmeticTask(digits=2.0), "digits"),
+        (lambda: ArithmeticTask(first_digits=0), "first_digits"),
+        (lambda: ArithmeticTask(first_digits=19), "first_digits"),
         (lambda: CountdownTask(n_numbers=1), "n_numbers"),
         (lambda: CountdownTask(n_numbers=9), "n_numbers"),
         (lambda: CountdownTask(max_number=0), "max_number"),

@@ -23,12 +23,31 @@ def test_curves_plot_the_mean_and_the_seed_range():
             np.array(pass_at_k_curve(POLICIES["RL"][1], [1, 2, 4, 8, 16]))) / 2
     assert np.allclose(lines[1].get_ydata(), mean)
     assert len(ax.collections) == 2  # one band per policy
+    one_coin = lines[-1]  # the base's one-coin curve, 1 − (1 − pass@1)^k, dashed
+    assert one_coin.get_linestyle() == "--"
+    assert np.allclose(one_coin.get_ydata(), 1 - (1 - pass_at_k_curve(BASE, [1])[0]) ** np.array([1, 2, 4, 8, 16]))
+    assert any("min–max" in t.get_text() for t in ax.get_legend().get_texts())
+    plt.close(fig)
+
+
+def test_panels_add_the_miss_rate_on_a_log_scale():
+    fig = viz.plot_pass_at_k_panels(BASE, POLICIES, title="t")
+    right = fig.axes[1]
+    assert right.get_yscale() == "log"
+    miss = right.get_lines()[0].get_ydata()
+    expected = 1 - np.array(pass_at_k_curve(BASE, [1, 2, 4, 8, 16]))
+    assert np.allclose(miss[~np.isnan(miss)], expected[expected > 0])
     plt.close(fig)
 
 
 def test_breakdown_counts_and_checks():
     fig = viz.plot_problem_breakdown(BASE, torch.ones(12, 16, dtype=torch.int), 1)
-    assert "behind on 0" in fig.axes[0].get_title()
+    assert "behind on 0 of 12" in fig.axes[0].get_title()
+    plt.close(fig)
+    # sorted by the policy's pass@1: the dots rise from left to right at k = 1
+    fig = viz.plot_problem_breakdown(BASE, POLICIES["RL"][0], 1)
+    dots = fig.axes[0].get_lines()[0].get_ydata()
+    assert np.all(np.diff(dots) >= 0)
     plt.close(fig)
     with pytest.raises(ValueError, match="policy must"):
         viz.plot_pass_at_k_breakdown(BASE, POLICIES, 2, policy="nope")
@@ -37,13 +56,19 @@ def test_breakdown_counts_and_checks():
     with pytest.raises(ValueError, match="policies"):
         viz.plot_pass_at_k_curves(BASE, {})
     with pytest.raises(ValueError, match="samples"):
-        viz.plot_logprob_histograms({"a": []})
+        viz.plot_logprob_cdfs({"a": ([], [])})
+    with pytest.raises(ValueError, match="families"):
+        viz.pass_at_k_widget({})
 
 
-def test_histograms_show_medians():
-    fig = viz.plot_logprob_histograms({"base": [-1.0, -2.0, -3.0], "RL": [-0.5, -0.4]})
-    texts = fig.axes[0].get_legend().get_texts()
-    assert "median -2.00" in texts[0].get_text() and "median -0.45" in texts[1].get_text()
+def test_cdfs_split_by_kind():
+    fig = viz.plot_logprob_cdfs({"base": ([-1.0, -2.0, -3.0], ["scratchpad", "direct", "scratchpad"]),
+                                 "RL": ([-0.5, -0.4], ["scratchpad", "scratchpad"])})
+    scratch, direct = fig.axes
+    assert [t.get_text() for t in scratch.get_legend().get_texts()] == ["base (n = 2)", "RL (n = 2)"]
+    assert [t.get_text() for t in direct.get_legend().get_texts()] == ["base (n = 1)"]
+    assert list(scratch.get_lines()[0].get_xdata()) == [-3.0, -1.0]
+    assert list(scratch.get_lines()[0].get_ydata()) == [0.5, 1.0]
     plt.close(fig)
 
 
@@ -55,15 +80,18 @@ def _fingerprint():
 
 def test_widget_redraws_on_every_control(monkeypatch):
     monkeypatch.setattr(plt, "show", lambda: None)
-    interactive = viz.pass_at_k_widget(BASE, POLICIES)
+    harder = (torch.rand(12, 16, generator=generator) < 0.05).int()
+    interactive = viz.pass_at_k_widget({"easy": (BASE, POLICIES), "hard": (harder, POLICIES)})
     draw = interactive.widget.f if hasattr(interactive, "widget") else interactive.f
-    draw(k=1, policy="RL", seed=0)
+    draw(family="easy", k=1, policy="RL", seed=0)
     first = _fingerprint()
-    for change in ({"k": 16, "policy": "RL", "seed": 0}, {"k": 1, "policy": "RL + KL", "seed": 0},
-                   {"k": 1, "policy": "RL", "seed": 1}):
+    for change in ({"family": "hard", "k": 1, "policy": "RL", "seed": 0},
+                   {"family": "easy", "k": 16, "policy": "RL", "seed": 0},
+                   {"family": "easy", "k": 1, "policy": "RL + KL", "seed": 0},
+                   {"family": "easy", "k": 1, "policy": "RL", "seed": 1}):
         plt.close("all")
         draw(**change)
         assert _fingerprint() != first, change
     plt.close("all")
-    draw(k=1, policy="RL + KL", seed=1)  # a policy with fewer seeds: the last one is used
+    draw(family="easy", k=1, policy="RL + KL", seed=1)  # a policy with fewer seeds: the last one is used
     plt.close("all")

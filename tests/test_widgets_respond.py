@@ -153,8 +153,8 @@ def _frontier_points():
                          for step in range(1, 6)])
 
 
-def _pass_at_k_tables():
-    generator = torch.Generator().manual_seed(0)
+def _pass_at_k_tables(seed=0):
+    generator = torch.Generator().manual_seed(seed)
     base = (torch.rand(10, 16, generator=generator) < 0.2).int()
     policies = {name: [(torch.rand(10, 16, generator=generator) < p).int() for p in rates]
                 for name, rates in (("RL", (0.5, 0.6)), ("RL + KL", (0.4, 0.45)))}
@@ -191,7 +191,8 @@ WIDGETS = {
     "17 r1_zero_advantage": lambda: r1_zero.advantage_widget(
         ["<think>5+8=13</think><answer>13</answer>", "<answer>12</answer>", "<answer>13</answer> x", "<answer>13</answer>"],
         [1, 0, 0, 1], 4),
-    "18 pass_at_k": lambda: pass_at_k.pass_at_k_widget(*_pass_at_k_tables()),
+    "18 pass_at_k": lambda: pass_at_k.pass_at_k_widget({"3-digit": _pass_at_k_tables(),
+                                                        "2+3": _pass_at_k_tables(seed=1)}),
     "19 strategy_advantage": lambda: hacking.strategy_advantage_widget(),
     "20 rs_yield": lambda: pipeline.rs_yield_widget((torch.rand(12, 8, generator=torch.Generator().manual_seed(0)) < 0.3).int()),
     "21 training_memory": lambda: scaling.training_memory_widget(),

@@ -1,6 +1,14 @@
-"""Checker for the exercise of lesson 18 (sampler or thinker): pass@k from c correct of n samples.
+"""Checkers for the exercises of lesson 18 (sampler or thinker).
 
-The reader writes ``my_pass_at_k(n, c, k) -> float``: the unbiased estimate of Chen et al. (2021,
+``check_gap_se`` (the lesson's exercise): the reader writes ``my_gap_se(base_correct, policy_correct, k)
+-> (gap, se)``, the policy's held-out pass@k minus the base's on the same problems and its standard
+error clustered by problem (``rlbook.evidence.paired_pass_at_k_difference``). The checker runs it on fixed tables
+where the usual mistakes give visibly different numbers, and names them: the gap the wrong way
+round, the plug-in estimator, an SE that treats the P·n samples as independent (unclustered), an
+SE that adds the two models' SEs as if they had been measured on different problems (unpaired),
+and the spread of the per-problem gaps returned for the SE of their mean.
+
+``check_pass_at_k``: the reader writes ``my_pass_at_k(n, c, k) -> float``: the unbiased estimate of Chen et al. (2021,
 arXiv:2107.03374, §2.1), 1 − C(n − c, k) / C(n, k), the chance that k of the n samples drawn without
 replacement hold a correct one. The checker compares it with ``rlbook.metrics.pass_at_k`` on a few
 (n, c, k), edge cases included, and when it differs names the likely mistake: the plug-in
@@ -13,11 +21,15 @@ from __future__ import annotations
 
 import math
 
-from rlbook.coverage import plug_in_pass_at_k
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
-from rlbook.metrics import pass_at_k
+import numpy as np
+import torch
 
-__all__ = ["CASES", "check_pass_at_k"]
+from rlbook.coverage import plug_in_pass_at_k
+from rlbook.evidence import paired_pass_at_k_difference
+from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
+
+__all__ = ["CASES", "GAP_CASES", "check_gap_se", "check_pass_at_k", "gap_tables"]
 
 # (n, c, k): typical cases where the plug-in estimate differs from the unbiased one, then the edges:
 # no correct sample, fewer wrong samples than k, k = n, k = 1.
@@ -65,3 +77,87 @@ def check_pass_at_k(fn) -> bool | None:
                 return _verdict(False, "", f"(n={n}, c={c}, k={k}) {hint}")
         return _verdict(False, "", f"n={n}, c={c}, k={k}: expected {right:.6f}, got {answer:.6f}")
     return _verdict(True, f"matches the unbiased estimator on {len(CASES)} cases, edges included", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# The lesson's exercise: the pass@k gap between two models on the same problems, and its SE
+
+GAP_CASES = ((16, 0), (1, 1), (4, 2))  # (k, seed of the tables)
+GAP_PROBLEMS, GAP_SAMPLES = 48, 32
+# A right SE may divide by P or by P − 1 (sd with ddof 0 or 1): √(48/47) is 1.1 % apart; every
+# named mistake is off by a factor of two or more on these tables (tests/test_pass_at_k_exercise.py).
+SE_RELATIVE_TOLERANCE = 0.03
+
+
+def gap_tables(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fixed (48, 32) 0/1 tables of a base and a policy on the same problems: the base solves each
+    problem at its own rate, the policy is better on the problems the base finds easy and worse on
+    the hardest (so the two are correlated by problem, as real evaluations are)."""
+    generator = torch.Generator().manual_seed(1000 + seed)
+    base_rate = torch.rand(GAP_PROBLEMS, 1, generator=generator, dtype=torch.float64) * 0.5
+    policy_rate = torch.where(base_rate > 0.12, 0.35 + base_rate, 0.3 * base_rate)
+    draws = lambda rate: (torch.rand(GAP_PROBLEMS, GAP_SAMPLES, generator=generator, dtype=torch.float64) < rate)
+    return draws(base_rate).int(), draws(policy_rate).int()
+
+
+def _gap_mistakes(base, policy, k: int) -> dict[str, tuple[float | None, float | None, str]]:
+    """name: (gap or None, se or None, hint) for each named mistake on these tables."""
+    problems, n = base.shape
+    d = np.asarray(pass_at_k_per_prompt(policy, k)) - np.asarray(pass_at_k_per_prompt(base, k))
+    plug = np.array([plug_in_pass_at_k(n, int(c), k) for c in policy.sum(1).tolist()]) - \
+        np.array([plug_in_pass_at_k(n, int(c), k) for c in base.sum(1).tolist()])
+    se_of = lambda table: np.std(pass_at_k_per_prompt(table, k), ddof=1) / np.sqrt(problems)
+    unclustered = [np.std(d, ddof=ddof) / np.sqrt(problems * n) for ddof in (0, 1)]
+    if k == 1:  # the k = 1 form: every sample's paired difference treated as its own observation
+        per_sample = (policy - base).double().flatten().numpy()
+        unclustered += [np.std(per_sample, ddof=ddof) / np.sqrt(per_sample.size) for ddof in (0, 1)]
+    unclustered_hint = ("an unclustered SE: it treats the P·n samples as independent observations (it divides by "
+                        "√(P·n)): the samples of one problem share its difficulty, so the problems are the units — "
+                        "take one paired gap per problem and its SE over the P problems (clustered by problem)")
+    mistakes = {"sign": (-d.mean(), None, "the gap is the wrong way round: policy minus base"),
+                "plug_in": (plug.mean(), None, "the gap uses the plug-in 1 − (1 − c/n)^k, which is biased low; use "
+                                               "Chen et al.'s unbiased pass@k per problem"),
+                "unpaired": (None, float(np.hypot(se_of(policy), se_of(base))),
+                             "an unpaired SE: it adds the two models' SEs as if they were measured on different "
+                             "problems, √(se_base² + se_policy²); they share their problems, so pair them: the SE of "
+                             "the per-problem differences"),
+                "sd": (None, float(np.std(d, ddof=1)), "that is the spread (sd) of the per-problem gaps, not the "
+                                                       "SE of their mean: divide by √P")}
+    for i, value in enumerate(unclustered):
+        mistakes[f"unclustered_{i}"] = (None, float(value), unclustered_hint)
+    return mistakes
+
+
+def _close_relative(a: float, b: float) -> bool:
+    return abs(a - b) <= SE_RELATIVE_TOLERANCE * abs(b) + 1e-12
+
+
+def check_gap_se(fn) -> bool | None:
+    """Check ``fn(base_correct, policy_correct, k) -> (gap, se)`` against ``rlbook.evidence.paired_pass_at_k_difference``
+    on ``GAP_CASES``. The gap must match to 1e-9; the SE within 3 % (ddof 0 or 1 both pass). Prints a
+    verdict naming the likely mistake; returns True / False, or None when not attempted yet."""
+    if _not_attempted(fn, "gap-and-SE function"):
+        return None
+    for k, seed in GAP_CASES:
+        base, policy = gap_tables(seed)
+        result, error = _call(fn, base.clone(), policy.clone(), k)
+        if error:
+            return _failed(error, f"k={k}: ")
+        if result.numel() != 2:
+            return _verdict(False, "", f"return two numbers, (gap, se); got shape {tuple(result.shape)}")
+        gap, se = (float(v) for v in result.flatten())
+        right_gap, right_se = paired_pass_at_k_difference(policy, base, k)
+        mistakes = _gap_mistakes(base, policy, k)
+        if abs(gap - right_gap) > TOLERANCE:
+            for wrong_gap, _, hint in mistakes.values():
+                if wrong_gap is not None and abs(gap - wrong_gap) < TOLERANCE:
+                    return _verdict(False, "", f"(k={k}) {hint}")
+            return _verdict(False, "", f"k={k}: expected the gap {right_gap:.6f}, got {gap:.6f}")
+        if not _close_relative(se, right_se):
+            for _, wrong_se, hint in mistakes.values():
+                if wrong_se is not None and _close_relative(se, wrong_se):
+                    return _verdict(False, "", f"(k={k}) {hint}")
+            return _verdict(False, "", f"k={k}: the gap is right ({gap:+.4f}); expected its SE {right_se:.4f}, "
+                                       f"got {se:.4f}")
+    return _verdict(True, f"the gap and its problem-clustered SE match on {len(GAP_CASES)} cases (k = "
+                          f"{', '.join(str(k) for k, _ in GAP_CASES)})", "")

@@ -2,7 +2,10 @@
 
 Question ``"What is 345+278?"``, answer ``"623"``. Difficulty is one knob, ``digits``, the number of
 digits of each operand (operands are drawn uniformly from the ``digits``-digit numbers; 0-9 when
-``digits=1``).
+``digits=1``). A second, ``first_digits``, gives the first operand a length of its own
+(``ArithmeticTask(digits=3, first_digits=2)`` asks ``"What is 35+631?"``): a family one step
+outside what a model trained on ``digits=3`` has seen, for testing what it does off its training
+distribution (lesson 18).
 
 The scratchpad solution writes the school algorithm one column per line, least significant first,
 the carry shown as ``+1`` (after Nye et al. 2021, "Show Your Work: Scratchpads for Intermediate
@@ -51,19 +54,25 @@ class ArithmeticTask(Task):
     family_features = {"a": Value("int64"), "b": Value("int64")}
     reward_columns = ("answer",)
 
-    def __init__(self, digits: int = 3):
+    def __init__(self, digits: int = 3, first_digits: int | None = None):
         self.digits = check_int("digits", digits, minimum=1)
         if digits > MAX_DIGITS:
             raise ValueError(f"digits must be <= {MAX_DIGITS} (operands are stored as int64), got {digits}")
+        if first_digits is not None:
+            check_int("first_digits", first_digits, minimum=1)
+            if first_digits > MAX_DIGITS:
+                raise ValueError(f"first_digits must be <= {MAX_DIGITS} (operands are stored as int64), "
+                                 f"got {first_digits}")
+        self.first_digits = first_digits
 
     @property
     def difficulty(self) -> dict:
-        return {"digits": self.digits}
+        return {"digits": self.digits} if self.first_digits is None else \
+            {"digits": self.digits, "first_digits": self.first_digits}
 
     def _draw(self, rng: random.Random) -> tuple[int, int]:
-        low = 0 if self.digits == 1 else 10 ** (self.digits - 1)
-        high = 10**self.digits - 1
-        return rng.randint(low, high), rng.randint(low, high)
+        first = self.digits if self.first_digits is None else self.first_digits
+        return _operand(rng, first), _operand(rng, self.digits)
 
     def _split_key(self, problem: tuple[int, int]) -> str:
         smaller, larger = sorted(problem)
@@ -82,6 +91,11 @@ class ArithmeticTask(Task):
 
     def _correct(self, text: str, example: dict, strict: bool) -> float:
         return arithmetic_reward(text, example["answer"], strict=strict)
+
+
+def _operand(rng: random.Random, digits: int) -> int:
+    """A uniform ``digits``-digit number (0-9 for one digit)."""
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
 
 
 def _operands(example) -> tuple[int, int]:

@@ -1,13 +1,17 @@
 """Figures and widgets for lesson 18 (sampler or thinker: pass@k before and after RL).
 
 - ``plot_pass_at_k_curves``: pass@k against k (log scale) for the base model and each RL policy, a
-  policy's line the mean over its seeds and its band the seeds' range;
+  policy's line the mean over its seeds and its band the seeds' range (min to max), each with its
+  one-coin curve 1 − (1 − pass@1)^k dashed (``rlbook.coverage.one_coin_curve``: the highest curve a
+  policy with that pass@1 can have, reached only when every problem is equally hard for it);
+- ``plot_pass_at_k_panels``: those curves beside the miss rate 1 − pass@k on a log scale, where the
+  large-k end (0.9 to 1.0 on the left) is spread out;
 - ``plot_problem_breakdown``: each problem's pass@k under the base and under one policy, problems
-  sorted by the base's pass@1, so the problems RL gained and lost stand out;
-- ``plot_pass_at_k_breakdown`` / ``pass_at_k_widget``: both side by side; the widget's k slider moves
-  the marker on the curves and the per-problem bars, and chooses the policy and its seed;
-- ``plot_logprob_histograms``: the base model's log-probability of sets of answers (its own correct
-  answers, the RL policy's correct answers).
+  sorted by the policy's pass@1, so the problems RL gained and lost stand out;
+- ``plot_pass_at_k_breakdown`` / ``pass_at_k_widget``: the curves above the per-problem breakdown; the
+  widget chooses the problem family, k, the policy and its seed;
+- ``plot_logprob_cdfs``: the base model's log-probability per token of sets of answers (its own
+  correct answers, the RL policy's), as cumulative distributions, one panel per kind of answer.
 
 Policies are passed as ``{label: [correct table of seed 0, of seed 1, ...]}``, each table the (P, n)
 0/1 result of ``rlbook.evaluation.sample_and_verify`` on the base model's P problems.
@@ -19,10 +23,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from rlbook._figures import COLUMN_IN
-from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k, powers_of_two
+from rlbook.coverage import one_coin_curve, pass_at_k_curve, per_problem_pass_at_k, powers_of_two
 
-__all__ = ["plot_logprob_histograms", "plot_pass_at_k_breakdown", "plot_pass_at_k_curves", "plot_problem_breakdown",
-           "pass_at_k_widget"]
+__all__ = ["plot_logprob_cdfs", "plot_pass_at_k_breakdown", "plot_pass_at_k_curves", "plot_pass_at_k_panels",
+           "plot_problem_breakdown", "pass_at_k_widget"]
 
 COLORS = ("tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
@@ -32,47 +36,96 @@ def _check_policies(policies: dict) -> None:
         raise ValueError("policies must map each label to a non-empty list of correct tables (one per seed)")
 
 
-def plot_pass_at_k_curves(base_correct, policies: dict, *, k: int | None = None, ax=None):
-    """pass@k for k = 1, 2, 4, … n of the base model (black) and of each policy (mean over seeds, band:
-    min to max over seeds); a dotted line marks ``k`` when given."""
-    _check_policies(policies)
+def _curves(base_correct, policies: dict):
+    """ks, the base's curve, and per policy its (seeds, ks) array of curves."""
     ks = powers_of_two(base_correct.shape[1])
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4))
-    ax.plot(ks, pass_at_k_curve(base_correct, ks), "o-", color="black", label="base")
-    for color, (label, tables) in zip(COLORS, policies.items()):
-        curves = np.array([pass_at_k_curve(table, ks) for table in tables])
-        ax.plot(ks, curves.mean(axis=0), "o-", color=color, label=f"{label} ({len(tables)} seeds)")
-        ax.fill_between(ks, curves.min(axis=0), curves.max(axis=0), color=color, alpha=0.2)
-    if k is not None:
-        ax.axvline(k, color="gray", linestyle=":")
+    return ks, np.array(pass_at_k_curve(base_correct, ks)), \
+        {label: np.array([pass_at_k_curve(table, ks) for table in tables]) for label, tables in policies.items()}
+
+
+def _log2_k_axis(ax, ks) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(ks, [str(v) for v in ks])
-    ax.set(xlabel="k (samples per problem)", ylabel="pass@k (mean over problems)", ylim=(0, 1.02),
+    ax.set_xlabel("k (samples per problem)")
+
+
+def plot_pass_at_k_curves(base_correct, policies: dict, *, k: int | None = None, ax=None, one_coin: bool = True):
+    """pass@k for k = 1, 2, 4, … n of the base model (black) and of each policy (mean over seeds; band:
+    min to max over the seeds); with ``one_coin`` each one's 1 − (1 − pass@1)^k dashed; a dotted line
+    marks ``k`` when given."""
+    _check_policies(policies)
+    ks, base, curves = _curves(base_correct, policies)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(ks, base, "o-", color="black", label="base")
+    for color, (label, runs) in zip(COLORS, curves.items()):
+        ax.plot(ks, runs.mean(axis=0), "o-", color=color, label=f"{label} (mean of {len(runs)} seeds)")
+        ax.fill_between(ks, runs.min(axis=0), runs.max(axis=0), color=color, alpha=0.2,
+                        label=f"band: min–max over its {len(runs)} seeds")
+        if one_coin:
+            ax.plot(ks, one_coin_curve(float(runs[:, 0].mean()), ks), "--", color=color, lw=1)
+    if one_coin:
+        ax.plot(ks, one_coin_curve(float(base[0]), ks), "--", color="gray", lw=1.5,
+                label="one coin: 1 − (1 − pass@1)^k (dashed)")
+    if k is not None:
+        ax.axvline(k, color="gray", linestyle=":")
+    _log2_k_axis(ax, ks)
+    ax.set(ylabel="pass@k (mean over problems)", ylim=(0, 1.02),
            title=f"pass@k on {base_correct.shape[0]} held-out problems")
     ax.legend(fontsize=8, loc="lower right")
     return ax.figure
 
 
+def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = None):
+    """``plot_pass_at_k_curves`` beside the miss rate 1 − pass@k on a log scale (same lines and bands;
+    a miss rate of 0, every problem solved, is left off the log axis)."""
+    _check_policies(policies)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    plot_pass_at_k_curves(base_correct, policies, ax=left)
+    ks, base, curves = _curves(base_correct, policies)
+    floor = 0.5 / base_correct.shape[0]  # below one problem's worth: the axis' lower end
+    right.plot(ks, np.where(1 - base > 0, 1 - base, np.nan), "o-", color="black", label="base")
+    right.plot(ks, 1 - np.array(one_coin_curve(float(base[0]), ks)), "--", color="gray", lw=1.5,
+               label="base's one coin")
+    for color, (label, runs) in zip(COLORS, curves.items()):
+        miss = 1 - runs
+        right.plot(ks, np.where(miss.mean(axis=0) > 0, miss.mean(axis=0), np.nan), "o-", color=color, label=label)
+        right.fill_between(ks, np.maximum(miss.min(axis=0), floor), np.maximum(miss.max(axis=0), floor),
+                           color=color, alpha=0.2)
+    right.set_yscale("log")
+    right.set_ylim(floor, 1.0)
+    _log2_k_axis(right, ks)
+    right.set(ylabel="1 − pass@k (log scale)", title="the share of problems still unsolved after k samples")
+    right.axhline(1 / base_correct.shape[0], color="gray", lw=0.8, linestyle=":")
+    right.text(ks[0], 1.08 / base_correct.shape[0], "one problem", fontsize=8, color="gray")
+    right.legend(fontsize=8, loc="upper right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def plot_problem_breakdown(base_correct, policy_correct, k: int, *, label: str = "RL", ax=None):
-    """Each problem's pass@k under the base (gray) and the policy (colour), problems sorted by the base's
-    pass@1; the title counts the problems where the policy is ahead and behind by more than 0.05."""
+    """Each problem's pass@k under the base (gray bars) and the policy (dots), problems sorted by the
+    policy's pass@1; the title counts the problems where the policy is ahead and behind by more than 0.05."""
     base, policy = per_problem_pass_at_k(base_correct, k), per_problem_pass_at_k(policy_correct, k)
-    order = np.argsort(per_problem_pass_at_k(base_correct, 1).numpy(), kind="stable")
+    order = np.argsort(per_problem_pass_at_k(policy_correct, 1).numpy(), kind="stable")
     x = np.arange(len(order))
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.6))
+        _, ax = plt.subplots(figsize=(10, 3.6))
     ax.bar(x, base.numpy()[order], width=1.0, color="lightgray", label="base")
-    ax.plot(x, policy.numpy()[order], "o", markersize=3, color=COLORS[0], label=label, clip_on=False)
+    ax.plot(x, policy.numpy()[order], "o", markersize=4, color=COLORS[0], label=label, clip_on=False)
     ahead, behind = int((policy > base + 0.05).sum()), int((policy < base - 0.05).sum())
-    ax.set(xlabel="problem (sorted by the base's pass@1)", ylabel=f"pass@{k}", ylim=(0, 1.05),
-           title=f"pass@{k} per problem: {label} ahead on {ahead}, behind on {behind} (by > 0.05)")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set(xlabel="problem (sorted by the policy's pass@1)", ylabel=f"pass@{k}", ylim=(0, 1.05),
+           xlim=(-0.5, len(order) - 0.5),
+           title=f"{label} vs the base, pass@{k} per problem: ahead on {ahead}, behind on {behind} of {len(order)} "
+                 "(by > 0.05)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return ax.figure
 
 
 def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: str | None = None, seed: int = 0):
-    """``plot_pass_at_k_curves`` with a marker at ``k``, beside ``plot_problem_breakdown`` of one policy's
+    """``plot_pass_at_k_curves`` with a marker at ``k``, above ``plot_problem_breakdown`` of one policy's
     seed (``policy`` a key of ``policies``, default the first; ``seed`` an index into its tables)."""
     _check_policies(policies)
     policy = next(iter(policies)) if policy is None else policy
@@ -80,44 +133,56 @@ def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: st
         raise ValueError(f"policy must be one of {list(policies)}, got {policy!r}")
     if not 0 <= seed < len(policies[policy]):
         raise ValueError(f"seed must index the {len(policies[policy])} tables of {policy!r}, got {seed}")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(COLUMN_IN, 4), gridspec_kw={"width_ratios": [1, 1.5]})
-    plot_pass_at_k_curves(base_correct, policies, k=k, ax=left)
-    plot_problem_breakdown(base_correct, policies[policy][seed], k, label=f"{policy}, seed index {seed}", ax=right)
-    for ax in (left, right):  # the two titles side by side in the book's column (rlbook._figures)
-        ax.title.set_fontsize(10)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(COLUMN_IN, 8), gridspec_kw={"height_ratios": [1.1, 1]})
+    plot_pass_at_k_curves(base_correct, policies, k=k, ax=top)
+    plot_problem_breakdown(base_correct, policies[policy][seed], k, label=f"{policy} seed index {seed}", ax=bottom)
     fig.tight_layout()
     return fig
 
 
-def pass_at_k_widget(base_correct, policies: dict):
-    """``plot_pass_at_k_breakdown`` with a k slider (powers of two up to n), the policy and its seed."""
+def pass_at_k_widget(families: dict):
+    """``plot_pass_at_k_breakdown`` with a problem-family dropdown, a k slider (powers of two up to n),
+    the policy and its seed. ``families``: ``{family label: (base_correct, policies)}``."""
     import ipywidgets as widgets
 
-    _check_policies(policies)
+    if not isinstance(families, dict) or not families:
+        raise ValueError("families must map each family's label to (base_correct, policies)")
+    for base_correct, policies in families.values():
+        _check_policies(policies)
+    first_base, first_policies = next(iter(families.values()))
 
-    def draw(k, policy, seed):
+    def draw(family, k, policy, seed):
+        base_correct, policies = families[family]
+        k = min(k, base_correct.shape[1])
         plot_pass_at_k_breakdown(base_correct, policies, k, policy=policy, seed=min(seed, len(policies[policy]) - 1))
         plt.show()
 
     return widgets.interact(
-        draw, k=widgets.SelectionSlider(options=powers_of_two(base_correct.shape[1]), value=1, description="k"),
-        policy=widgets.Dropdown(options=list(policies), description="policy"),
-        seed=widgets.IntSlider(value=0, min=0, max=max(len(t) for t in policies.values()) - 1, description="seed"))
+        draw, family=widgets.Dropdown(options=list(families), description="problems"),
+        k=widgets.SelectionSlider(options=powers_of_two(first_base.shape[1]), value=1, description="k"),
+        policy=widgets.Dropdown(options=list(first_policies), description="policy"),
+        seed=widgets.IntSlider(value=0, min=0, max=max(len(t) for _, p in families.values() for t in p.values()) - 1,
+                               description="seed"))
 
 
-def plot_logprob_histograms(samples: dict, *, xlabel: str = "log π_base(y | x) per token", ax=None):
-    """Overlaid histograms (densities) of ``{label: values}``, each label with its median."""
-    if not samples or any(len(values) == 0 for values in samples.values()):
-        raise ValueError("samples must map each label to a non-empty list of values")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 3.6))
-    pooled = np.concatenate([np.asarray(v, dtype=float) for v in samples.values()])
-    bins = np.linspace(pooled.min(), pooled.max(), 30)
-    for color, (label, values) in zip(("black", *COLORS), samples.items()):
-        values = np.asarray(values, dtype=float)
-        ax.hist(values, bins=bins, density=True, alpha=0.4, color=color,
-                label=f"{label} (n = {len(values)}, median {np.median(values):.2f})")
-        ax.axvline(np.median(values), color=color, linestyle="--")
-    ax.set(xlabel=xlabel, ylabel="density")
-    ax.legend(fontsize=8)
-    return ax.figure
+def plot_logprob_cdfs(samples: dict, *, kinds=("scratchpad", "direct"),
+                      xlabel: str = "log π_base(y | x) per token"):
+    """Cumulative distributions of ``{label: (values, kinds of the answers)}``, one panel per kind in
+    ``kinds``: how the base model scores each set of answers, the scratchpads apart from the direct
+    answers (a kind a set does not have is left out of its panel)."""
+    if not samples or any(len(values) == 0 or len(values) != len(labels) for values, labels in samples.values()):
+        raise ValueError("samples must map each label to (values, kinds), non-empty and of one length")
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.5 * len(kinds), 4), squeeze=False)
+    styles = ("-", "--", ":", "-.")
+    for ax, kind in zip(axes[0], kinds):
+        for i, (color, (label, (values, labels))) in enumerate(zip(("black", *COLORS), samples.items())):
+            chosen = np.sort(np.asarray(values, dtype=float)[np.asarray(labels) == kind])
+            if chosen.size == 0:
+                continue
+            ax.step(chosen, np.arange(1, chosen.size + 1) / chosen.size, where="post", color=color,
+                    linestyle=styles[i % len(styles)], lw=1.8, label=f"{label} (n = {chosen.size})")
+        ax.set(xlabel=xlabel, ylabel="share of answers at or below", ylim=(0, 1.02), title=f"{kind} answers")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
