@@ -715,8 +715,9 @@ def main(argv=None) -> int:
         tokenizer.save_pretrained(folder)
         rows = train_with_trl(folder, task, config, steps=args.steps, train_dataset=train_dataset,
                               evaluate=evaluate, eval_every=args.steps)
-    rows[-1].update({"recipe minibatch": config.minibatch_size or config.batch_size,
-                     "held-out": f"{len(held_out)} prompts x 4 samples"})
+    if rows:
+        rows[-1].update({"recipe minibatch": config.minibatch_size or config.batch_size,
+                         "held-out": f"{len(held_out)} prompts x 4 samples"})
     if int(os.environ.get("RANK", "0")) == 0:  # every launched process trains; the first one reports
         for row in rows:
             print(json.dumps({key: round(value, 4) if isinstance(value, float) else value

@@ -443,3 +443,17 @@ def test_the_memory_table_plans_gpus_at_a_stated_tensor_parallel_degree():
     assert table.loc[("Qwen2.5-7B", "full"), "GPUs needed"] == scaling.gpus_needed(QWEN_7B, **ROLLOUT_4K)
     with pytest.raises(ValueError, match="plan_tensor_parallel"):
         scaling_viz.memory_table(["Qwen/Qwen2.5-7B"], plan_tensor_parallel={"x": 1}, **ROLLOUT_4K)
+
+
+def test_engine_curves_give_each_seed_of_an_engine_its_own_line_style():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    frame = pd.DataFrame([{"engine": engine, "seed": seed, "step": step, "reward": 0.1 * step}
+                          for engine, seeds in (("rlbook", (1, 2, 3)), ("TRL", (1,))) for seed in seeds
+                          for step in (1, 2)])
+    ax = scaling_viz.plot_engine_curves(frame, metric="reward")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert len({lines[f"rlbook, seed {s}"].get_linestyle() for s in (1, 2, 3)}) == 3
+    assert lines["TRL, seed 1"].get_color() != lines["rlbook, seed 1"].get_color()
+    plt.close("all")

@@ -19,9 +19,12 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 3.6))
     rows = frame.dropna(subset=[metric])
+    styles = ("-", "--", ":", "-.")  # the seeds of one engine share its colour and differ in line and marker
+    markers = ("o", "s", "^", "D")
     for (engine, seed), run in rows.groupby(["engine", "seed"]):
-        ax.plot(run["step"], run[metric], marker="o", color=ENGINE_COLOURS.get(engine, "grey"),
-                linestyle="-" if seed == rows["seed"].min() else "--", label=f"{engine}, seed {seed}")
+        rank = sorted(rows.loc[rows["engine"] == engine, "seed"].unique()).index(seed)
+        ax.plot(run["step"], run[metric], marker=markers[rank % 4], markersize=4,
+                color=ENGINE_COLOURS.get(engine, "grey"), linestyle=styles[rank % 4], label=f"{engine}, seed {seed}")
     ax.set_xlabel("training step")
     ax.set_ylabel(f"held-out {metric}")
     ax.set_title("The same GRPO + LoRA recipe through rlbook and TRL")
@@ -124,8 +127,10 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
                                                  sequences=sequences, tokens_per_sequence=tokens_per_sequence, **plan)
             rows[name.split("/")[-1] if label is None else (name.split("/")[-1], label)] = row
     table = pd.DataFrame(rows).T
-    numeric = [column for column in table.columns if column != "largest role"]
+    counts = [column for column in ("TP degree", "GPUs needed") if column in table.columns]
+    numeric = [column for column in table.columns if column != "largest role" and column not in counts]
     table[numeric] = table[numeric].astype(float)
+    table[counts] = table[counts].astype(int)
     return table
 
 
