@@ -23,6 +23,8 @@ GRPO's σ (TRL always uses Bessel's n − 1, rlbook's ``unbiased_std`` chooses).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS
@@ -379,17 +381,22 @@ def _model_config(config):
     return model_config
 
 
-def _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction):
+def _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction,
+                          tensor_parallel=1):
     for name, value in (("sequences", sequences), ("tokens_per_sequence", tokens_per_sequence),
-                        ("weight_bytes", weight_bytes), ("shards", shards), ("micro_batch", micro_batch)):
+                        ("weight_bytes", weight_bytes), ("shards", shards), ("micro_batch", micro_batch),
+                        ("tensor_parallel", tensor_parallel)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if shards % tensor_parallel:
+        raise ValueError(f"tensor_parallel={tensor_parallel} must divide shards={shards} (the GPUs form "
+                         "shards / tensor_parallel tensor-parallel groups)")
     if lora_fraction is not None and not 0 < lora_fraction <= 1:
         raise ValueError(f"lora_fraction must be in (0, 1], got {lora_fraction!r}")
 
 
 def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, weight_bytes: int = 2,
-                     gradient_checkpointing: bool = False) -> float:
+                     gradient_checkpointing: bool = False, tensor_parallel: int = 1) -> float:
     """Bytes of activations the backward pass keeps for one micro-batch (``micro_batch`` sequences of
     ``tokens_per_sequence`` tokens) of the model ``config`` describes, on one GPU.
 
@@ -401,18 +408,20 @@ def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, 
     masks; a SwiGLU MLP of another width changes it, so read this as an estimate. With
     ``gradient_checkpointing`` (full recomputation, the baseline the same paper's §5 improves on) only each layer's
     input, 2·s·b·h bytes, is kept, plus one layer's activations while it is recomputed. Activations are
-    not sharded by ZeRO: every data-parallel GPU holds its own micro-batch's.
+    not sharded by ZeRO: every data-parallel GPU holds its own micro-batch's. ``tensor_parallel`` = t:
+    tensor parallelism with sequence parallelism divides all of it by t (the same paper, §4.2.2, eq. 4:
+    sbh·(34/t + 5as/(ht)) per layer; the checkpointed layer inputs are split along the sequence too).
     """
     model_config = _model_config(config)
-    _check_memory_options(1, tokens_per_sequence, weight_bytes, 1, micro_batch, None)
+    _check_memory_options(1, tokens_per_sequence, weight_bytes, tensor_parallel, micro_batch, None, tensor_parallel)
     sbh = tokens_per_sequence * micro_batch * model_config.hidden_size
     per_layer = ACTIVATION_BYTES_PER_LAYER * sbh * weight_bytes / 2
     if gradient_checkpointing:
-        return weight_bytes * sbh * model_config.num_hidden_layers + per_layer
-    return per_layer * model_config.num_hidden_layers
+        return (weight_bytes * sbh * model_config.num_hidden_layers + per_layer) / tensor_parallel
+    return per_layer * model_config.num_hidden_layers / tensor_parallel
 
 
-def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1) -> float:
+def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, tensor_parallel: int = 1) -> float:
     """Bytes of one fp32 copy of the logits of a micro-batch: ``micro_batch`` × tokens × vocabulary × 4.
 
     The policy-gradient loss needs log π of every sampled token, a log-softmax over the whole vocabulary
@@ -420,21 +429,27 @@ def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1) -> f
     4,096-token sequence, more than the activations of a small model (Wijmans et al. 2024, "Cut Your
     Losses in Large-Vocabulary Language Models", arXiv:2411.09009). A lower bound: the log-softmax
     output and its gradient are more copies of the same size unless the loss is fused or chunked.
+    ``tensor_parallel`` = t: the output layer split along the vocabulary (Megatron-LM's vocabulary-parallel
+    embedding and cross-entropy, Shoeybi et al. 2019, arXiv:1909.08053, §3) leaves 1/t of it on each GPU.
     """
     model_config = _model_config(config)
-    _check_memory_options(1, tokens_per_sequence, 2, 1, micro_batch, None)
-    return micro_batch * tokens_per_sequence * model_config.vocab_size * 4
+    _check_memory_options(1, tokens_per_sequence, 2, tensor_parallel, micro_batch, None, tensor_parallel)
+    return micro_batch * tokens_per_sequence * model_config.vocab_size * 4 / tensor_parallel
 
 
 def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, weight_bytes, reference, critic,
-                lora_fraction, shards, micro_batch, gradient_checkpointing) -> dict:
+                lora_fraction, shards, micro_batch, gradient_checkpointing, tensor_parallel=1) -> dict:
     """Bytes per GPU of each role in ``MEMORY_ROLES`` (the arithmetic of ``training_memory``)."""
     trained = params * (lora_fraction or 1.0)
     weights = params * weight_bytes
     head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
-    kv_per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads * head_dim * weight_bytes
+    # each GPU of a tensor-parallel group caches its own KV heads; with fewer KV heads than GPUs
+    # (grouped-query attention), each GPU keeps a copy of one
+    kv_heads_per_gpu = math.ceil(model_config.num_key_value_heads / tensor_parallel)
+    kv_per_token = 2 * model_config.num_hidden_layers * kv_heads_per_gpu * head_dim * weight_bytes
+    replicas = shards // tensor_parallel  # tensor-parallel groups: each generates its share of the sequences
     optimizer_bytes = optimizer_bytes_per_parameter(weight_bytes)
-    tokens = dict(tokens_per_sequence=tokens_per_sequence, micro_batch=micro_batch)
+    tokens = dict(tokens_per_sequence=tokens_per_sequence, micro_batch=micro_batch, tensor_parallel=tensor_parallel)
     return {
         "policy weights": weights / shards,
         "policy gradients": trained * weight_bytes / shards,
@@ -442,8 +457,9 @@ def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, we
         # Under LoRA the reference is the frozen base with the adapters switched off: no second copy.
         "reference": weights / shards if reference and lora_fraction is None else 0.0,
         "critic": (weights + trained * (weight_bytes + optimizer_bytes)) / shards if critic else 0.0,
-        "weights gathered for generation": weights * (1 - 1 / shards),
-        "KV cache": kv_per_token * sequences * tokens_per_sequence / shards,
+        # generation runs tensor-parallel over t GPUs: each needs its 1/t of the whole model, and owns 1/shards
+        "weights gathered for generation": weights * (1 / tensor_parallel - 1 / shards),
+        "KV cache": kv_per_token * sequences * tokens_per_sequence / replicas,
         "activations": activation_bytes(model_config, weight_bytes=weight_bytes,
                                         gradient_checkpointing=gradient_checkpointing, **tokens),
         "logits": logits_bytes(model_config, **tokens),
@@ -452,7 +468,8 @@ def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, we
 
 def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
                     reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
-                    shards: int = 1, micro_batch: int = 1, gradient_checkpointing: bool = False) -> dict:
+                    shards: int = 1, tensor_parallel: int = 1, micro_batch: int = 1,
+                    gradient_checkpointing: bool = False) -> dict:
     """GiB per GPU for each role (``MEMORY_ROLES``) of an RL run on the model ``config`` describes, and
     ``"parameters (B)"``.
 
@@ -465,27 +482,36 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     weights only, and under LoRA it costs nothing: it is the base model with the adapters switched off.
     A ``critic`` (PPO) is a second trained model of the same size.
 
-    ``shards``: GPUs the run is spread over. Model states are fully sharded (ZeRO stage 3 / FSDP: weights,
-    gradients and optimizer states each divided by it, ZeRO §5.3) and the rollout's sequences split
-    between them (data-parallel generation), so those roles are divided by ``shards``. Generation cannot
-    run on a shard: a generation engine needs the whole model on the GPU that samples (HybridFlow, Sheng et
-    al. 2024, arXiv:2409.19256, §5, reshards the actor's weights for it), so "weights gathered for
-    generation" charges the (1 − 1/shards) of the weights each GPU does not own.
+    ``shards``: GPUs the run is spread over, in groups of ``tensor_parallel`` = t (which must divide it).
+    Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3) splits every weight
+    matrix of a layer t ways inside a group; ZeRO stage 3 / FSDP (ZeRO §5.3) shards each group's slice
+    over the shards / t groups. So weights, gradients, optimizer states, reference and critic are divided
+    by ``shards``. Generation runs on each tensor-parallel group as an engine (vLLM, SGLang) would: the
+    group holds the whole model, 1/t on each GPU, and the rollout's sequences are split between the
+    groups. HybridFlow (Sheng et al. 2024, arXiv:2409.19256, §5, the 3D-HybridEngine) reshards the
+    actor from its training layout to such a generation layout, still model-parallel; "weights gathered for
+    generation" charges the 1/t − 1/shards of the weights each GPU gathers for it (0 when shards = t).
 
     Rollout: the KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
-    tokens at ``weight_bytes``: 2 × layers × KV heads × head dimension values per token. Training pass:
+    tokens at ``weight_bytes``: 2 × layers × KV heads × head dimension values per token, the KV heads
+    split t ways (at least one per GPU), the sequences split between the shards / t groups. Training pass:
     ``activation_bytes`` (with or without ``gradient_checkpointing``) and ``logits_bytes`` of one
-    micro-batch of ``micro_batch`` sequences, neither divided by ``shards``.
+    micro-batch of ``micro_batch`` sequences: not divided by ZeRO's sharding, divided by t (sequence
+    parallelism and a vocabulary-parallel output layer). Pipeline parallelism (layers split into stages)
+    is not modelled: it divides the weights and activations by the stages as t does, at the cost of
+    pipeline bubbles.
 
     Every role is charged as if all were resident at once, an upper bound: an engine that frees the KV
     cache before training (verl's hybrid engine does) needs less.
     """
     model_config = _model_config(config)
-    _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction)
+    _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction,
+                          tensor_parallel)
     params = parameters_of_shape(model_config)
     roles = _role_bytes(model_config, params, sequences=sequences, tokens_per_sequence=tokens_per_sequence,
                         weight_bytes=weight_bytes, reference=reference, critic=critic, lora_fraction=lora_fraction,
-                        shards=shards, micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing)
+                        shards=shards, micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing,
+                        tensor_parallel=tensor_parallel)
     return {"parameters (B)": params / 1e9, **{role: value / 1024 ** 3 for role, value in roles.items()}}
 
 
@@ -494,12 +520,17 @@ def memory_total(memory: dict) -> float:
     return float(sum(memory[role] for role in MEMORY_ROLES))
 
 
-def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, **options) -> int:
-    """The fewest GPUs of ``gpu_gib`` GiB over which ``training_memory(config, shards=N, **options)`` fits.
+def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, tensor_parallel: int = 1,
+                **options) -> int:
+    """The fewest GPUs of ``gpu_gib`` GiB over which ``training_memory(config, shards=N, **options)`` fits,
+    N a multiple of ``tensor_parallel`` (the tensor-parallel degree t).
 
-    Sharding divides the model states and the KV cache but not the activations, the logits, or the full
-    weights generation needs, so the answer is not the total divided by one GPU's memory. Raises
-    ``ValueError`` when even ``max_gpus`` GPUs are not enough (the part no sharding divides is too large).
+    ZeRO-3 sharding divides the model states and the KV cache but not the activations, the logits, or the
+    1/t of the weights each GPU holds to generate; those only t divides. So the answer is not the total
+    divided by one GPU's memory, and a model whose weights do not fit one GPU needs t > 1 (Llama-3.1-70B's
+    bf16 weights, 131 GiB, fit no single 80 GiB GPU; at t = 8 each GPU generates with 16 GiB of them).
+    Raises ``ValueError`` when even ``max_gpus`` GPUs are not enough (the part no sharding divides is too
+    large at this t).
     """
     if "shards" in options:
         raise ValueError("shards is what gpus_needed finds: leave it out")
@@ -507,6 +538,8 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, **option
         raise ValueError(f"gpu_gib must be a positive number, got {gpu_gib!r}")
     if not isinstance(max_gpus, int) or isinstance(max_gpus, bool) or max_gpus < 1:
         raise ValueError(f"max_gpus must be a positive int, got {max_gpus!r}")
+    if isinstance(tensor_parallel, int) and not isinstance(tensor_parallel, bool) and max_gpus < tensor_parallel:
+        raise ValueError(f"max_gpus must be at least tensor_parallel={tensor_parallel}, got {max_gpus}")
     model_config = _model_config(config)
     settings = dict(weight_bytes=2, reference=True, critic=False, lora_fraction=None, micro_batch=1,
                     gradient_checkpointing=False)
@@ -515,17 +548,20 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, **option
         raise ValueError(f"unknown training_memory options {sorted(unknown)}")
     settings.update(options)
     _check_memory_options(settings.get("sequences"), settings.get("tokens_per_sequence"), settings["weight_bytes"],
-                          1, settings["micro_batch"], settings["lora_fraction"])
+                          tensor_parallel, settings["micro_batch"], settings["lora_fraction"], tensor_parallel)
     params = parameters_of_shape(model_config)
     budget = gpu_gib * 1024 ** 3
-    for shards in range(1, max_gpus + 1):
-        if sum(_role_bytes(model_config, params, shards=shards, **settings).values()) <= budget:
+    for shards in range(tensor_parallel, max_gpus + 1, tensor_parallel):
+        if sum(_role_bytes(model_config, params, shards=shards, tensor_parallel=tensor_parallel,
+                           **settings).values()) <= budget:
             return shards
-    unsharded = _role_bytes(model_config, params, shards=max_gpus, **settings)
+    unsharded = _role_bytes(model_config, params, shards=max_gpus - max_gpus % tensor_parallel,
+                            tensor_parallel=tensor_parallel, **settings)
     fixed = sum(unsharded[role] for role in ("weights gathered for generation", "policy weights", "activations",
                                              "logits")) / 1024 ** 3
-    raise ValueError(f"gpu_gib={gpu_gib} is too small for any number of GPUs up to max_gpus={max_gpus}: "
-                     f"full weights, activations and logits alone take {fixed:,.1f} GiB per GPU")
+    raise ValueError(f"gpu_gib={gpu_gib} is too small for any number of GPUs up to max_gpus={max_gpus} at "
+                     f"tensor_parallel={tensor_parallel}: the weights for generation, activations and logits "
+                     f"alone take {fixed:,.1f} GiB per GPU (a larger tensor_parallel divides them)")
 
 
 def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
@@ -539,7 +575,9 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     on the CPU unless CUDA is present. ``evaluate(model)`` (e.g. a held-out pass@1), when given, is called
     before training (unless ``evaluate_at_start`` is False: a LoRA run starts as its base model, which the
     caller may have measured already) and every ``eval_every`` steps; its dict is merged into that step's
-    row. Each row: ``step``, TRL's logged ``reward`` and ``entropy`` where logged.
+    row. Each row: ``step``, TRL's logged ``reward`` and ``entropy`` where logged; the last row also
+    ``mixed_precision`` (accelerate's: "no" here, since ``bf16=False`` overrides TRL's bf16 default so that
+    TRL trains in fp32 as rlbook does), ``world_size`` and ``per_device_train_batch_size``.
     """
     import os
     import tempfile
@@ -573,6 +611,7 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
         args = GRPOConfig(output_dir=str(output_dir or scratch), use_cpu=not torch.cuda.is_available(),
                           report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
                           disable_tqdm=True, dataloader_num_workers=0,
+                          bf16=False,  # TRL defaults to bf16 autocast (on the CPU too); rlbook trains in fp32
                           **trl_grpo_config(config, num_processes=world_size))
         trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)), reward_funcs=[task.reward_fn()],
                               args=args,
@@ -587,7 +626,12 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
             row["reward"] = log["reward"]
             if "entropy" in log:
                 row["entropy"] = log["entropy"]
-    return [rows[step] for step in sorted(rows)]
+    history = [rows[step] for step in sorted(rows)]
+    # what the run really used, for the reader to check: the precision accelerate ran the forward in, and the
+    # batch each of the world_size processes trained on
+    history[-1].update(mixed_precision=str(trainer.accelerator.mixed_precision), world_size=world_size,
+                       per_device_train_batch_size=args.per_device_train_batch_size)
+    return history
 
 
 def train_with_rlbook(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
@@ -626,6 +670,7 @@ def main(argv=None) -> int:
     """
     import argparse
     import json
+    import os
     import tempfile
 
     from rlbook.evaluation import evaluate_pass_at_k
@@ -670,8 +715,13 @@ def main(argv=None) -> int:
         tokenizer.save_pretrained(folder)
         rows = train_with_trl(folder, task, config, steps=args.steps, train_dataset=train_dataset,
                               evaluate=evaluate, eval_every=args.steps)
-    for row in rows:
-        print(json.dumps({key: round(value, 4) if isinstance(value, float) else value for key, value in row.items()}))
+    if rows:
+        rows[-1].update({"recipe minibatch": config.minibatch_size or config.batch_size,
+                         "held-out": f"{len(held_out)} prompts x 4 samples"})
+    if int(os.environ.get("RANK", "0")) == 0:  # every launched process trains; the first one reports
+        for row in rows:
+            print(json.dumps({key: round(value, 4) if isinstance(value, float) else value
+                              for key, value in row.items()}))
     return 0
 
 

@@ -14,7 +14,9 @@ scored by its last integer). Three measurements:
   play no part in choosing its learning rate.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/smollm2_addition.py
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/smollm2_addition.py --pilot
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/smollm2_addition.py --pilot > scripts/smollm2_addition_pilot.txt
+
+The pilot's output is stored in ``scripts/smollm2_addition_pilot.txt``, which lesson 21 prints.
 
 The first run builds the model into the cache (rlbook.models.pretrained). Times are this machine's:
 wall-clock and process (CPU) time, which a busy machine inflates less.

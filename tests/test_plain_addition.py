@@ -90,3 +90,22 @@ def test_registered_and_rebuilt_from_its_difficulty():
     assert repr(task) == "PlainAdditionTask(min_digits=2, max_digits=3)"
     rebuilt = get_task(task.name, **task.difficulty)
     assert rebuilt.dataset(5, seed=1).to_list() == task.dataset(5, seed=1).to_list()
+
+
+def test_reply_breakdown_separates_the_sum_written_from_the_reply_ending_on_it():
+    from rlbook.tasks import reply_breakdown
+
+    rows = [{"answer": "41"}, {"answer": "9"}]
+    texts = ["41", "41 ⏎ I added 41 to 7 for", "7 + 34 = 41", "40",
+             "9", "4 + 5 = 10", "the answer is 9, or 10", "9 is it"]
+    parts = reply_breakdown(texts, rows, n_samples=4, truncated=[False, True, False, False] * 2)
+    assert parts["right"] == [[1, 0, 1, 0], [1, 0, 0, 1]]
+    assert parts["sum written"] == [[1, 1, 1, 0], [1, 0, 1, 1]]
+    assert parts["stopped"] == [[1, 0, 1, 1], [1, 0, 1, 1]]
+    assert "stopped" not in reply_breakdown(texts, rows, n_samples=4)
+    with pytest.raises(ValueError, match="texts"):
+        reply_breakdown(texts[:-1], rows, n_samples=4)
+    with pytest.raises(ValueError, match="truncated"):
+        reply_breakdown(texts, rows, n_samples=4, truncated=[False])
+    with pytest.raises(ValueError, match="n_samples"):
+        reply_breakdown(texts, rows, n_samples=0)

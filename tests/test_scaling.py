@@ -275,6 +275,7 @@ def test_train_with_trl_reads_the_world_size_accelerate_sets(monkeypatch, model_
     with pytest.raises(Stop):
         scaling.train_with_trl(model_dir, get_task("arithmetic", digits=1), preset("grpo", minibatch_size=32), steps=1)
     assert seen["per_device_train_batch_size"] == 8
+    assert seen["bf16"] is False  # TRL's default is bf16 autocast, on the CPU too; rlbook trains in fp32
 
 
 def test_the_launched_script_takes_its_budget_and_system_prompt_from_the_preset_and_the_model(monkeypatch, model_dir):
@@ -293,17 +294,27 @@ def test_the_launched_script_takes_its_budget_and_system_prompt_from_the_preset_
 
 
 def test_the_exercise_checker_names_the_missing_master_copy(capsys):
-    assert check_bytes_per_parameter(reference_bytes_per_parameter) is True
-    assert check_bytes_per_parameter(lambda w: 2 * w + 8) is False
+    assert check_bytes_per_parameter(exercise.reference_bytes_breakdown) is True
+    assert check_bytes_per_parameter(lambda w: (w, w, 8)) is False
     assert "master copy" in capsys.readouterr().out
+
+
+def test_the_bytes_checker_wants_the_parts_and_calls_fp32_gradients_another_convention(capsys):
+    assert check_bytes_per_parameter(lambda w: 16) is False  # a constant total is not the answer
+    assert "three parts" in capsys.readouterr().out
+    assert check_bytes_per_parameter(lambda w: (w, 4, 12 if w < 4 else 8)) is False
+    out = capsys.readouterr().out
+    assert "another convention, not a mistake" in out and "Megatron" in out
+    assert check_bytes_per_parameter(lambda w: (2 * w, 0, 16 - 2 * w)) is False
+    assert "the split is not" in capsys.readouterr().out
 
 
 def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
     # fp32: weight 4 + gradient 4 + Adam's m, v 8 (no separate master); bf16: 2 + 2 + 4 master + 8
     assert reference_bytes_per_parameter(4) == 16 and reference_bytes_per_parameter(2) == 16
-    assert check_bytes_per_parameter(lambda w: 2 * w + (8 if w >= 4 else 12)) is True
+    assert check_bytes_per_parameter(lambda w: (w, w, 8 if w >= 4 else 12)) is True
     capsys.readouterr()
-    assert check_bytes_per_parameter(lambda w: 2 * w + 12) is False  # master copy counted for fp32 weights
+    assert check_bytes_per_parameter(lambda w: (w, w, 12)) is False  # master copy counted for fp32 weights
     assert "their own master copy" in capsys.readouterr().out
     shape = scaling.HUB_SHAPES["Qwen/Qwen2.5-0.5B"]
     fp32 = scaling.training_memory(shape, sequences=8, tokens_per_sequence=128, weight_bytes=4)
@@ -336,13 +347,15 @@ def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path)
     rows = scaling.train_with_trl(tmp_path, task, config, steps=1, evaluate=evaluate, eval_every=1,
                                   evaluate_at_start=False)
     assert [row["step"] for row in rows] == [1] and rows[0]["checked"] == 1.0
+    assert rows[-1]["mixed_precision"] == "no" and rows[-1]["world_size"] == 1
     with pytest.raises(ValueError, match="steps"):
         scaling.train_with_trl(tmp_path, task, config, steps=0)
 
 
 @pytest.mark.parametrize("answers", sorted(exercise.MISTAKES))
 def test_the_bytes_checker_names_each_known_mistake(answers, capsys):
-    assert check_bytes_per_parameter(lambda w: answers[0] if w == 2 else answers[1]) is False
+    # the parts as a reader who made that mistake in the optimizer states would give them
+    assert check_bytes_per_parameter(lambda w: (w, w, (answers[0] if w == 2 else answers[1]) - 2 * w)) is False
     assert exercise.MISTAKES[answers] in capsys.readouterr().out
 
 
@@ -376,3 +389,71 @@ def test_the_gpu_plan_checker_names_each_known_mistake(lora, capsys):
         assert exercise.check_gpu_plan(lambda flag: answer[flag]) is False
         out = capsys.readouterr().out
         assert message in out and ("with LoRA" if lora else "in full fine-tuning") in out
+
+
+LLAMA_70B = scaling.HUB_SHAPES["meta-llama/Llama-3.1-70B"]
+ROLLOUT_4K = dict(sequences=256, tokens_per_sequence=4096)
+
+
+def test_tensor_parallelism_divides_what_zero_cannot_and_generation_needs_only_its_slice():
+    one = scaling.training_memory(QWEN_7B, **ROLLOUT_4K)
+    tp = scaling.training_memory(QWEN_7B, shards=8, tensor_parallel=4, **ROLLOUT_4K)
+    for role in ("policy weights", "policy gradients", "Adam + fp32 master", "reference"):
+        assert tp[role] == pytest.approx(one[role] / 8)
+    for role in ("activations", "logits"):  # sequence parallelism, vocabulary-parallel output: / t only
+        assert tp[role] == pytest.approx(one[role] / 4)
+    # generation on a group of 4: each GPU holds 1/4 of the weights, owns 1/8
+    assert tp["weights gathered for generation"] == pytest.approx(one["policy weights"] * (1 / 4 - 1 / 8))
+    # 4 KV heads over 4 GPUs, the sequences over 2 groups
+    assert tp["KV cache"] == pytest.approx(one["KV cache"] / 8)
+    at_t = scaling.training_memory(QWEN_7B, shards=4, tensor_parallel=4, **ROLLOUT_4K)
+    assert at_t["weights gathered for generation"] == 0.0
+
+
+def test_with_fewer_kv_heads_than_gpus_each_gpu_keeps_a_copy_of_one():
+    one = scaling.training_memory(QWEN_05B, **ROLLOUT_4K)  # 2 KV heads
+    tp = scaling.training_memory(QWEN_05B, shards=8, tensor_parallel=8, **ROLLOUT_4K)
+    assert tp["KV cache"] == pytest.approx(one["KV cache"] / 2)  # one head of two on each GPU, one group
+
+
+def test_a_70b_model_fits_under_tensor_parallelism_and_not_without():
+    with pytest.raises(ValueError, match="tensor_parallel=1"):
+        scaling.gpus_needed(LLAMA_70B, lora_fraction=0.01, gradient_checkpointing=True, **ROLLOUT_4K)
+    lora = scaling.gpus_needed(LLAMA_70B, tensor_parallel=8, lora_fraction=0.01, **ROLLOUT_4K)
+    full = scaling.gpus_needed(LLAMA_70B, tensor_parallel=8, **ROLLOUT_4K)
+    assert lora == 8 and full % 8 == 0 and 8 < full <= 64
+    assert scaling.memory_total(scaling.training_memory(LLAMA_70B, shards=full, tensor_parallel=8, **ROLLOUT_4K)) <= 80
+    assert scaling.memory_total(scaling.training_memory(LLAMA_70B, shards=full - 8, tensor_parallel=8,
+                                                        **ROLLOUT_4K)) > 80
+
+
+def test_tensor_parallel_must_divide_the_gpus():
+    for bad in (dict(shards=6, tensor_parallel=4), dict(tensor_parallel=0), dict(tensor_parallel=2.0)):
+        with pytest.raises(ValueError, match="tensor_parallel"):
+            scaling.training_memory(QWEN_7B, **ROLLOUT_4K, **{"shards": 8, **bad})
+
+
+def test_the_memory_table_plans_gpus_at_a_stated_tensor_parallel_degree():
+    table = scaling_viz.memory_table(["Qwen/Qwen2.5-7B", "meta-llama/Llama-3.1-70B"],
+                                     settings={"full": {}, "LoRA": {"lora_fraction": 0.01}},
+                                     plan_tensor_parallel={"Qwen/Qwen2.5-7B": 1, "meta-llama/Llama-3.1-70B": 8},
+                                     **ROLLOUT_4K)
+    assert table.loc[("Llama-3.1-70B", "LoRA"), "TP degree"] == 8
+    assert table.loc[("Llama-3.1-70B", "LoRA"), "GPUs needed"] == 8
+    assert table.loc[("Qwen2.5-7B", "full"), "GPUs needed"] == scaling.gpus_needed(QWEN_7B, **ROLLOUT_4K)
+    with pytest.raises(ValueError, match="plan_tensor_parallel"):
+        scaling_viz.memory_table(["Qwen/Qwen2.5-7B"], plan_tensor_parallel={"x": 1}, **ROLLOUT_4K)
+
+
+def test_engine_curves_give_each_seed_of_an_engine_its_own_line_style():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    frame = pd.DataFrame([{"engine": engine, "seed": seed, "step": step, "reward": 0.1 * step}
+                          for engine, seeds in (("rlbook", (1, 2, 3)), ("TRL", (1,))) for seed in seeds
+                          for step in (1, 2)])
+    ax = scaling_viz.plot_engine_curves(frame, metric="reward")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert len({lines[f"rlbook, seed {s}"].get_linestyle() for s in (1, 2, 3)}) == 3
+    assert lines["TRL, seed 1"].get_color() != lines["rlbook, seed 1"].get_color()
+    plt.close("all")

@@ -1,13 +1,16 @@
 """Checkers for the exercises of lesson 21 (scaling up): the memory a trained parameter costs, and the
 memory (and GPUs) a 7B GRPO run needs.
 
-The reader writes ``my_bytes_per_parameter(weight_bytes) -> int``: for full fine-tuning with Adam, the
-bytes each trained parameter costs: its weight and its gradient at ``weight_bytes`` each, Adam's two fp32
-moments (8), and, in mixed precision (Micikevicius et al. 2018, arXiv:1710.03740; ZeRO, Rajbhandari et al.
-2020, arXiv:1910.02054, §3), an fp32 master copy of the weights (4). For bf16 that is 2 + 2 + 4 + 8 = 16;
-for fp32 the weights are their own master copy, 4 + 4 + 8 = 16 (``rlbook.scaling.training_memory``
-counts both so). The checker asks for bf16 and fp32 and names the likely mistake from the pair of
-answers: the master copy forgotten in bf16 or counted twice in fp32, gradients in fp32, the weights left out.
+The reader writes ``my_bytes_per_parameter(weight_bytes) -> (weight, gradient, optimizer)``: for full
+fine-tuning with Adam, the bytes each trained parameter costs, in three parts, under ZeRO's accounting
+(Rajbhandari et al. 2020, arXiv:1910.02054, §3; mixed precision as Micikevicius et al. 2018,
+arXiv:1710.03740): its weight and its gradient at ``weight_bytes`` each, and the optimizer's states: Adam's
+two fp32 moments (8) and, below fp32, an fp32 master copy of the weights (4). For bf16 that is (2, 2, 12),
+16 in all; for fp32 the weights are their own master copy, (4, 4, 8), 16 again
+(``rlbook.scaling.training_memory`` counts both so). The parts, unlike the total, change with the width.
+The checker asks for bf16 and fp32 and names the likely mistake: the master copy forgotten in bf16 or
+counted twice in fp32, the weights left out. Gradients kept in fp32 (Megatron-LM's default for bf16,
+``accumulate_allreduce_grads_in_fp32``: 18 bytes) are named as another convention, not a mistake.
 
 The planning exercise: the reader writes ``my_run_gib(lora) -> float``, the GiB a GRPO run of Qwen2.5-7B
 needs in all (model states, the frozen reference, the KV cache of 256 rollouts × 8,192 tokens), with and
@@ -25,17 +28,27 @@ from rlbook.exercises.pg_kl import _not_attempted, _verdict
 from rlbook.scaling import HUB_SHAPES, gpus_needed, optimizer_bytes_per_parameter, training_memory
 
 __all__ = ["PLAN_GPU_GIB", "PLAN_LORA_FRACTION", "PLAN_MODEL", "PLAN_ROLES", "PLAN_ROLLOUT",
-           "check_bytes_per_parameter", "check_gpu_plan", "reference_bytes_per_parameter", "reference_run_gib"]
+           "check_bytes_per_parameter", "check_gpu_plan", "reference_bytes_breakdown", "reference_bytes_per_parameter",
+           "reference_run_gib"]
+
+
+def reference_bytes_breakdown(weight_bytes: int) -> tuple[int, int, int]:
+    """(weight, gradient, optimizer) bytes per trained parameter: the weight and gradient at
+    ``weight_bytes``, Adam's fp32 moments and (below fp32) an fp32 master copy."""
+    return weight_bytes, weight_bytes, optimizer_bytes_per_parameter(weight_bytes)
 
 
 def reference_bytes_per_parameter(weight_bytes: int) -> int:
     """Weight + gradient at ``weight_bytes``, + Adam's fp32 moments and (below fp32) an fp32 master copy."""
-    return 2 * weight_bytes + optimizer_bytes_per_parameter(weight_bytes)
+    return sum(reference_bytes_breakdown(weight_bytes))
 
 
 # Likely mistakes, each as the answers it gives for (bf16 = 2, fp32 = 4) bytes per weight.
 MASTER_TWICE = ("an fp32 master copy beside fp32 weights: fp32 weights are their own master copy, so fp32 "
                 "training keeps 4 + 4 + 8 = 16 bytes (weight, gradient, Adam's m and v)")
+FP32_GRADIENTS = ("fp32 gradients: another convention, not a mistake (Megatron-LM accumulates and all-reduces "
+                  "bf16 gradients in fp32, accumulate_allreduce_grads_in_fp32: 2 + 4 + 12 = 18 bytes); this "
+                  "exercise uses ZeRO's accounting, where the gradient has the weights' width")
 MISTAKES = {
     (16, 20): MASTER_TWICE,
     (20, 20): MASTER_TWICE + "; and in bf16 the weight and gradient take 2 bytes each, not 4",
@@ -43,8 +56,8 @@ MISTAKES = {
               "is missing — mixed precision keeps an fp32 copy of the weights and m, v in fp32, 4 bytes each",
     (14, 12): "one of weight or gradient is missing: both are held at the training width",
     (14, 16): "one of weight or gradient is missing: both are held at the training width",
-    (18, 16): "the gradient is counted in fp32: in mixed precision it has the weights' width",
-    (18, 20): "the gradient is counted in fp32: in mixed precision it has the weights' width",
+    (18, 16): FP32_GRADIENTS,
+    (18, 20): FP32_GRADIENTS,
     (12, 8): "only the optimizer states: the weights and gradients themselves also take memory",
     (12, 12): "only the optimizer states: the weights and gradients themselves also take memory",
     (8, 16): "Adam's moments at the weights' width: they and the master copy are fp32 whatever the weights are",
@@ -52,24 +65,37 @@ MISTAKES = {
 
 
 def check_bytes_per_parameter(fn) -> bool | None:
-    """Check ``fn(weight_bytes) -> int`` for bf16/fp16 (2) and fp32 (4) weights; prints a verdict naming
-    the likely mistake; returns True / False, or None when ``fn`` is None or raises NotImplementedError."""
+    """Check ``fn(weight_bytes) -> (weight, gradient, optimizer)`` bytes for bf16/fp16 (2) and fp32 (4)
+    weights, under ZeRO's accounting; prints a verdict naming the likely mistake from the totals (or the
+    fp32-gradient convention); returns True / False, or None when ``fn`` is None or raises
+    NotImplementedError."""
     if _not_attempted(fn, "bytes-per-parameter function"):
         return None
     answers = []
     for weight_bytes in (2, 4):
         try:
-            answers.append(fn(weight_bytes))
+            answer = fn(weight_bytes)
         except NotImplementedError:
             print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
             return None
         except Exception as error:  # the reader's code: report, don't crash the cell
             return _verdict(False, "", f"your function raised {type(error).__name__}: {error}")
-    right = tuple(reference_bytes_per_parameter(w) for w in (2, 4))
+        if (not isinstance(answer, (tuple, list)) or len(answer) != 3
+                or not all(isinstance(part, (int, float)) and not isinstance(part, bool) for part in answer)):
+            return _verdict(False, "", f"return the three parts (weight, gradient, optimizer) in bytes, not "
+                                       f"{answer!r} for weight_bytes={weight_bytes}")
+        answers.append(tuple(answer))
+    right = tuple(reference_bytes_breakdown(w) for w in (2, 4))
     if tuple(answers) == right:
-        return _verdict(True, "16 bytes per parameter in bf16 (2 + 2 + 4 master + 8 Adam) and in fp32 "
+        return _verdict(True, "16 bytes per parameter in bf16 (2 + 2 + 12: 4 master + 8 Adam) and in fp32 "
                               "(4 + 4 + 8: the weights are their own master copy)", "")
-    hint = MISTAKES.get(tuple(answers))
+    totals = tuple(sum(parts) for parts in answers)
+    if answers[0][1] == 4 and answers[0][0] == 2:
+        hint = FP32_GRADIENTS
+    elif totals == (16, 16):
+        hint = "the totals are right, the split is not: weight and gradient at the weights' width, the rest optimizer"
+    else:
+        hint = MISTAKES.get(totals)
     return _verdict(False, "", f"for weight_bytes 2 and 4 expected {right}, got {tuple(answers)}"
                                + (f" — {hint}" if hint else ""))
 

@@ -22,7 +22,7 @@ from rlbook._checks import check_choice
 from rlbook.tasks.arithmetic import ArithmeticTask, addition_steps
 from rlbook.tasks.base import FORMAT_INSTRUCTION, Task, split_of
 from rlbook.tasks.countdown import CountdownTask
-from rlbook.tasks.plain_addition import PlainAdditionTask
+from rlbook.tasks.plain_addition import PlainAdditionTask, reply_breakdown
 from rlbook.tasks.reviews import ReviewTask, gold_preference, gold_reward, preference_pairs
 from rlbook.tasks.verifiers import (
     arithmetic_reward,
@@ -66,6 +66,7 @@ __all__ = [
     "is_well_formed",
     "last_integer",
     "last_number_reward",
+    "reply_breakdown",
     "preference_pairs",
     "split_of",
 ]

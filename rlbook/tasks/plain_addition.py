@@ -28,6 +28,8 @@ from rlbook._checks import check_int
 from rlbook.tasks.base import Task, check_style
 from rlbook.tasks.verifiers import last_number_reward
 
+__all__ = ["PlainAdditionTask", "reply_breakdown"]
+
 QUESTION = "What is {a} + {b}? Reply with only the number."
 MAX_DIGITS = 18  # operands are stored as int64 dataset columns
 
@@ -77,3 +79,39 @@ class PlainAdditionTask(Task):
 
     def _correct(self, text: str, example: dict, strict: bool) -> float:
         return last_number_reward(text, example["answer"], strict=strict)
+
+
+def reply_breakdown(texts, examples, *, n_samples: int, truncated=None) -> dict[str, list[list[float]]]:
+    """What a plain-addition reply got right, part by part: three (prompts × ``n_samples``) 0/1 tables.
+
+    - ``"right"``: the reward, ``last_number_reward`` strict: the *last* integer of the reply is the sum.
+    - ``"sum written"``: the sum appears anywhere in the reply as a number (the lax check): the arithmetic
+      was done, whatever follows it. "182 ⏎ ⏎ I added 182 to 61" for 121 + 61 has the sum written but is
+      not right; so the gap between the two is what a policy gains by *ending* on its answer. (A sum equal
+      to an operand, as in 7 + 0, counts as written whenever the question is repeated.)
+    - ``"stopped"``: the reply ended (end-of-sequence) within the token budget: ``truncated`` is the
+      rollout's (B,) flags; without them the table is left out.
+
+    ``texts``: ``n_samples`` replies per example, the groups contiguous (a ``Rollout``'s order);
+    ``examples``: rows with an ``answer``. Lesson 21 uses it to split a gain in pass@1 into arithmetic
+    (more sums written) and format (more replies that end on the sum).
+    """
+    check_int("n_samples", n_samples, minimum=1)
+    texts, examples = list(texts), [dict(row) for row in examples]
+    if len(texts) != len(examples) * n_samples:
+        raise ValueError(f"texts must hold n_samples={n_samples} replies per example: {len(examples)} examples, "
+                         f"got {len(texts)} texts")
+    flags = None
+    if truncated is not None:
+        flags = [bool(flag) for flag in truncated]
+        if len(flags) != len(texts):
+            raise ValueError(f"truncated must have one flag per text ({len(texts)}), got {len(flags)}")
+
+    def table(score) -> list[list[float]]:
+        return [[score(i * n_samples + j, row) for j in range(n_samples)] for i, row in enumerate(examples)]
+
+    result = {"right": table(lambda k, row: last_number_reward(texts[k], row["answer"], strict=True)),
+              "sum written": table(lambda k, row: last_number_reward(texts[k], row["answer"], strict=False))}
+    if flags is not None:
+        result["stopped"] = table(lambda k, row: float(not flags[k]))
+    return result

@@ -19,9 +19,12 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 3.6))
     rows = frame.dropna(subset=[metric])
+    styles = ("-", "--", ":", "-.")  # the seeds of one engine share its colour and differ in line and marker
+    markers = ("o", "s", "^", "D")
     for (engine, seed), run in rows.groupby(["engine", "seed"]):
-        ax.plot(run["step"], run[metric], marker="o", color=ENGINE_COLOURS.get(engine, "grey"),
-                linestyle="-" if seed == rows["seed"].min() else "--", label=f"{engine}, seed {seed}")
+        rank = sorted(rows.loc[rows["engine"] == engine, "seed"].unique()).index(seed)
+        ax.plot(run["step"], run[metric], marker=markers[rank % 4], markersize=4,
+                color=ENGINE_COLOURS.get(engine, "grey"), linestyle=styles[rank % 4], label=f"{engine}, seed {seed}")
     ax.set_xlabel("training step")
     ax.set_ylabel(f"held-out {metric}")
     ax.set_title("The same GRPO + LoRA recipe through rlbook and TRL")
@@ -83,9 +86,14 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = No
     return axes
 
 
-def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: dict | None = None, **options):
+def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: dict | None = None,
+                 plan_tensor_parallel=None, gpu_gib: float = 80.0, **options):
     """``training_memory`` of each hub model named in ``models`` (keys of ``HUB_SHAPES``), one row each,
     in GiB per GPU, with two more columns: ``total`` (every role resident at once) and ``largest role``.
+
+    ``plan_tensor_parallel``: a tensor-parallel degree t (an int, or a dict of model name → int) adds the
+    columns ``TP degree`` and ``GPUs needed``: ``gpus_needed`` for ``gpu_gib`` GPUs at that t, with the
+    row's other options (the role columns stay as ``options`` give them, one GPU by default).
 
     ``options`` are ``training_memory``'s (``lora_fraction``, ``reference``, ``critic``, ``shards``,
     ``micro_batch``, ``gradient_checkpointing``, ``weight_bytes``); under LoRA the reference costs nothing.
@@ -100,6 +108,9 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
         raise ValueError(f"models must be a list of names from {list(HUB_SHAPES)}, got {models!r}")
     if settings is not None and (not isinstance(settings, dict) or not settings):
         raise ValueError(f"settings must be a non-empty dict of label -> training_memory options, got {settings!r}")
+    if isinstance(plan_tensor_parallel, dict) and set(plan_tensor_parallel) != set(models):
+        raise ValueError(f"plan_tensor_parallel must give a degree for each of {list(models)}, "
+                         f"got {plan_tensor_parallel!r}")
     rows = {}
     for name in models:
         for label, extra in (settings or {None: {}}).items():
@@ -107,32 +118,60 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
                                      **{**options, **extra})
             row = {**memory, "total": memory_total(memory),
                    "largest role": max(MEMORY_ROLES, key=lambda role: memory[role])}
+            if plan_tensor_parallel is not None:
+                t = plan_tensor_parallel[name] if isinstance(plan_tensor_parallel, dict) else plan_tensor_parallel
+                plan = {key: value for key, value in {**options, **extra}.items()
+                        if key not in ("shards", "tensor_parallel")}
+                row["TP degree"] = t
+                row["GPUs needed"] = gpus_needed(HUB_SHAPES[name], gpu_gib=gpu_gib, tensor_parallel=t,
+                                                 sequences=sequences, tokens_per_sequence=tokens_per_sequence, **plan)
             rows[name.split("/")[-1] if label is None else (name.split("/")[-1], label)] = row
     table = pd.DataFrame(rows).T
-    numeric = [column for column in table.columns if column != "largest role"]
+    counts = [column for column in ("TP degree", "GPUs needed") if column in table.columns]
+    numeric = [column for column in table.columns if column != "largest role" and column not in counts]
     table[numeric] = table[numeric].astype(float)
+    table[counts] = table[counts].astype(int)
     return table
+
+
+MODEL_STATES = ("policy weights", "policy gradients", "Adam + fp32 master", "reference", "critic")
+
+
+def draw_training_memory(model, *, reference=True, lora=False, critic=False, sequences=256, tokens=4096,
+                         micro_batch=1, checkpointing=False, tensor_parallel=1, replicas=1):
+    """One state of ``training_memory_widget``: the roles per GPU of ``model`` on tensor_parallel × replicas
+    GPUs (tensor parallelism inside each group, ZeRO-3 across the groups), as one bar; the title gives the
+    total and the model states per GPU and ``gpus_needed``'s answer at this tensor-parallel degree.
+    Returns the axes (the widget draws it; a static page shows it as it is)."""
+    options = dict(sequences=sequences, tokens_per_sequence=tokens, lora_fraction=0.01 if lora else None,
+                   reference=reference, critic=critic, micro_batch=micro_batch, gradient_checkpointing=checkpointing)
+    shards = tensor_parallel * replicas
+    table = memory_table([model], shards=shards, tensor_parallel=tensor_parallel, **options)
+    _, ax = plt.subplots(figsize=(6.5, 4.0))
+    plot_training_memory(table, ax=ax)
+    try:
+        needed = (f"fits on {gpus_needed(HUB_SHAPES[model], tensor_parallel=tensor_parallel, **options)} "
+                  f"× 80 GiB at TP {tensor_parallel}")
+    except ValueError:
+        needed = f"fits on no number of 80 GiB GPUs at TP {tensor_parallel}: raise it"
+    states = float(table[list(MODEL_STATES)].iloc[0].sum())
+    ax.set_title(f"{model}: {table['total'].iloc[0]:,.1f} GiB per GPU on {shards} GPU{'s' if shards > 1 else ''} "
+                 f"(TP {tensor_parallel} × {replicas} ZeRO-3 group{'s' if replicas > 1 else ''})\n"
+                 f"model states {states:,.1f} GiB per GPU; largest: {table['largest role'].iloc[0]}; {needed}",
+                 fontsize=9)
+    return ax
 
 
 def training_memory_widget():
     """Model, reference, LoRA (under which the reference is free), critic, rollout size, micro-batch,
-    checkpointing and sharding as knobs of ``plot_training_memory``; the title gives the total per GPU and
-    ``gpus_needed``'s answer."""
+    checkpointing, tensor-parallel degree and ZeRO-3 groups as knobs of ``draw_training_memory``."""
     import ipywidgets as widgets
 
-    def draw(model, reference, lora, critic, sequences, tokens, micro_batch, checkpointing, shards):
-        options = dict(sequences=sequences, tokens_per_sequence=tokens, lora_fraction=0.01 if lora else None,
-                       reference=reference, critic=critic, micro_batch=micro_batch,
-                       gradient_checkpointing=checkpointing)
-        table = memory_table([model], shards=shards, **options)
-        _, ax = plt.subplots(figsize=(6.5, 4.0))
-        plot_training_memory(table, ax=ax)
-        try:
-            needed = f"fits on {gpus_needed(HUB_SHAPES[model], **options)} × 80 GiB"
-        except ValueError:
-            needed = "fits on no number of 80 GiB GPUs"
-        ax.set_title(f"{model}: {table['total'].iloc[0]:,.1f} GiB per GPU on {shards} GPU{'s' if shards > 1 else ''}"
-                     f"\n(largest: {table['largest role'].iloc[0]}; {needed})", fontsize=9)
+    def draw(model, reference, lora, critic, sequences, tokens, micro_batch, checkpointing, tensor_parallel,
+             replicas):
+        draw_training_memory(model, reference=reference, lora=lora, critic=critic, sequences=sequences,
+                             tokens=tokens, micro_batch=micro_batch, checkpointing=checkpointing,
+                             tensor_parallel=tensor_parallel, replicas=replicas)
         plt.show()
 
     return widgets.interact(
@@ -145,4 +184,5 @@ def training_memory_widget():
         tokens=widgets.IntSlider(value=4096, min=512, max=32768, step=512, description="tokens each"),
         micro_batch=widgets.IntSlider(value=1, min=1, max=16, description="micro-batch"),
         checkpointing=widgets.Checkbox(value=False, description="gradient checkpointing"),
-        shards=widgets.IntSlider(value=1, min=1, max=64, description="GPUs (ZeRO-3)"))
+        tensor_parallel=widgets.Dropdown(options=[1, 2, 4, 8], value=1, description="TP degree"),
+        replicas=widgets.IntSlider(value=1, min=1, max=32, description="ZeRO-3 groups"))
