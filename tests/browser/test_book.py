@@ -24,17 +24,7 @@ LEGIBLE = 0.8
 # Figures stored before the library drew them to fit the column (rlbook._figures), by page and their width in
 # px: each is shown scaled below LEGIBLE until its lesson is executed again (then its width changes and it
 # leaves this list on its own; a figure still too wide then fails). Every other figure below LEGIBLE fails.
-STORED_BEFORE_THE_FIX = {
-    ("lessons/01_policy_gradient.html", 1348), ("lessons/03_ppo.html", 2370), ("lessons/06_dpo.html", 1498),
-    ("lessons/08_grpo_rlvr.html", 1689), ("lessons/10_dr_grpo.html", 1679), ("lessons/12_gspo_gmpo.html", 1670),
-    ("lessons/13_sapo_cispo.html", 1670), ("lessons/15_sync_async.html", 1670),
-    ("lessons/16_entropy_collapse.html", 1390), ("lessons/18_pass_at_k.html", 1430),
-    ("lessons/20_r1_pipeline.html", 1497), ("lessons/21_scaling_up.html", 2070),
-    # drawn by the lesson's own cells (figsize=(15, 3.3) and (14, 6.4)): legible once those are 10.4 in wide
-    ("lessons/14_throughput.html", 1490), ("lessons/14_throughput.html", 1390),
-    # stored by lesson 03's fix round with plot_training_history's 4-column layout before it was fitted to the column
-    ("lessons/03_ppo.html", 1350),
-}
+STORED_BEFORE_THE_FIX: set[tuple[str, int]] = set()  # empty since every listed lesson was executed again
 
 # What each page reports once MathJax (if the page loads it) has finished typesetting.
 PAGE_REPORT_JS = """async () => {
