@@ -249,3 +249,8 @@ def check_sign_flip_threshold(probability) -> bool | None:
     else:
         hint = "solve 1 + log π = 0 for π"
     return _verdict(False, "", f"expected ≈ {right:.4f}, got {probability:.4g} — {hint}")
+
+
+# These two exercises ask for a number, not a function: their unattempted form is None, and anything but a
+# finite number is a ✗ that says so (tests/test_exercises_not_attempted.py reads this mark).
+check_half_weight_temperature.takes = check_sign_flip_threshold.takes = "number"
