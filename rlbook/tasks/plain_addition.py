@@ -93,8 +93,9 @@ def reply_breakdown(texts, examples, *, n_samples: int, truncated=None) -> dict[
       rollout's (B,) flags; without them the table is left out.
 
     ``texts``: ``n_samples`` replies per example, the groups contiguous (a ``Rollout``'s order);
-    ``examples``: rows with an ``answer``. Lesson 21 uses it to split a gain in pass@1 into arithmetic
-    (more sums written) and format (more replies that end on the sum).
+    ``examples``: rows with an ``answer``. Lesson 21 uses it to split a gain in pass@1 into more sums
+    written and more replies that end on the sum. The first is not by itself better adding: a policy that
+    answers (within the budget, in the form "a + b = c") more often also writes the sum more often.
     """
     check_int("n_samples", n_samples, minimum=1)
     texts, examples = list(texts), [dict(row) for row in examples]
