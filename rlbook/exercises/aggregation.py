@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.aggregation import AGGREGATION_MODES, token_weights
-from rlbook.exercises.pg_kl import _call, _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import _call, _close, _failed, _not_attempted, _verdict
 
 __all__ = ["EXERCISE_MODES", "check_token_weights"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
 from rlbook.losses import clipped_surrogate
 from rlbook.ratios import decoupled_behaviour_weight
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.exercises.grpo import GROUP_CASES, _close, _run
-from rlbook.exercises.pg_kl import _failed, _not_attempted, _verdict
+from rlbook.exercises.grpo import advantage_exercise
 
 __all__ = ["check_rloo_advantages"]
 
@@ -38,25 +37,10 @@ def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[to
     }
 
 
-def check_rloo_advantages(fn) -> bool | None:
-    """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake.
+check_rloo_advantages = advantage_exercise(
+    "check_rloo_advantages", "leave-one-out advantages", "rloo", "RLOO's", _rloo_mistakes,
+    doc="""Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
     the exercise is not attempted yet (``fn`` is None or raises ``NotImplementedError``).
-    """
-    if _not_attempted(fn, "leave-one-out advantages"):
-        return None
-    for rewards, group_size in GROUP_CASES:
-        result, error = _run(fn, rewards, group_size)
-        if error:
-            return _failed(error)
-        expected = group_advantages(rewards, group_size, "rloo")
-        if _close(result, expected):
-            continue
-        for candidate, hint in _rloo_mistakes(rewards, group_size).values():
-            if _close(result, candidate):
-                return _verdict(False, "", hint)
-        return _verdict(False, "", f"not RLOO's advantages for rewards {rewards.tolist()} (G = {group_size}): "
-                                   f"expected {[round(v, 3) for v in expected.tolist()]}, "
-                                   f"got {[round(v, 3) for v in result.tolist()]}")
-    return _verdict(True, f"your leave-one-out advantages match rlbook's on all {len(GROUP_CASES)} batches", "")
+    """)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
 from rlbook.losses import clipped_surrogate
 from rlbook.shaping import soft_overlong_penalty
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.entropy import entropy_change, policy_gradient_logit_step, predicted_entropy_change
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FunctionExercise
 
 __all__ = ["CASES", "reference_entropy_change", "check_entropy_change"]
 
@@ -57,27 +57,31 @@ def _mistakes(logits, advantages, lr: float) -> dict[str, tuple[float, str]]:
     }
 
 
-def check_entropy_change(fn) -> bool | None:
-    """Check ``fn(logits, advantages, lr) -> float`` (1-D float64 tensors and a float) on ``CASES``.
+def _cases():
+    return [(torch.tensor(logits, dtype=torch.float64), torch.tensor(advantages, dtype=torch.float64), lr)
+            for logits, advantages, lr in CASES]
+
+
+def _where(z, a, lr) -> str:
+    return f"logits={tuple(z.tolist())}, advantages={tuple(a.tolist())}, lr={lr}"
+
+
+check_entropy_change = FunctionExercise(
+    "check_entropy_change",
+    what="entropy-change function",
+    cases=_cases,
+    reference=reference_entropy_change,
+    mistakes=_mistakes,
+    label=_where,
+    checks=(lambda result, reference, *case: (f"return one number, got shape {tuple(result.shape)}"
+                                              if result.numel() != 1 else None),),
+    close=lambda result, expected: abs(float(result) - float(expected)) < TOLERANCE,
+    wrong=lambda *case: f"({_where(*case)}) ",
+    otherwise=lambda result, reference, *case: (f"{_where(*case)}: expected {float(reference):.6f}, "
+                                                f"got {float(result):.6f}"),
+    success=f"matches −η·Cov_π(log π, A) on {len(CASES)} policies",
+    doc="""Check ``fn(logits, advantages, lr) -> float`` (1-D float64 tensors and a float) on ``CASES``.
 
     Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None
     or raises ``NotImplementedError`` (not attempted yet).
-    """
-    if _not_attempted(fn, "entropy-change function"):
-        return None
-    for logits, advantages, lr in CASES:
-        z, a = torch.tensor(logits, dtype=torch.float64), torch.tensor(advantages, dtype=torch.float64)
-        result, error = _call(fn, z.clone(), a.clone(), lr)
-        if error:
-            return _failed(error, f"logits={logits}, advantages={advantages}, lr={lr}: ")
-        if result.numel() != 1:
-            return _verdict(False, "", f"return one number, got shape {tuple(result.shape)}")
-        answer, right = float(result), reference_entropy_change(z, a, lr)
-        if abs(answer - right) < TOLERANCE:
-            continue
-        for wrong, hint in _mistakes(z, a, lr).values():
-            if abs(answer - wrong) < TOLERANCE:
-                return _verdict(False, "", f"(logits={logits}, advantages={advantages}, lr={lr}) {hint}")
-        return _verdict(False, "", f"logits={logits}, advantages={advantages}, lr={lr}: expected {right:.6f}, "
-                                   f"got {answer:.6f}")
-    return _verdict(True, f"matches −η·Cov_π(log π, A) on {len(CASES)} policies", "")
+    """)

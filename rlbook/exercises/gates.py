@@ -24,7 +24,8 @@ import math
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import (DTYPE, FunctionExercise, _call, _close, _diagnose, _failed, _not_attempted,
+                                        _verdict)
 from rlbook.ratios import sapo_gate
 from rlbook.token_gradients import gradient_coefficient
 
@@ -126,24 +127,21 @@ def _limit_mistakes(ratio, advantages):
     }
 
 
-def check_gate_limit(fn) -> bool | None:
-    """Check ``fn(ratio, advantages) -> w``: SAPO's gradient coefficient w(r) = r·g(r) as τ_pos = τ_neg → ∞,
-    per entry, against the library's at τ = ``LIMIT_TAU``. Names the likely mistake (PPO's coefficient,
-    a hard band of width ε, plain importance sampling)."""
-    if _not_attempted(fn, "limit of SAPO's coefficient"):
-        return None
-    ratio, advantages = _limit_inputs()
-    result, error = _call(fn, ratio.clone(), advantages.clone())
-    if error:
-        return _failed(error)
-    reference = reference_gate_limit(ratio, advantages)
-    if not _close(result.detach(), reference):
-        return _verdict(False, "", "not SAPO's limit — " + _diagnose(result, reference,
-                                                                     _limit_mistakes(ratio, advantages)))
-    return _verdict(True, "right: as τ → ∞ SAPO keeps a gradient only at r = 1 (w = 1) and zeroes both sides. "
-                          "That is not PPO, which keeps w = r inside [1 − ε, 1 + ε] and on the side that pulls the "
-                          "ratio back (A > 0, r < 1 − ε; A < 0, r > 1 + ε). A finite τ ≈ 8.8 gives SAPO PPO's band "
-                          "width (exercise 3), but its gate stays symmetric", "")
+check_gate_limit = FunctionExercise(
+    "check_gate_limit",
+    what="limit of SAPO's coefficient",
+    cases=lambda: [_limit_inputs()],
+    reference=reference_gate_limit,
+    mistakes=_limit_mistakes,
+    prepare=lambda result, *args: result.detach(),
+    wrong="not SAPO's limit — ",
+    success="right: as τ → ∞ SAPO keeps a gradient only at r = 1 (w = 1) and zeroes both sides. That is not PPO, "
+            "which keeps w = r inside [1 − ε, 1 + ε] and on the side that pulls the ratio back (A > 0, r < 1 − ε; "
+            "A < 0, r > 1 + ε). A finite τ ≈ 8.8 gives SAPO PPO's band width (exercise 3), but its gate stays "
+            "symmetric",
+    doc="""Check ``fn(ratio, advantages) -> w``: SAPO's gradient coefficient w(r) = r·g(r) as τ_pos = τ_neg → ∞,
+per entry, against the library's at τ = ``LIMIT_TAU``. Names the likely mistake (PPO's coefficient,
+a hard band of width ε, plain importance sampling).""")
 
 
 # ----------------------------------------------------------------------------------------------

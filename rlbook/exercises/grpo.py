@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import batch_normalize, group_advantages
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FunctionExercise
 
 __all__ = ["check_group_advantages", "GROUP_CASES"]
 
@@ -29,20 +29,6 @@ GROUP_CASES = [
 def _close(result: torch.Tensor, expected: torch.Tensor) -> bool:
     """Equal up to the ε a reader may add to σ (1e-8 … 1e-4)."""
     return result.shape == expected.shape and bool(torch.allclose(result, expected, rtol=1e-3, atol=1e-3))
-
-
-def _run(fn, rewards: torch.Tensor, group_size: int):
-    """(result as a flat float64 tensor, None) or (None, a message saying what went wrong).
-
-    ``fn`` runs through ``pg_kl._call``, so the stub's message is ``NOT_ATTEMPTED``: pass it to ``_failed``.
-    """
-    result, error = _call(fn, rewards.clone(), group_size)
-    if error:
-        return None, error
-    result = result.detach().to(DTYPE).reshape(-1)
-    if result.shape != rewards.shape:
-        return None, f"return one advantage per reward, shape {tuple(rewards.shape)}; got {tuple(result.shape)}"
-    return result, None
 
 
 def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
@@ -82,35 +68,64 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
     }
 
 
-def check_group_advantages(fn) -> bool | None:
-    """Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against GRPO's, naming the mistake.
+def _flat_rows(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    groups = rewards.view(-1, group_size)
+    return (groups == groups[:, :1]).all(1).repeat_interleave(group_size)
+
+
+def _as_advantages(result, rewards, group_size):
+    return result.detach().to(DTYPE).reshape(-1)
+
+
+def _not_these_advantages(whose: str):
+    """The message for an unnamed wrong answer: ``whose`` advantages for this batch, expected and got."""
+    def otherwise(result, expected, rewards, group_size):
+        return (f"not {whose} advantages for rewards {rewards.tolist()} (G = {group_size}): "
+                f"expected {[round(v, 3) for v in expected.tolist()]}, got {[round(v, 3) for v in result.tolist()]}")
+    return otherwise
+
+
+def _one_per_reward(result, reference, rewards, group_size):
+    if result.shape != rewards.shape:
+        return f"return one advantage per reward, shape {tuple(rewards.shape)}; got {tuple(result.shape)}"
+    return None
+
+
+def _finite(result, reference, rewards, group_size):
+    if torch.isfinite(result).all():
+        return None
+    flat = _flat_rows(rewards, group_size)
+    where = "in a group whose rewards are all equal" if not torch.isfinite(result[flat]).all() else ""
+    return (f"your advantages contain NaN or inf {where}: a zero-variance group has σ = 0, and 0 / 0 is NaN. "
+            "Give such a group advantage 0 (it carries no signal), or divide by σ + ε.")
+
+
+def _varied_groups_right(result, reference, rewards, group_size):
+    varied = ~_flat_rows(rewards, group_size)
+    if _close(result[varied], reference[varied]):
+        return ("the varied groups are right, but a zero-variance group (all rewards equal) must get advantage "
+                "exactly 0: it carries no signal.")
+    return None
+
+
+def advantage_exercise(name: str, what: str, method: str, whose: str, mistakes, *, checks=(), partial=None,
+                       doc: str = "") -> FunctionExercise:
+    """The checker of an exercise that writes ``fn(rewards, group_size) -> (B,) advantages`` for ``method``
+    (``rlbook.advantages.group_advantages``'s name), run on ``GROUP_CASES``; one advantage per reward is
+    checked first, then ``checks``, the comparison, ``partial`` and the ``mistakes``."""
+    return FunctionExercise(
+        name, what=what, cases=lambda: GROUP_CASES,
+        reference=lambda rewards, group_size: group_advantages(rewards, group_size, method),
+        mistakes=mistakes, prepare=_as_advantages, checks=(_one_per_reward, *checks), close=_close, partial=partial,
+        otherwise=_not_these_advantages(whose), success=f"your {what} match rlbook's on all {len(GROUP_CASES)} batches",
+        doc=doc)
+
+
+check_group_advantages = advantage_exercise(
+    "check_group_advantages", "group advantages", "grpo", "GRPO's", _group_mistakes, checks=(_finite,),
+    partial=_varied_groups_right,
+    doc="""Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against GRPO's, naming the mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
     the exercise is not attempted yet (``fn`` is None or raises ``NotImplementedError``).
-    """
-    if _not_attempted(fn, "group advantages"):
-        return None
-    for rewards, group_size in GROUP_CASES:
-        result, error = _run(fn, rewards, group_size)
-        if error:
-            return _failed(error)
-        expected = group_advantages(rewards, group_size, "grpo")
-        flat = (rewards.view(-1, group_size) == rewards.view(-1, group_size)[:, :1]).all(1)
-        flat_rows = flat.repeat_interleave(group_size)
-        if not torch.isfinite(result).all():
-            where = "in a group whose rewards are all equal" if not torch.isfinite(result[flat_rows]).all() else ""
-            return _verdict(False, "", f"your advantages contain NaN or inf {where}: a zero-variance group has σ = 0, "
-                                       "and 0 / 0 is NaN. Give such a group advantage 0 (it carries no signal), "
-                                       "or divide by σ + ε.")
-        if _close(result, expected):
-            continue
-        if _close(result[~flat_rows], expected[~flat_rows]):
-            return _verdict(False, "", "the varied groups are right, but a zero-variance group (all rewards "
-                                       "equal) must get advantage exactly 0: it carries no signal.")
-        for candidate, hint in _group_mistakes(rewards, group_size).values():
-            if _close(result, candidate):
-                return _verdict(False, "", hint)
-        return _verdict(False, "", f"not GRPO's advantages for rewards {rewards.tolist()} (G = {group_size}): "
-                                   f"expected {[round(v, 3) for v in expected.tolist()]}, "
-                                   f"got {[round(v, 3) for v in result.tolist()]}")
-    return _verdict(True, f"your group advantages match rlbook's on all {len(GROUP_CASES)} batches", "")
+    """)

@@ -24,7 +24,7 @@ import time
 from contextlib import contextmanager
 from fractions import Fraction
 
-from rlbook.exercises.pg_kl import NOT_ATTEMPTED, _not_attempted, _verdict
+from rlbook.exercises.framework import NOT_ATTEMPTED, _not_attempted, _verdict
 from rlbook.tasks.verifiers import extract_answer
 
 __all__ = ["RIGHT_ANSWERS", "HOSTILE_CORPUS", "reference_fraction_reward", "check_fraction_verifier"]

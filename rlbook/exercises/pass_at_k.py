@@ -26,7 +26,7 @@ import torch
 
 from rlbook.coverage import plug_in_pass_at_k
 from rlbook.evidence import paired_pass_at_k_difference
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
 from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
 
 __all__ = ["CASES", "GAP_CASES", "check_gap_se", "check_pass_at_k", "gap_tables"]

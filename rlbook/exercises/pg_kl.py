@@ -6,9 +6,7 @@ matches a mistake, the feedback names it. It prints its verdict and returns True
 None when the exercise is not attempted yet (``None``, or a function still raising
 ``NotImplementedError``).
 
-The shared plumbing below is what every lesson's checker uses: ``_not_attempted`` for ``None``,
-``_call`` to run the reader's function (it returns the error ``NOT_ATTEMPTED`` for the stub), and
-``_failed`` to turn an error into the verdict (None and a note for the stub, False otherwise).
+The plumbing they share with every lesson's checker is in ``rlbook.exercises.framework``.
 
 ===============================  ===============================================  ==========
 checker                          the reader writes                                lesson
@@ -25,89 +23,15 @@ from __future__ import annotations
 
 import torch
 
+from rlbook.exercises.framework import (DTYPE, FLOAT32_NOTE, FLOAT32_TOLERANCE, NOT_ATTEMPTED,  # noqa: F401
+                                        TOLERANCE, FunctionExercise, _call, _close, _close_in_float32, _diagnose, _failed,
+                                        _not_attempted, _verdict)
 from rlbook.kl import k1, k2, k3, k3_straight_through
 from rlbook.losses import reinforce_surrogate
 from rlbook.toys import GaussianBandit, optimal_constant_baseline
 
 __all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_k3_straight_through",
            "check_expected_gradient"]
-
-DTYPE = torch.float64
-# Loose enough for an answer computed in float32 (a reader's `logits.float()`: about 1e-7 relative
-# error), tight enough that every named mistake, which is off by a percent or more, is told apart.
-TOLERANCE = dict(rtol=1e-5, atol=1e-7)
-# A right formula computed in float32 (eps ≈ 1.2e-7, and k3 = (r − 1) − log r cancels) lands within this.
-FLOAT32_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
-FLOAT32_NOTE = ("(to float32 precision only: your function computes in float32 — the inputs are float64, so "
-                "keep their dtype, e.g. avoid torch.tensor(..., dtype=torch.float32) or .float())")
-# The error ``_call`` returns when the reader's function is still the stub raising NotImplementedError.
-NOT_ATTEMPTED = "Not attempted yet: replace the `raise NotImplementedError` with your answer."
-
-
-# ----------------------------------------------------------------------------------------------
-# Shared plumbing
-
-
-def _not_attempted(fn, name: str) -> bool:
-    """True (and says so) when ``fn`` is None; a ValueError when it is not a function."""
-    if fn is None:
-        print(f"Nothing to check yet: replace None with your {name} and run this cell again.")
-        return True
-    if not callable(fn):
-        raise ValueError(f"pass your {name} as a function, got {type(fn).__name__}")
-    return False
-
-
-def _call(fn, *args):
-    """``(result, None)`` with the reader's result as a tensor, or ``(None, error message)``.
-
-    A number or a list is converted to a float64 tensor. A function still raising
-    ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to ``_failed``).
-    """
-    try:
-        result = fn(*args)
-    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
-        return None, NOT_ATTEMPTED
-    except Exception as error:  # the reader's code: report any failure rather than crash the cell
-        return None, f"your function raised {type(error).__name__}: {error}"
-    if not isinstance(result, torch.Tensor):
-        try:
-            result = torch.as_tensor(result, dtype=DTYPE)
-        except (TypeError, ValueError, RuntimeError):
-            return None, f"your function returned a {type(result).__name__}, expected a tensor or a number"
-    return result, None
-
-
-def _verdict(ok: bool, success: str, failure: str) -> bool:
-    print(f"✓ {success}" if ok else f"✗ {failure}")
-    return ok
-
-
-def _failed(error: str, context: str = "") -> bool | None:
-    """The verdict on an error from ``_call``: None and a note for the stub, else False and ``context + error``."""
-    if error is NOT_ATTEMPTED:
-        print(NOT_ATTEMPTED)
-        return None
-    return _verdict(False, "", context + error)
-
-
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a.to(DTYPE), b.to(DTYPE), **TOLERANCE)
-
-
-def _close_in_float32(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when ``a`` is ``b`` to float32 precision: the right formula, computed in single precision."""
-    return a.shape == b.shape and torch.allclose(a.detach().to(DTYPE), b.detach().to(DTYPE), **FLOAT32_TOLERANCE)
-
-
-def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]]) -> str:
-    """The hint of the first mistake ``result`` matches, or a generic message with the numbers."""
-    for candidate, hint in mistakes.values():
-        if candidate is not None and _close(result, candidate):
-            return hint
-    return (f"not the expected values: expected {reference.flatten()[:4].tolist()}…, "
-            f"got {result.detach().flatten()[:4].tolist()}…")
-
 
 # ----------------------------------------------------------------------------------------------
 # Lesson 01: the REINFORCE loss with the value baseline
@@ -294,34 +218,32 @@ def _token_cases():
     return logp, ref_logp
 
 
-def check_k3(k3_fn) -> bool | None:
-    """Check ``k3_fn(logp, ref_logp)``: per-token (r − 1) − log r with r = π_ref / π_θ (``rlbook.kl.k3``)."""
-    if _not_attempted(k3_fn, "k3"):
-        return None
-    logp, ref_logp = _token_cases()
-    result, error = _call(k3_fn, logp.clone(), ref_logp.clone())
-    if error:
-        return _failed(error)
-    reference = k3(logp, ref_logp)
-    if result.shape != reference.shape:
-        return _verdict(False, "", f"return one value per token, shape {tuple(reference.shape)} like logp; got "
-                        f"{tuple(result.shape)} (average later, in the loss)")
-    if _close(result, reference):
-        return _verdict(True, "your k3 matches rlbook.kl.k3", "")
-    if _close_in_float32(result, reference):
-        return _verdict(True, f"your k3 matches rlbook.kl.k3 {FLOAT32_NOTE}", "")
+def _k3_mistakes(logp, ref_logp):
     log_r = ref_logp - logp
-    mistakes = {
+    return {
         "flipped_ratio": (k3(ref_logp, logp),
                           "you used r = π_θ/π_ref; Schulman's r is π_ref/π_θ, so log r = ref_logp − logp."),
         "k1": (k1(logp, ref_logp), "that is k1 = −log r; k3 adds the zero-mean control variate r − 1."),
         "k2": (k2(logp, ref_logp), "that is k2 = ½ (log r)²; k3 = (r − 1) − log r."),
         "no_minus_one": (torch.exp(log_r) - log_r,
                          "the −1 is missing: k3 = (r − 1) − log r; r − 1 has mean 0 under π_θ, r does not."),
-        "negated": (-reference, "the sign is flipped: k3 = (r − 1) − log r ≥ 0 for every r."),
+        "negated": (-k3(logp, ref_logp), "the sign is flipped: k3 = (r − 1) − log r ≥ 0 for every r."),
         "log_sign": (torch.expm1(log_r) + log_r, "log r should be subtracted: k3 = (r − 1) − log r."),
     }
-    return _verdict(False, "", f"your k3 is wrong — {_diagnose(result, reference, mistakes)}")
+
+
+def _one_per_token(result, reference, *case):
+    if result.shape != reference.shape:
+        return (f"return one value per token, shape {tuple(reference.shape)} like logp; got {tuple(result.shape)} "
+                "(average later, in the loss)")
+    return None
+
+
+check_k3 = FunctionExercise(
+    "check_k3", what="k3", cases=lambda: [_token_cases()], reference=k3, mistakes=_k3_mistakes,
+    checks=(_one_per_token,), wrong="your k3 is wrong — ", success="your k3 matches rlbook.kl.k3",
+    float32_success=f"your k3 matches rlbook.kl.k3 {FLOAT32_NOTE}",
+    doc="""Check ``k3_fn(logp, ref_logp)``: per-token (r − 1) − log r with r = π_ref / π_θ (``rlbook.kl.k3``).""")
 
 
 # ----------------------------------------------------------------------------------------------

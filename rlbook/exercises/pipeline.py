@@ -13,7 +13,7 @@ right sample instead of the first, a list instead of one completion.
 
 from __future__ import annotations
 
-from rlbook.exercises.pg_kl import NOT_ATTEMPTED, _not_attempted, _verdict
+from rlbook.exercises.framework import NOT_ATTEMPTED, _not_attempted, _verdict
 from rlbook.pipeline import is_r1_formatted, keep_first
 from rlbook.tasks import ArithmeticTask, arithmetic_reward
 

@@ -30,7 +30,7 @@ import itertools
 import torch
 
 from rlbook.advantages import gae
-from rlbook.exercises.pg_kl import DTYPE, NOT_ATTEMPTED, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, NOT_ATTEMPTED, _call, _close, _diagnose, _failed, _not_attempted, _verdict
 from rlbook.losses import clipped_surrogate, policy_loss, register_policy_loss, unregister_policy_loss
 
 __all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes", "clip_only_negative_reference",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, _call, _close, _failed, _not_attempted, _verdict
 from rlbook.losses import dpo_loss, ipo_loss, simpo_loss
 from rlbook.toys import reverse_kl_optimum
 

@@ -12,7 +12,7 @@ to well-formed answers, R1's think-required rule, the shaped (partial) format sc
 
 from __future__ import annotations
 
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
 from rlbook.reasoning import completion_kind, r1_zero_reward
 from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward
 

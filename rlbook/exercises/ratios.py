@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
 from rlbook.ratios import gmpo_sequence_ratio, gspo_sequence_ratio
 
 __all__ = ["check_gmpo_log_clip", "check_gspo_sequence_ratio"]

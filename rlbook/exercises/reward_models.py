@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, _call, _close, _failed, _not_attempted, _verdict
 from rlbook.losses.preference import bradley_terry_loss
 
 __all__ = ["check_bradley_terry_loss"]

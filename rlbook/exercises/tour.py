@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
 from rlbook.metrics import pass_at_k
 
 CASES = [(16, 0, 1), (16, 3, 1), (16, 3, 8), (16, 15, 2), (10, 10, 5), (20, 5, 4), (8, 1, 8), (200, 17, 10)]

@@ -1,0 +1,196 @@
+"""The exercise checkers' one framework: an exercise declared as data, and the plumbing every checker shares.
+
+A function exercise is ``FunctionExercise(what, cases, reference, mistakes, success, ...)``: the fixed
+inputs it is checked on, the reference answer, the known mistakes (each a wrong answer computed on the
+same inputs, with the feedback that names it), and the verdict for a right answer. ``exercise(fn)`` runs
+the reader's ``fn`` on every case and prints one verdict:
+
+- ``None`` passed, or the exercise's stub still raising ``NotImplementedError``: "not attempted", returns
+  None (a notebook that has not been worked yet runs clean);
+- ``fn`` raises, or returns something that is not a number or a tensor: the error, returns False;
+- the answer matches the reference on every case: ✓ ``success``, returns True;
+- otherwise the first known mistake it matches is named (✗ and its feedback), else what was expected
+  and what came back; returns False.
+
+Checkers whose exercise does not fit that loop (a number to give, a gradient to take, a training run)
+use the same plumbing below: ``_not_attempted`` for ``None``, ``_call`` to run the reader's function
+(it returns the error ``NOT_ATTEMPTED`` for the stub), ``_failed`` to turn an error into the verdict,
+``_verdict`` to print it, ``_close`` / ``_diagnose`` to compare and name a mistake.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+
+__all__ = ["DTYPE", "TOLERANCE", "FLOAT32_TOLERANCE", "FLOAT32_NOTE", "NOT_ATTEMPTED", "FunctionExercise"]
+
+DTYPE = torch.float64
+# Loose enough for an answer computed in float32 (a reader's `logits.float()`: about 1e-7 relative
+# error), tight enough that every named mistake, which is off by a percent or more, is told apart.
+TOLERANCE = dict(rtol=1e-5, atol=1e-7)
+# A right formula computed in float32 (eps ≈ 1.2e-7, and k3 = (r − 1) − log r cancels) lands within this.
+FLOAT32_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
+FLOAT32_NOTE = ("(to float32 precision only: your function computes in float32 — the inputs are float64, so "
+                "keep their dtype, e.g. avoid torch.tensor(..., dtype=torch.float32) or .float())")
+# The error ``_call`` returns when the reader's function is still the stub raising NotImplementedError.
+NOT_ATTEMPTED = "Not attempted yet: replace the `raise NotImplementedError` with your answer."
+
+
+def _not_attempted(fn, name: str) -> bool:
+    """True (and says so) when ``fn`` is None; a ValueError when it is not a function."""
+    if fn is None:
+        print(f"Nothing to check yet: replace None with your {name} and run this cell again.")
+        return True
+    if not callable(fn):
+        raise ValueError(f"pass your {name} as a function, got {type(fn).__name__}")
+    return False
+
+
+def _call(fn, *args):
+    """``(result, None)`` with the reader's result as a tensor, or ``(None, error message)``.
+
+    A number or a list is converted to a float64 tensor. A function still raising
+    ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to ``_failed``).
+    """
+    try:
+        result = fn(*args)
+    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
+        return None, NOT_ATTEMPTED
+    except Exception as error:  # the reader's code: report any failure rather than crash the cell
+        return None, f"your function raised {type(error).__name__}: {error}"
+    if not isinstance(result, torch.Tensor):
+        try:
+            result = torch.as_tensor(result, dtype=DTYPE)
+        except (TypeError, ValueError, RuntimeError):
+            return None, f"your function returned a {type(result).__name__}, expected a tensor or a number"
+    return result, None
+
+
+def _verdict(ok: bool, success: str, failure: str) -> bool:
+    print(f"✓ {success}" if ok else f"✗ {failure}")
+    return ok
+
+
+def _failed(error: str, context: str = "") -> bool | None:
+    """The verdict on an error from ``_call``: None and a note for the stub, else False and ``context + error``."""
+    if error is NOT_ATTEMPTED:
+        print(NOT_ATTEMPTED)
+        return None
+    return _verdict(False, "", context + error)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(a.to(DTYPE), b.to(DTYPE), **TOLERANCE)
+
+
+def _close_in_float32(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when ``a`` is ``b`` to float32 precision: the right formula, computed in single precision."""
+    return a.shape == b.shape and torch.allclose(a.detach().to(DTYPE), b.detach().to(DTYPE), **FLOAT32_TOLERANCE)
+
+
+def _expected_got(result, reference) -> str:
+    return (f"not the expected values: expected {reference.flatten()[:4].tolist()}…, "
+            f"got {result.detach().flatten()[:4].tolist()}…")
+
+
+def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]], close=_close) -> str:
+    """The hint of the first mistake ``result`` matches (by ``close``), or a generic message with the numbers."""
+    for candidate, hint in mistakes.values():
+        if candidate is not None and close(result, torch.as_tensor(candidate, dtype=DTYPE)):
+            return hint
+    return _expected_got(result, reference)
+
+
+def _no_label(*args) -> str:
+    return ""
+
+
+def _no_mistakes(*args) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class FunctionExercise:
+    """A checker for "write this function", declared as data; call it with the reader's function.
+
+    - name: the checker's name (``check_...``), as the module binds it.
+    - what: the function's name in the messages ("your {what}").
+    - cases: a function returning the inputs, one tuple of arguments per case (fixed: seeded, or literal).
+    - reference: ``reference(*args)``, the right answer (a tensor or a number).
+    - mistakes: ``mistakes(*args)`` → {name: (wrong answer, feedback naming it)}, tried in order.
+    - success: the ✓ line when every case matches.
+    - label: ``label(*args)``, what a failure's message starts with to say which case failed ("" for one).
+    - wrong: what a named mistake's or an unnamed wrong answer's message starts with (or ``wrong(*args)``).
+    - close: ``close(result, expected)``, the comparison (default ``_close``: float64, ``TOLERANCE``).
+    - checks: extra ``check(result, reference, *args)`` → a failure message or None, tried in order
+      before the comparison (a shape, NaN in a flat group): what a wrong answer's *form* says.
+    - partial: ``partial(result, reference, *args)`` → a message or None, tried after the comparison fails
+      and before the mistakes (part of the answer right: say which part).
+    - otherwise: ``otherwise(result, reference, *args)`` → the message when no mistake matches.
+    - float32_success: when set, an answer right only to float32 precision passes with this ✓ line.
+    - clone: the tensor arguments are cloned before each call, so an in-place edit cannot change the case.
+    - prepare: ``prepare(result, *args)`` → the result as compared (e.g. detached, flattened, float64).
+    - doc: the checker's docstring (what ``help`` and the lesson's ``show_source`` readers see).
+    """
+
+    name: str
+    what: str
+    cases: Callable[[], Iterable[tuple]]
+    reference: Callable[..., Any]
+    success: str
+    mistakes: Callable[..., dict[str, tuple[Any, str]]] = _no_mistakes
+    label: Callable[..., str] = _no_label
+    wrong: str | Callable[..., str] = ""
+    close: Callable[[torch.Tensor, torch.Tensor], bool] = _close
+    checks: tuple = field(default=())
+    partial: Callable[..., str | None] | None = None
+    otherwise: Callable[..., str] | None = None
+    float32_success: str | None = None
+    clone: bool = True
+    prepare: Callable[..., torch.Tensor] | None = None
+    doc: str = ""
+
+    def __post_init__(self):
+        # Read like the function it replaces: its name, its docstring, and the module that declares it
+        # (the caller's, as collections.namedtuple finds it).
+        object.__setattr__(self, "__name__", self.name)
+        object.__setattr__(self, "__doc__", self.doc or f"Check the reader's {self.what}: {self.success}")
+        object.__setattr__(self, "__module__", sys._getframe(2).f_globals.get("__name__", __name__))
+
+    def __call__(self, fn) -> bool | None:
+        if _not_attempted(fn, self.what):
+            return None
+        float32_only = False
+        for args in self.cases():
+            called = tuple(a.clone() if self.clone and isinstance(a, torch.Tensor) else a for a in args)
+            result, error = _call(fn, *called)
+            if error:
+                label = self.label(*args)
+                return _failed(error, f"{label}: " if label else "")
+            if self.prepare is not None:
+                result = self.prepare(result, *args)
+            reference = torch.as_tensor(self.reference(*args), dtype=DTYPE)
+            for check in self.checks:
+                message = check(result, reference, *args)
+                if message:
+                    return _verdict(False, "", message)
+            if self.close(result, reference):
+                continue
+            if self.float32_success is not None and _close_in_float32(result, reference):
+                float32_only = True
+                continue
+            message = self.partial(result, reference, *args) if self.partial is not None else None
+            if message:
+                return _verdict(False, "", message)
+            wrong = self.wrong(*args) if callable(self.wrong) else self.wrong
+            for candidate, hint in self.mistakes(*args).values():
+                if candidate is not None and self.close(result, torch.as_tensor(candidate, dtype=DTYPE)):
+                    return _verdict(False, "", wrong + hint)
+            fallback = (self.otherwise(result, reference, *args) if self.otherwise is not None
+                        else wrong + _expected_got(result, reference))
+            return _verdict(False, "", fallback)
+        return _verdict(True, self.float32_success if float32_only else self.success, "")
