@@ -92,6 +92,11 @@ def _close_in_float32(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a.detach().to(DTYPE), b.detach().to(DTYPE), **FLOAT32_TOLERANCE)
 
 
+def _as_tensor(value) -> torch.Tensor:
+    """A reference or a mistake as a tensor: a tensor as it is (a float64 one, a bool mask), a number as float64."""
+    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=DTYPE)
+
+
 def _expected_got(result, reference) -> str:
     return (f"not the expected values: expected {reference.flatten()[:4].tolist()}…, "
             f"got {result.detach().flatten()[:4].tolist()}…")
@@ -100,7 +105,7 @@ def _expected_got(result, reference) -> str:
 def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]], close=_close) -> str:
     """The hint of the first mistake ``result`` matches (by ``close``), or a generic message with the numbers."""
     for candidate, hint in mistakes.values():
-        if candidate is not None and close(result, torch.as_tensor(candidate, dtype=DTYPE)):
+        if candidate is not None and close(result, _as_tensor(candidate)):
             return hint
     return _expected_got(result, reference)
 
@@ -135,6 +140,7 @@ class FunctionExercise:
     - clone: the tensor arguments are cloned before each call, so an in-place edit cannot change the case.
     - prepare: ``prepare(result, *args)`` → the result as compared (e.g. detached, flattened, float64).
     - doc: the checker's docstring (what ``help`` and the lesson's ``show_source`` readers see).
+    - module: the module that declares it (default: the one whose code builds it; a factory passes its caller's).
     """
 
     name: str
@@ -153,13 +159,14 @@ class FunctionExercise:
     clone: bool = True
     prepare: Callable[..., torch.Tensor] | None = None
     doc: str = ""
+    module: str | None = None
 
     def __post_init__(self):
         # Read like the function it replaces: its name, its docstring, and the module that declares it
         # (the caller's, as collections.namedtuple finds it).
         object.__setattr__(self, "__name__", self.name)
         object.__setattr__(self, "__doc__", self.doc or f"Check the reader's {self.what}: {self.success}")
-        object.__setattr__(self, "__module__", sys._getframe(2).f_globals.get("__name__", __name__))
+        object.__setattr__(self, "__module__", self.module or sys._getframe(2).f_globals.get("__name__", __name__))
 
     def __call__(self, fn) -> bool | None:
         if _not_attempted(fn, self.what):
@@ -173,7 +180,7 @@ class FunctionExercise:
                 return _failed(error, f"{label}: " if label else "")
             if self.prepare is not None:
                 result = self.prepare(result, *args)
-            reference = torch.as_tensor(self.reference(*args), dtype=DTYPE)
+            reference = _as_tensor(self.reference(*args))
             for check in self.checks:
                 message = check(result, reference, *args)
                 if message:
@@ -188,7 +195,7 @@ class FunctionExercise:
                 return _verdict(False, "", message)
             wrong = self.wrong(*args) if callable(self.wrong) else self.wrong
             for candidate, hint in self.mistakes(*args).values():
-                if candidate is not None and self.close(result, torch.as_tensor(candidate, dtype=DTYPE)):
+                if candidate is not None and self.close(result, _as_tensor(candidate)):
                     return _verdict(False, "", wrong + hint)
             fallback = (self.otherwise(result, reference, *args) if self.otherwise is not None
                         else wrong + _expected_got(result, reference))

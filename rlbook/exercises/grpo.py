@@ -10,6 +10,8 @@ not attempted yet (``None``, or a function that raises ``NotImplementedError``).
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from rlbook.advantages import batch_normalize, group_advantages
@@ -118,7 +120,7 @@ def advantage_exercise(name: str, what: str, method: str, whose: str, mistakes, 
         reference=lambda rewards, group_size: group_advantages(rewards, group_size, method),
         mistakes=mistakes, prepare=_as_advantages, checks=(_one_per_reward, *checks), close=_close, partial=partial,
         otherwise=_not_these_advantages(whose), success=f"your {what} match rlbook's on all {len(GROUP_CASES)} batches",
-        doc=doc)
+        doc=doc, module=sys._getframe(1).f_globals["__name__"])
 
 
 check_group_advantages = advantage_exercise(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.framework import DTYPE, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, FunctionExercise, _close
 from rlbook.ratios import gmpo_sequence_ratio, gspo_sequence_ratio
 
 __all__ = ["check_gmpo_log_clip", "check_gspo_sequence_ratio"]
@@ -60,23 +60,19 @@ def _sequence_ratio_mistakes(logp, old_logp, mask):
     }
 
 
-def check_gspo_sequence_ratio(fn) -> bool | None:
-    """Check ``fn(logp, old_logp, mask) -> (B,)`` against GSPO's s_i = exp((1/|y_i|) Σ_t mask · (logp − old_logp))."""
-    if _not_attempted(fn, "GSPO sequence ratio"):
-        return None
-    cases = _ratio_cases()
-    for logp, old_logp, mask in cases:
-        result, error = _call(fn, logp.clone(), old_logp.clone(), mask.clone())
-        if error:
-            return _failed(error)
-        if result.dim() == 2:
-            return _verdict(False, "", f"return one ratio per sequence, shape ({logp.shape[0]},); got "
-                            f"{tuple(result.shape)} — per-token ratios must be averaged over each row")
-        reference = gspo_sequence_ratio(logp, old_logp, mask)
-        if not _close(result.detach(), reference):
-            hint = _diagnose(result, reference, _sequence_ratio_mistakes(logp, old_logp, mask))
-            return _verdict(False, "", f"wrong sequence ratio — {hint}")
-    return _verdict(True, f"your sequence ratio matches GSPO's on all {len(cases)} test batches", "")
+def _one_ratio_per_sequence(result, reference, logp, *rest):
+    if result.dim() == 2:
+        return (f"return one ratio per sequence, shape ({logp.shape[0]},); got {tuple(result.shape)} — per-token "
+                "ratios must be averaged over each row")
+    return None
+
+
+check_gspo_sequence_ratio = FunctionExercise(
+    "check_gspo_sequence_ratio", what="GSPO sequence ratio", cases=_ratio_cases, reference=gspo_sequence_ratio,
+    mistakes=_sequence_ratio_mistakes, checks=(_one_ratio_per_sequence,), prepare=lambda result, *case: result.detach(),
+    wrong="wrong sequence ratio — ",
+    success=f"your sequence ratio matches GSPO's on all {len(_ratio_cases())} test batches",
+    doc="""Check ``fn(logp, old_logp, mask) -> (B,)`` against GSPO's s_i = exp((1/|y_i|) Σ_t mask · (logp − old_logp)).""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,20 +148,21 @@ def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
     }
 
 
-def check_gmpo_log_clip(fn) -> bool | None:
-    """Check ``fn(logp, old_logp, advantages, mask, eps_low, eps_high) -> (B,)`` against GMPO's ρ_i."""
-    if _not_attempted(fn, "GMPO ratio"):
-        return None
-    logp, old_logp, advantages, mask = _gmpo_cases()
-    for eps_low, eps_high in GMPO_BOUNDS:
-        result, error = _call(fn, logp.clone(), old_logp.clone(), advantages.clone(), mask.clone(), eps_low, eps_high)
-        if error:
-            return _failed(error)
-        if result.shape != (logp.shape[0],):
-            return _verdict(False, "", f"return one ratio per sequence, shape ({logp.shape[0]},); got "
-                            f"{tuple(result.shape)}")
-        reference = gmpo_sequence_ratio(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high)
-        if not _close(result.detach(), reference):
-            hint = _diagnose(result, reference, _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high))
-            return _verdict(False, "", f"wrong GMPO ratio at ε_low = {eps_low}, ε_high = {eps_high} — {hint}")
-    return _verdict(True, f"your GMPO ratio matches the library's at both clip ranges {GMPO_BOUNDS}", "")
+def _gmpo_inputs():
+    return [(*_gmpo_cases(), eps_low, eps_high) for eps_low, eps_high in GMPO_BOUNDS]
+
+
+def _gmpo_shape(result, reference, logp, *rest):
+    if result.shape != (logp.shape[0],):
+        return f"return one ratio per sequence, shape ({logp.shape[0]},); got {tuple(result.shape)}"
+    return None
+
+
+check_gmpo_log_clip = FunctionExercise(
+    "check_gmpo_log_clip", what="GMPO ratio", cases=_gmpo_inputs,
+    reference=lambda logp, old_logp, advantages, mask, eps_low, eps_high: gmpo_sequence_ratio(
+        logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high),
+    mistakes=_gmpo_mistakes, checks=(_gmpo_shape,), prepare=lambda result, *case: result.detach(),
+    wrong=lambda *case: f"wrong GMPO ratio at ε_low = {case[-2]}, ε_high = {case[-1]} — ",
+    success=f"your GMPO ratio matches the library's at both clip ranges {GMPO_BOUNDS}",
+    doc="""Check ``fn(logp, old_logp, advantages, mask, eps_low, eps_high) -> (B,)`` against GMPO's ρ_i.""")
