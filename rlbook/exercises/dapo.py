@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FunctionExercise, _call, _failed, _not_attempted, _verdict
 from rlbook.losses import clipped_surrogate
 from rlbook.shaping import soft_overlong_penalty
 
@@ -136,33 +136,34 @@ def _wrong_masks(ratio, advantages, eps_low: float, eps_high: float) -> dict[str
     }
 
 
-def check_clip_mask(fn) -> bool | None:
-    """Check ``fn(ratio, advantages, eps_low, eps_high) -> bool tensor`` on a grid of ratios, both signs of
+def _clip_cases():
+    return [(*_clip_inputs(eps_low, eps_high), eps_low, eps_high) for eps_low, eps_high in CLIP_CASES]
+
+
+def _one_per_token(answer, expected, ratio, *rest):
+    if tuple(answer.shape) != tuple(ratio.shape):
+        return f"return one True/False per token, shape {tuple(ratio.shape)}; got shape {tuple(answer.shape)}"
+    return None
+
+
+def _first_wrong_token(answer, expected, ratio, advantages, eps_low, eps_high):
+    first = int((answer != expected).nonzero()[0])
+    return (f"eps_low={eps_low}, eps_high={eps_high}: at r = {float(ratio[first]):.3f}, "
+            f"A = {float(advantages[first]):+.1f} the answer is {bool(answer[first])}, expected {bool(expected[first])}")
+
+
+check_clip_mask = FunctionExercise(
+    "check_clip_mask", what="clip-mask function", cases=_clip_cases, reference=clip_mask_reference,
+    mistakes=_wrong_masks, label=lambda ratio, advantages, eps_low, eps_high: f"eps_low={eps_low}, eps_high={eps_high}",
+    prepare=lambda result, *case: result.detach().to(torch.float64) != 0 if result.shape == case[0].shape else result,
+    checks=(_one_per_token,), close=torch.equal,
+    wrong=lambda ratio, advantages, eps_low, eps_high: f"(eps_low={eps_low}, eps_high={eps_high}) ",
+    otherwise=_first_wrong_token,
+    success=f"matches the gradient of rlbook.losses.clipped_surrogate on {len(CLIP_CASES)} (ε_low, ε_high) pairs, "
+            "both signs of A",
+    doc="""Check ``fn(ratio, advantages, eps_low, eps_high) -> bool tensor`` on a grid of ratios, both signs of
     A and a few (ε_low, ε_high); True means "the clip removed this token's gradient".
 
     Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None
     or raises ``NotImplementedError`` (not attempted yet).
-    """
-    if _not_attempted(fn, "clip-mask function"):
-        return None
-    for eps_low, eps_high in CLIP_CASES:
-        ratio, advantages = _clip_inputs(eps_low, eps_high)
-        result, error = _call(fn, ratio.clone(), advantages.clone(), eps_low, eps_high)
-        if error:
-            return _failed(error, f"eps_low={eps_low}, eps_high={eps_high}: ")
-        if tuple(result.shape) != tuple(ratio.shape):
-            return _verdict(False, "", f"return one True/False per token, shape {tuple(ratio.shape)}; "
-                                       f"got shape {tuple(result.shape)}")
-        answer = result.detach().to(torch.float64) != 0
-        expected = clip_mask_reference(ratio, advantages, eps_low, eps_high)
-        if torch.equal(answer, expected):
-            continue
-        for wrong, hint in _wrong_masks(ratio, advantages, eps_low, eps_high).values():
-            if torch.equal(answer, wrong):
-                return _verdict(False, "", f"(eps_low={eps_low}, eps_high={eps_high}) {hint}")
-        first = int((answer != expected).nonzero()[0])
-        return _verdict(False, "", f"eps_low={eps_low}, eps_high={eps_high}: at r = {float(ratio[first]):.3f}, "
-                                   f"A = {float(advantages[first]):+.1f} the answer is {bool(answer[first])}, "
-                                   f"expected {bool(expected[first])}")
-    return _verdict(True, f"matches the gradient of rlbook.losses.clipped_surrogate on {len(CLIP_CASES)} "
-                          "(ε_low, ε_high) pairs, both signs of A", "")
+    """)

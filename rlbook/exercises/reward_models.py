@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlbook.exercises.framework import DTYPE, _call, _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, FunctionExercise
 from rlbook.losses.preference import bradley_terry_loss
 
 __all__ = ["check_bradley_terry_loss"]
@@ -46,24 +46,22 @@ def _mistakes(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, tuple[t
     }
 
 
-def check_bradley_terry_loss(fn) -> bool | None:
-    """Check ``fn(chosen_rewards, rejected_rewards) -> scalar loss`` against the library's Bradley–Terry loss."""
-    if _not_attempted(fn, "Bradley–Terry loss"):
-        return None
-    for chosen, rejected in _cases():
-        result, error = _call(fn, chosen.clone(), rejected.clone())
-        if error:
-            return _failed(error)
-        if result.numel() != 1:
-            return _verdict(False, "", f"the loss must be one number (mean over the pairs), got shape "
-                                       f"{tuple(result.shape)}")
-        result = result.reshape(()).to(DTYPE)
-        reference = bradley_terry_loss(chosen, rejected)
-        if not _close(result, reference):
-            for candidate, hint in _mistakes(chosen, rejected).values():
-                if torch.isfinite(candidate) and _close(result, candidate):
-                    return _verdict(False, "", hint)
-            if not torch.isfinite(result):
-                return _verdict(False, "", "the loss is not finite for a large margin: use F.logsigmoid, which is stable")
-            return _verdict(False, "", f"expected {reference.item():.6f}, got {result.item():.6f}")
-    return _verdict(True, f"Correct on all {len(_cases())} batches.", "")
+def _finite_mistakes(chosen, rejected):
+    # a mistake that overflows on a large margin is not a value an answer can be told apart by
+    return {name: (value if torch.isfinite(value) else None, hint) for name, (value, hint) in _mistakes(chosen, rejected).items()}
+
+
+def _not_finite_or_shown(result, reference, *case):
+    if not torch.isfinite(result):
+        return "the loss is not finite for a large margin: use F.logsigmoid, which is stable"
+    return f"expected {reference.item():.6f}, got {result.item():.6f}"
+
+
+check_bradley_terry_loss = FunctionExercise(
+    "check_bradley_terry_loss", what="Bradley–Terry loss", cases=_cases, reference=bradley_terry_loss,
+    mistakes=_finite_mistakes,
+    checks=(lambda result, reference, *case: (f"the loss must be one number (mean over the pairs), got shape "
+                                              f"{tuple(result.shape)}" if result.numel() != 1 else None),),
+    prepare=lambda result, *case: result.reshape(()).to(DTYPE) if result.numel() == 1 else result,
+    otherwise=_not_finite_or_shown, success=f"Correct on all {len(_cases())} batches.",
+    doc="""Check ``fn(chosen_rewards, rejected_rewards) -> scalar loss`` against the library's Bradley–Terry loss.""")
