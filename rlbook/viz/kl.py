@@ -175,7 +175,7 @@ def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float 
     guides = {"k1": (-0.5, "slope −1/2 (finite variance)")}
     if widest**2 > 2:
         alpha = widest**2 / (widest**2 - 1)
-        guides["k3"] = (1 / alpha - 1, f"slope 1/α − 1 = {1 / alpha - 1:.2f} (α = {alpha:.2f})")
+        guides["k3"] = (1 / alpha - 1, f"slope 1/α − 1 = −{1 - 1 / alpha:.2f} (α = {alpha:.2f})")
     for name, (slope, label) in guides.items():
         start = spread[widest][int(ns[0])][name]["iqr/true"]
         ax_iqr.plot(ns, start * (ns / ns[0]) ** slope, color="0.3", lw=1, ls=(0, (1, 1)) if name == "k1" else (0, (5, 2)),
