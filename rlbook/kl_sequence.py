@@ -49,6 +49,26 @@ Setting each expected gradient to zero gives the closed forms the ascent is chec
   second token and V(y₁) for the first (``per_token_forward_optimum``).
 
 Simplified on purpose: two tokens, tabular logits, float64, the full sum instead of samples.
+
+**The variance price of crediting forward** (``chain_gradient_moments``). The two-token toy shows what
+a per-token penalty *misses* in expectation; a T-token chain shows what crediting each token with the
+future log-ratios *costs* in noise. Every token of the chain is drawn from the same π_θ = softmax(θ)
+(one shared logit vector, no dependence on the prefix) against the same π_ref, so the sequence KL is
+T·KL(π_θ ‖ π_ref) and the partial gradient equals the full one: all the reverse-KL credits have the
+same expected gradient, and only their noise differs. One response's KL gradient is
+g = Σ_t C_t ∇log π_θ(y_t), with C_t = k1_t (k2 or k3+ in the loss), 1 − r_t (k3 in the loss),
+Σ_{t'≥t} k1_t' (k1 in the reward, reward-to-go; Tang & Munos 2025, arXiv:2506.09477, the future
+log-ratios), or that sum minus its exact expectation (T − t + 1)·KL (a perfect critic). Writing a = k1(y),
+s = ∇log π_θ(y) = e_y − π_θ, m = E[a], u = E[a s] and n_t = T − t later tokens, independence of the tokens gives
+
+    Var(g) = T(E[c² ‖s‖²] − ‖E[c s]‖²)                     for a per-token coefficient c,
+    Var(g) = T(E[a² ‖s‖²] − ‖u‖²) + Σ_t [2 n_t m E[a ‖s‖²] + (n_t Var(a) + n_t² m²) E‖s‖²]    (reward-to-go),
+    Var(g) = T(E[(a − m)² ‖s‖²] − ‖u‖²) + Var(a) E‖s‖² Σ_t n_t                            (with the critic),
+
+(the cross terms of two tokens t < u reduce to E[a_t s_t]·E[C_u s_u] = ‖u‖², the same for every credit): a
+per-token loss's noise grows like T, reward-to-go's like T³ (T² with the critic). The module's
+``chain_gradient_moments_enumerated`` computes the same by enumerating all K^T responses through the
+trainers' ``kl_in_reward`` / ``rlbook.advantages.gae`` / ``kl_in_loss``, for the tests and the lesson.
 """
 
 from __future__ import annotations
@@ -74,11 +94,15 @@ __all__ = [
     "sequence_tilt",
     "per_token_tilt",
     "per_token_forward_optimum",
+    "CHAIN_CREDITS",
+    "chain_gradient_moments",
+    "chain_gradient_moments_enumerated",
 ]
 
 DTYPE = torch.float64
 SEQUENCE_PLACEMENTS = ("k1_in_reward", "k1_own_token", "k2_in_loss", "k3+_in_loss", "k3_ratio_in_loss",
                        "k3_in_loss")
+CHAIN_CREDITS = ("reward_to_go", "reward_to_go_critic", "own_token", "k3_in_loss")
 
 
 def _distribution(name: str, value, dim: int) -> torch.Tensor:
@@ -232,3 +256,83 @@ def per_token_forward_optimum(toy: TwoTokenToy, *, beta: float) -> tuple[torch.T
                           for i in range(toy.shape[0])])
     value = (second * toy.rewards).sum(1)
     return forward_kl_optimum(toy.ref_first, value, beta=beta), second
+
+
+def _chain_token_tables(logits, ref_probs):
+    """π_θ, the per-outcome score rows s(y) = e_y − π_θ (K, K), k1(y) = log π_θ/π_ref and r(y) = π_ref/π_θ."""
+    logits = torch.as_tensor(logits, dtype=DTYPE)
+    ref_probs = _distribution("ref_probs", ref_probs, 0)
+    if logits.dim() != 1 or logits.shape != ref_probs.shape or not torch.isfinite(logits).all():
+        raise ValueError(f"logits must be finite and 1-D with the shape of ref_probs {tuple(ref_probs.shape)}, "
+                         f"got {tuple(logits.shape)}")
+    probs = torch.softmax(logits, 0)
+    scores = torch.eye(len(probs), dtype=DTYPE) - probs
+    k1 = probs.log() - ref_probs.log()
+    return probs, scores, k1, ref_probs / probs
+
+
+def chain_gradient_moments(logits, ref_probs, *, length: int, credit: str) -> dict:
+    """The mean and variance of one T-token response's KL-penalty gradient, in closed form (β = 1).
+
+    Each token is drawn from π_θ = softmax(``logits``) against π_ref = ``ref_probs``, independently of
+    the prefix (module docstring, "The variance price of crediting forward"). ``credit`` (``CHAIN_CREDITS``):
+    "own_token" (k2 or k3+ in the loss: coefficient k1_t), "k3_in_loss" (1 − r_t), "reward_to_go" (k1 in the
+    reward credited forward, Σ_{t'≥t} k1_t') or "reward_to_go_critic" (the same minus its expectation,
+    (T − t + 1)·KL: the exact value of the KL still to come). Returns ``{"mean": ∇ to descend (K,),
+    "variance": E‖g‖² − ‖E g‖²}``; the variance is one response's, so a batch of B responses divides it by B.
+    """
+    length = check_int("length", length, minimum=1)
+    check_choice("credit", credit, CHAIN_CREDITS)
+    probs, scores, k1, ratio = _chain_token_tables(logits, ref_probs)
+    norm2 = (scores**2).sum(1)                                       # ‖s(y)‖²
+    expect = lambda values: float((probs * values).sum())            # noqa: E731  E_y[·] under π_θ
+    if credit in ("own_token", "k3_in_loss"):
+        coefficient = k1 if credit == "own_token" else 1 - ratio
+        mean = probs @ (coefficient.unsqueeze(1) * scores)
+        variance = length * (expect(coefficient**2 * norm2) - float(mean @ mean))
+        return {"mean": length * mean, "variance": variance}
+    m = expect(k1)
+    u = probs @ (k1.unsqueeze(1) * scores)                           # E[a s] = ∇KL(π_θ ‖ π_ref) per token
+    later = torch.arange(length - 1, -1, -1, dtype=DTYPE)            # n_t = T − t, t = 1 … T
+    var_a, s2 = expect((k1 - m) ** 2), expect(norm2)
+    if credit == "reward_to_go":
+        variance = (length * (expect(k1**2 * norm2) - float(u @ u)) + 2 * m * expect(k1 * norm2) * float(later.sum())
+                    + s2 * float((later * var_a + later**2 * m**2).sum()))
+    else:
+        variance = length * (expect((k1 - m) ** 2 * norm2) - float(u @ u)) + var_a * s2 * float(later.sum())
+    return {"mean": length * u, "variance": variance}
+
+
+def chain_gradient_moments_enumerated(logits, ref_probs, *, length: int, credit: str) -> dict:
+    """``chain_gradient_moments`` by brute force: all K^T responses, each weighted by π_θ(y), each one's
+    gradient taken by autograd through the trainers' own functions (``kl_in_reward`` and
+    ``rlbook.advantages.gae`` with γ = λ = 1 for the reward credits, the critic's values V_t = −(T − t + 1)·KL;
+    ``kl_in_loss`` with k2 or k3 for the loss credits). Exponential in T: keep K^T to a few thousand."""
+    length = check_int("length", length, minimum=1)
+    check_choice("credit", credit, CHAIN_CREDITS)
+    probs, _, k1_table, _ = _chain_token_tables(logits, ref_probs)
+    count = len(probs)
+    if count**length > 20_000:
+        raise ValueError(f"length {length} enumerates {count}**{length} responses; keep it under 20,000")
+    tokens = torch.cartesian_prod(*[torch.arange(count)] * length).reshape(-1, length)   # (K^T, T)
+    ref_logp = torch.as_tensor(ref_probs, dtype=DTYPE).log()[tokens]
+    weights = probs[tokens].prod(1)
+
+    def penalty(theta):
+        logp = torch.log_softmax(theta, 0)[tokens]
+        if credit in ("own_token", "k3_in_loss"):
+            estimator = "k2" if credit == "own_token" else "k3"
+            return kl_in_loss(logp, ref_logp, beta=1.0, estimator=estimator).sum(1)
+        ones = torch.ones_like(logp)
+        per_token = kl_in_reward(torch.zeros(len(tokens), dtype=DTYPE), kl_estimate(logp, ref_logp, "k1"), 1.0, ones)
+        values = torch.zeros_like(per_token)
+        if credit == "reward_to_go_critic":
+            kl_per_token = float((probs * k1_table).sum())
+            values = -kl_per_token * torch.arange(length, 0, -1, dtype=DTYPE).expand_as(per_token)
+        advantages, _ = gae(per_token, values, 1.0, 1.0)
+        return -(advantages * logp).sum(1)                           # the loss whose descent is the ascent on −β KL
+
+    theta = torch.as_tensor(logits, dtype=DTYPE)
+    gradients = torch.autograd.functional.jacobian(penalty, theta, vectorize=True)        # (K^T, K)
+    mean = weights @ gradients
+    return {"mean": mean, "variance": float(weights @ (gradients**2).sum(1) - mean @ mean)}

@@ -271,3 +271,23 @@ def test_optimal_baseline_checker_names_the_arms_weighted_without_their_probabil
 
     result, out = _capture(capsys, pg_kl.check_optimal_baseline, unweighted)
     assert result is False and "carries its probability π_a" in out
+
+
+def _raw_logits(exp_weights):
+    """log π written as the raw logits θ (no log_softmax), weighted by π_θ or by exp(θ)."""
+    def gradient(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        weights = (theta.exp() if exp_weights else torch.softmax(theta, dim=0)).detach()
+        return torch.autograd.grad((weights * estimator(theta, ref_probs.log())).sum(), theta)[0]
+    return gradient
+
+
+def test_expected_gradient_names_the_raw_logits_slip_apart_from_a_detached_log_pi(capsys):
+    # For k1 both slips give π; the checker names the one that matches the answer on k2 and k3 as well.
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, _raw_logits(False))
+    assert result is False and "raw logits θ as log π" in out and "exp(θ) are not π_θ" not in out, out
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, _raw_logits(True))
+    assert result is False and "raw logits θ as log π" in out and "exp(θ) are not π_θ" in out, out
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, _slip("wrt_logp"))
+    assert result is False and "with respect to log π" in out and "raw logits" not in out, out
+    assert _capture(capsys, pg_kl.check_expected_gradient, _enumerate("detached"))[0] is True

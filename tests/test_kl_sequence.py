@@ -143,3 +143,48 @@ def test_bad_input_is_named():
         ks.sequence_tilt(TOY, beta=0.0)
     with pytest.raises(ValueError, match="first_probs"):
         ks.sequence_kl(TOY, torch.tensor([1.0]), TOY.ref_second)
+
+
+CHAIN_REF = torch.tensor([0.40, 0.25, 0.20, 0.10, 0.05], dtype=torch.float64)
+CHAIN_LOGITS = torch.tensor([0.0, 0.5, -0.3, 0.8, -1.0], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("credit", ks.CHAIN_CREDITS)
+@pytest.mark.parametrize("length", [1, 2, 4])
+def test_chain_closed_form_matches_the_enumeration_through_the_trainers_functions(credit, length):
+    exact = ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=length, credit=credit)
+    brute = ks.chain_gradient_moments_enumerated(CHAIN_LOGITS, CHAIN_REF, length=length, credit=credit)
+    assert abs(exact["variance"] - brute["variance"]) < 1e-10 * max(1.0, brute["variance"])
+    assert _close(exact["mean"], brute["mean"], atol=1e-12)
+
+
+def test_chain_reverse_credits_share_one_mean_and_part_in_noise():
+    reverse = toys.kl_gradient(CHAIN_LOGITS, CHAIN_REF, "reverse")
+    forward = toys.kl_gradient(CHAIN_LOGITS, CHAIN_REF, "forward")
+    moments = {c: ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=8, credit=c) for c in ks.CHAIN_CREDITS}
+    for credit in ("reward_to_go", "reward_to_go_critic", "own_token"):
+        assert _close(moments[credit]["mean"], 8 * reverse)     # T · ∇KL: no prefix dependence, no partial-gradient bias
+    assert _close(moments["k3_in_loss"]["mean"], 8 * forward)
+    variance = {c: m["variance"] for c, m in moments.items()}
+    assert variance["reward_to_go"] > variance["reward_to_go_critic"] > variance["own_token"]
+    # one token: reward-to-go is k1 in the reward, the same per-sample gradient as k2 in the loss (§6)
+    one = {c: ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=1, credit=c)["variance"] for c in ks.CHAIN_CREDITS}
+    assert abs(one["reward_to_go"] - one["own_token"]) < 1e-14
+    # growth: per-token losses linear in T, reward-to-go cubic, with the critic quadratic
+    grow = {c: ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=400, credit=c)["variance"]
+               / ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=200, credit=c)["variance"] for c in ks.CHAIN_CREDITS}
+    assert abs(grow["own_token"] - 2) < 1e-9 and abs(grow["k3_in_loss"] - 2) < 1e-9
+    assert 3.9 < grow["reward_to_go_critic"] < 4.1 and 7.5 < grow["reward_to_go"] < 8.1
+
+
+def test_chain_bad_input_is_named():
+    with pytest.raises(ValueError, match="credit"):
+        ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=2, credit="k4")
+    with pytest.raises(ValueError, match="length"):
+        ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=0, credit="own_token")
+    with pytest.raises(ValueError, match="logits"):
+        ks.chain_gradient_moments(CHAIN_LOGITS[:3], CHAIN_REF, length=2, credit="own_token")
+    with pytest.raises(ValueError, match="ref_probs"):
+        ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF * 2, length=2, credit="own_token")
+    with pytest.raises(ValueError, match="length"):
+        ks.chain_gradient_moments_enumerated(CHAIN_LOGITS, CHAIN_REF, length=9, credit="own_token")

@@ -102,6 +102,26 @@ def test_sequence_placement_plot_puts_each_marker_over_its_bars():
     crosses = [len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "x"]
     rings = [len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
     assert crosses == [4] and rings == [4] * 4  # × over k1 in the reward; ○ over each of the four partial placements
+    fig = kl_viz.plot_sequence_placements(finals, reference=pair, tilt=pair, per_token=pair, forward_each_prefix=pair,
+                                          first_names=("easy", "hard"), second_names=("right", "wrong"))
+    diamonds = [len(line.get_xdata()) for line in fig.axes[0].get_lines() if line.get_marker() == "D"]
+    assert diamonds == [4]  # ◇ over k3 in the loss: the forward-KL optimum of each prefix
+
+
+def test_batch_mean_spread_plot_draws_both_estimators_at_both_widths():
+    spread = {sigma: toys.k3_batch_mean_spread(0.5, sigma, batch_sizes=(100, 1_000, 10_000), batches=20, seed=0,
+                                              resamples=20) for sigma in (2.0, 1.3)}
+    fig = kl_viz.plot_batch_mean_spread(spread)
+    ax_iqr, ax_hist = fig.axes
+    assert ax_iqr.get_xscale() == "log" and ax_iqr.get_yscale() == "log"
+    labels = [text.get_text() for text in ax_iqr.get_legend().get_texts()]
+    assert {"k1, σ = 2", "k3, σ = 2", "k1, σ = 1.3", "k3, σ = 1.3"} <= set(labels)
+    assert any("−1/2" in label for label in labels) and any("-0.25" in label or "−0.25" in label for label in labels)
+    assert "1,000 draws, σ = 2" in ax_hist.get_title()
+    with pytest.raises(ValueError, match="histogram_size"):
+        kl_viz.plot_batch_mean_spread(spread, histogram_size=7)
+    with pytest.raises(ValueError, match="spread"):
+        kl_viz.plot_batch_mean_spread({})
 
 
 def test_kl_table_and_gradient_plots():

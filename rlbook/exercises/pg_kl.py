@@ -340,9 +340,16 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
     ``slip`` makes one of the usual mistakes instead: "unlogged_ref" passes π_ref for log π_ref,
     "swapped" calls estimator(ref_logp, logp), "wrt_probs" differentiates with respect to the
     probabilities π rather than the logits, "wrt_logp" with respect to log π (a detached
-    ``log_softmax`` made a leaf), which drops the softmax's coupling: for k1 it gives π, not 0.
+    ``log_softmax`` made a leaf), which drops the softmax's coupling: for k1 it gives π, not 0;
+    "raw_logits" passes the logits θ themselves as log π (no ``log_softmax``), the weights still π_θ;
+    "raw_logits_exp" does the same with the weights exp(θ) = exp(log π) as written.
     """
     theta = logits.clone().requires_grad_(True)
+    if slip in ("raw_logits", "raw_logits_exp"):
+        values = estimator(theta, ref_probs.log())
+        w = (torch.softmax(theta, dim=0) if slip == "raw_logits" else theta.exp()).detach()
+        (gradient,) = torch.autograd.grad((w * values).sum(), theta)
+        return gradient
     if slip == "wrt_probs":
         leaf = torch.softmax(theta, dim=0).detach().requires_grad_(True)
         logp = leaf.log()
@@ -356,6 +363,48 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
     w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
     (gradient,) = torch.autograd.grad((w * values).sum(), leaf)
     return gradient
+
+
+def _expected_gradient_mistakes(logits, ref_probs, estimator, reference) -> dict[str, tuple[torch.Tensor, str]]:
+    """What each usual slip in ``check_expected_gradient`` returns for one estimator, with its hint."""
+    return {
+        "differentiated": (_enumerated_gradient(logits, ref_probs, estimator, weights="differentiated"),
+                           "you differentiated the sampling weights π_θ(x) too. That is ∇E[k], the "
+                           "gradient of the *value*; a loss averaged over samples never sees how the "
+                           "samples were drawn, so detach the weights: Σ_x sg[π_θ(x)] ∇k(x)."),
+        "uniform": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform"),
+                    "you summed ∇k(x) over x without weighting by π_θ(x): an expectation under π_θ "
+                    "is Σ_x π_θ(x) (…)."),
+        "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
+        "unlogged_ref": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached",
+                                              slip="unlogged_ref"),
+                         "you passed ref_probs where the estimator takes ref_logp: call "
+                         "estimator(logp, ref_probs.log())."),
+        "swapped": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="swapped"),
+                    "the estimator's arguments are swapped: it is estimator(logp, ref_logp), policy first."),
+        "wrt_probs": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_probs"),
+                      "you differentiated with respect to the probabilities π, not the logits θ: "
+                      "build log π = log_softmax(θ) from the logits and differentiate with respect to θ."),
+        "wrt_logp": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_logp"),
+                     "you differentiated with respect to log π (a detached log_softmax), not the logits θ: "
+                     "that drops the softmax's normaliser, ∂log π(x)/∂θ = e_x − π, so for k1 you get π "
+                     "instead of 0. Keep log π = log_softmax(θ) in the graph and differentiate with "
+                     "respect to θ."),
+        "raw_logits": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="raw_logits"),
+                       "you passed the raw logits θ as log π: log π(x) = θ_x − logsumexp(θ) needs the "
+                       "softmax's normaliser (log_softmax), without which ∂log π(x)/∂θ is e_x instead of "
+                       "e_x − π, so for k1 you get π instead of 0."),
+        "raw_logits_exp": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="raw_logits_exp"),
+                           "you passed the raw logits θ as log π: log π(x) = θ_x − logsumexp(θ) needs the "
+                           "softmax's normaliser (log_softmax); without it ∂log π(x)/∂θ is e_x instead of e_x − π, "
+                           "and your weights exp(θ) are not π_θ either (they do not sum to 1)."),
+        "unweighted_mean": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform")
+                            / logits.numel(),
+                            "you took a plain mean of ∇k(x) over the outcomes x: an expectation under π_θ "
+                            "weights each outcome by π_θ(x) (detached), Σ_x sg[π_θ(x)] ∇k(x)."),
+        "mean": (reference / logits.numel(), "you averaged over the outcomes x: an expectation is the "
+                 "π-weighted *sum* Σ_x π_θ(x) ∇k(x), not a mean over x."),
+    }
 
 
 def check_expected_gradient(gradient_fn) -> bool | None:
@@ -380,35 +429,16 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                 return _verdict(False, "", f"right values, wrong shape for {name}: expected shape "
                                            f"{tuple(reference.shape)} (one entry per logit), got {tuple(result.shape)}; "
                                            "reshape or squeeze it.")
-            mistakes = {
-                "differentiated": (_enumerated_gradient(logits, ref_probs, estimator, weights="differentiated"),
-                                   "you differentiated the sampling weights π_θ(x) too. That is ∇E[k], the "
-                                   "gradient of the *value*; a loss averaged over samples never sees how the "
-                                   "samples were drawn, so detach the weights: Σ_x sg[π_θ(x)] ∇k(x)."),
-                "uniform": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform"),
-                            "you summed ∇k(x) over x without weighting by π_θ(x): an expectation under π_θ "
-                            "is Σ_x π_θ(x) (…)."),
-                "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
-                "unlogged_ref": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached",
-                                                      slip="unlogged_ref"),
-                                 "you passed ref_probs where the estimator takes ref_logp: call "
-                                 "estimator(logp, ref_probs.log())."),
-                "swapped": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="swapped"),
-                            "the estimator's arguments are swapped: it is estimator(logp, ref_logp), policy first."),
-                "wrt_probs": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_probs"),
-                              "you differentiated with respect to the probabilities π, not the logits θ: "
-                              "build log π = log_softmax(θ) from the logits and differentiate with respect to θ."),
-                "wrt_logp": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="wrt_logp"),
-                             "you differentiated with respect to log π (a detached log_softmax), not the logits θ: "
-                             "that drops the softmax's normaliser, ∂log π(x)/∂θ = e_x − π, so for k1 you get π "
-                             "instead of 0. Keep log π = log_softmax(θ) in the graph and differentiate with "
-                             "respect to θ."),
-                "unweighted_mean": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform")
-                                    / logits.numel(),
-                                    "you took a plain mean of ∇k(x) over the outcomes x: an expectation under π_θ "
-                                    "weights each outcome by π_θ(x) (detached), Σ_x sg[π_θ(x)] ∇k(x)."),
-                "mean": (reference / logits.numel(), "you averaged over the outcomes x: an expectation is the "
-                         "π-weighted *sum* Σ_x π_θ(x) ∇k(x), not a mean over x."),
-            }
+            mistakes = _expected_gradient_mistakes(logits, ref_probs, estimator, reference)
+            # Two slips can coincide on one estimator (the raw logits and a detached log π both give π for k1):
+            # name the slip that matches the reader's answer for all three estimators, where one does.
+            answers = {other: _call(gradient_fn, logits.clone(), ref_probs.clone(), fn)[0]
+                       for other, fn in (("k1", k1), ("k2", k2), ("k3", k3))}
+            slips = {other: _expected_gradient_mistakes(logits, ref_probs, fn, _enumerated_gradient(
+                         logits, ref_probs, fn, weights="detached")) for other, fn in (("k1", k1), ("k2", k2), ("k3", k3))}
+            for key, (_, hint) in mistakes.items():
+                if all(isinstance(answers[other], torch.Tensor) and _close(answers[other], slips[other][key][0])
+                       for other in answers):
+                    return _verdict(False, "", f"wrong for {name} — {hint}")
             return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}")
     return _verdict(True, "your enumeration matches the reference for k1, k2 and k3", "")

@@ -23,6 +23,7 @@ __all__ = [
     "kl_estimator_widget",
     "WIDGET_SAMPLE_SIZES",
     "plot_kl_estimator_table",
+    "plot_batch_mean_spread",
     "plot_expected_gradients",
     "plot_placement_outcomes",
     "plot_sequence_placements",
@@ -137,6 +138,76 @@ def plot_kl_estimator_table(mus=None, *, measured: dict[float, dict] | None = No
     return fig
 
 
+def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float | None = None,
+                           histogram_size: int | None = None):
+    """k1's and k3's batch means as the batch grows (``rlbook.toys.k3_batch_mean_spread``, one result per σ).
+
+    Left: the interquartile range of the batch means over the true KL against the batch size n, on
+    log–log axes, with ±2 bootstrap SE as bars, per estimator (colour) and σ of π_ref (line style); two
+    guides through k1's and k3's first point at the largest σ have the slopes −1/2 (a finite-variance
+    mean) and 1/α − 1 (the stable law of index α = σ²/(σ² − 1), −1/4 at σ = 2; Gnedenko & Kolmogorov
+    1954). Right: histograms of the batch means over the true KL at ``histogram_size`` draws and
+    ``histogram_sigma`` (default: the middle size, the largest σ), with the true KL at 1 and each
+    estimator's median dashed: k3's mass sits left of 1, its tail far right.
+    """
+    if not spread:
+        raise ValueError("spread must map at least one σ to a k3_batch_mean_spread result")
+    sigmas = sorted(spread, reverse=True)
+    histogram_sigma = sigmas[0] if histogram_sigma is None else histogram_sigma
+    if histogram_sigma not in spread:
+        raise ValueError(f"histogram_sigma must be one of {sigmas}, got {histogram_sigma}")
+    sizes = sorted(spread[histogram_sigma])
+    histogram_size = sizes[len(sizes) // 2] if histogram_size is None else histogram_size
+    if histogram_size not in spread[histogram_sigma]:
+        raise ValueError(f"histogram_size must be one of {sizes}, got {histogram_size}")
+    fig, (ax_iqr, ax_hist) = plt.subplots(1, 2, figsize=(11.5, 3.9))
+    styles = ["-", "--", ":", "-."]
+    for sigma, style in zip(sigmas, styles):
+        ns = np.array(sorted(spread[sigma]), dtype=float)
+        for name in ("k1", "k3"):
+            rows = [spread[sigma][int(n)][name] for n in ns]
+            iqr = np.array([row["iqr/true"] for row in rows])
+            se = np.array([row["log_iqr_se"] for row in rows])
+            ax_iqr.errorbar(ns, iqr, yerr=[iqr * (1 - np.exp(-2 * se)), iqr * (np.exp(2 * se) - 1)], ls=style,
+                            marker="o", ms=4, capsize=3, color=ESTIMATOR_COLOURS[name], label=f"{name}, σ = {sigma:g}")
+    widest = sigmas[0]
+    ns = np.array(sorted(spread[widest]), dtype=float)
+    guides = {"k1": (-0.5, "slope −1/2 (finite variance)")}
+    if widest**2 > 2:
+        alpha = widest**2 / (widest**2 - 1)
+        guides["k3"] = (1 / alpha - 1, f"slope 1/α − 1 = −{1 - 1 / alpha:.2f} (α = {alpha:.2f})")
+    for name, (slope, label) in guides.items():
+        start = spread[widest][int(ns[0])][name]["iqr/true"]
+        ax_iqr.plot(ns, start * (ns / ns[0]) ** slope, color="0.3", lw=1, ls=(0, (1, 1)) if name == "k1" else (0, (5, 2)),
+                    label=label)
+    ax_iqr.set_xscale("log")
+    ax_iqr.set_yscale("log")
+    ax_iqr.set_xlabel("draws per batch, n")
+    ax_iqr.set_ylabel("IQR of the batch means / true KL")
+    ax_iqr.set_title("How the spread of a batch mean shrinks (bars: ±2 bootstrap SE)", fontsize=10)
+    ax_iqr.grid(True, which="both", alpha=0.3)
+    ax_iqr.legend(fontsize=7.5, loc="lower left")
+    results = spread[histogram_sigma][histogram_size]
+    values = {name: np.asarray(results[name]["means/true"]) for name in ("k1", "k3")}
+    everything = np.concatenate(list(values.values()))
+    low, high = np.quantile(everything, [0.0, 0.98])
+    bins = np.linspace(min(low, 0.5), max(high, 1.5), 60)
+    for name, v in values.items():
+        shown = np.clip(v, bins[0], bins[-1])
+        ax_hist.hist(shown, bins=bins, color=ESTIMATOR_COLOURS[name], alpha=0.55,
+                     label=f"{name}: {np.mean(v < 1):.0%} of batches below the KL")
+        ax_hist.axvline(np.median(v), color=ESTIMATOR_COLOURS[name], ls="--", lw=1.2)
+    ax_hist.axvline(1.0, color="black", lw=2, label="true KL")
+    ax_hist.set_yticks([])
+    ax_hist.set_xlabel("batch mean / true KL (the last bin holds everything beyond it)")
+    ax_hist.set_title(f"{len(values['k1'])} batch means of {histogram_size:,} draws, σ = {histogram_sigma:g} "
+                      "(dashed: medians)", fontsize=10)
+    ax_hist.legend(fontsize=7.5, loc="upper right")
+    fig.suptitle("x ~ π_θ = N(0, 1), π_ref = N(μ, σ²): k1 and k3 averaged over batches", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def plot_expected_gradients(gradients: dict[str, torch.Tensor], *, reverse: torch.Tensor, forward: torch.Tensor):
     """Bars of E[∇k] for each estimator, per logit, with ∇KL(π‖π_ref) and ∇KL(π_ref‖π) as markers.
 
@@ -151,6 +222,7 @@ def plot_expected_gradients(gradients: dict[str, torch.Tensor], *, reverse: torc
     ax.axhline(0, color="0.5", lw=0.8)
     k = len(positions)
     ax.set_xticks(positions, [f"θ_{i}" for i in range(k)])
+    ax.set_xlabel("logit θ_x of outcome x")
     ax.set_ylabel("gradient component")
     ax.set_title("Expected gradient of each estimator, by exact enumeration (E[∇k1] = 0: no red bars)", fontsize=10)
     ax.legend(fontsize=8, ncol=2)
@@ -186,13 +258,14 @@ def plot_placement_outcomes(ref_probs, rewards, finals: dict[str, torch.Tensor],
 
 
 def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]], *, reference, tilt, per_token,
-                             first_names, second_names, second_index: int = 0):
+                             first_names, second_names, second_index: int = 0, forward_each_prefix=None):
     """Where each placement leads a two-token policy (``rlbook.kl_sequence``): π(y₁) for every first
     token, then π(y₂ = ``second_names[second_index]`` | y₁) for every prefix, per placement.
 
     ``finals`` maps a placement to (π(y₁), π(y₂ | y₁)); ``reference``, ``tilt`` and ``per_token`` are
     the same pair for π_ref, the sequence tilt (×, over k1 in the reward) and the per-token tilt (○, over
-    the placements whose expected gradient is the partial one).
+    the placements whose expected gradient is the partial one); ``forward_each_prefix`` (optional), the
+    forward-KL optimum of every prefix (◇, over k3 in the loss, ``rlbook.kl_sequence.per_token_forward_optimum``).
     """
     def flatten(pair):
         first, second = (torch.as_tensor(t) for t in pair)
@@ -205,7 +278,9 @@ def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]
     fig, ax = plt.subplots(figsize=(10.5, 3.8))
     positions = _bars_with_markers(ax, series, colours, markers={
         "sequence tilt  π_ref(y)·e^{R(y)/β}/Z": (flatten(tilt), [n for n in ("k1_in_reward",) if n in finals]),
-        "per-token tilt  (first token ∝ π_ref·e^{V/β})": (flatten(per_token), partial)})
+        "per-token tilt  (first token ∝ π_ref·e^{V/β})": (flatten(per_token), partial),
+        **({} if forward_each_prefix is None else {"forward-KL optimum of each prefix": (
+            flatten(forward_each_prefix), [n for n in ("k3_in_loss",) if n in finals])})})
     shown = second_names[second_index]
     labels = [f"π(y₁ = {name})" for name in first_names] + [f"π(y₂ = {shown} | {name})" for name in first_names]
     ax.set_xticks(positions, labels)
@@ -219,8 +294,10 @@ def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]
 
 def _bars_with_markers(ax, series: dict, colours: dict, *, markers: dict):
     """Grouped bars, one group per index and one bar per entry of ``series`` (label → (K,) tensor);
-    then the two ``markers`` (label → ((K,) tensor, [names of the series it predicts])) as a cross
-    and a ring, drawn over each bar they predict. Returns the group positions."""
+    then the ``markers`` (label → ((K,) tensor, [names of the series it predicts]), at most three) as a
+    cross, a ring and a diamond, drawn over each bar they predict. Returns the group positions."""
+    if len(markers) > 3:
+        raise ValueError(f"markers must name at most three predictions (cross, ring, diamond), got {len(markers)}")
     positions = np.arange(len(next(iter(series.values()))))
     width = 0.8 / len(series)
     offsets = {name: (i - (len(series) - 1) / 2) * width for i, name in enumerate(series)}
@@ -228,7 +305,8 @@ def _bars_with_markers(ax, series: dict, colours: dict, *, markers: dict):
         ax.bar(positions + offsets[name], torch.as_tensor(values).numpy(), width, color=colours.get(name), label=name)
     for (label, (values, predicted)), style in zip(markers.items(), (
             dict(marker="x", color="black", ms=10, mew=2),
-            dict(marker="o", mfc="none", mec="black", ms=11, mew=1.5))):
+            dict(marker="o", mfc="none", mec="black", ms=11, mew=1.5),
+            dict(marker="D", mfc="none", mec="black", ms=9, mew=1.5))):
         for i, name in enumerate(predicted):
             ax.plot(positions + offsets[name], torch.as_tensor(values).numpy(), ls="none",
                     label=label if i == 0 else None, **style)
