@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.aggregation import AGGREGATION_MODES, token_weights
-from rlbook.exercises.framework import _call, _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FunctionExercise, _close
 
 __all__ = ["EXERCISE_MODES", "check_token_weights"]
 
@@ -59,35 +59,39 @@ def _mistakes(mask: torch.Tensor, mode: str) -> dict[str, tuple[torch.Tensor, st
     return mistakes
 
 
-def check_token_weights(fn) -> bool | None:
-    """Check ``fn(mask, mode, max_len) -> (B, T) weights`` for every mode of ``EXERCISE_MODES``.
+def _cases():
+    return [(mask, mode, MAX_LEN) for mask in _masks() for mode in EXERCISE_MODES]
+
+
+def _one_weight_per_token(result, reference, mask, mode, max_len):
+    if result.shape != reference.shape:
+        return (f"mode {mode!r}: expected shape {tuple(reference.shape)} (one weight per token), "
+                f"got {tuple(result.shape)}")
+    return None
+
+
+def _padding_weighted(result, reference, mask, mode, max_len):
+    if _close(result * mask, reference):
+        return (f"mode {mode!r}: the weights of the real tokens are right, but padding tokens got a weight: "
+                "multiply by the mask so that padding counts for nothing")
+    return None
+
+
+def _first_column(result, reference, mask, mode, max_len):
+    lengths = mask.sum(1).long().tolist()
+    return (f"mode {mode!r}, lengths {lengths}: expected the first column {reference[:, 0].tolist()}, "
+            f"got {result.detach()[:, 0].tolist()}")
+
+
+check_token_weights = FunctionExercise(
+    "check_token_weights", what="token-weight function", cases=_cases,
+    reference=lambda mask, mode, max_len: token_weights(mask, mode, max_len=max_len),
+    mistakes=lambda mask, mode, max_len: _mistakes(mask, mode), label=lambda mask, mode, max_len: f"mode {mode!r}",
+    checks=(_one_weight_per_token,), partial=_padding_weighted, otherwise=_first_column,
+    success=f"all {len(EXERCISE_MODES)} modes match rlbook.aggregation.token_weights on batches of mixed lengths",
+    doc="""Check ``fn(mask, mode, max_len) -> (B, T) weights`` for every mode of ``EXERCISE_MODES``.
 
     Compared with ``rlbook.aggregation.token_weights`` on two fixed batches of mixed lengths
     (float64, max_len = 12). Prints a verdict naming the likely mistake; returns True / False, or
     None when ``fn`` is None or raises ``NotImplementedError`` (not attempted yet).
-    """
-    if _not_attempted(fn, "token-weight function"):
-        return None
-    for mask in _masks():
-        for mode in EXERCISE_MODES:
-            result, error = _call(fn, mask.clone(), mode, MAX_LEN)
-            if error:
-                return _failed(error, f"mode {mode!r}: ")
-            reference = token_weights(mask, mode, max_len=MAX_LEN)
-            if result.shape != reference.shape:
-                return _verdict(False, "", f"mode {mode!r}: expected shape {tuple(reference.shape)} (one weight "
-                                           f"per token), got {tuple(result.shape)}")
-            if _close(result, reference):
-                continue
-            if _close(result * mask, reference):
-                return _verdict(False, "", f"mode {mode!r}: the weights of the real tokens are right, but padding "
-                                           "tokens got a weight: multiply by the mask so that padding counts for "
-                                           "nothing")
-            for candidate, hint in _mistakes(mask, mode).values():
-                if candidate is not None and _close(result, candidate):
-                    return _verdict(False, "", hint)
-            lengths = mask.sum(1).long().tolist()
-            return _verdict(False, "", f"mode {mode!r}, lengths {lengths}: expected the first column "
-                                       f"{reference[:, 0].tolist()}, got {result.detach()[:, 0].tolist()}")
-    return _verdict(True, f"all {len(EXERCISE_MODES)} modes match rlbook.aggregation.token_weights on "
-                          "batches of mixed lengths", "")
+    """)
