@@ -37,8 +37,8 @@ from rlbook.advantages import group_advantages
 from rlbook.rollout import _position_ids
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "fit_critic_head",
-           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "sweep_group_sizes",
-           "value_head_outputs"]
+           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "prompt_variances",
+           "sweep_group_sizes", "value_head_outputs"]
 
 # "none": A = R (Williams 1992); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
 # "rloo": A = R − mean of the other G − 1 (Kool et al. 2019; Ahmadian et al. 2024); "grpo": (R − μ)/σ
@@ -148,17 +148,13 @@ def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, fl
       an unbiased estimator shows from the finite sample alone;
     - ``relative_variance``: variance / ‖E ĝ‖², the noise-to-signal of one batch (scale-free).
     """
-    n_prompts = check_int("n_prompts", n_prompts, minimum=1)
-    estimates = as_float_tensor("estimates", estimates, ndim=(2, 3)).to(torch.float64)
-    estimates = estimates.reshape(n_prompts, -1, estimates.shape[-1])
-    groups = estimates.shape[1]
-    if groups < 2:
-        raise ValueError("estimates must hold at least 2 groups per prompt to measure a variance")
+    estimates = _prompt_blocks(estimates, n_prompts)
+    n_prompts, groups = estimates.shape[:2]
     reference = as_float_tensor("reference", reference, ndim=(1,)).to(torch.float64)
     if reference.shape[0] != estimates.shape[-1]:
         raise ValueError(f"reference must have {estimates.shape[-1]} entries, got {reference.shape[0]}")
     per_prompt_mean = estimates.mean(dim=1)
-    variance = float(((estimates - per_prompt_mean.unsqueeze(1)) ** 2).sum() / (groups - 1)) / n_prompts**2
+    variance = float(prompt_variances(estimates, n_prompts=n_prompts).sum()) / n_prompts**2
     mean = per_prompt_mean.mean(dim=0)
     reference_norm = float(reference.norm())
     mean_norm = float(mean.norm())
@@ -175,6 +171,32 @@ def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, fl
         "relative_bias": float((mean - reference).norm()) / reference_norm,
         "mean_noise": (variance / groups) ** 0.5 / reference_norm,
     }
+
+
+def _prompt_blocks(estimates, n_prompts) -> torch.Tensor:
+    """``estimates`` as float64 (P, M, D), prompt-major; a ValueError unless M ≥ 2 groups per prompt."""
+    n_prompts = check_int("n_prompts", n_prompts, minimum=1)
+    estimates = as_float_tensor("estimates", estimates, ndim=(2, 3)).to(torch.float64)
+    if (estimates.shape[0] if estimates.dim() == 2 else estimates.shape[0] * estimates.shape[1]) % n_prompts:
+        raise ValueError(f"n_prompts must divide the number of group estimates, got {n_prompts}")
+    estimates = estimates.reshape(n_prompts, -1, estimates.shape[-1])
+    if estimates.shape[1] < 2:
+        raise ValueError("estimates must hold at least 2 groups per prompt to measure a variance")
+    return estimates
+
+
+def prompt_variances(estimates, *, n_prompts: int) -> torch.Tensor:
+    """(P,): tr Cov(ĝ_x) of each prompt's group estimate, from its M groups (divide by M − 1).
+
+    ``estimates`` as in ``gradient_statistics``. The batch variance there is Σ_x tr Cov(ĝ_x) / P², so
+    the ratio of two baselines' batch variances on the same completions is the ratio of the means of
+    their per-prompt values: with one independent draw per prompt, ``rlbook.evidence.ratio_se`` of the
+    two arrays gives that ratio and its delta-method SE (Greensmith et al. 2004, JMLR 5, §3: the
+    variance of a baseline's estimate, here measured instead of bounded).
+    """
+    estimates = _prompt_blocks(estimates, n_prompts)
+    centred = estimates - estimates.mean(dim=1, keepdim=True)
+    return (centred ** 2).sum(dim=(1, 2)) / (estimates.shape[1] - 1)
 
 
 def _token_weights(token_weights, mask: torch.Tensor) -> torch.Tensor:

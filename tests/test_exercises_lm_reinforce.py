@@ -38,6 +38,13 @@ def _loss(advantage, aggregate):
     return lambda logp, mask, rewards, g: aggregate(-advantage(rewards, g).unsqueeze(1) * logp, mask)
 
 
+def _grpo_bessel(eps):
+    def advantage(r, g):
+        groups = r.view(-1, g)
+        return ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + eps)).reshape(-1)
+    return advantage
+
+
 RIGHT_A = _rloo
 RIGHT_AGG = lambda terms, mask: (terms * mask).sum(1).mean()  # noqa: E731
 
@@ -55,6 +62,14 @@ RIGHT_AGG = lambda terms, mask: (terms * mask).sum(1).mean()  # noqa: E731
     (RIGHT_A, lambda t, m: (t * m).sum(), ["instead of averaging"]),
     (lambda r, g: r - r.view(-1, g).mean(1).repeat_interleave(g), lambda t, m: ((t * m).sum(1) / m.sum(1)).mean(),
      ["*including* the sample", "own length"]),
+    (_grpo_bessel(0.0), RIGHT_AGG, ["GRPO's", "Bessel's correction"]),          # the form most readers type
+    (_grpo_bessel(1e-4), RIGHT_AGG, ["GRPO's", "Bessel's correction"]),         # TRL's ε
+    (_grpo_bessel(0.0), lambda t, m: ((t * m).sum(1) / m.sum(1)).mean(), ["Bessel's correction", "own length"]),
+    (RIGHT_A, lambda t, m: ((t * m).sum(1) / m.sum(1)).sum(), ["two mistakes", "own length", "instead of averaging"]),
+    (RIGHT_A, lambda t, m: t.sum(), ["two mistakes", "padding tokens count", "instead of averaging"]),
+    (RIGHT_A, lambda t, m: ((t * m).sum(1) / m.sum(1)).sum() / m.sum(), ["two mistakes", "own length", "DAPO"]),
+    (RIGHT_A, lambda t, m: t.sum() / m.sum(), ["two mistakes", "padding tokens count", "DAPO"]),
+    (lambda r, g: r, lambda t, m: ((t * m).sum(1) / m.sum(1)).sum(), ["no baseline", "two mistakes"]),
 ])
 def test_each_mistake_is_named(capsys, advantage, aggregate, words):
     result, out = _run(capsys, _loss(advantage, aggregate))

@@ -73,10 +73,23 @@ def test_reinforce_loss_computed_in_float32_passes(capsys):
     (lambda t, a, r, m: -((r - (r.sum() - r) / (len(r) - 1)) * _log_softmax(t)[a]).mean(), "mean of the other rewards"),
     (lambda t, a, r, m: -((r - m[a]) * _log_softmax(t)[a]).mean(), "each pulled arm's own mean"),
     (lambda t, a, r, m: -_value(t, m), "the exact objective"),
+    (lambda t, a, r, m: -((r - m[a].mean()) * _log_softmax(t)[a]).mean(), "mean of the pulled arms' μ_a"),
 ])
 def test_reinforce_loss_baselines_estimated_the_wrong_way_are_named(capsys, wrong, words):
     result, out = _capture(capsys, pg_kl.check_reinforce_loss, wrong)
     assert result is False and words in out
+
+
+@pytest.mark.parametrize("scale, words", [
+    (lambda r: r.std(), "Bessel's correction"),                     # torch's default: divide by N − 1
+    (lambda r: r.std() + 1e-4, "std(R) + ε"),                        # TRL's ε
+    (lambda r: r.std(correction=0), "population σ"),
+])
+def test_reinforce_loss_grpo_normalisation_is_named(capsys, scale, words):
+    def grpo(t, a, r, m):
+        return -((r - r.mean()) / scale(r) * _log_softmax(t)[a]).mean()
+    result, out = _capture(capsys, pg_kl.check_reinforce_loss, grpo)
+    assert result is False and "GRPO's way" in out and words in out, out
 
 
 def _reference_baseline(logits, means):

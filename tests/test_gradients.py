@@ -14,6 +14,7 @@ from rlbook.gradients import (
     gradient_statistics,
     group_gradient_estimates,
     output_layer_gradients,
+    prompt_variances,
     value_head_outputs,
 )
 from rlbook.models import build_char_tokenizer, build_tiny_model
@@ -105,6 +106,21 @@ def test_statistics_of_a_known_estimator():
     assert shrunk["relative_variance"] == pytest.approx(stats["relative_variance"])
     with pytest.raises(ValueError, match="reference"):
         gradient_statistics(estimates, torch.zeros(2), n_prompts=prompts)
+
+
+def test_prompt_variances_by_hand_and_their_sum_is_the_batch_variance():
+    # Prompt 0's groups: (0, 0), (2, 0) → mean (1, 0), tr Cov = (1 + 1) / (2 − 1) = 2; prompt 1's are equal → 0.
+    estimates = torch.tensor([[0.0, 0.0], [2.0, 0.0], [5.0, 5.0], [5.0, 5.0]], dtype=torch.float64)
+    assert prompt_variances(estimates, n_prompts=2).tolist() == [2.0, 0.0]
+    assert prompt_variances(estimates.view(2, 2, 2), n_prompts=2).tolist() == [2.0, 0.0]   # (P, M, D) as well
+    generator = torch.Generator().manual_seed(3)
+    noisy = torch.randn(3 * 50, 4, generator=generator, dtype=torch.float64) * torch.tensor([1.0, 2.0, 0.5, 1.0])
+    stats = gradient_statistics(noisy, torch.ones(4, dtype=torch.float64), n_prompts=3)
+    assert float(prompt_variances(noisy, n_prompts=3).sum()) / 3**2 == pytest.approx(stats["variance"])
+    with pytest.raises(ValueError, match="n_prompts"):
+        prompt_variances(estimates, n_prompts=3)
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        prompt_variances(estimates, n_prompts=4)
 
 
 def test_baseline_statistics_and_critic(batch):

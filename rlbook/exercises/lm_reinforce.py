@@ -15,10 +15,11 @@ replaced by the advantage), and averaged over the B responses.
 ``check_lm_reinforce_loss`` compares the *gradient* of the reader's loss with respect to ``logp``
 (a loss is defined up to a constant) with the reference's, −A_i · mask[i, t] / B, on fixed batches.
 When they differ it tries every pairing of a usual advantage mistake (no baseline, the group mean
-with the sample included, the whole batch as the group, GRPO's σ, …, from
-``rlbook.exercises.baselines``) with a usual aggregation mistake (a per-response token mean — lesson
-10's 1/|o| length bias —, DAPO's batch token mean, padding that leaks in, no mean over responses) and
-names the part, or both parts, that went wrong.
+with the sample included, the whole batch as the group, GRPO's σ — population or torch's default
+Bessel std() —, …, from ``rlbook.exercises.baselines`` and here) with a usual aggregation mistake (a
+per-response token mean — lesson 10's 1/|o| length bias —, DAPO's batch token mean, padding that leaks
+in, no mean over responses, or one mistake inside each response combined with one over the batch) and
+names the part, or the parts, that went wrong.
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ def _advantage_variants(rewards: torch.Tensor, group_size: int) -> dict[str, tup
     variants["none"] = (rewards, "no baseline was subtracted (A = R): subtract the mean reward of the prompt's "
                                  "other G − 1 samples.")
     variants.update(_rloo_mistakes(rewards, group_size))
+    for eps in (1e-6, 1e-4):  # torch's default std() divides by G − 1; ε = 1e-4 is TRL's
+        variants[f"grpo_bessel_{eps:g}"] = (
+            group_advantages(rewards, group_size, "grpo", unbiased_std=True, eps=eps),
+            "that is GRPO's (r − μ)/σ with torch's default std(), Bessel's correction (divide by G − 1): RLOO "
+            "neither includes the sample in the mean nor divides by σ.")
     variants["sign"] = (-variants[RIGHT][0], "the sign is flipped: the loss is −A · log π, minimised, so that gradient "
                                              "descent on it is ascent on J.")
     return variants
@@ -69,7 +75,7 @@ def _advantage_variants(rewards: torch.Tensor, group_size: int) -> dict[str, tup
 def _aggregation_variants(mask: torch.Tensor) -> dict[str, tuple[torch.Tensor, str]]:
     """The right token weights (mask / B) and the usual wrong ones, each with the hint naming it."""
     n_responses, width = mask.shape
-    return {
+    variants = {
         RIGHT: (token_weights(mask, "seq_mean_token_sum"), ""),
         "response_mean": (token_weights(mask, "seq_mean_token_mean"),
                           "each response's token terms were averaged (divided by its own length |o_i|, GRPO's "
@@ -88,6 +94,14 @@ def _aggregation_variants(mask: torch.Tensor) -> dict[str, tuple[torch.Tensor, s
                              "sum over t, then divide by B only."),
         "no_batch_mean": (mask, "the loss sums over the B responses instead of averaging: divide by B."),
     }
+    # Two aggregation mistakes at once: a wrong weight inside each response (its own length, or the padding)
+    # combined with a wrong divisor over the batch (none, or the batch's real-token count).
+    lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    for row_name, rows in (("response_mean", mask / lengths), ("padding", torch.ones_like(mask))):
+        for divisor_name, divisor in (("no_batch_mean", 1.0), ("batch_token_mean", mask.sum())):
+            hints = [variants[name][1] for name in (row_name, divisor_name)]
+            variants[f"{row_name}+{divisor_name}"] = (rows / divisor, "two mistakes: " + " And ".join(hints))
+    return variants
 
 
 def _gradient(loss_fn, logp, mask, rewards, group_size):

@@ -84,6 +84,10 @@ def _reinforce_mistakes(logits, arms, rewards, means):
     """The gradients of the usual wrong losses, each with the hint that names the mistake."""
     logp = lambda t: torch.log_softmax(t, dim=-1)  # noqa: E731
     value = lambda t: (logp(t).exp() * means).sum()  # noqa: E731
+    whitened = lambda scale: (rewards - rewards.mean()) / scale  # noqa: E731  GRPO's normalisation, whole batch
+    grpo_hint = ("you normalised the batch GRPO's way, {form}: two mistakes. The baseline is the batch mean "
+                 "instead of the exact value b = Σ_k π_k μ_k, and the / σ rescales every advantage. "
+                 "Use A = R − b, unscaled.")
     wrong_losses = {
         "undetached": (lambda t, *_: -((rewards - value(t)) * logp(t)[arms]).mean(),
                        "the baseline b(θ) = Σ π_k μ_k was not detached: it depends on θ, so without "
@@ -119,6 +123,16 @@ def _reinforce_mistakes(logits, arms, rewards, means):
         "std_normalised": (lambda t, *_: -((rewards - value(t).detach()) / rewards.std() * logp(t)[arms]).mean(),
                            "you divided the advantages by the rewards' standard deviation (GRPO's "
                            "normalisation). The exercise's REINFORCE uses A = R − b unscaled: drop the / σ."),
+        "grpo": (lambda t, *_: -(whitened(rewards.std()) * logp(t)[arms]).mean(),
+                 grpo_hint.format(form="(R − mean(R)) / std(R), torch's default std with Bessel's correction")),
+        "grpo_eps": (lambda t, *_: -(whitened(rewards.std() + 1e-4) * logp(t)[arms]).mean(),
+                     grpo_hint.format(form="(R − mean(R)) / (std(R) + ε)")),
+        "grpo_population": (lambda t, *_: -(whitened(rewards.std(correction=0)) * logp(t)[arms]).mean(),
+                            grpo_hint.format(form="(R − mean(R)) / σ with the population σ")),
+        "pulled_means_mean": (lambda t, *_: -((rewards - means[arms].mean()) * logp(t)[arms]).mean(),
+                              "you subtracted the mean of the pulled arms' μ_a, mean_i μ_{a_i}: an estimate of the "
+                              "value from this batch's arms, not the value itself. Weight every arm's mean by the "
+                              "policy instead: b = Σ_k π_k μ_k, from the logits."),
         "half": (lambda t, *_: -0.5 * ((rewards - value(t).detach()) * logp(t)[arms]).mean(),
                  "your loss is half the reference (a stray factor ½): the loss is −(1/N) Σ (R_i − b) log π(a_i), "
                  "with no other constant."),
