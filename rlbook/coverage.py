@@ -26,6 +26,10 @@ into the numbers of that debate:
 - ``dispersion``: whether a model's per-problem solve rates spread wider than binomial noise;
 - ``problems_behind``: the problems on which a policy's pass@1 is below the base's beyond sampling
   noise, each tested on its own;
+- ``problems_lost``: the problems the base solves often that the policy never solves in its samples,
+  against the count the base itself would lose (the per-problem signature of narrowing);
+- ``majority_at_k``: the accuracy of a majority vote over k samples (self-consistency), the
+  deployable counterpart of pass@k, which needs the verifier at test time;
 - ``addition_cot_correct``: for addition, the correct samples whose working is right too (the
   chain-of-thought check behind CoT-pass@k, Wen et al. 2025, arXiv:2506.14245).
 
@@ -48,8 +52,8 @@ from rlbook.rollout import Rollout, completion_logprobs
 from rlbook.tasks.arithmetic import addition_steps
 
 __all__ = ["addition_cot_correct", "completion_logprob_sums", "coverage_split", "crossover_k", "dispersion",
-           "expected_estimates", "one_coin_curve", "pass_at_k_curve", "per_problem_pass_at_k", "plug_in_pass_at_k",
-           "powers_of_two", "problems_behind", "seen_fraction"]
+           "expected_estimates", "one_coin_curve", "pass_at_k_curve", "per_problem_pass_at_k", "majority_at_k",
+           "plug_in_pass_at_k", "powers_of_two", "problems_behind", "problems_lost", "seen_fraction"]
 
 _Z_975, _Z_80 = 1.959964, 0.841621  # standard normal quantiles: two-sided 5 %, 80 % power
 
@@ -275,6 +279,101 @@ def problems_behind(base_correct, policy_correct, *, alpha: float = 0.05) -> lis
     bar = NormalDist().inv_cdf(1.0 - alpha / base.shape[0])
     behind = (se > 0) & (p_base - p_policy > bar * se)
     return behind.nonzero().flatten().tolist()
+
+
+def problems_lost(base_correct, policy_correct, *, min_base_rate: float = 0.25, alpha: float = 0.05) -> dict:
+    """The per-problem signature of narrowing: problems the base solves often that the policy never
+    solves in its m samples, against the count the base itself would lose.
+
+    ``base_correct`` (P, n) and ``policy_correct`` (P, m) are 0/1 tables over the same P problems. The
+    base's samples are split in two halves so that choosing the problems and predicting them use
+    independent samples (choosing and predicting with the same ones would favour problems whose rate
+    was overestimated): a problem is *chosen* when its share right in the first ⌊n/2⌋ samples is at
+    least ``min_base_rate``; in the other h = n − ⌊n/2⌋ samples (h ≥ m needed), with c right, the
+    chance that m fresh base samples are all wrong, (1 − p)^m, has the unbiased estimate
+    C(h − c, m) / C(h, m) (the complement of Chen et al.'s pass@m, arXiv:2107.03374, eq. 1).
+
+    If on every chosen problem the policy were right at least as often as the base, the number of
+    chosen problems it never solves would be at most a sum of independent coins with those chances:
+    ``expected`` is their sum, ``tail`` the probability (Poisson-binomial, computed exactly, with the
+    estimated chances taken as true) that such a sum reaches the observed ``lost``. Returns ``chosen``,
+    ``lost``, ``expected``, ``sd`` (the null count's standard deviation), ``tail``, and ``flagged_from``:
+    the smallest count whose tail is at most ``alpha``, what the check needs to see before it says
+    "more than the base itself would lose" (a policy that gains on most problems and loses a few
+    stays below it: the check is blind to narrowing on fewer problems than that).
+    """
+    base = _correct_table("base_correct", base_correct)
+    policy = _correct_table("policy_correct", policy_correct)
+    if base.shape[0] != policy.shape[0]:
+        raise ValueError(f"base_correct and policy_correct must cover the same problems, got {base.shape[0]} and "
+                         f"{policy.shape[0]}")
+    if isinstance(min_base_rate, bool) or not isinstance(min_base_rate, (int, float)) or not 0.0 < min_base_rate <= 1.0:
+        raise ValueError(f"min_base_rate must be in (0, 1], got {min_base_rate!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    n, m = base.shape[1], policy.shape[1]
+    first = n // 2
+    if first < 1 or n - first < m:
+        raise ValueError(f"base_correct needs at least 2 m samples per problem (half to choose, half to predict), got "
+                         f"n = {n} for m = {m}")
+    chosen = base[:, :first].double().mean(dim=1) >= min_base_rate
+    held = n - first
+    chances = [math.comb(held - c, m) / math.comb(held, m) for c in base[:, first:].sum(dim=1)[chosen].tolist()]
+    lost = int((~policy[chosen].any(dim=1)).sum())
+    counts = [1.0]                                   # the Poisson-binomial distribution, one coin at a time
+    for chance in chances:
+        counts = [a * (1 - chance) + b * chance for a, b in zip([*counts, 0.0], [0.0, *counts])]
+    tails = [min(1.0, math.fsum(counts[count:])) for count in range(len(counts))]
+    flagged = next((count for count, tail in enumerate(tails) if tail <= alpha), None)
+    return {"chosen": int(chosen.sum()), "lost": lost, "expected": math.fsum(chances),
+            "sd": math.sqrt(math.fsum(c * (1 - c) for c in chances)), "tail": tails[lost], "flagged_from": flagged}
+
+
+def majority_at_k(answers, references, k: int) -> torch.Tensor:
+    """(P,) float64: each problem's accuracy of a majority vote over k of its samples (maj@k), exactly.
+
+    The vote that self-consistency takes (Wang et al. 2023, "Self-Consistency Improves Chain of Thought
+    Reasoning in Language Models", arXiv:2203.11171, §2): draw k answers, return the most frequent.
+    Unlike pass@k, which asks a verifier whether any of the k is right, it needs no reference answer at
+    test time. ``answers``: P lists of n ≥ k extracted answers (str, or None for a sample with no
+    answer, which does not vote); ``references``: the P right answers. A tie between the most-voted
+    answers is broken uniformly at random; k samples with no answer at all score 0.
+
+    The estimate averages the vote's accuracy over all C(n, k) subsets of the n samples, the same
+    U-statistic as Chen et al.'s unbiased pass@k (arXiv:2107.03374, eq. 1): unbiased for a vote over k
+    fresh samples. It is counted, not enumerated: for j right answers among the k, the other answers'
+    counts must each be at most j, and the subsets that do so are summed group by group, tracking how
+    many answers tie with the right one at j (the vote is then right with chance 1/(1 + ties)).
+    """
+    k = check_int("k", k, minimum=1)
+    answers, references = list(answers), list(references)
+    if not answers or len(answers) != len(references):
+        raise ValueError(f"answers and references must be non-empty and of one length, got {len(answers)} and "
+                         f"{len(references)}")
+    accuracy = []
+    for row, reference in zip(answers, references):
+        row = list(row)
+        if len(row) < k:
+            raise ValueError(f"answers must hold at least k = {k} samples per problem, got {len(row)}")
+        if any(a is not None and not isinstance(a, str) for a in [*row, reference]) or reference is None:
+            raise ValueError("answers must be str or None and references str")
+        right = sum(a == reference for a in row)
+        silent = sum(a is None for a in row)
+        others = [row.count(a) for a in dict.fromkeys(a for a in row if a is not None and a != reference)]
+        favourable = 0.0
+        for j in range(1, min(k, right) + 1):
+            ways = {(0, 0): 1}                       # (samples taken from wrong answers, answers tied at j) → subsets
+            for size in others:
+                grown = {}
+                for (used, ties), count in ways.items():
+                    for c in range(0, min(size, j, k - j - used) + 1):
+                        key = (used + c, ties + (c == j))
+                        grown[key] = grown.get(key, 0) + count * math.comb(size, c)
+                ways = grown
+            favourable += math.comb(right, j) * sum(count * math.comb(silent, k - j - used) / (1 + ties)
+                                                    for (used, ties), count in ways.items())
+        accuracy.append(favourable / math.comb(len(row), k))
+    return torch.tensor(accuracy, dtype=torch.float64)
 
 
 def addition_cot_correct(texts, operands, correct) -> torch.Tensor:

@@ -19,7 +19,8 @@ rising together. This module gives the lesson what it measures that on:
 * ``scratchpad_opening_probability``, ``opens_scratchpad`` and ``kl_mode_split``: whether a completion
   works its sum out is its first token's choice, so its probability is exact, and a policy's KL from
   another splits into what switching to (or from) the scratchpad costs and what changed inside it
-  (lesson 05);
+  (lesson 05); ``success_conditioned_mode_split`` makes the same split for the policy conditioned on
+  success, the most best-of-n can move it (lesson 05);
 * ``audit_addition_scratchpad``: for the arithmetic task, how many scratchpad lines are the school
   algorithm's column steps, how many are wrong or extra, and whether the answer is the one the
   working computes (the book's corpus has no self-check line, so this is what "checking" can mean
@@ -47,7 +48,7 @@ from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, form
 
 __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
            "profile", "probe_profile", "length_decomposition", "scratchpad_token_id", "scratchpad_opening_probability",
-           "opens_scratchpad", "kl_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
+           "opens_scratchpad", "kl_mode_split", "success_conditioned_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
 
 KINDS = ("scratchpad", "direct", "malformed")
 COLUMN_LINE = re.compile(r"[0-9]\+[0-9](\+1)?=[0-9]+")  # the shape of one column step, "4+7+1=12"
@@ -261,6 +262,50 @@ def kl_mode_split(log_ratio, in_mode, policy_mode_prob, reference_mode_prob, clu
 
     return {"total": mean_and_se(ratio), "mode": mean_and_se(mode_part), "within": mean_and_se(within),
             "mode_exact": float(exact.mean()), "within_per_sample": within.numpy()}
+
+
+def success_conditioned_mode_split(in_mode, correct) -> dict:
+    """Where π(·|x, correct) spends its KL from π: the mode/within split of ``kl_mode_split``, exactly,
+    for the policy conditioned on success, from samples of π.
+
+    ``in_mode`` and ``correct``: (P, n) 0/1 tables of n samples of π on each of P prompts (each
+    sample's mode, e.g. whether it opens a scratchpad, and whether it is right). On each prompt the
+    samples' empirical distribution stands in for π (the plug-in of lesson 05's ceiling): with p̂ the
+    share right, q̂ the share in the mode and q̂* the share of the right samples in the mode,
+    π(·|x, correct) has KL(π(·|x, correct) ‖ π) = log(1/p̂), which the chain rule for relative entropy
+    (Cover & Thomas, *Elements of Information Theory*, 2nd ed., 2006, Thm 2.5.3) splits into
+
+        mode   = KL(Bernoulli(q̂*) ‖ Bernoulli(q̂)),
+        within = Σ_m P*(m) log(1/â_m),   â_m the share right among the samples in mode m,
+
+    mode + within = log(1/p̂) exactly, since P*(m) = P(m) â_m / p̂. A prompt never solved counts 0
+    (best-of-n leaves it at π). Returns ``total``, ``mode`` and ``within``, each (mean over prompts,
+    its standard error over prompts), and ``mode_share`` (mean q̂*) and ``per_problem`` ((P, 3):
+    total, mode, within of each prompt).
+    """
+    modes = torch.as_tensor(in_mode)
+    right = torch.as_tensor(correct)
+    for name, table in (("in_mode", modes), ("correct", right)):
+        if table.dim() != 2 or table.numel() == 0 or not ((table == 0) | (table == 1)).all():
+            raise ValueError(f"{name} must be a non-empty (prompts, samples) table of 0/1, got shape {tuple(table.shape)}")
+    if modes.shape != right.shape:
+        raise ValueError(f"in_mode and correct must have one shape, got {tuple(modes.shape)} and {tuple(right.shape)}")
+    modes, right = modes.double(), right.double()
+    p = right.mean(dim=1)
+    q = modes.mean(dim=1)
+    solved = p > 0
+    safe_p = torch.where(solved, p, torch.ones_like(p))
+    q_star = torch.where(solved, (modes * right).mean(dim=1) / safe_p, q)
+    total = torch.where(solved, -safe_p.log(), torch.zeros_like(p)) + 0.0   # + 0.0: no −0 for p̂ = 1
+    mode = bernoulli_kl(q_star, q)
+    per_problem = torch.stack([total, mode, total - mode], dim=1)
+
+    def mean_and_se(values):
+        spread = float(values.std(unbiased=True)) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+        return float(values.mean()), spread
+
+    return {"total": mean_and_se(total), "mode": mean_and_se(mode), "within": mean_and_se(total - mode),
+            "mode_share": float(q_star[solved].mean()) if solved.any() else math.nan, "per_problem": per_problem.numpy()}
 
 
 def scratchpad_lines(text: str) -> list[str]:

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from rlbook.coverage import (addition_cot_correct, completion_logprob_sums, coverage_split, crossover_k, dispersion,
-                             expected_estimates, one_coin_curve, pass_at_k_curve, per_problem_pass_at_k,
-                             plug_in_pass_at_k, powers_of_two, problems_behind, seen_fraction)
+                             expected_estimates, majority_at_k, one_coin_curve, pass_at_k_curve, per_problem_pass_at_k,
+                             plug_in_pass_at_k, powers_of_two, problems_behind, problems_lost, seen_fraction)
 from rlbook.metrics import mean_pass_at_k, pass_at_k
 from rlbook.models import load_model
 from rlbook.rollout import completion_logprobs, sample
@@ -168,3 +168,74 @@ def test_problems_behind_names_only_clear_losses():
         problems_behind(base, policy, alpha=0.0)
     with pytest.raises(ValueError, match="same problems"):
         problems_behind(base, policy[:5])
+
+
+def _vote_by_enumeration(row, reference, k):
+    """maj@k by listing every k-subset: the definition ``majority_at_k`` counts without listing."""
+    import itertools
+
+    total, subsets = 0.0, 0
+    for subset in itertools.combinations(row, k):
+        votes = {}
+        for answer in subset:
+            if answer is not None:
+                votes[answer] = votes.get(answer, 0) + 1
+        subsets += 1
+        if votes:
+            top = max(votes.values())
+            tied = [answer for answer, count in votes.items() if count == top]
+            total += (reference in tied) / len(tied)
+    return total / subsets
+
+
+def test_majority_at_k_counts_what_enumeration_lists():
+    import random
+
+    chooser = random.Random(0)
+    for _ in range(150):
+        n = chooser.randint(1, 10)
+        k = chooser.randint(1, n)
+        row = [chooser.choice(["1", "2", "3", None]) for _ in range(n)]
+        reference = chooser.choice(["1", "2"])
+        assert majority_at_k([row], [reference], k)[0].item() == pytest.approx(_vote_by_enumeration(row, reference, k))
+    # k = 1 is pass@1; a tie of two answers is a coin; no answer at all scores 0
+    assert majority_at_k([["7", "8", "7", None]], ["7"], 1)[0].item() == pytest.approx(0.5)
+    assert majority_at_k([["7", "8"]], ["7"], 2)[0].item() == pytest.approx(0.5)
+    assert majority_at_k([[None, None]], ["7"], 2)[0].item() == 0.0
+    # a right answer in the minority loses the vote, though pass@k would count it
+    assert majority_at_k([["7", "8", "8"]], ["7"], 3)[0].item() == 0.0
+    with pytest.raises(ValueError, match="at least k"):
+        majority_at_k([["7"]], ["7"], 2)
+    with pytest.raises(ValueError, match="one length"):
+        majority_at_k([["7"]], ["7", "8"], 1)
+    with pytest.raises(ValueError, match="str or None"):
+        majority_at_k([[7, 8]], ["7"], 1)
+
+
+def test_problems_lost_counts_against_the_base_itself():
+    generator = torch.Generator().manual_seed(2)
+    rates = torch.linspace(0.1, 0.9, 40)[:, None]
+    base = (torch.rand(40, 16, generator=generator) < rates).int()
+    # a policy as good as the base on every problem loses about what the base itself would
+    same = (torch.rand(40, 4, generator=generator) < rates).int()
+    found = problems_lost(base, same)
+    assert found["chosen"] > 20 and found["tail"] > 0.01
+    assert abs(found["lost"] - found["expected"]) < 3 * found["sd"] + 1
+    # a policy that never solves the problems the base solves most: far more than chance
+    narrowed = same.clone()
+    narrowed[rates.flatten() > 0.5] = 0
+    lost = problems_lost(base, narrowed)
+    assert lost["lost"] > lost["expected"] + 4 * lost["sd"] and lost["tail"] < 1e-6
+    # by hand: one problem chosen (2 of its first 8 right), 2 of its other 8 right: C(6, 4)/C(8, 4) = 15/70
+    one = problems_lost(torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0]]), torch.zeros(1, 4, dtype=torch.int))
+    assert one == {"chosen": 1, "lost": 1, "expected": pytest.approx(15 / 70), "sd": pytest.approx(math.sqrt(15 / 70 * 55 / 70)),
+                   "tail": pytest.approx(15 / 70), "flagged_from": None}   # one coin at 15/70 never reaches 5 %
+    assert found["flagged_from"] > found["expected"] and lost["lost"] >= lost["flagged_from"]
+    with pytest.raises(ValueError, match="alpha"):
+        problems_lost(base, same, alpha=1.0)
+    with pytest.raises(ValueError, match="2 m samples"):
+        problems_lost(base[:, :6], same)
+    with pytest.raises(ValueError, match="min_base_rate"):
+        problems_lost(base, same, min_base_rate=0.0)
+    with pytest.raises(ValueError, match="same problems"):
+        problems_lost(base, same[:5])

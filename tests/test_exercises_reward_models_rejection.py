@@ -104,13 +104,23 @@ def test_best_of_n_checker_names_a_readers_descending_sort_and_a_missing_scatter
     assert "listed in reward order" in capsys.readouterr().out
 
 
+def test_best_of_n_checker_names_a_readers_unsort_with_the_wrong_permutation(capsys):
+    def indexed_back(probs, rewards, n):
+        order = rewards.argsort()
+        cdf = probs[order].cumsum(0)
+        return (cdf ** n - (cdf - probs[order]) ** n)[order]   # the slip: index with order, not scatter
+
+    assert rejection_exercises.check_best_of_n_probabilities(indexed_back) is False
+    assert "wrong permutation" in capsys.readouterr().out
+
+
 def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches(capsys):
     assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: _by_hand(p, r, n) * 1.01) is False
     assert "largest difference" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "pi_times", "unsorted",
-                                  "strict_cdf", "appears", "continuous_normalised"])
+@pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "inverse_permutation", "pi_times",
+                                  "unsorted", "strict_cdf", "appears", "continuous_normalised"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
     def wrong(probs, rewards, n):
         return rejection_exercises._mistakes(probs, rewards, n)[name][0]
@@ -180,7 +190,8 @@ def test_verifier_kl_checker_accepts_right_answers(capsys):
     assert "✓" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["formula", "ceiling", "one_term", "reverse", "linear_q", "all_right"])
+@pytest.mark.parametrize("name", ["formula", "ceiling", "one_term", "reverse", "linear_q", "all_right", "not_all_right",
+                                  "bits"])
 def test_verifier_kl_checker_names_each_mistake(name, capsys):
     def wrong(p, n):
         return rejection_exercises._verifier_mistakes(p, n)[name][0]
@@ -191,10 +202,23 @@ def test_verifier_kl_checker_names_each_mistake(name, capsys):
     assert hint in capsys.readouterr().out
 
 
-def test_verifier_kl_mistakes_are_told_apart_on_the_first_case_and_other_failures(capsys):
-    p, n = rejection_exercises.VERIFIER_CASES[0]
-    values = [v for v, _ in rejection_exercises._verifier_mistakes(p, n).values()] + [_two_coins(p, n)]
-    assert all(abs(a - b) > 1e-3 for i, a in enumerate(values) for b in values[i + 1:])
+def test_verifier_kl_checker_names_a_readers_bits_and_not_all_right(capsys):
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: _two_coins(p, n) / math.log(2)) is False
+    assert "in bits" in capsys.readouterr().out
+
+    def not_all_right(p, n):
+        q = 1 - p ** n
+        return q * math.log(q / p) + (1 - q) * math.log((1 - q) / (1 - p))
+
+    assert rejection_exercises.check_verifier_best_of_n_kl(not_all_right) is False
+    assert "not all n draws are right" in capsys.readouterr().out
+
+
+def test_verifier_kl_mistakes_are_told_apart_over_the_cases_and_other_failures(capsys):
+    columns = [[v for v, _ in rejection_exercises._verifier_mistakes(p, n).values()] + [_two_coins(p, n)]
+               for p, n in rejection_exercises.VERIFIER_CASES]
+    rows = list(zip(*columns))                                   # each mistake's (and the answer's) values over the cases
+    assert all(max(abs(x - y) for x, y in zip(a, b)) > 1e-3 for i, a in enumerate(rows) for b in rows[i + 1:])
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1.01 * _two_coins(p, n)) is False
     assert "expected" in capsys.readouterr().out
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: [0.1, 0.2]) is False

@@ -174,6 +174,28 @@ def test_kl_mode_split_is_the_chain_rule_sample_by_sample_and_in_expectation():
         in_mode_outcome[draws].numpy(), math.log(q / q_ref), math.log((1 - q) / (1 - q_ref))))
 
 
+def test_success_conditioned_split_is_the_chain_rule_of_log_one_over_p():
+    import numpy as np
+    import torch
+
+    # prompt 0: 8 samples, 4 in the mode (3 right), 4 not (1 right); prompt 1 never solved; prompt 2 always
+    in_mode = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]])
+    correct = torch.tensor([[1, 1, 1, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
+    split = rz.success_conditioned_mode_split(in_mode, correct)
+    per = split["per_problem"]
+    assert np.allclose(per[:, 0], [math.log(2), 0.0, 0.0])       # log(1/p̂), 0 for the prompt never solved
+    assert np.allclose(per[:, 0], per[:, 1] + per[:, 2])
+    # prompt 0 by hand: q̂ = 1/2, q̂* = 3/4; within = 3/4 log(1/(3/4)) + 1/4 log(1/(1/4))
+    assert per[0, 1] == pytest.approx(0.75 * math.log(1.5) + 0.25 * math.log(0.5))
+    assert per[0, 2] == pytest.approx(0.75 * math.log(4 / 3) + 0.25 * math.log(4))
+    assert split["total"][0] == pytest.approx(math.log(2) / 3)
+    assert split["mode_share"] == pytest.approx((0.75 + 0.25) / 2)
+    with pytest.raises(ValueError, match="one shape"):
+        rz.success_conditioned_mode_split(in_mode, correct[:, :4])
+    with pytest.raises(ValueError, match="in_mode"):
+        rz.success_conditioned_mode_split(in_mode * 2, correct)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(log_ratio=[0.1, 0.2], in_mode=[True]), "one length"),
     (dict(in_mode=[1, 0]), "booleans"),

@@ -184,3 +184,28 @@ def test_verifier_reward_kl_plot_draws_the_frontier_best_of_n_and_the_tuned_poli
     assert "seed 0" in [t.get_text() for t in ax.get_legend().get_texts()]
     with pytest.raises(ValueError, match="must match"):
         rejection_viz.plot_verifier_reward_kl([0, 1], [0.3], [2], [0.1], [0.5])
+    with pytest.raises(ValueError, match="colours"):
+        rejection_viz.plot_verifier_reward_kl(frontier["kl"], frontier["success"], [2], [0.1], [0.5],
+                                              tuned={"seed 0": (2.0, 0.2, 0.75, 0.03)}, colours={"seed 9": "C9"})
+
+
+def test_one_colour_per_seed_across_the_history_and_the_plane():
+    import matplotlib.colors as mcolors
+
+    from rlbook.toys import verifier_frontier
+
+    rows = [{"seed": seed, "round": r, "eval/pass@1": 0.3 + 0.1 * r, "eval/pass@1_se": 0.02,
+             "sample_reward": None if r == 0 else 0.5, "best_of_n_reward": None if r == 0 else 0.9}
+            for seed in (1, 2) for r in range(3)]
+    history = rejection_viz.plot_rejection_sampling_history(pd.DataFrame(rows))
+    history_colours = [mcolors.to_hex(c.lines[0].get_color()) for c in history.axes[0].containers]
+    frontier = verifier_frontier([0.1, 0.3], np.linspace(0, 4, 20))
+    plane = rejection_viz.plot_verifier_reward_kl(
+        frontier["kl"], frontier["success"], [2], [0.1], [0.5],
+        tuned={f"tuned, seed {s}": (2.0, 0.2, 0.7, 0.03) for s in (1, 2)},
+        colours={f"tuned, seed {s}": rejection_viz.seed_colour(s) for s in (1, 2)})
+    plane_colours = [mcolors.to_hex(c.lines[0].get_color()) for c in plane.axes[0].containers]
+    expected = [mcolors.to_hex(rejection_viz.seed_colour(s)) for s in (1, 2)]
+    assert history_colours == plane_colours == expected      # seed 1 is C1 in both, not C0 in one and C2 in the other
+    with pytest.raises(ValueError, match="seed"):
+        rejection_viz.seed_colour(-1)

@@ -64,6 +64,11 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
                          "these are the right probabilities, but listed in reward order: put each back at its "
                          "outcome's position in the input (scatter with the sorting permutation), since "
                          "rewards are not sorted."),
+        "inverse_permutation": (best_of_n_distribution(probs, rewards, n)[order][order],
+                                "the right numbers, un-sorted with the wrong permutation: indexing the sorted "
+                                "results with the sorting permutation (answer[order]) sorts them a second time. "
+                                "Scatter them back instead (answer[order] = in_sorted_order), which applies its "
+                                "inverse."),
         "pi_times": (probs * cdf ** (n - 1),
                      "π(y) F(y)^(n−1) forgets that any of the n draws can be the winner (a factor ≈ n)."),
         "unsorted": (probs.cumsum(0) ** n - (probs.cumsum(0) - probs) ** n,
@@ -107,7 +112,7 @@ def check_best_of_n_probabilities(fn) -> bool | None:
 
 # ------------------------------------------------------------------------------ the KL under a verifier
 
-# (p, n): the first case tells every named mistake apart; n = 1 (KL 0) checks the edge
+# (p, n): together the cases tell every named mistake apart; n = 1 (KL 0) checks the edge
 VERIFIER_CASES = ((0.05, 4), (0.3, 8), (0.6, 2), (0.3, 1))
 
 
@@ -135,23 +140,39 @@ def _verifier_mistakes(p: float, n: int) -> dict[str, tuple[float, str]]:
                                                 "all n draws are wrong: q = 1 − (1 − p)^n."),
         "all_right": (coins(p ** n, p), "p^n is the chance that all n draws are right; the best of n is right when "
                                         "at least one is: q = 1 − (1 − p)^n."),
+        "not_all_right": (coins(1 - p ** n, p), "1 − p^n is the chance that not all n draws are right; the best of n "
+                                                "is right when at least one is, i.e. unless all n are wrong: "
+                                                "q = 1 − (1 − p)^n."),
+        "bits": (_verifier_kl(p, n) / math.log(2), "this is the right KL in bits (log base 2); the lesson measures KL "
+                                                   "in nats, with the natural log."),
     }
 
 
 def check_verifier_best_of_n_kl(fn) -> bool | None:
-    """Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p."""
+    """Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p.
+
+    A wrong answer is named by the mistake that matches it on *every* case, not on the first alone:
+    near q = 1 (p = 0.05, n = 4) q = 1 − p^n and the ceiling log(1/p) agree to 1e-5, and only the
+    other cases tell them apart."""
     if _not_attempted(fn, "verifier KL"):
         return None
+    values = []
     for p, n in VERIFIER_CASES:
         result, error = _call(fn, p, n)
         if error:
             return _failed(error)
         if result.numel() != 1:
             return _verdict(False, "", f"expected one number (the KL in nats), got shape {tuple(result.shape)}")
-        value, reference = float(result), _verifier_kl(p, n)
-        if not math.isclose(value, reference, rel_tol=1e-4, abs_tol=1e-7):
-            for candidate, hint in _verifier_mistakes(p, n).values():
-                if math.isclose(value, candidate, rel_tol=1e-4, abs_tol=1e-7):
-                    return _verdict(False, "", f"p = {p}, n = {n}: {hint}")
-            return _verdict(False, "", f"p = {p}, n = {n}: expected {reference:.6f} nats, got {value:.6f}")
-    return _verdict(True, f"Correct on all {len(VERIFIER_CASES)} cases.", "")
+        values.append(float(result))
+
+    def close(a, b):
+        return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
+
+    wrong = [(case, value) for case, value in zip(VERIFIER_CASES, values) if not close(value, _verifier_kl(*case))]
+    if not wrong:
+        return _verdict(True, f"Correct on all {len(VERIFIER_CASES)} cases.", "")
+    (p, n), value = wrong[0]
+    for name, (_, hint) in _verifier_mistakes(p, n).items():
+        if all(close(v, _verifier_mistakes(*case)[name][0]) for case, v in zip(VERIFIER_CASES, values)):
+            return _verdict(False, "", f"p = {p}, n = {n}: {hint}")
+    return _verdict(False, "", f"p = {p}, n = {n}: expected {_verifier_kl(p, n):.6f} nats, got {value:.6f}")

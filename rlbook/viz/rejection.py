@@ -145,14 +145,24 @@ def plot_reward_kl_frontier(frontier_kl, frontier_gain, ns, best_of_n_kl_values,
     return fig
 
 
+def seed_colour(seed) -> str:
+    """The colour of one seed in every figure of the lesson (matplotlib's cycle, C0 for seed 0, …), so
+    that a reader who learns "orange is seed 1" in one figure can read the next with it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return f"C{int(seed) % 10}"
+
+
 def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_values, best_of_n_success, *,
-                            ceiling: tuple[float, float] | None = None, tuned: dict | None = None):
+                            ceiling: tuple[float, float] | None = None, tuned: dict | None = None,
+                            colours: dict | None = None):
     """Mean success against mean KL from the base over a set of prompts under a 0/1 verifier.
 
-    The curve is the frontier of one shared β (``rlbook.toys.verifier_frontier``); the points are
-    best-of-n of the base for each n of ``ns``; ``ceiling`` (KL, success) marks π conditioned on success
-    (n → ∞); ``tuned`` maps a label to (KL, its s.e., success, its s.e.) of a trained policy, drawn with
-    ± 2 s.e. bars in both directions."""
+    The curve is the frontier of one shared β (``rlbook.toys.verifier_frontier``); the points (black)
+    are best-of-n of the base for each n of ``ns``; ``ceiling`` (KL, success) marks π conditioned on
+    success (n → ∞); ``tuned`` maps a label to (KL, its s.e., success, its s.e.) of a trained policy,
+    drawn with ± 2 s.e. bars in both directions, in ``colours[label]`` (default: ``seed_colour`` of its
+    position, the colours of ``plot_rejection_sampling_history``)."""
     frontier_kl, frontier_success = np.asarray(frontier_kl, dtype=float), np.asarray(frontier_success, dtype=float)
     best_of_n_kl_values = np.asarray(best_of_n_kl_values, dtype=float)
     best_of_n_success = np.asarray(best_of_n_success, dtype=float)
@@ -164,7 +174,7 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     order = np.argsort(frontier_kl)
     ax.plot(frontier_kl[order], frontier_success[order], color="tab:purple", lw=2,
             label="π* ∝ π_base · exp(r/β), one β for every prompt (the frontier)")
-    ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="tab:blue", label="best-of-n of the base")
+    ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="black", ms=5, label="best-of-n of the base")
     span, last = max(float(np.ptp(np.concatenate([frontier_kl, best_of_n_kl_values]))), 1e-12), -np.inf
     for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_success):
         if x - last > 0.04 * span:  # a point crowded onto the last labelled one stays unlabelled
@@ -172,9 +182,12 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
             last = x
     if ceiling is not None:
         ax.plot(*ceiling, "*", ms=12, color="tab:purple", label="π_base conditioned on success (n → ∞)")
+    colours = dict(colours or {})
+    if set(colours) - set(tuned or {}):
+        raise ValueError(f"colours must name labels of tuned, got {sorted(set(colours) - set(tuned or {}))}")
     for index, (label, (kl, kl_se, success, success_se)) in enumerate((tuned or {}).items()):
         ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt="D", ms=6, capsize=3,
-                    color=f"C{index + 1}", label=label)
+                    color=colours.get(label, seed_colour(index)), label=label)
     ax.set(xlabel="mean KL from the base (nats)", ylabel="mean success rate (pass@1)", ylim=(0, 1.05),
            title="under a 0/1 verifier: success bought per nat of KL\n(tuned policies: ± 2 s.e. in both directions)")
     ax.title.set_fontsize(10)
@@ -194,13 +207,14 @@ def plot_rejection_sampling_history(history):
     for index, (seed, run) in enumerate(runs):
         shift = 0.06 * (index - (len(runs) - 1) / 2)  # side by side, so that the error bars do not overlap
         suffix = "" if seed is None else f" (seed {seed})"
+        colour = seed_colour(index if seed is None else int(seed))   # one colour per seed, in every figure
         errors = 2 * run["eval/pass@1_se"].to_numpy(float) if "eval/pass@1_se" in run else None
         ax_pass.errorbar(run["round"].to_numpy(float) + shift, run["eval/pass@1"].to_numpy(float), yerr=errors, fmt="o-", lw=2, ms=4, capsize=3,
-                         color=f"C{index}", label=f"held-out pass@1{suffix}")
+                         color=colour, label=f"held-out pass@1{suffix}")
         trained = run.dropna(subset=["sample_reward"])
-        ax_reward.plot(trained["round"], trained["sample_reward"], "o--", color=f"C{index}", alpha=0.7,
+        ax_reward.plot(trained["round"], trained["sample_reward"], "o--", color=colour, alpha=0.7,
                        label=f"mean sampled reward{suffix}")
-        ax_reward.plot(trained["round"], trained["best_of_n_reward"], "s-", color=f"C{index}",
+        ax_reward.plot(trained["round"], trained["best_of_n_reward"], "s-", color=colour,
                        label=f"best-of-n reward{suffix}")
     bars = "\n(bars: ± 2 s.e., clustered by prompt)" if "eval/pass@1_se" in frame else ""
     ax_pass.set(xlabel="round (0 = before training)", ylabel="held-out pass@1", ylim=(0, 1),
