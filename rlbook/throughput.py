@@ -374,13 +374,14 @@ def filter_sweep(model, rollout, advantages, tols, *, max_len: int, reference=No
     return pd.DataFrame(rows)
 
 
-def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5):
+def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5, spread: bool = False):
     """Each run's ``metric`` at the wall time the fastest run needed for all its steps.
 
     ``frame`` is ``AblationResult.frame`` (columns label, seed, step, wall_time, ``metric``). The
     budget T is the smallest total wall time of any (label, seed) run; each run is read at the last
     step it finished by T: the steps done, and the mean ``metric`` over its last ``window`` of them.
-    Returns one row per label (averaged over seeds), with T in ``budget_s``.
+    Returns one row per label (averaged over seeds), with T in ``budget_s``; with ``spread`` also the
+    smallest and largest seed's ``metric`` (so a gap can be read against the seeds' spread).
     """
     import pandas as pd
 
@@ -393,7 +394,12 @@ def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5):
         rows.append({"label": label, "seed": seed, "steps_done": len(done),
                      f"{metric} (last {window})": done[metric].tail(window).mean(),
                      "seconds_per_step": run["step_time"].mean()})
-    table = pd.DataFrame(rows).groupby("label", sort=False).mean(numeric_only=True).drop(columns="seed")
+    runs_table = pd.DataFrame(rows)
+    table = runs_table.groupby("label", sort=False).mean(numeric_only=True).drop(columns="seed")
+    if spread:
+        by_label = runs_table.groupby("label", sort=False)[f"{metric} (last {window})"]
+        table.insert(2, "smallest seed", by_label.min())
+        table.insert(3, "largest seed", by_label.max())
     return table.assign(budget_s=budget)
 
 

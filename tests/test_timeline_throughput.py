@@ -94,6 +94,9 @@ def test_equal_time_table_reads_each_run_at_the_fastest_runs_total():
     assert table.loc["fast", "steps_done"] == 4 and table.loc["slow", "steps_done"] == 2
     assert table.loc["slow", "pass@1 (last 2)"] == pytest.approx(0.15)
     assert table["budget_s"].unique().tolist() == [4.0]
+    spread = equal_time_table(pd.DataFrame(rows), window=2, spread=True)
+    assert (spread["smallest seed"] <= spread["pass@1 (last 2)"]).all()
+    assert (spread["pass@1 (last 2)"] <= spread["largest seed"]).all()
 
 
 def test_flip_rewards_flips_the_chosen_share_reproducibly():
