@@ -18,6 +18,9 @@ gradient turns away from the full one on that batch (its bias); ``dropped_share`
 dropped from the count of right answers in each group alone. ``flip_rewards`` is a noisy verifier
 to repeat the sweep under, and ``mislabelled_kept`` draws its flips many times over (no gradients
 needed) to measure what share of the completions each filter keeps are mislabelled.
+``expected_cosine`` compares the *expected* filtered and full gradients over many batches (a bias,
+unlike one batch's turn), and ``sampled_divisor_weights`` is the control that makes a filtered run
+the unfiltered one step for step: the loss keeps dividing by the completions sampled.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.losses import policy_loss
 from rlbook.rollout import completion_logprobs, sample
 
-__all__ = ["between_prompt_share", "dropped_share", "equal_time_table", "filter_sweep", "flat_group_probability",
-           "flip_rewards", "mislabelled_kept", "sample_probe_batch", "sampling_seconds", "update_gradient",
-           "update_seconds"]
+__all__ = ["between_prompt_share", "dropped_share", "equal_time_table", "expected_cosine", "filter_sweep",
+           "flat_group_probability", "flip_rewards", "mislabelled_kept", "sample_probe_batch", "sampled_divisor_weights",
+           "sampling_seconds", "update_gradient", "update_seconds"]
 
 
 def flat_group_probability(pass_rate, group_size: int, *, between_prompt_share: float = 0.0):
@@ -230,12 +233,16 @@ def mislabelled_kept(rewards, group_size: int, fraction: float, tols, *, draws: 
     return pd.concat(frames, ignore_index=True)
 
 
-def flip_rewards(rewards, fraction: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+def flip_rewards(rewards, fraction: float, *, generator: torch.Generator | None = None,
+                 exact: bool = False) -> torch.Tensor:
     """A noisy verifier: each binary reward r ∈ {0, 1} flipped to 1 − r independently with probability ``fraction``.
 
     The symmetric label noise of a verifier that errs on ``fraction`` of its answers, both ways.
     Flips turn flat groups into varied ones (an all-wrong group with one false positive) and so
     change which completions any advantage filter keeps. The same ``generator`` seed gives the same flips.
+    ``exact=True`` flips exactly round(``fraction`` · B) rewards, chosen uniformly at random, so that
+    one draw's realised share is the stated one (independent flips of 128 rewards at 10 % realise
+    anything from about 5 % to 15 %).
     """
     rewards = as_float_tensor("rewards", rewards, ndim=(1,))
     if not bool(((rewards == 0) | (rewards == 1)).all()):
@@ -243,8 +250,79 @@ def flip_rewards(rewards, fraction: float, *, generator: torch.Generator | None 
     fraction = check_positive("fraction", fraction, allow_zero=True)
     if fraction > 1:
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")
-    flips = torch.rand(rewards.shape, generator=generator, dtype=torch.float64) < fraction
+    if exact:
+        flips = torch.zeros(rewards.shape, dtype=torch.bool)
+        flips[torch.randperm(rewards.numel(), generator=generator)[:round(fraction * rewards.numel())]] = True
+    else:
+        flips = torch.rand(rewards.shape, generator=generator, dtype=torch.float64) < fraction
     return torch.where(flips.to(rewards.device), 1 - rewards, rewards)
+
+
+def expected_cosine(filtered, full) -> tuple[float, float]:
+    """cos(E g_tol, E g) from per-batch gradients, and its standard error by delete-one-batch jackknife.
+
+    ``filtered`` and ``full``: n ≥ 3 gradient vectors each, one pair per independent batch (e.g.
+    ``update_gradient`` over a filter's kept rows and over all rows). One batch's cosine
+    cos(g_tol, g) mixes two things: the filter's *bias* (E g_tol not parallel to E g), which every
+    step repeats, and noise (the dropped rows' share of this batch's sampling noise), which
+    averages out over steps. The cosine of the *expected* gradients keeps only the first. Averaging
+    the vectors first does not give it: g_tol and g of one batch share that batch's noise, which
+    pulls the cosine of the means towards 1 for small n. So each inner product is estimated from
+    *different* batches only, E g_tol · E g ≈ mean_{a≠b} g_tol,a · g_b (unbiased, the batches being
+    independent), and likewise |E g_tol|² and |E g|²: a ratio of U-statistics (Hoeffding 1948),
+    consistent, and able to come out a little above 1 when the noise is large. The SE is the
+    jackknife's over batches (Efron & Stein 1981), i.e. clustered by batch.
+    Returns ``(estimate, se)``.
+    """
+    if len(filtered) != len(full) or len(full) < 3:
+        raise ValueError(f"filtered and full must hold the same number (at least 3) of gradients, "
+                         f"got {len(filtered)} and {len(full)}")
+    x = torch.stack([torch.as_tensor(v).double().flatten() for v in filtered])
+    y = torch.stack([torch.as_tensor(v).double().flatten() for v in full])
+    if x.shape != y.shape or not bool(torch.isfinite(x).all() and torch.isfinite(y).all()):
+        raise ValueError("filtered and full must be finite vectors, all of one length")
+    grams = (x @ x.T, x @ y.T, y @ y.T)
+
+    def estimate(keep) -> float:
+        def cross(gram):
+            sub = gram[keep][:, keep]
+            return (sub.sum() - sub.diagonal().sum()).item()  # the common 1/(n(n−1)) cancels in the ratio
+        xx, xy, yy = (cross(gram) for gram in grams)
+        if xx <= 0 or yy <= 0:
+            return math.nan
+        return xy / math.sqrt(xx * yy)
+
+    n = len(full)
+    everything = torch.arange(n)
+    value = estimate(everything)
+    leave_one_out = np.array([estimate(everything[everything != i]) for i in range(n)])
+    se = math.sqrt((n - 1) / n * np.sum((leave_one_out - leave_one_out.mean()) ** 2))
+    return value, se
+
+
+def sampled_divisor_weights(batch_size: int):
+    """Dr.GRPO's token weights with the divisor of the batch *sampled*: a ``token_weights_fn`` for ``OnlineTrainer``.
+
+    Dr.GRPO's loss (Liu et al. 2025, arXiv:2503.20783: a constant normaliser in place of 1/|y_i|) weighs
+    every token by 1 / (B · L). A filtered trainer hands the loss only its K kept rows, so the weights
+    become 1 / (K · L) and the update grows by B/K (lesson 14's Step 3). With these weights the divisor
+    stays B · L (``batch_size`` = B, the completions sampled per step, ``max_len`` = L): the dropped
+    rows had A = 0 and added nothing else, so the filtered run takes the unfiltered run's steps, up to
+    float rounding, while training on K rows — the control that separates "skipping the flat rows"
+    from "changing the normaliser". Only for Dr.GRPO's aggregation, ``seq_mean_token_sum_norm``, and a
+    batch of fixed size (no dynamic sampling).
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+
+    def weights(mask, mode, max_len):
+        if mode != "seq_mean_token_sum_norm":
+            raise ValueError(f"sampled_divisor_weights is for Dr.GRPO's aggregation 'seq_mean_token_sum_norm', "
+                             f"got mode {mode!r}")
+        if mask.shape[0] > batch_size:
+            raise ValueError(f"the loss got {mask.shape[0]} rows, more than batch_size={batch_size}")
+        return mask / (batch_size * max_len)
+
+    return weights
 
 
 def filter_sweep(model, rollout, advantages, tols, *, max_len: int, reference=None, mislabelled=None,
@@ -296,13 +374,14 @@ def filter_sweep(model, rollout, advantages, tols, *, max_len: int, reference=No
     return pd.DataFrame(rows)
 
 
-def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5):
+def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5, spread: bool = False):
     """Each run's ``metric`` at the wall time the fastest run needed for all its steps.
 
     ``frame`` is ``AblationResult.frame`` (columns label, seed, step, wall_time, ``metric``). The
     budget T is the smallest total wall time of any (label, seed) run; each run is read at the last
     step it finished by T: the steps done, and the mean ``metric`` over its last ``window`` of them.
-    Returns one row per label (averaged over seeds), with T in ``budget_s``.
+    Returns one row per label (averaged over seeds), with T in ``budget_s``; with ``spread`` also the
+    smallest and largest seed's ``metric`` (so a gap can be read against the seeds' spread).
     """
     import pandas as pd
 
@@ -315,7 +394,12 @@ def equal_time_table(frame, *, metric: str = "pass@1", window: int = 5):
         rows.append({"label": label, "seed": seed, "steps_done": len(done),
                      f"{metric} (last {window})": done[metric].tail(window).mean(),
                      "seconds_per_step": run["step_time"].mean()})
-    table = pd.DataFrame(rows).groupby("label", sort=False).mean(numeric_only=True).drop(columns="seed")
+    runs_table = pd.DataFrame(rows)
+    table = runs_table.groupby("label", sort=False).mean(numeric_only=True).drop(columns="seed")
+    if spread:
+        by_label = runs_table.groupby("label", sort=False)[f"{metric} (last {window})"]
+        table.insert(2, "smallest seed", by_label.min())
+        table.insert(3, "largest seed", by_label.max())
     return table.assign(budget_s=budget)
 
 

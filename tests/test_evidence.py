@@ -181,3 +181,23 @@ def test_paired_pass_at_k_difference_is_the_mean_of_per_prompt_gaps_clustered_by
         paired_pass_at_k_difference(a, b[:10], 4)
     with pytest.raises(ValueError, match="k"):
         paired_pass_at_k_difference(a, b, 8)
+
+
+def test_paired_minimum_detectable_difference_uses_t_quantiles():
+    import math
+
+    import pytest
+
+    from rlbook.evidence import _t_quantile, paired_minimum_detectable_difference
+
+    assert _t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-3)  # tables of Student's t
+    assert _t_quantile(0.8, 2) == pytest.approx(1.0607, abs=1e-3)
+    assert _t_quantile(0.975, 10_000) == pytest.approx(1.960, abs=1e-3)
+    differences = [0.185, 0.009, 0.089]
+    sd = float(np.std(differences, ddof=1))
+    assert paired_minimum_detectable_difference(differences) == pytest.approx((4.3027 + 1.0607) * sd / math.sqrt(3),
+                                                                              rel=1e-3)
+    with pytest.raises(ValueError, match="differences"):
+        paired_minimum_detectable_difference([0.1])
+    with pytest.raises(ValueError, match="power"):
+        paired_minimum_detectable_difference(differences, power=1.2)

@@ -24,6 +24,8 @@ def test_advantage_filter_checker(capsys):
         "std > 0": lambda r, g: (r.view(-1, g).std(dim=1) > 0).repeat_interleave(g),
         "|A| > tol": lambda r, g: group_centred(r, g).abs() > 1e-6,
         "in float64": lambda r, g: group_centred(r.double(), g) != 0,
+        "a list": lambda r, g: [len(set(group.tolist())) > 1 for group in r.view(-1, g) for _ in range(g)],
+        "variance > 1e-8": lambda r, g: (r.view(-1, g).var(dim=1) > 1e-8).repeat_interleave(g),
     }
     for name, right in right_answers.items():
         assert check_advantage_filter(right) is True, name
@@ -40,11 +42,16 @@ def test_advantage_filter_checker(capsys):
         "wrong shape": lambda r, g: (r.view(g, -1).max(dim=1).values
                                      != r.view(g, -1).min(dim=1).values).repeat_interleave(r.numel() // g),
         "A != 0 exactly on floats": lambda r, g: group_centred(r, g) != 0,
+        ".repeat_interleave(G) repeats": lambda r, g: (r.view(-1, g).max(dim=1).values
+                                                       != r.view(-1, g).min(dim=1).values).repeat(g),
+        "only the all-wrong groups": lambda r, g: (r.view(-1, g) > 0).any(dim=1).repeat_interleave(g),
+        "tolerance is too wide": lambda r, g: (r.view(-1, g).var(dim=1) > 1e-3).repeat_interleave(g),
+        "tolerance is too wide ": lambda r, g: group_centred(r, g).abs() > 0.1,
         "raised": lambda r, g: 1 / 0,
     }
     for expected, wrong in cases.items():
         assert check_advantage_filter(wrong) is False, expected
-        assert expected in capsys.readouterr().out, expected
+        assert expected.strip() in capsys.readouterr().out, expected
 
 
 def test_flat_extremes_checker(capsys):
@@ -80,6 +87,14 @@ def reference_dropped(counts, g, tol):
     return float((((g - k) * (k <= tol * g + 1e-9)) + k * ((g - k) <= tol * g + 1e-9)).sum() / (k.numel() * g))
 
 
+def grpo_default(counts, g, tol):
+    """The slip of calling group_advantages with its default method, GRPO's σ-normalised one."""
+    from rlbook.advantages import group_advantages
+
+    rewards = torch.tensor([[1.0] * int(k) + [0.0] * (g - int(k)) for k in counts]).flatten()
+    return float((group_advantages(rewards, g).abs() <= tol).float().mean())
+
+
 def test_dropped_share_checker(capsys):
     from rlbook.exercises.throughput import check_dropped_share
 
@@ -112,6 +127,8 @@ def test_dropped_share_checker(capsys):
         "groups touched": groups_touched,
         "left out the flat groups": without_flat,
         "not a count": lambda c, g, tol: reference_dropped(c, g, tol) * c.numel() * g,
+        "per group, on average": lambda c, g, tol: reference_dropped(c, g, tol) * g,
+        "GRPO's advantages": grpo_default,
         "one number": lambda c, g, tol: [0.1, 0.2],
         "expected": lambda c, g, tol: 0.123,
         "raised": lambda c, g, tol: 1 / 0,

@@ -94,6 +94,9 @@ def test_equal_time_table_reads_each_run_at_the_fastest_runs_total():
     assert table.loc["fast", "steps_done"] == 4 and table.loc["slow", "steps_done"] == 2
     assert table.loc["slow", "pass@1 (last 2)"] == pytest.approx(0.15)
     assert table["budget_s"].unique().tolist() == [4.0]
+    spread = equal_time_table(pd.DataFrame(rows), window=2, spread=True)
+    assert (spread["smallest seed"] <= spread["pass@1 (last 2)"]).all()
+    assert (spread["pass@1 (last 2)"] <= spread["largest seed"]).all()
 
 
 def test_flip_rewards_flips_the_chosen_share_reproducibly():
@@ -243,3 +246,58 @@ def test_sample_probe_batch_and_sampling_seconds():
     assert 0 < seconds < 60
     with pytest.raises(ValueError, match="repeats"):
         sampling_seconds(model, tokenizer, list(prompts["prompt"]), num_samples=2, max_new_tokens=4, repeats=0)
+
+
+def test_flip_rewards_exact_flips_exactly_the_rounded_share():
+    from rlbook.throughput import flip_rewards
+
+    rewards = torch.tensor([0.0, 1.0] * 64)
+    for seed in range(5):
+        flipped = flip_rewards(rewards, 0.1, generator=torch.Generator().manual_seed(seed), exact=True)
+        assert int((flipped != rewards).sum()) == round(0.1 * 128)  # 13, whatever the draw
+    again = flip_rewards(rewards, 0.1, generator=torch.Generator().manual_seed(4), exact=True)
+    assert torch.equal(flipped, again)
+    assert torch.equal(flip_rewards(rewards, 1.0, exact=True), 1 - rewards)
+
+
+def test_expected_cosine_sees_the_bias_and_not_the_shared_noise():
+    from rlbook.throughput import expected_cosine
+
+    generator = torch.Generator().manual_seed(0)
+    signal = torch.zeros(4000)
+    signal[0] = 1.0
+    turned = torch.zeros(4000)
+    turned[:2] = torch.tensor([0.6, 0.8])  # E g_tol at cosine 0.6 from E g
+    noise = [torch.randn(4000, generator=generator) * 0.1 for _ in range(40)]  # |noise| ≈ 6 ≫ |signal|
+    full = [signal + n for n in noise]
+    filtered = [turned + 0.9 * n for n in noise]  # each batch's filtered gradient shares its batch's noise
+    value, se = expected_cosine(filtered, full)
+    assert abs(value - 0.6) < 4 * se and se < 0.2
+    naive = torch.nn.functional.cosine_similarity(torch.stack(filtered).mean(0), torch.stack(full).mean(0), dim=0)
+    assert naive.item() > value + 0.05  # the cosine of the averages is pulled towards 1 by the noise both share
+    same, same_se = expected_cosine(full, full)
+    assert same == pytest.approx(1.0) and same_se == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="filtered and full"):
+        expected_cosine(full[:2], full[:2])
+    with pytest.raises(ValueError, match="filtered and full"):
+        expected_cosine(full[:3], full[:4])
+
+
+def test_sampled_divisor_weights_make_the_kept_rows_loss_the_full_loss():
+    from rlbook.aggregation import aggregate
+    from rlbook.throughput import sampled_divisor_weights
+
+    generator = torch.Generator().manual_seed(0)
+    per_token = torch.randn(8, 5, generator=generator)
+    per_token[4:] = 0.0  # the flat group's rows: A = 0 zeroes their token losses
+    mask = torch.ones(8, 5)
+    mask[1, 3:] = 0
+    full = aggregate(per_token, mask, "seq_mean_token_sum_norm", max_len=5)
+    kept = aggregate(per_token[:4], mask[:4], "seq_mean_token_sum_norm", max_len=5,
+                     weights_fn=sampled_divisor_weights(8))
+    shrunk = aggregate(per_token[:4], mask[:4], "seq_mean_token_sum_norm", max_len=5)
+    assert kept.item() == pytest.approx(full.item()) and shrunk.item() == pytest.approx(2 * full.item())  # B/K = 2
+    with pytest.raises(ValueError, match="seq_mean_token_sum_norm"):
+        aggregate(per_token, mask, "token_mean", weights_fn=sampled_divisor_weights(8))
+    with pytest.raises(ValueError, match="batch_size"):
+        sampled_divisor_weights(0)

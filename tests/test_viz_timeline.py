@@ -53,3 +53,21 @@ def test_reward_per_work_is_drawn_against_cumulative_completions():
     figure = plot_reward_per_work(pd.DataFrame(rows), smooth=1)
     assert [line.get_xdata().tolist() for line in figure.axes[0].lines] == [[8, 16, 24, 32]] * 2
     plt.close("all")
+
+
+def test_plot_advantage_noise_puts_the_noise_on_rewards_or_advantages():
+    import pytest
+    import matplotlib.pyplot as plt
+
+    for noise_on in ("advantages", "rewards"):
+        for method in ("dr_grpo", "grpo"):
+            figure = plot_advantage_noise(0.05, 8, pass_rate=0.9, noise_on=noise_on, method=method)
+            flat_after = figure.axes[0].collections[3].get_offsets()[:, 1]  # the flat groups, after the noise
+            size = float((flat_after ** 2).mean() ** 0.5)
+            if noise_on == "rewards" and method == "grpo":
+                assert size == pytest.approx(1.0, abs=1e-3)  # dithered flat groups under GRPO: RMS 1, whatever σ
+            else:
+                assert size < 0.1  # of order σ = 0.05
+            plt.close(figure)
+    with pytest.raises(ValueError, match="noise_on"):
+        plot_advantage_noise(0.1, 4, noise_on="logits")

@@ -40,6 +40,8 @@ FILTER_CASES = [
     (torch.tensor([0., 1., 0., 1., 1., 1.]), 2),
     # flat groups whose float32 mean is not exactly their reward: 0.9·3/3 ≠ 0.9 in binary
     (torch.tensor([.9, .9, .9, 0., 1., 1., .45, .45, .45]), 3),
+    # a group that varies only a little (|A| ≤ 0.033, variance 6e-4) still carries gradient: a wide tolerance drops it
+    (torch.tensor([.5, .55, .5, 1., 1., 1., 0., 1., 0.]), 3),
 ]
 
 
@@ -57,6 +59,11 @@ def _interleaved_rows(rewards, group_size):
     """``rewards.view(group_size, -1)``, read along its rows: group_size "groups" of the wrong length."""
     rows = rewards.view(group_size, -1)
     return (rows.max(dim=1).values != rows.min(dim=1).values).repeat_interleave(rows.shape[1])
+
+
+def _verdict_per_group(rewards, group_size):
+    groups = rewards.view(-1, group_size)
+    return groups.max(dim=1).values != groups.min(dim=1).values
 
 
 def _sum_between(rewards, group_size):
@@ -84,6 +91,15 @@ FILTER_MISTAKES = [
                            "view(-1, group_size) (one row per prompt), not view(group_size, -1)"),
     (_interleaved_rows, "your groups are the wrong shape: view(group_size, -1) makes G rows of B/G completions; "
                         "a prompt's group is a row of view(-1, group_size)"),
+    (lambda r, g: _verdict_per_group(r, g).repeat(g), "right verdicts, wrong order: .repeat(G) tiles the whole list "
+                                                      "of group verdicts G times; .repeat_interleave(G) repeats each "
+                                                      "group's verdict G times in place, one per completion"),
+    (lambda r, g: (r.view(-1, g) > 0).any(dim=1).repeat_interleave(g),
+     "you dropped only the all-wrong groups: an all-right group is flat too (every member's reward equals the mean, so "
+     "A = 0) and teaches nothing either; drop every group whose rewards are all equal"),
+    (lambda r, g: (r - _group_mean(r, g)).abs() > 0.05,
+     "your tolerance is too wide: a group whose rewards differ a little (0.5, 0.55, 0.5) has small but non-zero "
+     "advantages and carries gradient; keep |A| > a tolerance near float rounding (1e-6), or test max != min"),
     (lambda r, g: r - _group_mean(r, g) != 0, "you tested A != 0 exactly on floats: a flat group's computed mean can "
                                               "differ from its members by rounding (three 0.9s average to "
                                               "0.9 + 6e-8 in float32), so it survives; test max == min, or |A| > a "
@@ -191,6 +207,9 @@ DROPPED_CASES = [  # (right answers per group, G, tol)
     (torch.tensor([0, 8, 3, 5, 2, 6, 4, 1]), 8, 2 / 8),
     (torch.tensor([0, 1, 2, 3, 4]), 4, 1e-6),           # the exact filter: only flat groups
     (torch.tensor([1, 3, 2, 4, 0, 2]), 4, 1 / 4),
+    # GRPO's σ-scaled |A| of the 15 wrong answers of a 1-of-16 group is 0.26 ≤ 0.3, of the others' above it:
+    # here GRPO's advantages drop more than the flat group alone, and fewer than Dr.GRPO's
+    (torch.tensor([1, 4, 0, 8]), 16, 0.3),
 ]
 
 
@@ -214,7 +233,17 @@ def _dropped_mistakes(counts, group_size, tol):
                                                         "count the completions each group loses"),
         (float(np.where(flat, 0, (g - k) * (k <= bar) + k * ((g - k) <= bar)).sum() / total),
          "you left out the flat groups: all-right and all-wrong groups have |A| = 0 ≤ tol, so they go too"),
+        (_grpo_dropped(k, g, tol),
+         "you used GRPO's advantages (group_advantages' default method, 'grpo'), which divide by the group's σ: "
+         "that rescales every |A| (a 1-of-8 group's seven wrong answers get 0.38, not 1/8), so these tolerances "
+         "are Dr.GRPO's: pass method='dr_grpo', or use k/G and (G − k)/G"),
     ]
+
+
+def _grpo_dropped(k, group_size, tol):
+    """The share with |A| ≤ tol under GRPO's σ-normalised advantages (the library's default method)."""
+    rewards = torch.tensor([[1.0] * int(c) + [0.0] * (group_size - int(c)) for c in k]).flatten()
+    return float((group_advantages(rewards, group_size, "grpo").abs() <= tol).float().mean())
 
 
 def check_dropped_share(fn) -> bool | None:
@@ -245,6 +274,9 @@ def check_dropped_share(fn) -> bool | None:
     if all(math.isclose(share, right * c.numel() * g, abs_tol=1e-6)
            for share, right, (c, g, _) in zip(shares, expected, DROPPED_CASES)):
         return _verdict(False, "", "return a share of the batch's completions (in [0, 1]), not a count")
+    if all(math.isclose(share, right * g, abs_tol=1e-6) for share, right, (_, g, _) in zip(shares, expected, DROPPED_CASES)):
+        return _verdict(False, "", "that is the completions dropped per group, on average: divide by G as well, for a "
+                                   "share of the batch's completions")
     mistakes = [_dropped_mistakes(*case) for case in DROPPED_CASES]  # per case: [(share, hint), ...]
     hints = [hint for _, hint in mistakes[0]]
     for index, hint in enumerate(hints):  # a mistake that explains every case

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rlbook._checks import check_int
-from rlbook.advantages import group_advantages
+from rlbook.advantages import dither_rewards, group_advantages
 from rlbook.shaping import add_advantage_noise
 from rlbook.throughput import flat_group_probability
 
@@ -63,10 +63,11 @@ def plot_flat_groups(group_size: int = 4, *, measured=None, ax=None, between_pro
     return ax.figure
 
 
-def flat_groups_widget(*, measured=None):
+def flat_groups_widget(*, measured=None, group_size: int = 4):
     """G and the between-prompt share ρ of the reward variance as knobs of ``plot_flat_groups`` (an
     ``ipywidgets.interact``): ρ = 0 is the i.i.d. formula; moving ρ up shows how a spread of pass
-    rates across prompts lifts the flat fraction at every mean pass rate."""
+    rates across prompts lifts the flat fraction at every mean pass rate. With ``measured`` (a run's
+    history) its steps are drawn too, so ρ can be fitted to them by eye; ``group_size``: G at the start."""
     import ipywidgets as widgets
 
     def draw(group_size, between_prompt_share):
@@ -75,22 +76,31 @@ def flat_groups_widget(*, measured=None):
 
     return widgets.interact(
         draw,
-        group_size=widgets.IntSlider(value=4, min=2, max=16, description="G"),
+        group_size=widgets.IntSlider(value=group_size, min=2, max=16, description="G"),
         between_prompt_share=widgets.FloatSlider(value=0.0, min=0.0, max=0.9, step=0.05,
                                                  description="spread ρ", readout_format=".2f"))
 
 
 def plot_advantage_noise(sigma: float = 0.1, group_size: int = 4, *, pass_rate: float = 0.4, n_groups: int = 24,
-                         seed: int = 0):
-    """Each completion's Dr.GRPO advantage (r − group mean) before and after adding N(0, σ²) noise.
+                         seed: int = 0, noise_on: str = "advantages", method: str = "dr_grpo"):
+    """Each completion's group advantage before and after noise of scale σ.
 
-    Completions of flat groups (all rewards equal) sit at A = 0 before the noise: the filter drops
-    them; the noise gives them a random weight of either sign, whose mean is zero.
+    ``noise_on="advantages"``: N(0, σ²) added to each advantage (``add_advantage_noise``, the trainer's
+    knob). ``noise_on="rewards"``: ReDit's dithering (Wei et al. 2025, arXiv:2506.18631), the noise on
+    the rewards before the group baseline (``dither_rewards``). ``method``: the advantage, "dr_grpo"
+    (r − group mean) or "grpo" (divided by the group's σ too). Completions of flat groups (all rewards
+    equal) sit at A = 0 before the noise: the filter drops them. Advantage noise gives them a random
+    weight of size σ; dithered rewards under GRPO give them advantages of root-mean-square 1, whatever σ is.
     """
+    if noise_on not in ("advantages", "rewards"):
+        raise ValueError(f"noise_on must be 'advantages' or 'rewards', got {noise_on!r}")
     generator = torch.Generator().manual_seed(seed)
     rewards = (torch.rand(n_groups * group_size, generator=generator) < pass_rate).float()
-    advantages = group_advantages(rewards, group_size, "dr_grpo")
-    noisy = add_advantage_noise(advantages, sigma, generator=generator)
+    advantages = group_advantages(rewards, group_size, method)
+    if noise_on == "advantages":
+        noisy = add_advantage_noise(advantages, sigma, generator=generator)
+    else:
+        noisy = group_advantages(dither_rewards(rewards, sigma, generator=generator), group_size, method)
     groups = rewards.view(n_groups, group_size)
     flat = (groups.max(dim=1).values == groups.min(dim=1).values).repeat_interleave(group_size).numpy()
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
@@ -99,28 +109,37 @@ def plot_advantage_noise(sigma: float = 0.1, group_size: int = 4, *, pass_rate: 
         ax.scatter(rows[mask], advantages.numpy()[mask], s=18, color=colour, label=f"{label}, before noise")
         ax.scatter(rows[mask], noisy.numpy()[mask], s=18, marker="x", color=colour, alpha=0.7, label="after noise")
     ax.axhline(0, color="black", lw=0.8)
+    where = "advantages" if noise_on == "advantages" else "rewards (ReDit)"
     ax.set(xlabel="completion (groups contiguous)", ylabel="advantage",
-           title=f"G = {group_size}, p = {pass_rate}, σ = {sigma}: {flat.mean():.0%} of completions in flat groups")
-    ax.legend(fontsize=7.5, ncol=2, loc="lower right")
+           title=f"{method}, noise on the {where}: G = {group_size}, p = {pass_rate}, σ = {sigma}; "
+                 f"{flat.mean():.0%} in flat groups")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7.5, ncol=2, loc="upper right", framealpha=0.6)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
 
 
-def advantage_noise_widget(*, pass_rate: float = 0.4):
-    """σ, G and the pass rate (starting at ``pass_rate``) as knobs of ``plot_advantage_noise`` (an
-    ``ipywidgets.interact``): near p = 0 or 1 most groups are flat, the regime late in training."""
+def advantage_noise_widget(*, pass_rate: float = 0.4, group_size: int = 4):
+    """σ, G, the pass rate (starting at ``pass_rate``), where the noise goes and the advantage as knobs of
+    ``plot_advantage_noise`` (an ``ipywidgets.interact``): near p = 0 or 1 most groups are flat, the
+    regime late in training; noise on the rewards with GRPO's σ turns a flat group's zeros into
+    advantages of size 1 however small σ is, while noise on the advantages gives them size σ."""
     import ipywidgets as widgets
 
-    def draw(sigma, group_size, pass_rate):
-        plot_advantage_noise(sigma, group_size, pass_rate=pass_rate)
+    def draw(sigma, group_size, pass_rate, noise_on, method):
+        plot_advantage_noise(sigma, group_size, pass_rate=pass_rate, noise_on=noise_on, method=method)
         plt.show()
 
     return widgets.interact(
         draw,
         sigma=widgets.FloatSlider(value=0.1, min=0.0, max=0.5, step=0.02, description="σ"),
-        group_size=widgets.IntSlider(value=4, min=2, max=16, description="G"),
-        pass_rate=widgets.FloatSlider(value=pass_rate, min=0.0, max=1.0, step=0.05, description="pass rate"))
+        group_size=widgets.IntSlider(value=group_size, min=2, max=16, description="G"),
+        pass_rate=widgets.FloatSlider(value=pass_rate, min=0.0, max=1.0, step=0.05, description="pass rate"),
+        noise_on=widgets.ToggleButtons(options=[("on advantages", "advantages"), ("on rewards (ReDit)", "rewards")],
+                                       value="advantages", description="noise"),
+        method=widgets.ToggleButtons(options=[("Dr.GRPO", "dr_grpo"), ("GRPO (÷σ)", "grpo")], value="dr_grpo",
+                                     description="advantage"))
 
 
 def plot_reward_per_work(frame, *, metric: str = "pass@1", smooth: int = 3, ax=None):
@@ -146,7 +165,7 @@ def plot_reward_per_work(frame, *, metric: str = "pass@1", smooth: int = 3, ax=N
     return ax.figure
 
 
-def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None, noise_floor=None):
+def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
     """Three panels against the tolerance: the share of the batch dropped and the update time left
     (``clean``), the filtered gradient's cosine with the full one, and the share of kept completions
     that are mislabelled.
@@ -155,11 +174,10 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None, noise
     point is the mean over batches, with a bar from the smallest to the largest). ``noisy``
     (optional) the concatenated tables of noisy-verifier sweeps with ``flip_rate`` and ``flipped``
     columns: its ``cosine`` (solid) and ``cosine_reference`` (dashed, against the clean gradient)
-    and its ``mislabelled_kept``, averaged over its other draws. ``noise_floor`` (optional): the
-    cosines between the full gradients of independent batches, drawn as a shaded band, the scale a
-    turn of the gradient is read against. With ``group_size`` G the x-axis is labelled in multiples
-    of 1/G."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    and its ``mislabelled_kept``, averaged over its other draws. One batch's cosine mixes the
+    filter's bias with sampling noise (``rlbook.throughput.expected_cosine`` separates them). With
+    ``group_size`` G the x-axis is labelled in multiples of 1/G. Drawn at the book's column width."""
+    fig, axes = plt.subplots(1, 3, figsize=(10.4, 3.6))
     by_tol = clean.groupby("tol")[["dropped", "update_time", "cosine"]]
     mean, low, high = by_tol.mean(), by_tol.min(), by_tol.max()
     several = "batch" in clean and clean["batch"].nunique() > 1
@@ -170,16 +188,12 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None, noise
     axes[1].errorbar(mean.index, mean["cosine"], yerr=[mean["cosine"] - low["cosine"], high["cosine"] - mean["cosine"]]
                      if several else None, fmt="o-", color="black", capsize=3,
                      label="correct rewards" + (f" ({clean['batch'].nunique()} batches)" if several else ""))
-    if noise_floor is not None:
-        floor = np.asarray(noise_floor, dtype=float)
-        axes[1].axhspan(floor.min(), floor.max(), color="tab:gray", alpha=0.25,
-                        label="two independent batches' full gradients")
     if noisy is not None:
         for flip_rate, runs in noisy.groupby("flip_rate"):
             mean_noisy = runs.groupby("tol")[["cosine", "cosine_reference", "mislabelled_kept"]].mean()
-            line, = axes[1].plot(mean_noisy.index, mean_noisy["cosine"], "o-", label=f"{flip_rate:.0%} of rewards flipped")
+            line, = axes[1].plot(mean_noisy.index, mean_noisy["cosine"], "o-", label=f"{flip_rate:.0%} flipped")
             axes[1].plot(mean_noisy.index, mean_noisy["cosine_reference"], "o--", color=line.get_color(),
-                         label=f"{flip_rate:.0%} flipped, against the clean gradient")
+                         label=f"{flip_rate:.0%} flipped, vs clean")
             axes[2].plot(mean_noisy.index, mean_noisy["mislabelled_kept"], "o-", color=line.get_color(),
                          label=f"{flip_rate:.0%} flipped")
             axes[2].axhline(runs["flipped"].mean(), ls=":", lw=1, color=line.get_color())
@@ -193,6 +207,6 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None, noise
                                   for t in ticks])
         ax.grid(alpha=0.3)
         if ax.lines:
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
