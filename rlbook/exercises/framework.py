@@ -141,6 +141,8 @@ class FunctionExercise:
     - prepare: ``prepare(result, *args)`` → the result as compared (e.g. detached, flattened, float64).
     - doc: the checker's docstring (what ``help`` and the lesson's ``show_source`` readers see).
     - module: the module that declares it (default: the one whose code builds it; a factory passes its caller's).
+    - adapt: ``adapt(fn)`` → the function actually called (e.g. one that keeps the first of a returned pair);
+      the reader's own errors, the stub's included, are still caught around it.
     """
 
     name: str
@@ -160,6 +162,7 @@ class FunctionExercise:
     prepare: Callable[..., torch.Tensor] | None = None
     doc: str = ""
     module: str | None = None
+    adapt: Callable[[Callable], Callable] | None = None
 
     def __post_init__(self):
         # Read like the function it replaces: its name, its docstring, and the module that declares it
@@ -172,9 +175,10 @@ class FunctionExercise:
         if _not_attempted(fn, self.what):
             return None
         float32_only = False
+        call = self.adapt(fn) if self.adapt is not None else fn
         for args in self.cases():
             called = tuple(a.clone() if self.clone and isinstance(a, torch.Tensor) else a for a in args)
-            result, error = _call(fn, *called)
+            result, error = _call(call, *called)
             if error:
                 label = self.label(*args)
                 return _failed(error, f"{label}: " if label else "")

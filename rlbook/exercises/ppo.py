@@ -30,7 +30,8 @@ import itertools
 import torch
 
 from rlbook.advantages import gae
-from rlbook.exercises.framework import DTYPE, NOT_ATTEMPTED, _call, _close, _diagnose, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import (DTYPE, NOT_ATTEMPTED, FunctionExercise, _call, _close, _diagnose, _failed,
+                                        _not_attempted, _verdict)
 from rlbook.losses import clipped_surrogate, policy_loss, register_policy_loss, unregister_policy_loss
 
 __all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes", "clip_only_negative_reference",
@@ -240,31 +241,30 @@ def _whitened(advantages, correction: int = 0):
     return (advantages - advantages.mean()) / advantages.std(correction=correction)
 
 
-def check_gae(gae_fn) -> bool | None:
-    """Check ``gae_fn(rewards, values, gamma, lam) -> advantages`` for one (T,) trajectory that ended.
+def _gae_cases():
+    return [(rewards, values, gamma, lam)
+            for (rewards, values), (gamma, lam) in itertools.product(_gae_trajectories(), GAE_SETTINGS)]
+
+
+def _one_advantage_per_token(result, reference, *case):
+    if result.shape != reference.shape:
+        return f"return one advantage per token, shape {tuple(reference.shape)}, got {tuple(result.shape)}"
+    return None
+
+
+check_gae = FunctionExercise(
+    "check_gae", what="GAE", cases=_gae_cases, reference=lambda *case: gae(*case)[0], mistakes=_gae_mistakes,
+    adapt=lambda gae_fn: lambda *args: _advantages_only(gae_fn(*args)), checks=(_one_advantage_per_token,),
+    wrong=lambda rewards, values, gamma, lam: f"at γ={gamma}, λ={lam}: ",
+    otherwise=lambda result, reference, rewards, values, gamma, lam: (
+        f"at γ={gamma}, λ={lam}: expected {[round(v, 4) for v in reference.tolist()]}, "
+        f"got {[round(v, 4) for v in result.double().tolist()]}"),
+    success="your GAE matches rlbook.advantages.gae on every trajectory and (γ, λ)",
+    doc="""Check ``gae_fn(rewards, values, gamma, lam) -> advantages`` for one (T,) trajectory that ended.
 
     A_t = δ_t + γλ A_{t+1}, δ_t = r_t + γ V_{t+1} − V_t, V_T = 0 (Schulman et al. 2015,
     arXiv:1506.02438, eq. 16), compared with ``rlbook.advantages.gae``.
-    """
-    if _not_attempted(gae_fn, "GAE"):
-        return None
-    for (rewards, values), (gamma, lam) in itertools.product(_gae_trajectories(), GAE_SETTINGS):
-        # gae_fn runs inside _call (in the lambda), so the stub's NotImplementedError is caught there.
-        result, error = _call(lambda *args: _advantages_only(gae_fn(*args)),
-                              rewards.clone(), values.clone(), gamma, lam)
-        if error:
-            return _failed(error)
-        reference, _ = gae(rewards, values, gamma, lam)
-        if result.shape != reference.shape:
-            return _verdict(False, "", f"return one advantage per token, shape {tuple(reference.shape)}, "
-                                       f"got {tuple(result.shape)}")
-        if not _close(result, reference):
-            for candidate, hint in _gae_mistakes(rewards, values, gamma, lam).values():
-                if _close(result, candidate):
-                    return _verdict(False, "", f"at γ={gamma}, λ={lam}: {hint}")
-            return _verdict(False, "", f"at γ={gamma}, λ={lam}: expected {[round(v, 4) for v in reference.tolist()]}, "
-                                       f"got {[round(v, 4) for v in result.double().tolist()]}")
-    return _verdict(True, "your GAE matches rlbook.advantages.gae on every trajectory and (γ, λ)", "")
+    """)
 
 
 # ----------------------------------------------------------------------------------------------
