@@ -309,6 +309,14 @@ def test_the_bytes_checker_wants_the_parts_and_calls_fp32_gradients_another_conv
     assert "the split is not" in capsys.readouterr().out
 
 
+def test_the_bytes_checker_takes_numpy_numbers(capsys):
+    import numpy as np
+
+    assert check_bytes_per_parameter(lambda w: tuple(np.int64(b) for b in exercise.reference_bytes_breakdown(w))) is True
+    assert check_bytes_per_parameter(lambda w: np.array([w, w, 8.0])) is False  # an array is not three parts
+    assert "three parts" in capsys.readouterr().out
+
+
 def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
     # fp32: weight 4 + gradient 4 + Adam's m, v 8 (no separate master); bf16: 2 + 2 + 4 master + 8
     assert reference_bytes_per_parameter(4) == 16 and reference_bytes_per_parameter(2) == 16
