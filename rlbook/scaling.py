@@ -34,7 +34,8 @@ from rlbook.trainers.config import OnlineConfig
 
 __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
            "gpus_needed", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape",
-           "train_with_trl", "trl_grpo_config", "training_memory", "verl_overrides"]
+           "measure_step_memory", "train_with_trl", "trl_grpo_config",
+           "trl_sampler_rewards", "training_memory", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
 _TRL_LOSS_TYPE = {
@@ -564,6 +565,34 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, tensor_p
                      f"alone take {fixed:,.1f} GiB per GPU (a larger tensor_parallel divides them)")
 
 
+def _grpo_trainer(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset, output_dir,
+                  reward_funcs=None, callbacks=()):
+    """TRL's ``GRPOTrainer`` for ``config`` as ``train_with_trl`` builds it (one place, so that
+    ``trl_sampler_rewards`` measures the sampler of the very trainer that trains)."""
+    import os
+
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlbook.models import checkpoint_location, load_tokenizer
+
+    dataset = train_dataset if train_dataset is not None else task.dataset(2000, seed=config.seed, split="train")
+    # WORLD_SIZE: the processes accelerate launch (or torchrun) started; 1 when run directly
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    args = GRPOConfig(output_dir=str(output_dir), use_cpu=not torch.cuda.is_available(),
+                      report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
+                      disable_tqdm=True, dataloader_num_workers=0,
+                      bf16=False,  # TRL defaults to bf16 autocast (on the CPU too); rlbook trains in fp32
+                      **trl_grpo_config(config, num_processes=world_size))
+    trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)),
+                          reward_funcs=reward_funcs or [task.reward_fn()], args=args,
+                          train_dataset=dataset, processing_class=load_tokenizer(model_folder),
+                          peft_config=lora_config(r=config.lora) if config.lora else None,
+                          callbacks=list(callbacks))
+    trainer.remove_callback(PrinterCallback)  # with its progress bar off, the Trainer prints every log
+    return trainer, world_size
+
+
 def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
                    evaluate=None, eval_every: int | None = None, evaluate_at_start: bool = True,
                    output_dir=None) -> list[dict]:
@@ -579,14 +608,9 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     ``mixed_precision`` (accelerate's: "no" here, since ``bf16=False`` overrides TRL's bf16 default so that
     TRL trains in fp32 as rlbook does), ``world_size`` and ``per_device_train_batch_size``.
     """
-    import os
     import tempfile
 
     from transformers import TrainerCallback
-    from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from rlbook.models import checkpoint_location, load_tokenizer
 
     config = _check_config(config)
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -604,21 +628,9 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
             if evaluate is not None and (state.global_step % eval_every == 0 or state.global_step == steps):
                 rows.setdefault(state.global_step, {"step": state.global_step}).update(evaluate(model))
 
-    dataset = train_dataset if train_dataset is not None else task.dataset(2000, seed=config.seed, split="train")
     with tempfile.TemporaryDirectory() as scratch:
-        # WORLD_SIZE: the processes accelerate launch (or torchrun) started; 1 when run directly
-        world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        args = GRPOConfig(output_dir=str(output_dir or scratch), use_cpu=not torch.cuda.is_available(),
-                          report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
-                          disable_tqdm=True, dataloader_num_workers=0,
-                          bf16=False,  # TRL defaults to bf16 autocast (on the CPU too); rlbook trains in fp32
-                          **trl_grpo_config(config, num_processes=world_size))
-        trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)), reward_funcs=[task.reward_fn()],
-                              args=args,
-                              train_dataset=dataset, processing_class=load_tokenizer(model_folder),
-                              peft_config=lora_config(r=config.lora) if config.lora else None,
-                              callbacks=[Evaluate()])
-        trainer.remove_callback(PrinterCallback)  # with its progress bar off, the Trainer prints every log
+        trainer, world_size = _grpo_trainer(model_folder, task, config, steps=steps, train_dataset=train_dataset,
+                                            output_dir=output_dir or scratch, callbacks=[Evaluate()])
         trainer.train()
     for log in trainer.state.log_history:
         if "step" in log and "reward" in log:
@@ -630,8 +642,123 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     # what the run really used, for the reader to check: the precision accelerate ran the forward in, and the
     # batch each of the world_size processes trained on
     history[-1].update(mixed_precision=str(trainer.accelerator.mixed_precision), world_size=world_size,
-                       per_device_train_batch_size=args.per_device_train_batch_size)
+                       per_device_train_batch_size=trainer.args.per_device_train_batch_size)
     return history
+
+
+# TRL's sampling settings that rlbook's sampler has no knob for; TRL's value of each leaves the distribution
+# untouched (top_k = 0: no top-k cut; min_p None: none; repetition_penalty 1: none), which trl_sampler_rewards
+# reports so that a reader can see it
+_TRL_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
+                      "eos_token_id", "do_sample")
+
+
+def trl_sampler_rewards(model_folder, task, config: OnlineConfig, examples, *, seed: int = 0) -> dict:
+    """The rewards TRL's own sampling pipeline gives the untrained model on ``examples``: a diagnostic.
+
+    Builds the ``GRPOTrainer`` that ``train_with_trl`` trains (``_grpo_trainer``: same model, LoRA with
+    B = 0, so the policy is the base model) and runs its generate-and-score step — TRL's chat templating,
+    left padding, ``model.generate`` with its ``GenerationConfig``, decoding and reward call — on each of
+    ``examples``, ``config.group_size`` samples each, without training. That step is TRL's private
+    ``_generate_and_score_completions`` (trl 1.16); the rewards are recorded by wrapping the task's reward
+    function, so nothing else of TRL's is read. Returns ``{"correct": (P, group_size) 0/1 nested list,
+    "settings": TRL's sampling settings}``: compare with rlbook's sampler on the same prompts to tell a
+    sampler difference from a training difference.
+    """
+    import tempfile
+
+    config = _check_config(config)
+    examples = [dict(row) for row in examples]
+    if not examples:
+        raise ValueError("examples must hold at least one row")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    recorded: list[float] = []
+    reward = task.reward_fn()
+
+    def recording_reward(prompts=None, completions=None, **columns):
+        values = reward(prompts=prompts, completions=completions, **columns)
+        recorded.extend(values)
+        return values
+
+    recording_reward.__name__ = reward.__name__
+    n = config.group_size
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer, _ = _grpo_trainer(model_folder, task, config, steps=1, train_dataset=None,
+                                   output_dir=scratch, reward_funcs=[recording_reward])
+        per_call = max(1, trainer.args.per_device_train_batch_size // n)  # prompts per generation call
+        torch.manual_seed(seed)
+        for start in range(0, len(examples), per_call):
+            trainer._generate_and_score_completions([row for row in examples[start:start + per_call]
+                                                     for _ in range(n)])
+        settings = {key: getattr(trainer.generation_config, key) for key in _TRL_SAMPLING_KEYS}
+    correct = [[int(value >= 1.0) for value in recorded[i * n:(i + 1) * n]] for i in range(len(examples))]
+    return {"correct": correct, "settings": settings}
+
+
+_STEP_MEMORY_STAGES = ("before load", "after load", "peak in step")
+
+
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _step_memory_worker(model_name, task_name, task_kwargs, config, device):
+    import time
+
+    from rlbook.models import load_model
+    from rlbook.tasks import get_task
+    from rlbook.trainers import OnlineTrainer
+
+    torch.set_num_threads(1)
+    task = get_task(task_name, **task_kwargs)
+    on_cuda = str(device).startswith("cuda")
+    before = torch.cuda.memory_allocated() if on_cuda else _rss_kib("VmRSS") * 1024
+    model, tokenizer = load_model(model_name, device=device)
+    trainer = OnlineTrainer(model, tokenizer, task, config)
+    loaded = torch.cuda.memory_allocated() if on_cuda else _rss_kib("VmRSS") * 1024
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        with open("/proc/self/clear_refs", "w") as clear:  # resets VmHWM, the peak, to the current RSS
+            clear.write("5")
+    trainer.train_step()
+    peak = torch.cuda.max_memory_allocated() if on_cuda else _rss_kib("VmHWM") * 1024
+    trained = sum(p.numel() for p in trainer.policy.parameters() if p.requires_grad)
+    return {"before load": before, "after load": loaded, "peak in step": peak,
+            "measured as": "torch.cuda allocator" if on_cuda else "process RSS (VmRSS, VmHWM)",
+            "trained parameters": trained, "parameters": count_parameters(trainer.policy),
+            "model config": trainer.policy.config.to_dict(), "cpu_s": time.process_time()}
+
+
+def measure_step_memory(model_name: str, task_name: str, config: OnlineConfig, *, task_kwargs=None,
+                        device: str = "cpu") -> dict:
+    """Bytes one ``OnlineTrainer`` step takes, measured in a fresh process: to check ``training_memory``.
+
+    A spawned interpreter imports rlbook, records its memory (``before load``), loads ``model_name`` and
+    builds the trainer (``after load``), then runs one ``train_step`` — sampling, scoring, the loss, its
+    backward pass and the AdamW step — and records the peak during it (``peak in step``). On the CPU the
+    numbers are the process's resident set (Linux ``/proc/self/status``: VmRSS, and VmHWM reset after the
+    load through ``/proc/self/clear_refs``), which also counts the allocator's slack and whatever the
+    Python objects hold; on CUDA they are the caching allocator's own counters
+    (``torch.cuda.memory_allocated`` / ``max_memory_allocated``), tensors only. Returns the three byte counts,
+    what they measure, the trained and total parameter counts, the model's config (as a dict) and the
+    spawned process's CPU seconds (``cpu_s``, its imports included).
+    """
+    import multiprocessing
+
+    config = _check_config(config)
+    task_kwargs = dict(task_kwargs or {})
+    if not isinstance(model_name, str) or not model_name:
+        raise ValueError(f"model_name must be a non-empty str, got {model_name!r}")
+    if str(device) != "cpu" and not str(device).startswith("cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:n]', got {device!r}")
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_step_memory_worker, (model_name, task_name, task_kwargs, config, device))
 
 
 def train_with_rlbook(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,

@@ -309,6 +309,14 @@ def test_the_bytes_checker_wants_the_parts_and_calls_fp32_gradients_another_conv
     assert "the split is not" in capsys.readouterr().out
 
 
+def test_the_bytes_checker_takes_numpy_numbers(capsys):
+    import numpy as np
+
+    assert check_bytes_per_parameter(lambda w: tuple(np.int64(b) for b in exercise.reference_bytes_breakdown(w))) is True
+    assert check_bytes_per_parameter(lambda w: np.array([w, w, 8.0])) is False  # an array is not three parts
+    assert "three parts" in capsys.readouterr().out
+
+
 def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
     # fp32: weight 4 + gradient 4 + Adam's m, v 8 (no separate master); bf16: 2 + 2 + 4 master + 8
     assert reference_bytes_per_parameter(4) == 16 and reference_bytes_per_parameter(2) == 16
@@ -323,13 +331,19 @@ def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsy
 
 
 @pytest.mark.slow
+def _tiny_model_folder(folder):
+    """A tiny zoo-shaped model and its tokenizer saved in ``folder``; returns both."""
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model, tokenizer
+
+
 def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path):
     from rlbook.tasks import get_task
 
-    tokenizer = build_char_tokenizer()
-    model = build_tiny_model(tokenizer)
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
+    _tiny_model_folder(tmp_path)
     task = get_task("arithmetic", digits=1)
     config = preset("grpo", kl_beta=0.0, lora=4, lr=1e-3, max_new_tokens=8, prompts_per_step=2, group_size=4)
     calls = []
@@ -457,3 +471,35 @@ def test_engine_curves_give_each_seed_of_an_engine_its_own_line_style():
     assert len({lines[f"rlbook, seed {s}"].get_linestyle() for s in (1, 2, 3)}) == 3
     assert lines["TRL, seed 1"].get_color() != lines["rlbook, seed 1"].get_color()
     plt.close("all")
+
+
+def test_trls_sampler_scores_every_prompt_group_size_times_with_its_settings_untouched(tmp_path):
+    from rlbook.tasks import get_task
+
+    _tiny_model_folder(tmp_path)
+    task = get_task("arithmetic", digits=1)
+    examples = list(task.dataset(3, seed=0, split="test"))
+    config = preset("grpo", kl_beta=0.0, lora=4, max_new_tokens=8, prompts_per_step=2, group_size=4)
+    measured = scaling.trl_sampler_rewards(tmp_path, task, config, examples, seed=5)
+    assert [len(row) for row in measured["correct"]] == [4, 4, 4]
+    assert all(value in (0, 1) for row in measured["correct"] for value in row)
+    settings = measured["settings"]
+    assert (settings["temperature"], settings["top_p"], settings["top_k"], settings["repetition_penalty"],
+            settings["max_new_tokens"]) == (config.temperature, 1.0, 0, 1.0, 8)
+    assert measured == scaling.trl_sampler_rewards(tmp_path, task, config, examples, seed=5)  # seeded
+    with pytest.raises(ValueError, match="examples"):
+        scaling.trl_sampler_rewards(tmp_path, task, config, [])
+    with pytest.raises(ValueError, match="seed"):
+        scaling.trl_sampler_rewards(tmp_path, task, config, examples, seed=1.5)
+
+
+def test_one_step_of_memory_is_measured_in_a_fresh_process_and_peaks_above_the_load(monkeypatch, tmp_path):
+    config = preset("grpo", kl_beta=0.0, lora=4, max_new_tokens=8, prompts_per_step=2, group_size=4)
+    measured = scaling.measure_step_memory("arith-base", "arithmetic", config, task_kwargs={"digits": 1})
+    assert measured["before load"] > 0 and measured["peak in step"] >= measured["after load"]
+    assert 0 < measured["trained parameters"] < measured["parameters"]
+    assert measured["measured as"].startswith("process RSS") and "hidden_size" in measured["model config"]
+    with pytest.raises(ValueError, match="device"):
+        scaling.measure_step_memory("arith-base", "arithmetic", config, device="tpu")
+    with pytest.raises(ValueError, match="model_name"):
+        scaling.measure_step_memory("", "arithmetic", config)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 from rlbook.exercises.pg_kl import _not_attempted, _verdict
 from rlbook.scaling import HUB_SHAPES, gpus_needed, optimizer_bytes_per_parameter, training_memory
@@ -61,6 +62,8 @@ MISTAKES = {
     (12, 8): "only the optimizer states: the weights and gradients themselves also take memory",
     (12, 12): "only the optimizer states: the weights and gradients themselves also take memory",
     (8, 16): "Adam's moments at the weights' width: they and the master copy are fp32 whatever the weights are",
+    (20, 16): "an fp32 copy of the gradient counted among the optimizer's states (2 + 2 + 16): the optimizer keeps "
+              "the fp32 master and Adam's m and v, 12 bytes; the gradient is counted once, at the weights' width",
 }
 
 
@@ -81,10 +84,11 @@ def check_bytes_per_parameter(fn) -> bool | None:
         except Exception as error:  # the reader's code: report, don't crash the cell
             return _verdict(False, "", f"your function raised {type(error).__name__}: {error}")
         if (not isinstance(answer, (tuple, list)) or len(answer) != 3
-                or not all(isinstance(part, (int, float)) and not isinstance(part, bool) for part in answer)):
+                or not all(isinstance(part, numbers.Real) and not isinstance(part, bool) for part in answer)):
             return _verdict(False, "", f"return the three parts (weight, gradient, optimizer) in bytes, not "
                                        f"{answer!r} for weight_bytes={weight_bytes}")
-        answers.append(tuple(answer))
+        # NumPy's numbers are numbers too; shown as plain ints (or floats) in the verdict
+        answers.append(tuple(int(part) if float(part).is_integer() else float(part) for part in answer))
     right = tuple(reference_bytes_breakdown(w) for w in (2, 4))
     if tuple(answers) == right:
         return _verdict(True, "16 bytes per parameter in bf16 (2 + 2 + 12: 4 master + 8 Adam) and in fp32 "
@@ -138,8 +142,9 @@ def _plan_mistakes(lora: bool) -> dict[str, float]:
     mistakes = {
         "the KV cache is missing: 256 rollouts of 8,192 tokens keep 2 (K and V) × layers × KV heads × head "
         "dimension values per token, in bf16": total - kv,
-        "the KV cache counts only keys or only values: it holds both, 2 × layers × KV heads × head dimension "
-        "per token": total - kv / 2,
+        "the KV cache is half what it is: either only keys or only values are counted (it holds both, 2 × layers "
+        "× KV heads × head dimension values per token), or values are counted where bytes are asked (2 bytes "
+        "each in bf16)": total - kv / 2,
         "the KV cache is in fp32: it is kept at the weights' width, 2 bytes": total + kv,
         f"the KV cache uses all {shape['num_attention_heads']} attention heads: with grouped-query attention "
         f"only the {shape['num_key_value_heads']} KV heads are cached": total + kv * (

@@ -85,8 +85,8 @@ def reply_breakdown(texts, examples, *, n_samples: int, truncated=None) -> dict[
     """What a plain-addition reply got right, part by part: three (prompts × ``n_samples``) 0/1 tables.
 
     - ``"right"``: the reward, ``last_number_reward`` strict: the *last* integer of the reply is the sum.
-    - ``"sum written"``: the sum appears anywhere in the reply as a number (the lax check): the arithmetic
-      was done, whatever follows it. "182 ⏎ ⏎ I added 182 to 61" for 121 + 61 has the sum written but is
+    - ``"sum written"``: the sum appears anywhere in the reply as a number (the lax check), whatever
+      follows it. "182 ⏎ ⏎ I added 182 to 61" for 121 + 61 has the sum written but is
       not right; so the gap between the two is what a policy gains by *ending* on its answer. (A sum equal
       to an operand, as in 7 + 0, counts as written whenever the question is repeated.)
     - ``"stopped"``: the reply ended (end-of-sequence) within the token budget: ``truncated`` is the
@@ -95,7 +95,8 @@ def reply_breakdown(texts, examples, *, n_samples: int, truncated=None) -> dict[
     ``texts``: ``n_samples`` replies per example, the groups contiguous (a ``Rollout``'s order);
     ``examples``: rows with an ``answer``. Lesson 21 uses it to split a gain in pass@1 into more sums
     written and more replies that end on the sum. The first is not by itself better adding: a policy that
-    answers (within the budget, in the form "a + b = c") more often also writes the sum more often.
+    answers (within the budget, in the form "a + b = c") more often also writes the sum more often, which
+    the rates conditional on ``"stopped"`` help to separate.
     """
     check_int("n_samples", n_samples, minimum=1)
     texts, examples = list(texts), [dict(row) for row in examples]

@@ -72,7 +72,7 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = No
         labels = [str(label) for label in rows.index] if table.index.nlevels > 1 else [""]
         axis.set_xticks(range(len(rows)), labels, fontsize=8)
         axis.set_title(str(name), fontsize=9)
-        axis.set_ylabel("GiB per GPU")
+        axis.set_ylabel("GiB (every role on one device)")
     handles = {}
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels()):
@@ -183,6 +183,6 @@ def training_memory_widget():
         sequences=widgets.IntSlider(value=256, min=8, max=1024, step=8, description="rollouts"),
         tokens=widgets.IntSlider(value=4096, min=512, max=32768, step=512, description="tokens each"),
         micro_batch=widgets.IntSlider(value=1, min=1, max=16, description="micro-batch"),
-        checkpointing=widgets.Checkbox(value=False, description="gradient checkpointing"),
+        checkpointing=widgets.Checkbox(value=False, description="activation checkpointing"),
         tensor_parallel=widgets.Dropdown(options=[1, 2, 4, 8], value=1, description="TP degree"),
         replicas=widgets.IntSlider(value=1, min=1, max=32, description="ZeRO-3 groups"))
