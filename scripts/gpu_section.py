@@ -12,7 +12,7 @@ code path and the time and GPU memory a 0.5 B model takes, not learning; the les
 pass@1 rises then fails, and is recorded as failed.
 
 Cells run in order in one namespace, from the first code cell to the end of section 2 (the markdown cell
-that opens section 3). A cell that raises is recorded with its error and the run goes on, so one broken cell
+that opens section 3), then any later cell named by ``--extra-cell ID``. A cell that raises is recorded with its error and the run goes on, so one broken cell
 shows every later one's fate too. Written to OUT: ``cells.json`` (per cell: index, first line, seconds, peak
 GPU memory, error) and ``cells.md`` (the same as a table), the environment in ``environment.json``.
 Jupyter's ``%`` lines are dropped; ``display`` prints.
@@ -37,12 +37,17 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
                    "generation_config.json")
 
 
-def section_two_cells(notebook: Path) -> list[tuple[int, str]]:
-    """(cell index, source) of every code cell before the markdown cell that opens section 3."""
+def section_two_cells(notebook: Path, extra_ids=()) -> list[tuple[int, str]]:
+    """(cell index, source) of every code cell before the markdown cell that opens section 3, then the code
+    cells whose ids are in ``extra_ids`` (later cells that use section 2's model, e.g. the measured step memory)."""
     cells = json.loads(notebook.read_text())["cells"]
     end = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "markdown"
                and "".join(cell["source"]).lstrip().startswith("## 3"))
-    return [(i, "".join(cell["source"])) for i, cell in enumerate(cells[:end]) if cell["cell_type"] == "code"]
+    missing = set(extra_ids) - {cell.get("id") for cell in cells[end:] if cell["cell_type"] == "code"}
+    if missing:
+        raise ValueError(f"extra_cell: no code cell after section 2 has the id(s) {sorted(missing)}")
+    return [(i, "".join(cell["source"])) for i, cell in enumerate(cells)
+            if cell["cell_type"] == "code" and (i < end or cell.get("id") in extra_ids)]
 
 
 def retarget(source: str, model_id: str, device: str) -> str:
@@ -130,6 +135,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tokenizer", type=Path, help="folder with the tokenizer files, with --from-shape")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, default=Path("gpu-run"))
+    parser.add_argument("--extra-cell", action="append", default=[],
+                        help="id of a later code cell to run too (e.g. the step-memory measurement)")
     args = parser.parse_args(argv)
     if (args.model is None) == (args.from_shape is None):
         parser.error("give exactly one of --model and --from-shape")
@@ -145,7 +152,7 @@ def main(argv=None) -> int:
     (args.out / "environment.json").write_text(json.dumps(info, indent=1))
     print(json.dumps(info))
     with open(args.out / "cells.jsonl", "w") as log:
-        rows = run_cells(section_two_cells(NOTEBOOK), model_id, args.device, log)
+        rows = run_cells(section_two_cells(NOTEBOOK, args.extra_cell), model_id, args.device, log)
     (args.out / "cells.json").write_text(json.dumps(rows, indent=1))
     table = ["| cell | first line | seconds | peak GPU GiB | error |", "|---|---|---|---|---|"]
     table += [f"| {r['cell']} | `{r['first line']}` | {r['seconds']} | {r['peak GPU GiB']} | {r['error'] or ''} |"

@@ -26,3 +26,17 @@ def test_retarget_changes_only_the_model_and_device_lines_and_drops_magics():
     differing = [(b, a) for b, a in zip(before, after) if b != a]
     assert [a for _, a in differing] == ["MODEL_ID = 'Qwen/Qwen2.5-0.5B-Instruct'", "DEVICE = 'cuda'"]
     assert "%config" not in gpu_section.retarget('%config X = 1\nprint(1)', "m", "cpu")
+
+
+def test_an_extra_cell_is_taken_by_id_and_a_wrong_id_is_refused():
+    import json
+
+    import pytest
+
+    cells = json.loads(gpu_section.NOTEBOOK.read_text())["cells"]
+    memory = next(c["id"] for c in cells if c["cell_type"] == "code" and "measure_step_memory(" in "".join(c["source"]))
+    plain = gpu_section.section_two_cells(gpu_section.NOTEBOOK)
+    more = gpu_section.section_two_cells(gpu_section.NOTEBOOK, [memory])
+    assert len(more) == len(plain) + 1 and "measure_step_memory(" in more[-1][1]
+    with pytest.raises(ValueError, match="extra_cell"):
+        gpu_section.section_two_cells(gpu_section.NOTEBOOK, ["no-such-id"])
