@@ -123,3 +123,14 @@ def test_stub_errors_and_shapes(capsys):
     assert "two numbers" in capsys.readouterr().out
     assert check_gap_se(lambda b, p, k: (0.123, 0.01)) is False
     assert "expected the gap" in capsys.readouterr().out
+
+
+def test_a_float32_answer_passes(capsys):
+    """The r3 read: a right answer computed in torch's default dtype was rejected with two equal numbers."""
+    import torch
+
+    def in_float32(base, policy, k):
+        d = torch.tensor(_per_problem_gap(base, policy, k), dtype=torch.float32)
+        return d.mean(), d.std() / len(d) ** 0.5
+    assert check_gap_se(in_float32) is True
+    assert "✓" in capsys.readouterr().out

@@ -27,6 +27,7 @@ def test_curves_plot_the_mean_and_the_seed_range():
     assert one_coin.get_linestyle() == "--"
     assert np.allclose(one_coin.get_ydata(), 1 - (1 - pass_at_k_curve(BASE, [1])[0]) ** np.array([1, 2, 4, 8, 16]))
     assert any("min–max" in t.get_text() for t in ax.get_legend().get_texts())
+    assert any("RL's one coin" in t.get_text() for t in ax.get_legend().get_texts())  # the policy's dashed curve
     plt.close(fig)
 
 
@@ -94,4 +95,20 @@ def test_widget_redraws_on_every_control(monkeypatch):
         assert _fingerprint() != first, change
     plt.close("all")
     draw(family="easy", k=1, policy="RL + KL", seed=1)  # a policy with fewer seeds: the last one is used
+    plt.close("all")
+
+
+def test_widget_has_no_policy_menu_for_one_recipe():
+    """The r3 read: a one-option policy dropdown is a dead control; with one recipe the widget shows none."""
+    import ipywidgets as widgets
+
+    one = {"RL": POLICIES["RL"]}
+    interactive = viz.pass_at_k_widget({"easy": (BASE, one)})
+    box = interactive.widget if hasattr(interactive, "widget") else interactive
+    descriptions = [child.description for child in box.children if isinstance(child, widgets.Dropdown)]
+    assert descriptions == ["problems"]
+    plt.close("all")
+    two = viz.pass_at_k_widget({"easy": (BASE, POLICIES)})
+    box = two.widget if hasattr(two, "widget") else two
+    assert "policy" in [child.description for child in box.children if isinstance(child, widgets.Dropdown)]
     plt.close("all")

@@ -63,7 +63,8 @@ def plot_pass_at_k_curves(base_correct, policies: dict, *, k: int | None = None,
         ax.fill_between(ks, runs.min(axis=0), runs.max(axis=0), color=color, alpha=0.2,
                         label=f"band: min–max over its {len(runs)} seeds")
         if one_coin:
-            ax.plot(ks, one_coin_curve(float(runs[:, 0].mean()), ks), "--", color=color, lw=1)
+            ax.plot(ks, one_coin_curve(float(runs[:, 0].mean()), ks), "--", color=color, lw=1,
+                    label=f"{label}'s one coin, at its mean pass@1")
     if one_coin:
         ax.plot(ks, one_coin_curve(float(base[0]), ks), "--", color="gray", lw=1.5,
                 label="one coin: 1 − (1 − pass@1)^k (dashed)")
@@ -142,7 +143,7 @@ def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: st
 
 def pass_at_k_widget(families: dict):
     """``plot_pass_at_k_breakdown`` with a problem-family dropdown, a k slider (powers of two up to n),
-    the policy and its seed. ``families``: ``{family label: (base_correct, policies)}``."""
+    the policy (a menu only when there is more than one) and its seed. ``families``: ``{family label: (base_correct, policies)}``."""
     import ipywidgets as widgets
 
     if not isinstance(families, dict) or not families:
@@ -160,7 +161,9 @@ def pass_at_k_widget(families: dict):
     return widgets.interact(
         draw, family=widgets.Dropdown(options=list(families), description="problems"),
         k=widgets.SelectionSlider(options=powers_of_two(first_base.shape[1]), value=1, description="k"),
-        policy=widgets.Dropdown(options=list(first_policies), description="policy"),
+        # A policy menu only when there is a choice: one recipe gets no dead control.
+        policy=(widgets.Dropdown(options=list(first_policies), description="policy") if len(first_policies) > 1
+                else widgets.fixed(next(iter(first_policies)))),
         seed=widgets.IntSlider(value=0, min=0, max=max(len(t) for _, p in families.values() for t in p.values()) - 1,
                                description="seed"))
 
