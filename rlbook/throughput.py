@@ -267,7 +267,7 @@ def expected_cosine(filtered, full) -> tuple[float, float]:
     step repeats, and noise (the dropped rows' share of this batch's sampling noise), which
     averages out over steps. The cosine of the *expected* gradients keeps only the first. Averaging
     the vectors first does not give it: g_tol and g of one batch share that batch's noise, which
-    pulls the cosine of the means towards 1 for small n. So each inner product is estimated from
+    pulls the cosine of the means towards one batch's own cosine for small n. So each inner product is estimated from
     *different* batches only, E g_tol · E g ≈ mean_{a≠b} g_tol,a · g_b (unbiased, the batches being
     independent), and likewise |E g_tol|² and |E g|²: a ratio of U-statistics (Hoeffding 1948),
     consistent, and able to come out a little above 1 when the noise is large. The SE is the
