@@ -40,6 +40,7 @@ WRONG_ANSWERS = [
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r + 1, a, tp, tn), "centred at r = 1"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tn, tp), "swapped"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: torch.cosh(tau(a, tp, tn) * (r - 1)) ** -2, "without the ½"),
+    (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a + (a == 0), tp, tn), "A ≥ 0 is the slip"),
 ]
 
 

@@ -45,8 +45,9 @@ def reference_gate_weight(ratio, advantages, tau_pos, tau_neg) -> torch.Tensor:
 
 
 def _inputs():
-    ratio = torch.tensor([0.3, 0.8, 0.95, 1.0, 1.0, 1.1, 1.5, 2.5, 4.0], dtype=DTYPE)
-    advantages = torch.tensor([1.0, -1.0, 0.5, 1.0, -2.0, -0.7, 1.2, -1.0, 1.0], dtype=DTYPE)
+    # the last two tokens have A = 0: the library (and the paper's "A > 0" rule) gives them τ_neg
+    ratio = torch.tensor([0.3, 0.8, 0.95, 1.0, 1.0, 1.1, 1.5, 2.5, 4.0, 1.6, 0.5], dtype=DTYPE)
+    advantages = torch.tensor([1.0, -1.0, 0.5, 1.0, -2.0, -0.7, 1.2, -1.0, 1.0, 0.0, 0.0], dtype=DTYPE)
     return ratio, advantages
 
 
@@ -57,6 +58,7 @@ def _gate_mistakes(ratio, advantages, tau_pos, tau_neg):
     weight = 4 * sig * (1 - sig)
     no_shift = torch.sigmoid(tau * ratio)
     swapped_sig = torch.sigmoid(swapped * (ratio - 1))
+    zero_sig = torch.sigmoid(torch.where(advantages >= 0, tau_pos, tau_neg).to(DTYPE) * (ratio - 1))
     return {
         "no_four": (sig * (1 - sig), "the factor 4 is missing: σ(1 − σ) is 1/4 at r = 1, and SAPO's 4/τ "
                     "normalisation is there to make the weight exactly 1 on-policy."),
@@ -69,6 +71,8 @@ def _gate_mistakes(ratio, advantages, tau_pos, tau_neg):
         "no_shift": (4 * no_shift * (1 - no_shift), "the sigmoid must be centred at r = 1: σ(τ (r − 1)), not σ(τ r)."),
         "swapped_tau": (4 * swapped_sig * (1 - swapped_sig), "τ_pos and τ_neg are swapped: τ_pos applies where "
                         "A > 0, τ_neg where A ≤ 0."),
+        "zero_advantage": (4 * zero_sig * (1 - zero_sig), "a token with A = 0 takes τ_neg, not τ_pos: the rule "
+                           "is τ_pos where A > 0 and τ_neg otherwise (A ≥ 0 is the slip)."),
         "half_missing": (torch.cosh(tau * (ratio - 1)) ** -2, "this is sech²(τ(r − 1)), without the ½: "
                          "4σ(x)(1 − σ(x)) = sech²(x/2), so g(r) = sech²(τ(r − 1)/2)."),
     }
