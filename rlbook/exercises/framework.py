@@ -1,6 +1,6 @@
 """The exercise checkers' one framework: an exercise declared as data, and the plumbing every checker shares.
 
-A function exercise is ``FunctionExercise(what, cases, reference, mistakes, success, ...)``: the fixed
+A function exercise is ``FunctionExercise(name, what=, cases=, reference=, mistakes=, success=, ...)``: the fixed
 inputs it is checked on, the reference answer, the known mistakes (each a wrong answer computed on the
 same inputs, with the feedback that names it), and the verdict for a right answer. ``exercise(fn)`` runs
 the reader's ``fn`` on every case and prints one verdict:
@@ -139,7 +139,7 @@ class FunctionExercise:
     - float32_success: when set, an answer right only to float32 precision passes with this ✓ line.
     - clone: the tensor arguments are cloned before each call, so an in-place edit cannot change the case.
     - prepare: ``prepare(result, *args)`` → the result as compared (e.g. detached, flattened, float64).
-    - doc: the checker's docstring (what ``help`` and the lesson's ``show_source`` readers see).
+    - doc: the checker's docstring (what ``help(check_...)`` shows).
     - module: the module that declares it (default: the one whose code builds it; a factory passes its caller's).
     - adapt: ``adapt(fn)`` → the function actually called (e.g. one that keeps the first of a returned pair);
       the reader's own errors, the stub's included, are still caught around it.
