@@ -139,7 +139,7 @@ class FunctionExercise:
     - float32_success: when set, an answer right only to float32 precision passes with this ✓ line.
     - clone: the tensor arguments are cloned before each call, so an in-place edit cannot change the case.
     - prepare: ``prepare(result, *args)`` → the result as compared (e.g. detached, flattened, float64).
-    - doc: the checker's docstring (what ``help(check_...)`` shows).
+    - doc: the checker's docstring (its ``__doc__``, as a function's would be).
     - module: the module that declares it (default: the one whose code builds it; a factory passes its caller's).
     - adapt: ``adapt(fn)`` → the function actually called (e.g. one that keeps the first of a returned pair);
       the reader's own errors, the stub's included, are still caught around it.
