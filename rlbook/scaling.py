@@ -138,6 +138,9 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         lr_scheduler_type="constant_with_warmup" if config.warmup_steps else "constant",  # rlbook's schedule
         max_grad_norm=config.max_grad_norm or 0.0,  # the HF Trainer clips only when > 0
         beta=config.kl_beta,
+        # rlbook's in-loss KL is β·k3 (its gradient ∇k3); TRL ≥ 1.x multiplies k by a differentiable π_θ/π_old by
+        # default (use_bias_correction_kl=True), which changes the KL gradient even on-policy. Turn it off.
+        use_bias_correction_kl=False,
         loss_type=loss_type,
         # TRL divides by the group's Bessel std (n − 1); rlbook by the population std unless unbiased_std.
         scale_rewards="group" if config.advantage == "grpo" else "none",

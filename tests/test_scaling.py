@@ -33,7 +33,7 @@ def test_every_preset_is_a_grpo_config_trl_builds_or_is_refused_by_field(name, t
     assert built.activation_checkpointing is False and built.gradient_checkpointing is False
 
 
-def test_the_translation_agrees_with_the_settings_cross_checked_against_trls_loss():
+def test_the_translation_agrees_with_the_settings_cross_checked_against_trls_loss(tmp_path):
     """The loss-level cross-check (tests/test_trl_policy_crosscheck.py) pairs TRL settings with rlbook's;
     the translator must produce the same TRL settings from the rlbook side."""
     cispo = scaling.trl_grpo_config(preset("cispo", eps_high=0.3))
@@ -46,6 +46,13 @@ def test_the_translation_agrees_with_the_settings_cross_checked_against_trls_los
     gspo = scaling.trl_grpo_config(preset("gspo"))
     assert (gspo["loss_type"], gspo["importance_sampling_level"], gspo["epsilon"], gspo["epsilon_high"]) == (
         "grpo", "sequence", 3e-4, 4e-4)
+    # rlbook's in-loss KL (beta * k3, gradient of k3) is TRL's with the bias-corrected KL switched off, which
+    # TRL turns on by default: the cross-checked pair, produced from the rlbook side.
+    grpo = scaling.trl_grpo_config(preset("grpo"))
+    for key in ("beta", "use_bias_correction_kl"):
+        assert grpo[key] == CASES["grpo_kl_k3"][0][key]
+    assert trl.GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", bf16=False,
+                          **grpo).use_bias_correction_kl is False
 
 
 def test_settings_trl_cannot_express_are_refused_by_name():
