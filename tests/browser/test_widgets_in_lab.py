@@ -137,6 +137,13 @@ def move(control, page) -> str:
     if "widget-checkbox" in classes:
         control.locator("input[type=checkbox]").click()
         return "checkbox click"
+    if "widget-toggle-buttons" in classes:
+        buttons = control.locator("button").all()
+        labels = [button.inner_text().strip() for button in buttons]
+        active = [i for i, button in enumerate(buttons) if "mod-active" in (button.get_attribute("class") or "")]
+        other = next(i for i in range(len(buttons)) if i not in active)
+        buttons[other].click()
+        return f"toggle buttons {[labels[i] for i in active]} -> {labels[other]!r}"
     raise AssertionError(f"a control this test cannot move yet: {classes}")
 
 
