@@ -101,7 +101,7 @@ def run_cells(cells, model_id: str, device: str, log) -> list[dict]:
         start, error = time.perf_counter(), None
         try:
             exec(compile(code, f"<lesson 21 cell {index}>", "exec"), namespace)
-        except BaseException as caught:  # noqa: BLE001 - recorded, and the next cell runs
+        except Exception as caught:  # noqa: BLE001 - recorded, and the next cell runs (Ctrl-C still stops the script)
             error = f"{type(caught).__name__}: {str(caught).strip().splitlines()[0][:300] if str(caught).strip() else ''}"
             traceback.print_exc()
         if cuda:
