@@ -102,10 +102,10 @@ def _expected_got(result, reference) -> str:
             f"got {result.detach().flatten()[:4].tolist()}…")
 
 
-def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]], close=_close) -> str:
-    """The hint of the first mistake ``result`` matches (by ``close``), or a generic message with the numbers."""
+def _diagnose(result, reference, mistakes: dict[str, tuple[torch.Tensor, str]]) -> str:
+    """The hint of the first mistake ``result`` matches, or a generic message with the numbers."""
     for candidate, hint in mistakes.values():
-        if candidate is not None and close(result, _as_tensor(candidate)):
+        if candidate is not None and _close(result, _as_tensor(candidate)):
             return hint
     return _expected_got(result, reference)
 
@@ -137,7 +137,6 @@ class FunctionExercise:
       and before the mistakes (part of the answer right: say which part).
     - otherwise: ``otherwise(result, reference, *args)`` → the message when no mistake matches.
     - float32_success: when set, an answer right only to float32 precision passes with this ✓ line.
-    - clone: the tensor arguments are cloned before each call, so an in-place edit cannot change the case.
     - prepare: ``prepare(result, *args)`` → the result as compared (e.g. detached, flattened, float64).
     - doc: the checker's docstring (its ``__doc__``, as a function's would be).
     - module: the module that declares it (default: the one whose code builds it; a factory passes its caller's).
@@ -158,7 +157,6 @@ class FunctionExercise:
     partial: Callable[..., str | None] | None = None
     otherwise: Callable[..., str] | None = None
     float32_success: str | None = None
-    clone: bool = True
     prepare: Callable[..., torch.Tensor] | None = None
     doc: str = ""
     module: str | None = None
@@ -177,7 +175,8 @@ class FunctionExercise:
         float32_only = False
         call = self.adapt(fn) if self.adapt is not None else fn
         for args in self.cases():
-            called = tuple(a.clone() if self.clone and isinstance(a, torch.Tensor) else a for a in args)
+            # cloned, so that an in-place edit by the reader's function cannot change the case
+            called = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
             result, error = _call(call, *called)
             if error:
                 label = self.label(*args)
