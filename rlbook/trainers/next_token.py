@@ -8,7 +8,9 @@ only ever seen answers in the book's format, some of them wrong on purpose.
 
 Simplified on purpose: no packing, no gradient accumulation, a fixed sequence cap; the corpora are
 short chats, and on 2 CPU cores a plain AdamW loop with a cosine schedule (to 10 % of the peak,
-after a linear warm-up; ``recorded_lr``) is what trains fastest.
+after a linear warm-up; ``rlbook.schedules.recorded_lr``, re-exported here) is what trains fastest.
+The loop's scaffold (progress bar, live plot, history, checkpoint and resume) is
+``rlbook.trainers.harness``'s, as every trainer's; its optimiser is ``OptimConfig.next_token``.
 Batches are drawn at random, not bucketed by length: bucketing saves padding, but it makes every
 batch all-direct or all-scratchpad, and the arithmetic model then never learned to read the
 operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when the zoo was built).
@@ -16,16 +18,20 @@ operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when t
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import random
+from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from rlbook._checks import check_int, check_positive
 from rlbook.padding import stack_padded
-from rlbook.update import optimizer_step
-from rlbook.trainers.live import SFT_PANELS, live_plot
+from rlbook.schedules import recorded_lr
+from rlbook.trainers.harness import OptimConfig, postfix_of, restore_run, run_steps, save_run
+from rlbook.trainers.history import History
+from rlbook.trainers.live import SFT_PANELS
+
+__all__ = ["NextTokenConfig", "collate", "encode_chats", "recorded_lr", "run_chats", "train_on_chats"]
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
@@ -47,23 +53,6 @@ def collate(batch: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tens
     return input_ids, attention, input_ids.masked_fill(on_prompt | (attention == 0), -100)
 
 
-def recorded_lr(lr: float, step: int, *, steps: int, warmup_steps: int, floor: float = 0.1) -> float:
-    """The zoo's learning rate at (0-based) ``step``, as the shipped checkpoints were built with it.
-
-    lr · (t + 1) / warmup_steps during the warm-up, then a half cosine (Loshchilov & Hutter 2017,
-    arXiv:1608.03983, eq. 5) from lr down to ``floor`` · lr with progress
-    p = (t − warmup_steps) / (steps − warmup_steps). Every trainer uses
-    ``rlbook.schedules.make_scheduler`` (Hugging Face's schedulers) instead; this one differs in the
-    warm-up, where Hugging Face's rate starts at 0, and in how the product is rounded. It is kept,
-    operation for operation, so that ``python -m rlbook.zoo build`` reproduces the shipped
-    checkpoints bit for bit.
-    """
-    if step < warmup_steps:
-        return lr * (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
-    return lr * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-
 def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
     """Endless seeded batches of indices: each pass over the corpus in a fresh random order."""
     order: list[int] = []
@@ -76,44 +65,105 @@ def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
         del order[:batch_size]
 
 
+@dataclass
+class NextTokenConfig:
+    """Every setting of one next-token run (``train_on_chats``); invalid settings raise ``ValueError``.
+
+    ``steps`` AdamW steps on batches of ``batch_size`` chats cut to ``max_length`` tokens, peak rate
+    ``lr`` after ``warmup`` steps, ``weight_decay``; ``seed`` fixes the initial batch order and
+    torch's random state. The optimiser is ``optim()`` (``OptimConfig.next_token``).
+    """
+
+    steps: int
+    batch_size: int = 64
+    lr: float = 3e-3
+    weight_decay: float = 0.01
+    warmup: int = 50
+    max_length: int = 256
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("steps", self.steps, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_positive("lr", self.lr)
+        check_positive("weight_decay", self.weight_decay, allow_zero=True)
+        check_int("warmup", self.warmup, minimum=0)
+        check_int("max_length", self.max_length, minimum=2)
+        check_int("seed", self.seed)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def optim(self) -> OptimConfig:
+        """AdamW with betas (0.9, 0.98), the zoo's warm-up and cosine to 10 %, clipping at 1.0."""
+        return OptimConfig.next_token(self.lr, warmup=self.warmup, weight_decay=self.weight_decay)
+
+
 def train_on_chats(model, tokenizer, chats: list[tuple[str, str]], *, steps: int, batch_size: int = 64,
                    lr: float = 3e-3, weight_decay: float = 0.01, warmup: int = 50, max_length: int = 256,
-                   seed: int = 0, progress: bool = True, desc: str = "pretrain",
-                   live: bool | None = None) -> list[float]:
+                   seed: int = 0, progress: bool = True, desc: str = "pretrain", live: bool | None = None,
+                   checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None,
+                   stop_after: int | None = None) -> list[float]:
     """Train ``model`` in place on ``chats`` for ``steps`` AdamW steps; returns the loss per step.
 
-    ``desc`` labels the progress bar (``rlbook.trainers.sft`` passes "sft"); ``live``: draw the loss
-    live under it (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
-
-    Batches are drawn by a seeded shuffle, so the same seed and corpus give the same weights.
+    The settings make a ``NextTokenConfig``; the run is ``run_chats``'s (see it for ``desc``,
+    ``live``, the checkpoints, ``resume_from`` and ``stop_after``). Batches are drawn by a seeded
+    shuffle, so the same seed and corpus give the same weights.
     """
-    check_int("steps", steps, minimum=1)
-    check_int("batch_size", batch_size, minimum=1)
-    check_positive("lr", lr)
+    config = NextTokenConfig(steps=steps, batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup,
+                             max_length=max_length, seed=seed)
+    history = run_chats(model, tokenizer, chats, config, progress=progress, desc=desc, live=live,
+                        checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume_from=resume_from,
+                        stop_after=stop_after)
+    return history.column("loss")
+
+
+def run_chats(model, tokenizer, chats: list[tuple[str, str]], config: NextTokenConfig, *, progress: bool = True,
+              desc: str = "pretrain", live: bool | None = None, checkpoint_dir=None,
+              checkpoint_every: int | None = None, resume_from=None, stop_after: int | None = None) -> History:
+    """Train ``model`` in place on ``chats`` as ``config`` says; returns the history (step, loss).
+
+    ``desc`` labels the progress bar (``rlbook.trainers.sft`` passes "sft"); ``live``: draw the loss
+    live under it (``rlbook.trainers.live``; None: in Jupyter when ``progress``). With
+    ``checkpoint_dir`` a checkpoint is written every ``checkpoint_every`` steps (None: at the end);
+    ``resume_from`` (a checkpoint folder or such a ``checkpoint_dir``) restores model, optimizer,
+    schedule, random state and history first and goes on from the saved step, to the very weights
+    of an uninterrupted run; ``stop_after`` stops (and checkpoints) after that many steps.
+    """
+    if not isinstance(config, NextTokenConfig):
+        raise ValueError(f"config must be a NextTokenConfig, got {type(config).__name__}")
     if not chats:
         raise ValueError("chats must hold at least one (prompt, completion) pair")
-    encoded = encode_chats(tokenizer, chats, max_length=max_length)
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
+    encoded = encode_chats(tokenizer, chats, max_length=config.max_length)
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    optim = config.optim()
+    optimizer, scheduler = optim.build(model.parameters(), steps=config.steps)
     model.train()
-    batches = _shuffled_batches(len(encoded), batch_size, rng)
-    losses = []
-    bar = tqdm(range(steps), desc=desc, disable=not progress)
-    rows = []  # what the live plot draws
-    plot = live_plot(rows, SFT_PANELS, live=live, progress=progress, title=desc)
-    for step in bar:
+    batches = _shuffled_batches(len(encoded), config.batch_size, rng)
+    settings = {**config.to_dict(), "chats": len(encoded)}
+    history = History(config=settings)
+    parts = dict(models={"model": model}, optimizers={"optimizer": optimizer}, schedulers={"scheduler": scheduler})
+    if resume_from is not None:
+        meta = restore_run(resume_from, **parts, meta=["step", "history"], settings=settings)
+        history = History(meta["history"], config=settings)
+        for _ in range(check_int("the checkpoint's step", meta["step"], minimum=0)):  # the batches already used
+            next(batches)
+
+    def step(index: int) -> dict:
         batch = [encoded[i] for i in next(batches)]
         input_ids, attention, labels = collate(batch, tokenizer.pad_token_id)
-        for group in optimizer.param_groups:
-            group["lr"] = recorded_lr(lr, step, steps=steps, warmup_steps=warmup)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-        optimizer_step(optimizer, loss, model.parameters(), max_grad_norm=1.0)
-        losses.append(loss.item())
-        rows.append({"step": step, "loss": losses[-1]})
-        plot.update()
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    plot.finish()
+        optim.step(optimizer, loss, model.parameters())
+        scheduler.step()
+        return {"step": index, "loss": loss.item()}
+
+    def save(directory) -> None:
+        save_run(directory, len(history), **parts, meta={"step": len(history), "settings": settings,
+                                                          "history": history.rows})
+
+    run_steps(step, range(len(history), config.steps), history=history, panels=SFT_PANELS, title=desc,
+              progress=progress, live=live, postfix=postfix_of({"loss": "loss"}), checkpoint_dir=checkpoint_dir,
+              checkpoint_every=checkpoint_every, save=save, stop_after=stop_after)
     model.eval()
-    return losses
+    return history

@@ -19,12 +19,13 @@ a prompt together), no reward-centring term, constant learning rate.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import random
+from dataclasses import dataclass
 from functools import partial
 
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification
 
 from rlbook._checks import check_bool, check_columns, check_int, check_optional_int, check_positive, check_settings
@@ -34,10 +35,11 @@ from rlbook.padding import stack_padded
 from rlbook.runtime import seed_everything
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text, shuffled_batches
+from rlbook.trainers.harness import OptimConfig, postfix_of, restore_run, run_steps, save_run
 from rlbook.trainers.history import History
-from rlbook.trainers.live import REWARD_MODEL_PANELS, live_plot
+from rlbook.trainers.live import REWARD_MODEL_PANELS
 
-__all__ = ["RewardModel", "check_reward_model_settings", "pairwise_accuracy", "train_reward_model"]
+__all__ = ["RewardModel", "RewardModelConfig", "check_reward_model_settings", "pairwise_accuracy", "train_reward_model"]
 
 
 class RewardModel:
@@ -114,52 +116,102 @@ class RewardModel:
         return self.score(prompts, completions).tolist()
 
 
+@dataclass
+class RewardModelConfig:
+    """Every setting of one reward-model run (``train_reward_model``); invalid settings raise ``ValueError``.
+
+    ``steps`` steps (None: ``epochs`` passes over the pairs) on batches of ``batch_size`` pairs at a
+    constant rate ``lr`` (``OptimConfig.reward_model``: torch's AdamW defaults, clipping at 1.0);
+    held-out pairs are scored every ``eval_every`` steps; ``seed`` fixes the batch order.
+    """
+
+    steps: int | None = None
+    epochs: int = 1
+    batch_size: int = 16
+    lr: float = 1e-4
+    eval_every: int = 50
+    seed: int = 0
+
+    def __post_init__(self):
+        check_reward_model_settings(**self.to_dict())
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def optim(self) -> OptimConfig:
+        return OptimConfig.reward_model(self.lr)
+
+    def total_steps(self, n_pairs: int) -> int:
+        """``steps``, or ``epochs`` passes over ``n_pairs`` pairs."""
+        return self.steps if self.steps is not None else self.epochs * math.ceil(n_pairs / self.batch_size)
+
+
 def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = None, epochs: int = 1,
                        batch_size: int = 16, lr: float = 1e-4, eval_pairs=None, eval_every: int = 50, seed: int = 0,
-                       progress: bool = True, live: bool | None = None) -> History:
+                       progress: bool = True, live: bool | None = None, checkpoint_dir=None,
+                       checkpoint_every: int | None = None, resume_from=None) -> History:
     """Fit ``reward_model`` to ``pairs`` (prompt, chosen, rejected) by the Bradley–Terry loss; returns the history.
 
     Each step scores the B chosen and B rejected texts in one forward pass and logs the loss, the
     accuracy (fraction of pairs with r(chosen) > r(rejected)), the mean margin and, every
     ``eval_every`` steps, the accuracy and margin on ``eval_pairs``. Runs ``steps`` steps, or
-    ``epochs`` passes over ``pairs`` when ``steps`` is None. The same seed gives the same history.
-    ``live``: draw the metrics live under the progress bar (``rlbook.trainers.live``; None: in Jupyter
-    when ``progress``).
+    ``epochs`` passes over ``pairs`` when ``steps`` is None (the settings make a
+    ``RewardModelConfig``). The same seed gives the same history. ``live``: draw the metrics live
+    under the progress bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
+
+    With ``checkpoint_dir`` a checkpoint is written every ``checkpoint_every`` steps (None: at the
+    end). ``resume_from`` (a checkpoint folder or such a ``checkpoint_dir``) restores the model,
+    optimizer, random state and history first and goes on from the saved step: a run of 2 steps
+    resumed with ``steps=4`` ends where a straight 4-step run ends (the rate is constant, so the
+    step budget may grow; the other settings must be the saved ones).
     """
     check_columns("pairs", pairs, ("prompt", "chosen", "rejected"))
     if eval_pairs is not None:
         check_columns("eval_pairs", eval_pairs, ("prompt", "chosen", "rejected"))
-    check_reward_model_settings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, eval_every=eval_every,
-                                seed=seed, progress=progress)
+    config = RewardModelConfig(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, eval_every=eval_every,
+                               seed=seed)
+    check_bool("progress", progress)
     n_pairs = len(pairs["prompt"])
-    steps = steps if steps is not None else epochs * math.ceil(n_pairs / batch_size)
+    steps = config.total_steps(n_pairs)
     chosen_texts = reward_model.texts(list(pairs["prompt"]), list(pairs["chosen"]))
     rejected_texts = reward_model.texts(list(pairs["prompt"]), list(pairs["rejected"]))
     seed_everything(seed)
     batches = shuffled_batches(n_pairs, batch_size, random.Random(seed))
     parameters = [p for p in reward_model.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=lr)
-    history = History(config={"steps": steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
-                              "eval_every": eval_every, "seed": seed, "n_pairs": n_pairs})
-    bar = tqdm(range(steps), desc="reward model", disable=not progress)
-    plot = live_plot(history.rows, REWARD_MODEL_PANELS, live=live, progress=progress, title="reward model")
-    for step in bar:
+    optim = config.optim()
+    optimizer, scheduler = optim.build(parameters)
+    settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "seed": seed,
+                "n_pairs": n_pairs}  # what a resumed run must share with the saved one (not the step budget)
+    history = History(config={"steps": steps, **settings})
+    parts = dict(models={"model": reward_model.model}, optimizers={"optimizer": optimizer},
+                 schedulers={"scheduler": scheduler})
+    if resume_from is not None:
+        meta = restore_run(resume_from, **parts, meta=["step", "history"], settings=settings)
+        history = History(meta["history"], config={"steps": steps, **settings})
+        for _ in range(check_int("the checkpoint's step", meta["step"], minimum=0)):  # the batches already used
+            next(batches)
+
+    def step(index: int) -> dict:
         epoch, indices = next(batches)
         reward_model.model.train()
         rewards = reward_model.rewards([chosen_texts[i] for i in indices] + [rejected_texts[i] for i in indices])
         margins = rewards[:len(indices)] - rewards[len(indices):]
         loss = bradley_terry_loss(rewards[:len(indices)], rewards[len(indices):])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-        optimizer.step()
-        row = {"step": step, "epoch": epoch, "loss": loss.item(), **_pair_metrics(margins.detach())}
-        if eval_pairs is not None and (step % eval_every == 0 or step == steps - 1):
+        optim.step(optimizer, loss, parameters)
+        scheduler.step()
+        row = {"step": index, "epoch": epoch, "loss": loss.item(), **_pair_metrics(margins.detach())}
+        if eval_pairs is not None and (index % eval_every == 0 or index == steps - 1):
             row.update({f"eval/{k}": v for k, v in pairwise_accuracy(reward_model, eval_pairs).items()})
-        history.append(row)
-        bar.set_postfix({k: f"{row[k]:.3f}" for k in ("loss", "accuracy", "eval/accuracy") if k in row})
-        plot.update()
-    plot.finish()
+        return row
+
+    def save(directory) -> None:
+        save_run(directory, len(history), **parts, meta={"step": len(history), "settings": settings,
+                                                          "history": history.rows})
+
+    run_steps(step, range(len(history), steps), history=history, panels=REWARD_MODEL_PANELS, title="reward model",
+              progress=progress, live=live, postfix=postfix_of({"loss": "loss", "accuracy": "accuracy",
+                                                                "eval/accuracy": "eval/accuracy"}),
+              checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, save=save)
     reward_model.model.eval()
     return history
 

@@ -7,42 +7,81 @@ carry no loss). This is the first stage of the RLHF pipeline (Ouyang et al. 2022
 arXiv:2203.02155, §3.5) and the inner step of rejection-sampling fine-tuning (``rejection``).
 
 The loop is the next-token loop the zoo's models are pretrained with
-(``rlbook.trainers.next_token.train_on_chats``: seeded
-length-bucketed batches, AdamW, warm-up then cosine decay, gradient clipping), reused rather than
+(``rlbook.trainers.next_token.run_chats``: seeded
+shuffled batches, AdamW, warm-up then cosine decay, gradient clipping), reused rather than
 copied; this module only turns prompts and completions in TRL's formats into its chats. Wrap the
 model with ``rlbook.models.add_lora`` first to train adapters only.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from functools import partial
 
 from rlbook._checks import check_bool, check_columns, check_int, check_positive, check_settings
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text
 from rlbook.trainers.history import History
-from rlbook.trainers.next_token import train_on_chats
+from rlbook.trainers.next_token import NextTokenConfig, run_chats
 
-__all__ = ["check_sft_settings", "sft"]
+__all__ = ["SFTConfig", "check_sft_settings", "sft"]
+
+
+@dataclass
+class SFTConfig:
+    """Every setting of one SFT run (``sft``); invalid settings raise ``ValueError`` naming the field.
+
+    ``steps`` AdamW steps on batches of ``batch_size`` (prompt, completion) pairs cut to
+    ``max_length`` tokens, peak rate ``lr`` after ``warmup`` steps (then the zoo's cosine to 10 %);
+    ``seed`` fixes the batch order. ``next_token()`` is the ``NextTokenConfig`` it runs with (its
+    optimiser is ``OptimConfig.next_token``; SFT's defaults differ from pretraining's in the rate,
+    the batch and the warm-up only).
+    """
+
+    steps: int
+    lr: float = 1e-3
+    batch_size: int = 16
+    warmup: int = 0
+    max_length: int = 256
+    seed: int = 0
+
+    def __post_init__(self):
+        check_sft_settings(**self.to_dict())
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def next_token(self) -> NextTokenConfig:
+        return NextTokenConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr, warmup=self.warmup,
+                               max_length=self.max_length, seed=self.seed)
 
 
 def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int = 16, warmup: int = 0,
-        max_length: int = 256, seed: int = 0, progress: bool = True, live: bool | None = None) -> History:
+        max_length: int = 256, seed: int = 0, progress: bool = True, live: bool | None = None,
+        checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None,
+        stop_after: int | None = None) -> History:
     """Fine-tune ``model`` in place on ``data`` for ``steps`` steps; returns the loss per step.
 
     ``data`` is a list of ``(prompt, completion)`` pairs or a ``datasets.Dataset`` (or dict of
     lists) with ``prompt`` and ``completion`` columns (TRL's prompt-completion format). Prompts are
     strings (verbatim) or conversations (through the chat template); completions are strings or
     lists of assistant messages. The same seed gives the same weights. The history's ``config``
-    holds the settings and the number of examples. ``live``: draw the loss live under the progress
-    bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
+    holds the settings (an ``SFTConfig``) and the number of examples. ``live``: draw the loss live
+    under the progress bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
+
+    With ``checkpoint_dir`` a checkpoint is written every ``checkpoint_every`` steps (None: at the
+    end); ``resume_from`` goes on from one, to the weights and losses of an uninterrupted run;
+    ``stop_after`` stops (and checkpoints) after that many steps (``rlbook.trainers.next_token.run_chats``).
     """
-    settings = dict(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, max_length=max_length, seed=seed)
-    check_sft_settings(**settings, progress=progress)
+    config = SFTConfig(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, max_length=max_length, seed=seed)
+    check_bool("progress", progress)
     chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
-    step_losses = train_on_chats(model, tokenizer, chats, **settings, progress=progress, desc="sft", live=live)
-    return History([{"step": step, "loss": loss} for step, loss in enumerate(step_losses)],
-                   config={**settings, "examples": len(chats)})
+    run = run_chats(model, tokenizer, chats, config.next_token(), progress=progress, desc="sft", live=live,
+                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume_from=resume_from,
+                    stop_after=stop_after)
+    return History([{"step": row["step"], "loss": row["loss"]} for row in run.rows],
+                   config={**config.to_dict(), "examples": len(chats)})
 
 
 # Each setting of sft and its check, as check(name, value).
