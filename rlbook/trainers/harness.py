@@ -34,8 +34,8 @@ from rlbook.trainers.history import History
 from rlbook.trainers.live import live_plot
 from rlbook.update import optimizer_step
 
-__all__ = ["OPTIM_SCHEDULES", "OptimConfig", "check_checkpoint_every", "check_settings_match", "postfix_of",
-           "restore_run", "run_steps", "save_run"]
+__all__ = ["OPTIM_SCHEDULES", "OptimConfig", "check_checkpoint_every", "check_settings_match", "checkpoint_of",
+           "postfix_of", "restore_parts", "restore_run", "run_steps", "save_run"]
 
 # "zoo": ``rlbook.schedules.recorded_lr``, the next-token loop's own warm-up and cosine to
 # ``min_lr_ratio`` of the peak (the shipped zoo checkpoints were trained with it).
@@ -185,19 +185,33 @@ def run_steps(step, steps: range, *, history: History, panels: dict, title: str,
 
 
 # --- checkpoint and resume ----------------------------------------------------------------------
-def save_run(directory, step: int, *, models: dict, optimizers: dict, schedulers: dict | None = None,
-             meta: dict | None = None) -> str:
-    """Write an atomic checkpoint of a run after ``step`` steps; returns its folder.
-
-    ``models`` / ``optimizers``: name → module / optimizer (their state dicts are saved);
-    ``schedulers``: name → scheduler, whose state dict goes into the JSON under that name; ``meta``:
-    any JSON values (step counters, settings, history rows). The random states are added as ``rng``.
-    """
-    checkpoint = Checkpoint(
+def checkpoint_of(*, models: dict, optimizers: dict, schedulers: dict | None = None,
+                  meta: dict | None = None) -> Checkpoint:
+    """A ``Checkpoint`` of live objects: ``models`` / ``optimizers``: name → module / optimizer (their
+    state dicts); ``schedulers``: name → scheduler, whose state dict goes into the meta under that
+    name; ``meta``: any JSON values (counters, settings, history rows). The random states are added
+    to the meta as ``rng``."""
+    return Checkpoint(
         models={name: model.state_dict() for name, model in models.items()},
         optimizers={name: optimizer.state_dict() for name, optimizer in optimizers.items()},
         meta={**(meta or {}), **{name: s.state_dict() for name, s in (schedulers or {}).items()}, "rng": rng_state()})
-    return str(save_checkpoint(directory, step, checkpoint))
+
+
+def save_run(directory, step: int, **parts) -> str:
+    """Write an atomic ``checkpoint_of(**parts)`` of a run after ``step`` steps; returns its folder."""
+    return str(save_checkpoint(directory, step, checkpoint_of(**parts)))
+
+
+def restore_parts(checkpoint: Checkpoint, *, models: dict, optimizers: dict, schedulers: dict | None = None) -> None:
+    """Load ``checkpoint``'s parts into the live objects ``checkpoint_of`` was given (each checked
+    to fit), then the random states."""
+    for name, model in models.items():
+        restore_model(model, checkpoint.models[name], name=name)
+    for name, optimizer in optimizers.items():
+        restore_optimizer(optimizer, checkpoint.optimizers[name], name=name)
+    for name, scheduler in (schedulers or {}).items():
+        scheduler.load_state_dict(checkpoint.meta[name])
+    set_rng_state(checkpoint.meta["rng"])
 
 
 def check_settings_match(current: dict, saved, *, what: str = "the trainer's settings") -> None:
@@ -229,11 +243,5 @@ def restore_run(path, *, models: dict, optimizers: dict, schedulers: dict | None
     if set(checkpoint.models) != set(models):
         raise ValueError(f"the checkpoint's models {sorted(checkpoint.models)} do not match this trainer's "
                          f"{sorted(models)}")
-    for name, model in models.items():
-        restore_model(model, checkpoint.models[name], name=name)
-    for name, optimizer in optimizers.items():
-        restore_optimizer(optimizer, checkpoint.optimizers[name], name=name)
-    for name, scheduler in schedulers.items():
-        scheduler.load_state_dict(checkpoint.meta[name])
-    set_rng_state(checkpoint.meta["rng"])
+    restore_parts(checkpoint, models=models, optimizers=optimizers, schedulers=schedulers)
     return checkpoint.meta

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from rlbook.advantages import batch_normalize, gae, group_advantages
 from rlbook.aggregation import masked_mean
@@ -54,7 +53,6 @@ from rlbook.metrics import mean_length_by_correctness
 from rlbook.models.lora import add_lora
 from rlbook.padding import cat_padded
 from rlbook.rollout import Rollout, completion_logprobs, sample
-from rlbook.schedules import make_scheduler
 from rlbook.shaping import (
     add_advantage_noise,
     advantage_filter_mask,
@@ -63,13 +61,13 @@ from rlbook.shaping import (
     soft_overlong_penalty,
 )
 from rlbook.tasks.verifiers import format_reward
-from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_model, restore_optimizer, rng_state,
-                                       save_checkpoint, set_rng_state)
+from rlbook.trainers.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from rlbook.trainers.config import GROUP_ESTIMATORS, OnlineConfig
 from rlbook.trainers.critic import Critic
 from rlbook.trainers.history import History
-from rlbook.trainers.live import ONLINE_PANELS, live_plot
-from rlbook.update import minibatch_plan, optimizer_step, policy_step
+from rlbook.trainers.harness import OptimConfig, check_checkpoint_every, checkpoint_of, restore_parts, run_steps
+from rlbook.trainers.live import ONLINE_PANELS
+from rlbook.update import minibatch_plan, policy_step
 
 __all__ = ["OnlineTrainer"]
 
@@ -141,12 +139,11 @@ class OnlineTrainer:
         self.reference = self._frozen_reference(model, reference)
         self.critic = Critic(model).eval() if config.has_critic else None
         self.policy = (add_lora(model, r=config.lora, seed=config.seed) if config.lora else model).eval()
-        self.optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad],
-                                           lr=config.lr, weight_decay=0.0)
         # A linear warm-up, then constant (which needs no step budget); stepped after each update.
-        self.scheduler = make_scheduler(self.optimizer, "constant", warmup_steps=config.warmup_steps)
-        self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
-                                 if self.critic is not None else None)
+        self.optim = OptimConfig.online(config.lr, warmup=config.warmup_steps, grad_clip=config.max_grad_norm)
+        self.optimizer, self.scheduler = self.optim.build([p for p in self.policy.parameters() if p.requires_grad])
+        self.critic_optim = OptimConfig.online(config.critic_lr, grad_clip=config.max_grad_norm)  # no schedule
+        self.critic_optimizer = self.critic_optim.optimizer(self.critic.parameters()) if self.critic is not None else None
         self.history = History(config=config.to_dict())
         self.step = 0
         self.sample_calls = 0
@@ -184,20 +181,15 @@ class OnlineTrainer:
         """
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-        if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
-            raise ValueError(f"checkpoint_every must be a positive int or None, got {checkpoint_every!r}")
+        check_checkpoint_every(checkpoint_every)
         if resume_from is not None:
             self.resume(resume_from)
-        name = self.config.name
-        with (tqdm(range(steps), desc=name, unit="step", disable=not progress) as bar,
-              live_plot(self.history.rows, ONLINE_PANELS, live=live, progress=progress, title=name) as plot):
-            for done in bar:
-                self.train_step()
-                bar.set_postfix(self.history.postfix())
-                plot.update()
-                last = done == steps - 1
-                if checkpoint_dir is not None and (last or (checkpoint_every and self.step % checkpoint_every == 0)):
-                    self.save(checkpoint_dir)
+
+        def step(index: int) -> None:
+            self.train_step()  # it records its own row (it is also called alone)
+
+        run_steps(step, range(self.step, self.step + steps), history=self.history, panels=ONLINE_PANELS, title=self.config.name, progress=progress, live=live,
+                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, save=self.save)
         return self.history
 
     def train_step(self) -> dict:
@@ -410,7 +402,7 @@ class OnlineTrainer:
         kl_in_loss = config.kl_placement == "loss" and config.kl_beta > 0
         metrics, entropy = policy_step(
             self.policy, self.optimizer, rollout, rows, advantages[rows], **self._importance_logps(batch, rows),
-            max_grad_norm=config.max_grad_norm, temperature=config.temperature,
+            max_grad_norm=self.optim.grad_clip, temperature=config.temperature,
             variant=config.variant, **config.loss_overrides(), max_len=config.max_new_tokens,
             ref_logp=batch.ref_logp[rows] if kl_in_loss else None, beta=config.kl_beta if kl_in_loss else 0.0,
             kl_estimator=config.kl_estimator, entropy_coef=config.entropy_coef, cov_control=config.cov_control,
@@ -422,7 +414,7 @@ class OnlineTrainer:
                                          rollout.completion_mask)]
             critic_loss = value_loss(self.critic(*tensors), old_values[rows], returns[rows], tensors[3])
             metrics["value_loss"] = critic_loss.item()
-            optimizer_step(self.critic_optimizer, critic_loss, self.critic.parameters(), config.max_grad_norm)
+            self.critic_optim.step(self.critic_optimizer, critic_loss, self.critic.parameters())
         return metrics, entropy
 
     def _importance_logps(self, batch: ScoredBatch, rows) -> dict:
@@ -506,18 +498,18 @@ class OnlineTrainer:
 
         The hook ``rlbook.trainers.async_rl`` extends with its kept policy snapshots.
         """
-        checkpoint = Checkpoint(
-            models={"policy": self.policy.state_dict()},
-            optimizers={"optimizer": self.optimizer.state_dict()},
-            meta={"step": self.step, "sample_calls": self.sample_calls, "wall_time": self.wall_time,
-                  "config": self.config.to_dict(), "history": self.history.rows,
-                  "scheduler": self.scheduler.state_dict(), "rng": rng_state()})
+        return checkpoint_of(**self._parts(),
+                             meta={"step": self.step, "sample_calls": self.sample_calls, "wall_time": self.wall_time,
+                                   "config": self.config.to_dict(), "history": self.history.rows})
+
+    def _parts(self) -> dict:
+        """The live models, optimizers and scheduler a checkpoint holds (``rlbook.trainers.harness``)."""
+        models, optimizers = {"policy": self.policy}, {"optimizer": self.optimizer}
         if self.critic is not None:
-            checkpoint.models["critic"] = self.critic.state_dict()
-            checkpoint.optimizers["critic_optimizer"] = self.critic_optimizer.state_dict()
+            models["critic"], optimizers["critic_optimizer"] = self.critic, self.critic_optimizer
         if self.reference is not None:
-            checkpoint.models["reference"] = self.reference.state_dict()
-        return checkpoint
+            models["reference"] = self.reference
+        return dict(models=models, optimizers=optimizers, schedulers={"scheduler": self.scheduler})
 
     def _restore_state(self, checkpoint: Checkpoint) -> None:
         """Load what ``_checkpoint_state`` returned, after checking it fits this trainer."""
@@ -528,15 +520,7 @@ class OnlineTrainer:
         if (self.critic is None) != ("critic" not in checkpoint.models) or \
                 (self.reference is None) != ("reference" not in checkpoint.models):
             raise ValueError("the checkpoint's models (critic, reference) do not match this trainer's")
-        restore_model(self.policy, checkpoint.models["policy"], name="policy")
-        restore_optimizer(self.optimizer, checkpoint.optimizers["optimizer"], name="optimizer")
-        self.scheduler.load_state_dict(meta["scheduler"])
-        if self.critic is not None:
-            restore_model(self.critic, checkpoint.models["critic"], name="critic")
-            restore_optimizer(self.critic_optimizer, checkpoint.optimizers["critic_optimizer"], name="critic_optimizer")
-        if self.reference is not None:
-            restore_model(self.reference, checkpoint.models["reference"], name="reference")
-        set_rng_state(meta["rng"])
+        restore_parts(checkpoint, **self._parts())
         self.step, self.sample_calls, self.wall_time = meta["step"], meta["sample_calls"], meta["wall_time"]
         self.history = History(meta["history"], config=self.config.to_dict())
 

@@ -43,7 +43,6 @@ import random
 from functools import partial
 
 import torch
-from tqdm.auto import tqdm
 
 from rlbook import losses
 from rlbook._checks import (check_bool, check_choice, check_columns, check_int, check_optional_int, check_positive,
@@ -52,18 +51,20 @@ from rlbook.models.lora import add_lora
 from rlbook.rollout import completion_logprobs
 from rlbook.runtime import seed_everything
 from rlbook.schedules import SCHEDULES as LR_SCHEDULES
-from rlbook.schedules import make_scheduler
-from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_model, restore_optimizer, rng_state,
-                                       save_checkpoint, set_rng_state)
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions, shuffled_batches
+from rlbook.trainers.harness import (OptimConfig, check_checkpoint_every, postfix_of, restore_run, run_steps,
+                                     save_run)
 from rlbook.trainers.history import History
-from rlbook.trainers.live import PREFERENCE_PANELS, live_plot
+from rlbook.trainers.live import PREFERENCE_PANELS
 
 __all__ = ["LR_SCHEDULES", "PREFERENCE_LOSSES", "PreferenceTrainer", "check_preference_settings"]
 
 PREFERENCE_LOSSES = ("dpo", "ipo", "kto", "simpo", "cpo", "orpo")
 LOSSES_WITH_REFERENCE = ("dpo", "ipo", "kto")
 PAIR_COLUMNS = ("prompt", "chosen", "rejected")
+# The few live metrics the progress bar shows, and their short labels.
+POSTFIX_KEYS = {"loss": "loss", "rewards/accuracies": "acc", "rewards/margins": "margin",
+                "eval/rewards/accuracies": "eval_acc"}
 
 
 class PreferenceTrainer:
@@ -132,8 +133,9 @@ class PreferenceTrainer:
         self.precompute_reference = precompute_reference and self.needs_reference
         self._train_reference_logps = None
         self._eval_reference_logps = None
-        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=self.lr)
-        self.scheduler = make_scheduler(self.optimizer, lr_schedule, steps=self.steps, warmup_steps=warmup_steps)
+        self.optim = OptimConfig.preference(self.lr, warmup=warmup_steps, schedule=lr_schedule)
+        self.optimizer, self.scheduler = self.optim.build([p for p in self.model.parameters() if p.requires_grad],
+                                                          steps=self.steps)
         self.step = 0  # optimizer steps taken
         self.history = History(config=self._config())
 
@@ -242,8 +244,7 @@ class PreferenceTrainer:
         ``checkpoint_every`` steps (None: only at the end). ``live``: draw the loss, accuracy, margin
         and log-probs live under the progress bar (``rlbook.trainers.live``; None: in Jupyter when ``progress``).
         """
-        if checkpoint_every is not None:
-            check_int("checkpoint_every", checkpoint_every, minimum=1)
+        check_checkpoint_every(checkpoint_every)
         if resume_from is not None:
             self.resume(resume_from)
         if self.step == 0:  # a fresh run; a resumed one has its random state back
@@ -261,22 +262,19 @@ class PreferenceTrainer:
             self.model.eval()
             self._train_reference_logps = self._reference_pair_logps(self.train_pairs,
                                                                      _chunks(len(self.train_pairs[0]), 64))
-        bar = tqdm(range(start, self.steps), desc=f"{self.loss}", disable=not self.progress)
-        plot = live_plot(self.history.rows, PREFERENCE_PANELS, live=live, progress=self.progress, title=self.loss)
-        for step in bar:
+
+        def step(index: int) -> dict:
             epoch, indices = next(batches)
-            row = {"step": step, "epoch": epoch, **self._train_step(optimizer, parameters, indices)}
+            row = {"step": index, "epoch": epoch, **self._train_step(optimizer, parameters, indices)}
             self.scheduler.step()
-            if self.eval_pairs is not None and (step % self.eval_every == 0 or step == self.steps - 1):
+            if self.eval_pairs is not None and (index % self.eval_every == 0 or index == self.steps - 1):
                 row.update({f"eval/{k}": v for k, v in self.evaluate().items()})
-            self.history.append(row)
-            bar.set_postfix(_postfix(row))
-            plot.update()
-            self.step = step + 1
-            due = self.step == self.steps or (checkpoint_every is not None and self.step % checkpoint_every == 0)
-            if checkpoint_dir is not None and due:
-                self.save(checkpoint_dir)
-        plot.finish()
+            self.step = index + 1
+            return row
+
+        run_steps(step, range(start, self.steps), history=self.history, panels=PREFERENCE_PANELS, title=self.loss,
+                  progress=self.progress, live=live, postfix=postfix_of(POSTFIX_KEYS), checkpoint_dir=checkpoint_dir,
+                  checkpoint_every=checkpoint_every, save=self.save)
         self.model.eval()
         return self.history
 
@@ -298,37 +296,22 @@ class PreferenceTrainer:
         """Every setting of this run, as ``history.config`` (config.json) records it."""
         return {**self._settings(), "steps": self.steps}
 
+    def _parts(self) -> dict:
+        """The live objects a checkpoint holds (``rlbook.trainers.harness.save_run``)."""
+        models = {"model": self.model, **({"reference": self.reference} if self.reference is not None else {})}
+        return dict(models=models, optimizers={"optimizer": self.optimizer}, schedulers={"scheduler": self.scheduler})
+
     def save(self, directory) -> str:
         """Write an atomic checkpoint after ``self.step`` steps; returns its folder."""
-        checkpoint = Checkpoint(
-            models={"model": self.model.state_dict()}, optimizers={"optimizer": self.optimizer.state_dict()},
-            meta={"step": self.step, "settings": self._settings(), "history": self.history.rows,
-                  "scheduler": self.scheduler.state_dict(), "rng": rng_state()})
-        if self.reference is not None:
-            checkpoint.models["reference"] = self.reference.state_dict()
-        return str(save_checkpoint(directory, self.step, checkpoint))
+        return save_run(directory, self.step, **self._parts(),
+                        meta={"step": self.step, "settings": self._settings(), "history": self.history.rows})
 
     def resume(self, path) -> PreferenceTrainer:
         """Restore a checkpoint written by ``save`` (model, reference, optimizer, random state, history
         and step) into this trainer, built with the same settings; ``train()`` then goes on from there."""
-        checkpoint = load_checkpoint(path)
-        checkpoint.require(models=["model"], optimizers=["optimizer"],
-                           meta=["step", "settings", "history", "scheduler", "rng"])
-        saved, current = checkpoint.meta["settings"], self._settings()
-        differences = sorted(key for key in current if not isinstance(saved, dict) or saved.get(key) != current[key])
-        if differences:
-            raise ValueError(f"the trainer's settings differ from the checkpoint's in {differences}: "
-                             "build the trainer with the saved settings")
-        if (self.reference is None) != ("reference" not in checkpoint.models):
-            raise ValueError("the checkpoint's reference model does not match this trainer's")
-        restore_model(self.model, checkpoint.models["model"], name="model")
-        if self.reference is not None:
-            restore_model(self.reference, checkpoint.models["reference"], name="reference")
-        restore_optimizer(self.optimizer, checkpoint.optimizers["optimizer"], name="optimizer")
-        self.scheduler.load_state_dict(checkpoint.meta["scheduler"])
-        set_rng_state(checkpoint.meta["rng"])
-        self.step = check_int("the checkpoint's step", checkpoint.meta["step"], minimum=0)
-        self.history = History(checkpoint.meta["history"], config=self._config())
+        meta = restore_run(path, **self._parts(), meta=["step", "history"], settings=self._settings())
+        self.step = check_int("the checkpoint's step", meta["step"], minimum=0)
+        self.history = History(meta["history"], config=self._config())
         return self
 
     def _train_step(self, optimizer, parameters, indices) -> dict:
@@ -336,10 +319,7 @@ class PreferenceTrainer:
         self.model.train()
         logps = self._pair_logps(self.train_pairs, indices, with_reference=True)
         loss = self._loss(logps).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-        optimizer.step()
+        self.optim.step(optimizer, loss, parameters)
         metrics = {"loss": loss.item(), **losses.reward_metrics(*self._implicit_rewards(logps)),
                    "logps/chosen": logps["chosen"].mean().item(), "logps/rejected": logps["rejected"].mean().item()}
         if self.loss == "kto":
@@ -469,9 +449,3 @@ def check_preference_settings(**settings) -> None:
     if settings.get("loss") == "kto" and settings.get("batch_size", 2) < 2:
         raise ValueError(f"batch_size must be >= 2 for loss 'kto' (its reference point pairs each row with the next), "
                          f"got {settings['batch_size']}")
-
-
-def _postfix(row: dict) -> dict:
-    """The few live metrics the progress bar shows."""
-    keys = {"loss": "loss", "rewards/accuracies": "acc", "rewards/margins": "margin", "eval/rewards/accuracies": "eval_acc"}
-    return {short: f"{row[key]:.3f}" for key, short in keys.items() if key in row}
