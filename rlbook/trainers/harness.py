@@ -223,14 +223,14 @@ def check_settings_match(current: dict, saved, *, what: str = "the trainer's set
 
 
 def restore_run(path, *, models: dict, optimizers: dict, schedulers: dict | None = None, meta=(),
-                settings: dict | None = None, check=None) -> dict:
+                settings: dict | None = None) -> dict:
     """Restore a checkpoint ``save_run`` wrote into live objects; returns its ``meta``.
 
     ``models``, ``optimizers``, ``schedulers``: name → the live object, as given to ``save_run``;
     the checkpoint must hold exactly these models (``ValueError`` otherwise, e.g. a reference model
     one run has and the other lacks). ``meta``: the names its meta must also hold. ``settings``:
-    compared with the saved ``meta["settings"]`` (``check_settings_match``); ``check(meta)``: any
-    further check, run before anything is loaded. The random states are restored last.
+    compared with the saved ``meta["settings"]`` (``check_settings_match``) before anything is
+    loaded. The random states are restored last.
     """
     schedulers = schedulers or {}
     checkpoint = load_checkpoint(path)
@@ -238,8 +238,6 @@ def restore_run(path, *, models: dict, optimizers: dict, schedulers: dict | None
                        meta=[*meta, *schedulers, "rng", *(["settings"] if settings is not None else [])])
     if settings is not None:
         check_settings_match(settings, checkpoint.meta["settings"])
-    if check is not None:
-        check(checkpoint.meta)
     if set(checkpoint.models) != set(models):
         raise ValueError(f"the checkpoint's models {sorted(checkpoint.models)} do not match this trainer's "
                          f"{sorted(models)}")
