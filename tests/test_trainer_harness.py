@@ -94,8 +94,9 @@ def test_run_steps_checkpoints_on_its_cadence_and_after_the_last_step():
 
 
 def test_the_configs_check_and_record_their_settings():
-    assert SFTConfig(steps=3).to_dict() == {"steps": 3, "lr": 1e-3, "batch_size": 16, "warmup": 0, "max_length": 256,
-                                            "seed": 0}
+    assert SFTConfig(steps=3).to_dict() == {"steps": 3, "batch_size": 16, "lr": 1e-3, "weight_decay": 0.01,
+                                            "warmup": 0, "max_length": 256, "seed": 0}
+    assert SFTConfig(steps=3).optim() == NextTokenConfig(steps=3, lr=1e-3, warmup=0).optim()  # one optimiser
     with pytest.raises(ValueError, match="batch_size"):
         SFTConfig(steps=3, batch_size=0)
     with pytest.raises(ValueError, match="eval_every"):

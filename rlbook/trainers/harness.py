@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from tqdm.auto import tqdm
 
-from rlbook._checks import check_choice, check_int, check_positive
+from rlbook._checks import check_choice, check_int, check_positive, check_settings
 from rlbook.schedules import SCHEDULES, RecordedSchedule, make_scheduler
 from rlbook.trainers.checkpoint import (Checkpoint, load_checkpoint, restore_model, restore_optimizer, rng_state,
                                        save_checkpoint, set_rng_state)
@@ -34,7 +35,7 @@ from rlbook.trainers.history import History
 from rlbook.trainers.live import live_plot
 from rlbook.update import optimizer_step
 
-__all__ = ["OPTIM_SCHEDULES", "OptimConfig", "check_checkpoint_every", "check_settings_match", "checkpoint_of",
+__all__ = ["OPTIM_SCHEDULES", "LoopConfig", "OptimConfig", "check_checkpoint_every", "check_settings_match", "checkpoint_of",
            "postfix_of", "restore_parts", "restore_run", "run_steps", "save_run"]
 
 # "zoo": ``rlbook.schedules.recorded_lr``, the next-token loop's own warm-up and cosine to
@@ -134,6 +135,23 @@ class OptimConfig:
         """Backward, clip to ``grad_clip``, step (``rlbook.update.optimizer_step``); returns the
         gradient's norm before clipping. The scheduler is the caller's to step."""
         return optimizer_step(optimizer, loss, parameters, self.grad_clip)
+
+
+class LoopConfig:
+    """Base of a loop's settings dataclass (``NextTokenConfig``, ``SFTConfig``, ``RewardModelConfig``).
+
+    ``__post_init__`` checks every field with the class's ``CHECKS`` (name → ``check(name, value)``),
+    so an invalid setting raises ``ValueError`` naming it; ``to_dict`` gives the settings as a dict
+    (what the run's ``History.config`` records).
+    """
+
+    CHECKS: ClassVar[dict] = {}
+
+    def __post_init__(self):
+        check_settings(type(self).__name__, self.CHECKS, self.to_dict())
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 # --- the loop ---------------------------------------------------------------------------------

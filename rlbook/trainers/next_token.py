@@ -18,20 +18,21 @@ operands (pass@1 ≈ 0 instead of ≈ 0.25 with the same budget, measured when t
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from dataclasses import dataclass
+from functools import partial
+from typing import ClassVar
 
 import torch
 
 from rlbook._checks import check_int, check_positive
 from rlbook.padding import stack_padded
 from rlbook.schedules import recorded_lr
-from rlbook.trainers.harness import OptimConfig, postfix_of, restore_run, run_steps, save_run
+from rlbook.trainers.harness import LoopConfig, OptimConfig, postfix_of, restore_run, run_steps, save_run
 from rlbook.trainers.history import History
 from rlbook.trainers.live import SFT_PANELS
 
-__all__ = ["NextTokenConfig", "collate", "encode_chats", "recorded_lr", "run_chats", "train_on_chats"]
+__all__ = ["SETTING_CHECKS", "NextTokenConfig", "collate", "encode_chats", "recorded_lr", "run_chats", "train_on_chats"]
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
@@ -65,8 +66,16 @@ def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
         del order[:batch_size]
 
 
+# Each setting of the next-token loop and its check, as check(name, value).
+SETTING_CHECKS = {
+    "steps": partial(check_int, minimum=1), "batch_size": partial(check_int, minimum=1), "lr": check_positive,
+    "weight_decay": partial(check_positive, allow_zero=True), "warmup": partial(check_int, minimum=0),
+    "max_length": partial(check_int, minimum=2), "seed": check_int,
+}
+
+
 @dataclass
-class NextTokenConfig:
+class NextTokenConfig(LoopConfig):
     """Every setting of one next-token run (``train_on_chats``); invalid settings raise ``ValueError``.
 
     ``steps`` AdamW steps on batches of ``batch_size`` chats cut to ``max_length`` tokens, peak rate
@@ -74,6 +83,7 @@ class NextTokenConfig:
     torch's random state. The optimiser is ``optim()`` (``OptimConfig.next_token``).
     """
 
+    CHECKS: ClassVar[dict] = SETTING_CHECKS
     steps: int
     batch_size: int = 64
     lr: float = 3e-3
@@ -81,18 +91,6 @@ class NextTokenConfig:
     warmup: int = 50
     max_length: int = 256
     seed: int = 0
-
-    def __post_init__(self):
-        check_int("steps", self.steps, minimum=1)
-        check_int("batch_size", self.batch_size, minimum=1)
-        check_positive("lr", self.lr)
-        check_positive("weight_decay", self.weight_decay, allow_zero=True)
-        check_int("warmup", self.warmup, minimum=0)
-        check_int("max_length", self.max_length, minimum=2)
-        check_int("seed", self.seed)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
     def optim(self) -> OptimConfig:
         """AdamW with betas (0.9, 0.98), the zoo's warm-up and cosine to 10 %, clipping at 1.0."""

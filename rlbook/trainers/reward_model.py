@@ -19,11 +19,11 @@ a prompt together), no reward-centring term, constant learning rate.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import random
 from dataclasses import dataclass
 from functools import partial
+from typing import ClassVar
 
 import torch
 from transformers import AutoModelForSequenceClassification
@@ -35,7 +35,7 @@ from rlbook.padding import stack_padded
 from rlbook.runtime import seed_everything
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text, shuffled_batches
-from rlbook.trainers.harness import OptimConfig, postfix_of, restore_run, run_steps, save_run
+from rlbook.trainers.harness import LoopConfig, OptimConfig, postfix_of, restore_run, run_steps, save_run
 from rlbook.trainers.history import History
 from rlbook.trainers.live import REWARD_MODEL_PANELS
 
@@ -116,8 +116,16 @@ class RewardModel:
         return self.score(prompts, completions).tolist()
 
 
+# Each setting of train_reward_model and its check, as check(name, value).
+SETTING_CHECKS = {
+    "steps": partial(check_optional_int, minimum=1), "epochs": partial(check_int, minimum=1),
+    "batch_size": partial(check_int, minimum=1), "lr": check_positive, "eval_every": partial(check_int, minimum=1),
+    "seed": check_int, "progress": check_bool,
+}
+
+
 @dataclass
-class RewardModelConfig:
+class RewardModelConfig(LoopConfig):
     """Every setting of one reward-model run (``train_reward_model``); invalid settings raise ``ValueError``.
 
     ``steps`` steps (None: ``epochs`` passes over the pairs) on batches of ``batch_size`` pairs at a
@@ -125,18 +133,13 @@ class RewardModelConfig:
     held-out pairs are scored every ``eval_every`` steps; ``seed`` fixes the batch order.
     """
 
+    CHECKS: ClassVar[dict] = SETTING_CHECKS
     steps: int | None = None
     epochs: int = 1
     batch_size: int = 16
     lr: float = 1e-4
     eval_every: int = 50
     seed: int = 0
-
-    def __post_init__(self):
-        check_reward_model_settings(**self.to_dict())
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
     def optim(self) -> OptimConfig:
         return OptimConfig.reward_model(self.lr)
@@ -214,14 +217,6 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
               checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, save=save)
     reward_model.model.eval()
     return history
-
-
-# Each setting of train_reward_model and its check, as check(name, value).
-SETTING_CHECKS = {
-    "steps": partial(check_optional_int, minimum=1), "epochs": partial(check_int, minimum=1),
-    "batch_size": partial(check_int, minimum=1), "lr": check_positive, "eval_every": partial(check_int, minimum=1),
-    "seed": check_int, "progress": check_bool,
-}
 
 
 def check_reward_model_settings(**settings) -> None:

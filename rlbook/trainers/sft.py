@@ -15,7 +15,6 @@ model with ``rlbook.models.add_lora`` first to train adapters only.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import partial
 
@@ -29,32 +28,19 @@ __all__ = ["SFTConfig", "check_sft_settings", "sft"]
 
 
 @dataclass
-class SFTConfig:
-    """Every setting of one SFT run (``sft``); invalid settings raise ``ValueError`` naming the field.
+class SFTConfig(NextTokenConfig):
+    """Every setting of one SFT run (``sft``): the next-token loop's, with SFT's defaults.
 
     ``steps`` AdamW steps on batches of ``batch_size`` (prompt, completion) pairs cut to
-    ``max_length`` tokens, peak rate ``lr`` after ``warmup`` steps (then the zoo's cosine to 10 %);
-    ``seed`` fixes the batch order. ``next_token()`` is the ``NextTokenConfig`` it runs with (its
-    optimiser is ``OptimConfig.next_token``; SFT's defaults differ from pretraining's in the rate,
-    the batch and the warm-up only).
+    ``max_length`` tokens, peak rate ``lr`` after ``warmup`` steps (then the zoo's cosine to 10 %),
+    ``weight_decay``; ``seed`` fixes the batch order. SFT starts from a trained model, so its rate
+    is lower than pretraining's, its batches smaller and it has no warm-up; the optimiser is the
+    same (``OptimConfig.next_token``). Invalid settings raise ``ValueError`` naming the field.
     """
 
-    steps: int
     lr: float = 1e-3
     batch_size: int = 16
     warmup: int = 0
-    max_length: int = 256
-    seed: int = 0
-
-    def __post_init__(self):
-        check_sft_settings(**self.to_dict())
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def next_token(self) -> NextTokenConfig:
-        return NextTokenConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr, warmup=self.warmup,
-                               max_length=self.max_length, seed=self.seed)
 
 
 def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int = 16, warmup: int = 0,
@@ -77,7 +63,7 @@ def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int
     config = SFTConfig(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, max_length=max_length, seed=seed)
     check_bool("progress", progress)
     chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
-    run = run_chats(model, tokenizer, chats, config.next_token(), progress=progress, desc="sft", live=live,
+    run = run_chats(model, tokenizer, chats, config, progress=progress, desc="sft", live=live,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume_from=resume_from,
                     stop_after=stop_after)
     return History([{"step": row["step"], "loss": row["loss"]} for row in run.rows],
