@@ -35,8 +35,8 @@ from rlbook.trainers.history import History
 from rlbook.trainers.live import live_plot
 from rlbook.update import optimizer_step
 
-__all__ = ["OPTIM_SCHEDULES", "LoopConfig", "OptimConfig", "check_checkpoint_every", "check_settings_match", "checkpoint_of",
-           "postfix_of", "restore_parts", "restore_run", "run_steps", "save_run"]
+__all__ = ["OPTIM_SCHEDULES", "LoopConfig", "OptimConfig", "check_checkpoint_every", "check_settings_match",
+           "checkpoint_of", "postfix_of", "restore_parts", "restore_run", "run_steps", "save_run"]
 
 # "zoo": ``rlbook.schedules.recorded_lr``, the next-token loop's own warm-up and cosine to
 # ``min_lr_ratio`` of the peak (the shipped zoo checkpoints were trained with it).
@@ -197,7 +197,8 @@ def run_steps(step, steps: range, *, history: History, panels: dict, title: str,
                 bar.set_postfix(history.postfix() if postfix is None else postfix(history.rows[-1]), refresh=False)
             plot.update()
             done = index + 1
-            if checkpoint_dir is not None and (done == steps.stop or (checkpoint_every and done % checkpoint_every == 0)):
+            due = done == steps.stop or (checkpoint_every is not None and done % checkpoint_every == 0)
+            if checkpoint_dir is not None and due:
                 save(checkpoint_dir)
     return history
 

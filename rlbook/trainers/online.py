@@ -143,7 +143,8 @@ class OnlineTrainer:
         self.optim = OptimConfig.online(config.lr, warmup=config.warmup_steps, grad_clip=config.max_grad_norm)
         self.optimizer, self.scheduler = self.optim.build([p for p in self.policy.parameters() if p.requires_grad])
         self.critic_optim = OptimConfig.online(config.critic_lr, grad_clip=config.max_grad_norm)  # no schedule
-        self.critic_optimizer = self.critic_optim.optimizer(self.critic.parameters()) if self.critic is not None else None
+        self.critic_optimizer = (self.critic_optim.optimizer(self.critic.parameters())
+                                 if self.critic is not None else None)
         self.history = History(config=config.to_dict())
         self.step = 0
         self.sample_calls = 0
@@ -188,8 +189,9 @@ class OnlineTrainer:
         def step(index: int) -> None:
             self.train_step()  # it records its own row (it is also called alone)
 
-        run_steps(step, range(self.step, self.step + steps), history=self.history, panels=ONLINE_PANELS, title=self.config.name, progress=progress, live=live,
-                  checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, save=self.save)
+        run_steps(step, range(self.step, self.step + steps), history=self.history, panels=ONLINE_PANELS,
+                  title=self.config.name, progress=progress, live=live, checkpoint_dir=checkpoint_dir,
+                  checkpoint_every=checkpoint_every, save=self.save)
         return self.history
 
     def train_step(self) -> dict:

@@ -183,8 +183,8 @@ def train_reward_model(reward_model: RewardModel, pairs, *, steps: int | None = 
     parameters = [p for p in reward_model.model.parameters() if p.requires_grad]
     optim = config.optim()
     optimizer, scheduler = optim.build(parameters)
-    settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "seed": seed,
-                "n_pairs": n_pairs}  # what a resumed run must share with the saved one (not the step budget)
+    # What a resumed run must share with the saved one: all but the step budget (the rate is constant).
+    settings = {**{key: value for key, value in config.to_dict().items() if key != "steps"}, "n_pairs": n_pairs}
     history = History(config={"steps": steps, **settings})
     parts = dict(models={"model": reward_model.model}, optimizers={"optimizer": optimizer},
                  schedulers={"scheduler": scheduler})
