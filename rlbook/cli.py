@@ -11,8 +11,11 @@ Every training command writes the same files into ``--out``: ``history.csv``, ``
 ``config.json`` (``History.save``), ``summary.json``, and the trained model in ``model/``
 (``save_pretrained``, with its tokenizer; LoRA adapters are merged into the weights first), which
 ``rlbook.models.load_model(OUT / "model")`` loads like any other model (``rlbook reward-model``'s:
-``RewardModel.from_pretrained(OUT / "model")``). ``rlbook train`` keeps its checkpoint in
-``checkpoint/``, and ``--resume`` goes on from it.
+``RewardModel.from_pretrained(OUT / "model")``). Every training command keeps its checkpoint in
+``checkpoint/`` (written at the end, and every ``--checkpoint-every`` steps where offered), and
+``--resume`` goes on from it: ``preference`` and ``reward-model`` then train on the pairs the first run
+saved in ``--out`` (unless ``--pairs`` names others), so an interrupted run resumed gives the weights
+of an uninterrupted one.
 
 Commands live in ``COMMANDS`` (name -> (one-line help, prepare function: the arguments -> the work,
 a function of no arguments returning an exit code)); adding a command is one entry there and one
@@ -140,7 +143,7 @@ def prepare_train(argv: list[str]):
         task = _task(args.task, {**_recipe_task_settings(model_name), **key_values(args.task_settings)})
     with blame("--set"):
         config = preset(args.preset, **key_values(args.settings))
-    checkpoint = Path(args.out) / "checkpoint"
+    checkpoint = Path(args.out) / CHECKPOINT_DIR
     if args.resume:
         with blame("--resume"):
             check_config_matches(config, read_checkpoint_meta(checkpoint).get("config"))
@@ -204,6 +207,7 @@ def prepare_preference(argv: list[str]):
                              "rlbook.tasks.reviews.relabel_pairs)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a PreferenceTrainer argument, e.g. --set beta=0.1 --set lr=1e-4 (repeatable)")
+    _add_resume_arguments(parser)
     args = parser.parse_args(argv)
     if args.repeat_penalty is not None and args.labels != "gold":
         parser.error("argument --repeat-penalty: it re-orders pairs by a gold reward: use it with --labels gold")
@@ -213,6 +217,7 @@ def prepare_preference(argv: list[str]):
     with blame("--set"):
         settings = key_values(args.settings, own_arguments={"loss": "LOSS", "steps": "--steps", "seed": "--seed"})
         check_preference_settings(loss=args.loss, steps=args.steps, seed=args.seed, **settings)
+    _check_resume(args)
     return partial(_run_preference, args, settings)
 
 
@@ -225,7 +230,7 @@ def _run_preference(args, settings: dict) -> int:
     trainer = PreferenceTrainer(model, tokenizer, pairs, loss=args.loss, steps=args.steps, eval_pairs=eval_pairs,
                                 seed=args.seed, **settings)
     start, cpu_start = time.perf_counter(), time.process_time()
-    history = trainer.train()
+    history = trainer.train(**_checkpointing(args))
     summary = {"loss": args.loss, "model": args.model, "pairs": len(pairs), "held_out_pairs": len(eval_pairs),
                "steps": trainer.steps, "wall_time_s": round(time.perf_counter() - start, 1),
                "cpu_time_s": round(time.process_time() - cpu_start, 1), "held_out": trainer.evaluate()}
@@ -239,6 +244,7 @@ def prepare_reward_model(argv: list[str]):
     _add_preference_data_arguments(parser)
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a train_reward_model argument, e.g. --set lr=3e-4 --set batch_size=32 (repeatable)")
+    _add_resume_arguments(parser)
     args = parser.parse_args(argv)
     _check_preference_data_arguments(args)
     from rlbook.trainers.reward_model import check_reward_model_settings
@@ -246,6 +252,7 @@ def prepare_reward_model(argv: list[str]):
     with blame("--set"):
         settings = key_values(args.settings, own_arguments={"steps": "--steps", "seed": "--seed"})
         check_reward_model_settings(steps=args.steps, seed=args.seed, **settings)
+    _check_resume(args)
     return partial(_run_reward_model, args, settings)
 
 
@@ -256,7 +263,7 @@ def _run_reward_model(args, settings: dict) -> int:
     reward_model = RewardModel.from_causal_lm(model, tokenizer, seed=args.seed)
     start = time.perf_counter()
     history = train_reward_model(reward_model, pairs, steps=args.steps, eval_pairs=eval_pairs, seed=args.seed,
-                                 **settings)
+                                 **settings, **_checkpointing(args))
     summary = {"model": args.model, "pairs": len(pairs), "held_out_pairs": len(eval_pairs), "steps": len(history),
                "wall_time_s": round(time.perf_counter() - start, 1),
                "held_out": pairwise_accuracy(reward_model, eval_pairs)}
@@ -300,6 +307,9 @@ def _preference_data(args, *, repeat_penalty: float | None = None, **pair_option
     model, tokenizer = load_model(args.model, **device_and_dtype(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.resume:  # the pairs the interrupted run trained on (saved below), unless others are named
+        args.pairs = args.pairs or str(out / "pairs.jsonl")
+        args.eval_pairs = args.eval_pairs or str(out / "eval_pairs.jsonl")
     if args.pairs:
         pairs = Dataset.from_json(args.pairs)
     else:
@@ -310,7 +320,7 @@ def _preference_data(args, *, repeat_penalty: float | None = None, **pair_option
     else:
         prompts = ReviewTask().dataset(args.test_prompts, seed=args.seed + 1, split="test")["prompt"]
         eval_pairs = policy_preference_pairs(model, tokenizer, prompts, seed=args.seed + 1, noisy_labels=False)
-    if repeat_penalty is not None:
+    if repeat_penalty is not None and not args.resume:  # saved pairs are already re-ordered
         pairs, eval_pairs = (relabel_pairs(data, repeat_penalty=repeat_penalty) for data in (pairs, eval_pairs))
     pairs.to_json(out / "pairs.jsonl")
     eval_pairs.to_json(out / "eval_pairs.jsonl")
@@ -332,6 +342,7 @@ def prepare_sft(argv: list[str]):
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="an sft argument, e.g. --set lr=3e-4 --set batch_size=32 (repeatable)")
+    _add_resume_arguments(parser)
     add_device_arguments(parser)
     args = parser.parse_args(argv)
     if args.model is None and args.task is None:
@@ -347,6 +358,7 @@ def prepare_sft(argv: list[str]):
     with blame("--set"):
         settings = key_values(args.settings, own_arguments={"steps": "--steps", "seed": "--seed"})
         check_sft_settings(steps=args.steps, seed=args.seed, **settings)
+    _check_resume(args)
     return partial(_run_sft, args, model_name, task, settings)
 
 
@@ -363,11 +375,39 @@ def _run_sft(args, model_name: str, task, settings: dict) -> int:
     else:
         data = Dataset.from_json(args.data)
     start = time.perf_counter()
-    history = sft(model, tokenizer, data, steps=args.steps, seed=args.seed, **settings)
+    history = sft(model, tokenizer, data, steps=args.steps, seed=args.seed, **settings, **_checkpointing(args))
     summary = {"model": model_name, "examples": len(data), "steps": len(history),
                "wall_time_s": round(time.perf_counter() - start, 1), "last_loss": history[-1]["loss"]}
     _write_run(Path(args.out), history, summary, model, tokenizer)
     return 0
+
+
+# --- checkpoints ----------------------------------------------------------------------------
+CHECKPOINT_DIR = "checkpoint"
+
+
+def _add_resume_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint-every`` and ``--resume`` (``preference``, ``reward-model``, ``sft``; ``train`` has its own)."""
+    parser.add_argument("--checkpoint-every", type=positive_int,
+                        help=f"also checkpoint every N steps into --out/{CHECKPOINT_DIR} (default: at the end only)")
+    parser.add_argument("--resume", action="store_true", help=f"continue from the checkpoint in --out/{CHECKPOINT_DIR}")
+
+
+def _check_resume(args) -> None:
+    """With ``--resume``, a checkpoint must be in ``--out`` (read cheaply, before any model is loaded; the
+    trainer then checks that its settings are the saved ones)."""
+    if args.resume:
+        from rlbook.trainers.checkpoint import read_checkpoint_meta
+
+        with blame("--resume"):
+            read_checkpoint_meta(Path(args.out) / CHECKPOINT_DIR)
+
+
+def _checkpointing(args) -> dict:
+    """The trainer's checkpoint arguments from ``--out``, ``--checkpoint-every`` and ``--resume``."""
+    checkpoint = Path(args.out) / CHECKPOINT_DIR
+    return dict(checkpoint_dir=checkpoint, checkpoint_every=args.checkpoint_every,
+                resume_from=checkpoint if args.resume else None)
 
 
 # --- checking arguments -------------------------------------------------------------------

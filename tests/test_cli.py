@@ -50,6 +50,10 @@ MISTAKES = [  # (arguments before --out, the argument blamed, a word the message
     ("train grpo --steps 2 --task-set size=3", "--task-set", "size"),
     ("train grpo --steps 2 --model no-such-model", "--model", "no-such-model"),
     ("train grpo --steps 2 --resume", "--resume", "checkpoint"),
+    ("preference dpo --resume", "--resume", "checkpoint"),
+    ("reward-model --resume", "--resume", "checkpoint"),
+    ("sft --task arithmetic --steps 2 --resume", "--resume", "checkpoint"),
+    ("sft --task arithmetic --steps 2 --checkpoint-every 0", "--checkpoint-every", "positive int"),
     ("preference dpo --set beta=-1", "--set", "beta must be"),
     ("preference dpo --set beta", "--set", "KEY=VALUE"),
     ("preference dpo --set no_such_setting=1", "--set", "no_such_setting"),
@@ -200,3 +204,58 @@ def test_zoo_eval_measures_the_model_given_by_model_device_and_dtype_on_the_reci
     assert measured["recipe"] is RECIPES["arith-tiny"]
     loaded = next(measured["model"].parameters())
     assert loaded.dtype == torch.bfloat16 and torch.equal(loaded, next(model.parameters()).bfloat16())
+
+
+def _weights(folder) -> dict:
+    return AutoModelForCausalLM.from_pretrained(folder).state_dict()
+
+
+@pytest.fixture
+def tiny_run_files(tokenizer, tmp_path):
+    """A tiny model folder, SFT data and preference pairs, as files the commands read."""
+    build_tiny_model(tokenizer, shape="test").save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    Dataset.from_dict({"prompt": [f"Q: {i}+1\nA: " for i in range(6)],
+                       "completion": [str(i + 1) for i in range(6)]}).to_json(tmp_path / "sft.jsonl")
+    Dataset.from_dict({"prompt": ["Review Dune.", "Review Heat.", "Review Up."] * 2,
+                       "chosen": ["great plot.", "fun cast.", "warm story."] * 2,
+                       "rejected": ["dull plot.", "weak cast.", "cold story."] * 2}).to_json(tmp_path / "pairs.jsonl")
+    return tmp_path
+
+
+def test_sft_resumed_from_an_interrupted_run_ends_with_the_uninterrupted_weights(tiny_run_files):
+    from rlbook.trainers import sft
+
+    files = tiny_run_files
+    common = ["--model", str(files / "tiny"), "--data", str(files / "sft.jsonl"), "--steps", "4",
+              "--set", "progress=false", "--set", "batch_size=2", "--set", "lr=1e-3"]
+    assert main(["sft", *common, "--out", str(files / "straight")]) == 0
+    # The interrupted run: the same training, stopped after 2 of its 4 steps with its checkpoint in --out.
+    model, tokenizer = load_model(files / "tiny")
+    sft(model, tokenizer, Dataset.from_json(str(files / "sft.jsonl")), steps=4, batch_size=2, lr=1e-3, progress=False,
+        checkpoint_dir=files / "resumed" / "checkpoint", stop_after=2)
+    assert main(["sft", *common, "--out", str(files / "resumed"), "--resume"]) == 0
+    straight, resumed = _weights(files / "straight" / "model"), _weights(files / "resumed" / "model")
+    assert all(torch.equal(straight[name], resumed[name]) for name in straight)
+    assert History.load(files / "resumed").rows == History.load(files / "straight").rows
+
+
+@pytest.mark.parametrize("command", [["reward-model"], ["preference", "dpo"]], ids=["reward-model", "preference"])
+def test_a_pair_run_resumed_with_a_larger_budget_ends_where_a_straight_run_ends(tiny_run_files, command):
+    files = tiny_run_files
+    pairs = str(files / "pairs.jsonl")
+    common = ["--model", str(files / "tiny"), "--set", "progress=false", "--set", "batch_size=2", "--set", "lr=1e-3"]
+    assert main([*command, "--pairs", pairs, "--eval-pairs", pairs, "--steps", "4", "--out", str(files / "straight"),
+                 *common]) == 0
+    assert main([*command, "--pairs", pairs, "--eval-pairs", pairs, "--steps", "2", "--out", str(files / "resumed"),
+                 *common]) == 0
+    # Resumed without --pairs: it trains on the pairs the first run saved in --out.
+    assert main([*command, "--steps", "4", "--out", str(files / "resumed"), "--resume", *common]) == 0
+    if command == ["reward-model"]:
+        straight, resumed = (RewardModel.from_pretrained(files / run / "model").model.state_dict()
+                             for run in ("straight", "resumed"))
+    else:
+        straight, resumed = _weights(files / "straight" / "model"), _weights(files / "resumed" / "model")
+    assert all(torch.equal(straight[name], resumed[name]) for name in straight)
+    losses = [[row["loss"] for row in History.load(files / run).rows] for run in ("straight", "resumed")]
+    assert losses[0] == losses[1] and len(losses[0]) == 4
