@@ -15,7 +15,8 @@ replaced by the advantage), and averaged over the B responses.
 ``check_lm_reinforce_loss`` compares the *gradient* of the reader's loss with respect to ``logp``
 (a loss is defined up to a constant) with the reference's, −A_i · mask[i, t] / B, on fixed batches.
 When they differ it tries every pairing of a usual advantage mistake (no baseline, the group mean
-with the sample included, the whole batch as the group, GRPO's σ — population or torch's default
+with the sample included, the whole batch as the group, groups read sample-major instead of
+prompt-major, GRPO's σ — population or torch's default
 Bessel std() —, …, from ``rlbook.exercises.baselines`` and here) with a usual aggregation mistake (a
 per-response token mean — lesson 10's 1/|o| length bias —, DAPO's batch token mean, padding that leaks
 in, no mean over responses, or one mistake inside each response combined with one over the batch) and
@@ -67,6 +68,17 @@ def _advantage_variants(rewards: torch.Tensor, group_size: int) -> dict[str, tup
             group_advantages(rewards, group_size, "grpo", unbiased_std=True, eps=eps),
             "that is GRPO's (r − μ)/σ with torch's default std(), Bessel's correction (divide by G − 1): RLOO "
             "neither includes the sample in the mean nor divides by σ.")
+    # Groups read sample-major, rewards.view(G, -1): sample i joins the group of i mod (B/G), not i // G.
+    n_groups = rewards.numel() // group_size
+    interleaved = group_advantages(rewards.view(group_size, n_groups).T.reshape(-1), group_size, "rloo")
+    variants["interleaved"] = (interleaved.view(n_groups, group_size).T.reshape(-1),
+                               "the groups are read the wrong way round (rewards.view(G, -1), which puts sample i "
+                               "with samples i ± B/G): the G samples of one prompt are consecutive, so group with "
+                               "rewards.view(-1, G), one row per prompt.")
+    variants["group_size_swapped"] = (group_advantages(rewards, n_groups, "rloo"),
+                                      "your groups hold B/G consecutive samples, not G (rewards.view(G, -1) with the "
+                                      "leave-one-out taken along a row): group with rewards.view(-1, G), one row of G "
+                                      "samples per prompt.")
     variants["sign"] = (-variants[RIGHT][0], "the sign is flipped: the loss is −A · log π, minimised, so that gradient "
                                              "descent on it is ascent on J.")
     return variants

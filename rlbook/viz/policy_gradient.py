@@ -69,6 +69,7 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     estimates from the same batches are drawn faintly behind, for comparison. ``reward_offset`` c adds
     c to every arm's mean reward: ∇J is unchanged, and so are the value and leave-one-out estimates
     (their advantages do not see c), while the no-baseline estimate gains c · (1/N) Σ_i (e_{a_i} − π).
+    The legend says how far the mean of the estimates lies from ∇J, in standard errors (sd/√M) per coordinate.
     The title gives the total variance over all K coordinates and over the two drawn. The view is
     centred on the exact gradient with a fixed ``half_width`` (by default 3 standard deviations of the
     wider of the two coordinates of a 4-pull estimate without baseline and without offset), so that
@@ -104,7 +105,9 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     mean = estimates.mean(dim=0).numpy()
     ax.scatter(*exact[[i, j]], marker="*", s=260, color="black", zorder=3, label="exact ∇J")
     ax.scatter(*mean[[i, j]], marker="+", s=160, color="white", linewidths=2.5, zorder=4)
-    ax.scatter(*mean[[i, j]], marker="+", s=120, color=colour, linewidths=1.5, zorder=5, label="mean of the estimates")
+    off = (mean - exact) / (estimates.std(dim=0).numpy() / math.sqrt(num_estimates))  # in standard errors
+    ax.scatter(*mean[[i, j]], marker="+", s=120, color=colour, linewidths=1.5, zorder=5,
+               label=f"mean of the estimates: {off[i]:+.1f} and {off[j]:+.1f} standard errors (sd/√M) from ∇J")
     ax.set_xlim(exact[i] - half_width, exact[i] + half_width)
     ax.set_ylim(exact[j] - half_width, exact[j] + half_width)
     ax.axhline(0, color="0.8", lw=0.8, zorder=0)
