@@ -30,6 +30,9 @@ def _swap(mode_for):
     (_swap({"seq_mean_token_sum_norm": "seq_mean_token_sum"}), "seq_mean_token_sum (1/B"),
     (lambda m, mode, L: (m / (m.shape[0] * m.shape[1]) if mode == "seq_mean_token_sum_norm"
                          else token_weights(m, mode, max_len=L)), "padded width T"),
+    # GRPO's classic slip, a mean over the padded token axis: the hint must send the reader to |o_i|, not to L
+    (lambda m, mode, L: (m / (m.shape[0] * m.shape[1]) if mode == "seq_mean_token_mean"
+                         else token_weights(m, mode, max_len=L)), "its own length |o_i|"),
     (lambda m, mode, L: token_weights(m, mode, max_len=L) * (m.shape[0] if mode != "token_mean" else 1),
      "divide by B"),
     (lambda m, mode, L: torch.ones_like(m) / m.numel() if mode == "token_mean" else token_weights(m, mode, max_len=L),

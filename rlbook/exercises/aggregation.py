@@ -43,12 +43,16 @@ def _mistakes(mask: torch.Tensor, mode: str) -> dict[str, tuple[torch.Tensor, st
                 f"{mode!r} is {MODE_NAMES[mode]}")
         for other in AGGREGATION_MODES if other != mode
     }
-    mistakes["padded_width"] = (
-        mask / (n_seqs * width),
-        "you divided by B·T, every slot of the padded batch: token_mean divides by the number of real tokens "
-        "Σ_j |o_j| (mask.sum()), so padding does not dilute the loss" if mode == "token_mean" else
-        "you divided by the padded width T of this batch instead of the budget L = max_len: then padding "
-        "changes the loss, and L must be a constant (Dr.GRPO)")
+    padded_width_hints = {
+        "token_mean": "you divided by B·T, every slot of the padded batch: token_mean divides by the number of "
+                      "real tokens Σ_j |o_j| (mask.sum()), so padding does not dilute the loss",
+        "seq_mean_token_mean": "you divided by the padded width T of this batch (a mean over the token axis, "
+                               "padding included): GRPO divides each response by its own length |o_i| "
+                               "(mask.sum(1, keepdim=True)), then by B",
+        "seq_mean_token_sum_norm": "you divided by the padded width T of this batch instead of the budget "
+                                   "L = max_len: then padding changes the loss, and L must be a constant (Dr.GRPO)",
+    }
+    mistakes["padded_width"] = (mask / (n_seqs * width), padded_width_hints[mode])
     mistakes["no_batch"] = (
         token_weights(mask, mode, max_len=MAX_LEN) * (n_seqs if mode != "token_mean" else 1),
         "the weights are B times too large: average over the B responses too (divide by B)")
