@@ -341,3 +341,22 @@ def test_kl_credit_reference_is_the_sequence_toys_credit():
     expected = torch.tensor([[1 - 0.5 * 0.5, 1 - 0.5 * 0.3, 1 - 0.5 * 0.4]], dtype=torch.float64)
     assert torch.allclose(pg_kl.reference_kl_credit(rewards, kl, 0.5), expected, atol=1e-12)
 
+
+def test_expected_gradient_names_the_reference_weighting_and_hints_at_enumeration(capsys):
+    def reference_weighted(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        values = estimator(torch.log_softmax(theta, 0), ref_probs.log())
+        return torch.autograd.grad((ref_probs * values).sum(), theta)[0]
+
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, reference_weighted)
+    assert result is False and "π_ref(x)" in out, out
+
+    def sampled(logits, ref_probs, estimator):  # a Monte Carlo estimate, not the enumeration
+        theta = logits.clone().requires_grad_(True)
+        logp = torch.log_softmax(theta, 0)
+        x = torch.multinomial(logp.exp().detach(), 200, replacement=True, generator=torch.Generator().manual_seed(0))
+        return torch.autograd.grad(estimator(logp[x], ref_probs.log()[x]).mean(), theta)[0]
+
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, sampled)
+    assert result is False and "by enumeration" in out, out
+

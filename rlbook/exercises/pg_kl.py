@@ -351,7 +351,7 @@ def _categorical_cases():
 
 
 def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: str | None = None):
-    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated") or 1 ("uniform").
+    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated"), 1 ("uniform") or π_ref ("reference").
 
     ``slip`` makes one of the usual mistakes instead: "unlogged_ref" passes π_ref for log π_ref,
     "swapped" calls estimator(ref_logp, logp), "wrt_probs" differentiates with respect to the
@@ -376,7 +376,8 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
         leaf, logp = theta, torch.log_softmax(theta, dim=0)
     ref = ref_probs if slip == "unlogged_ref" else ref_probs.log()
     values = estimator(ref, logp) if slip == "swapped" else estimator(logp, ref)
-    w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
+    w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp),
+         "reference": ref_probs}[weights]
     (gradient,) = torch.autograd.grad((w * values).sum(), leaf)
     return gradient
 
@@ -391,6 +392,9 @@ def _expected_gradient_mistakes(logits, ref_probs, estimator, reference) -> dict
         "uniform": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform"),
                     "you summed ∇k(x) over x without weighting by π_θ(x): an expectation under π_θ "
                     "is Σ_x π_θ(x) (…)."),
+        "reference_weighted": (_enumerated_gradient(logits, ref_probs, estimator, weights="reference"),
+                               "you weighted each outcome by π_ref(x): the tokens are sampled from the policy, "
+                               "so the expectation is under π_θ, Σ_x sg[π_θ(x)] ∇k(x)."),
         "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
         "unlogged_ref": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached",
                                               slip="unlogged_ref"),
@@ -456,7 +460,11 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                 if all(isinstance(answers[other], torch.Tensor) and _close(answers[other], slips[other][key][0])
                        for other in answers):
                     return _verdict(False, "", f"wrong for {name} — {hint}")
-            return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}")
+            named = any(isinstance(result, torch.Tensor) and result.shape == wrong.shape and _close(result, wrong)
+                        for wrong, _ in mistakes.values())
+            hint = "" if named else (" The exercise asks for the exact expectation, by enumeration: the sum over all "
+                                     "K outcomes weighted by π_θ(x), not an average over sampled x.")
+            return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}{hint}")
     return _verdict(True, "your enumeration matches the reference for k1, k2 and k3", "")
 
 
