@@ -102,7 +102,7 @@ __all__ = [
 DTYPE = torch.float64
 SEQUENCE_PLACEMENTS = ("k1_in_reward", "k1_own_token", "k2_in_loss", "k3+_in_loss", "k3_ratio_in_loss",
                        "k3_in_loss")
-CHAIN_CREDITS = ("reward_to_go", "reward_to_go_critic", "own_token", "k3_in_loss")
+CHAIN_CREDITS = ("reward_to_go", "reward_to_go_critic", "sequence_return", "own_token", "k3_in_loss")
 
 
 def _distribution(name: str, value, dim: int) -> torch.Tensor:
@@ -277,8 +277,10 @@ def chain_gradient_moments(logits, ref_probs, *, length: int, credit: str) -> di
     Each token is drawn from π_θ = softmax(``logits``) against π_ref = ``ref_probs``, independently of
     the prefix (module docstring, "The variance price of crediting forward"). ``credit`` (``CHAIN_CREDITS``):
     "own_token" (k2 or k3+ in the loss: coefficient k1_t), "k3_in_loss" (1 − r_t), "reward_to_go" (k1 in the
-    reward credited forward, Σ_{t'≥t} k1_t') or "reward_to_go_critic" (the same minus its expectation,
-    (T − t + 1)·KL: the exact value of the KL still to come). Returns ``{"mean": ∇ to descend (K,),
+    reward credited forward, Σ_{t'≥t} k1_t'), "reward_to_go_critic" (the same minus its expectation,
+    (T − t + 1)·KL: the exact value of the KL still to come) or "sequence_return" (every token credited with
+    the whole response's Σ_t' k1_t', as a KL-shaped sequence reward without reward-to-go gives: the earlier
+    tokens' terms have zero-mean scores, so the mean is unchanged and only the noise grows). Returns ``{"mean": ∇ to descend (K,),
     "variance": E‖g‖² − ‖E g‖²}``; the variance is one response's, so a batch of B responses divides it by B.
     """
     length = check_int("length", length, minimum=1)
@@ -295,7 +297,12 @@ def chain_gradient_moments(logits, ref_probs, *, length: int, credit: str) -> di
     u = probs @ (k1.unsqueeze(1) * scores)                           # E[a s] = ∇KL(π_θ ‖ π_ref) per token
     later = torch.arange(length - 1, -1, -1, dtype=DTYPE)            # n_t = T − t, t = 1 … T
     var_a, s2 = expect((k1 - m) ** 2), expect(norm2)
-    if credit == "reward_to_go":
+    if credit == "sequence_return":
+        # g = A·S with A = Σ a_t, S = Σ s_t: E‖g‖² = T·E[A²‖s‖² | one token's s] + T(T − 1)·2‖u‖² (the pairs k ≠ l)
+        t, uu = length, float(u @ u)
+        variance = (t * (expect(k1**2 * norm2) + 2 * (t - 1) * m * expect(k1 * norm2) + (t - 1) * var_a * s2
+                         + (t - 1) ** 2 * m**2 * s2) + 2 * t * (t - 1) * uu - t**2 * uu)
+    elif credit == "reward_to_go":
         variance = (length * (expect(k1**2 * norm2) - float(u @ u)) + 2 * m * expect(k1 * norm2) * float(later.sum())
                     + s2 * float((later * var_a + later**2 * m**2).sum()))
     else:
@@ -325,6 +332,8 @@ def chain_gradient_moments_enumerated(logits, ref_probs, *, length: int, credit:
             return kl_in_loss(logp, ref_logp, beta=1.0, estimator=estimator).sum(1)
         ones = torch.ones_like(logp)
         per_token = kl_in_reward(torch.zeros(len(tokens), dtype=DTYPE), kl_estimate(logp, ref_logp, "k1"), 1.0, ones)
+        if credit == "sequence_return":
+            return -(per_token.sum(1, keepdim=True) * logp).sum(1)      # the whole response's return on every token
         values = torch.zeros_like(per_token)
         if credit == "reward_to_go_critic":
             kl_per_token = float((probs * k1_table).sum())

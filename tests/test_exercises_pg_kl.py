@@ -304,3 +304,59 @@ def test_expected_gradient_names_the_raw_logits_slip_apart_from_a_detached_log_p
     result, out = _capture(capsys, pg_kl.check_expected_gradient, _slip("wrt_logp"))
     assert result is False and "with respect to log π" in out and "raw logits" not in out, out
     assert _capture(capsys, pg_kl.check_expected_gradient, _enumerate("detached"))[0] is True
+
+
+def _later(kl):
+    return kl.flip(1).cumsum(1).flip(1)
+
+
+def test_kl_credit_right_answers_pass(capsys):
+    assert _capture(capsys, pg_kl.check_kl_credit, pg_kl.reference_kl_credit)[0] is True
+    by_hand = lambda rewards, kl, beta: rewards.unsqueeze(1) - beta * _later(kl)  # noqa: E731
+    assert _capture(capsys, pg_kl.check_kl_credit, by_hand)[0] is True
+    looped = lambda rewards, kl, beta: torch.stack(  # noqa: E731
+        [rewards - beta * kl[:, t:].sum(1) for t in range(kl.shape[1])], dim=1)
+    assert _capture(capsys, pg_kl.check_kl_credit, looped)[0] is True
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda r, kl, b: r.unsqueeze(1) - b * kl, "its own log-ratio only"),
+    (lambda r, kl, b: (r.unsqueeze(1) - b * kl.sum(1, keepdim=True)).expand_as(kl), "whole response"),
+    (lambda r, kl, b: r.unsqueeze(1) - b * (_later(kl) - kl), "own log-ratio is missing"),
+    (lambda r, kl, b: r.unsqueeze(1) - b * kl.cumsum(1), "prefix sum"),
+    (lambda r, kl, b: r.unsqueeze(1) + b * _later(kl), "wrong sign"),
+    (lambda r, kl, b: -b * _later(kl), "reward R is missing"),
+    (lambda r, kl, b: r.unsqueeze(1) - _later(kl), "β is missing"),
+    (lambda r, kl, b: (r.unsqueeze(1) - b * _later(kl))[:, 0], "one credit per token"),
+    (lambda r, kl, b: r.unsqueeze(1) - b * _later(kl) + 0.01, "not the expected values"),
+])
+def test_kl_credit_mistakes_are_named(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
+    assert result is False and words in out, out
+
+
+def test_kl_credit_reference_is_the_sequence_toys_credit():
+    # the credit kl_sequence's "k1_in_reward" placement uses: the same library calls, checked on a hand example
+    rewards, kl = torch.tensor([1.0], dtype=torch.float64), torch.tensor([[0.2, -0.1, 0.4]], dtype=torch.float64)
+    expected = torch.tensor([[1 - 0.5 * 0.5, 1 - 0.5 * 0.3, 1 - 0.5 * 0.4]], dtype=torch.float64)
+    assert torch.allclose(pg_kl.reference_kl_credit(rewards, kl, 0.5), expected, atol=1e-12)
+
+
+def test_expected_gradient_names_the_reference_weighting_and_hints_at_enumeration(capsys):
+    def reference_weighted(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        values = estimator(torch.log_softmax(theta, 0), ref_probs.log())
+        return torch.autograd.grad((ref_probs * values).sum(), theta)[0]
+
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, reference_weighted)
+    assert result is False and "π_ref(x)" in out, out
+
+    def sampled(logits, ref_probs, estimator):  # a Monte Carlo estimate, not the enumeration
+        theta = logits.clone().requires_grad_(True)
+        logp = torch.log_softmax(theta, 0)
+        x = torch.multinomial(logp.exp().detach(), 200, replacement=True, generator=torch.Generator().manual_seed(0))
+        return torch.autograd.grad(estimator(logp[x], ref_probs.log()[x]).mean(), theta)[0]
+
+    result, out = _capture(capsys, pg_kl.check_expected_gradient, sampled)
+    assert result is False and "by enumeration" in out, out
+

@@ -175,6 +175,10 @@ def test_chain_reverse_credits_share_one_mean_and_part_in_noise():
                / ks.chain_gradient_moments(CHAIN_LOGITS, CHAIN_REF, length=200, credit=c)["variance"] for c in ks.CHAIN_CREDITS}
     assert abs(grow["own_token"] - 2) < 1e-9 and abs(grow["k3_in_loss"] - 2) < 1e-9
     assert 3.9 < grow["reward_to_go_critic"] < 4.1 and 7.5 < grow["reward_to_go"] < 8.1
+    # the whole response's return on every token: the same mean, one token like reward-to-go, and noisier
+    assert _close(moments["sequence_return"]["mean"], 8 * reverse)
+    assert abs(one["sequence_return"] - one["reward_to_go"]) < 1e-14
+    assert variance["sequence_return"] > variance["reward_to_go"]
 
 
 def test_chain_bad_input_is_named():

@@ -76,6 +76,12 @@ def test_kl_histograms_mark_the_true_kl():
     assert "(exact 1.70)" in fig.axes[2].get_title()  # k3's closed-form stdev/true beside the sample's
 
 
+def test_kl_histograms_give_the_bias_with_its_standard_error():
+    fig = kl_viz.plot_kl_estimator_histograms(1.0, 1.0, n_samples=2_000)
+    # k1 = −log r has stdev μ = 1, so the SE of bias/true is 1/√2000/0.5 ≈ 0.045
+    assert "± 0.04" in fig.axes[0].get_title() or "± 0.05" in fig.axes[0].get_title()
+
+
 def test_kl_histograms_show_the_infinite_variance_of_k3():
     fig = kl_viz.plot_kl_estimator_histograms(0.5, 2.0, n_samples=2_000, seed=3)
     assert "(exact ∞)" in fig.axes[2].get_title() and "∞" not in fig.axes[0].get_title()

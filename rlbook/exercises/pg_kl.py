@@ -16,6 +16,7 @@ checker                          the reader writes                              
 ``check_k3``                     Schulman's k3 per token                          02
 ``check_k3_straight_through``    k3's value with k2's gradient (verl's "k3+")     02
 ``check_expected_gradient``      E_{x~π}[∇k(x)] by exact enumeration              02
+``check_kl_credit``              each token's credit R − β Σ_{t'≥t} k1_t' (§7)     02
 ===============================  ===============================================  ==========
 """
 
@@ -23,15 +24,16 @@ from __future__ import annotations
 
 import torch
 
+from rlbook.advantages import gae
 from rlbook.exercises.framework import (DTYPE, FLOAT32_NOTE, FLOAT32_TOLERANCE, NOT_ATTEMPTED,  # noqa: F401
                                         TOLERANCE, FunctionExercise, _call, _close, _close_in_float32, _diagnose, _failed,
                                         _not_attempted, _verdict)
-from rlbook.kl import k1, k2, k3, k3_straight_through
+from rlbook.kl import k1, k2, k3, k3_straight_through, kl_in_reward
 from rlbook.losses import reinforce_surrogate
 from rlbook.toys import GaussianBandit, optimal_constant_baseline
 
 __all__ = ["check_reinforce_loss", "check_optimal_baseline", "check_k3", "check_k3_straight_through",
-           "check_expected_gradient"]
+           "check_expected_gradient", "check_kl_credit"]
 
 # ----------------------------------------------------------------------------------------------
 # Lesson 01: the REINFORCE loss with the value baseline
@@ -349,7 +351,7 @@ def _categorical_cases():
 
 
 def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: str | None = None):
-    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated") or 1 ("uniform").
+    """∇ Σ_x w(x) k(x) with w = sg[π] ("detached"), π ("differentiated"), 1 ("uniform") or π_ref ("reference").
 
     ``slip`` makes one of the usual mistakes instead: "unlogged_ref" passes π_ref for log π_ref,
     "swapped" calls estimator(ref_logp, logp), "wrt_probs" differentiates with respect to the
@@ -374,7 +376,8 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
         leaf, logp = theta, torch.log_softmax(theta, dim=0)
     ref = ref_probs if slip == "unlogged_ref" else ref_probs.log()
     values = estimator(ref, logp) if slip == "swapped" else estimator(logp, ref)
-    w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp)}[weights]
+    w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp),
+         "reference": ref_probs}[weights]
     (gradient,) = torch.autograd.grad((w * values).sum(), leaf)
     return gradient
 
@@ -389,6 +392,9 @@ def _expected_gradient_mistakes(logits, ref_probs, estimator, reference) -> dict
         "uniform": (_enumerated_gradient(logits, ref_probs, estimator, weights="uniform"),
                     "you summed ∇k(x) over x without weighting by π_θ(x): an expectation under π_θ "
                     "is Σ_x π_θ(x) (…)."),
+        "reference_weighted": (_enumerated_gradient(logits, ref_probs, estimator, weights="reference"),
+                               "you weighted each outcome by π_ref(x): the tokens are sampled from the policy, "
+                               "so the expectation is under π_θ, Σ_x sg[π_θ(x)] ∇k(x)."),
         "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
         "unlogged_ref": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached",
                                               slip="unlogged_ref"),
@@ -454,5 +460,66 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                 if all(isinstance(answers[other], torch.Tensor) and _close(answers[other], slips[other][key][0])
                        for other in answers):
                     return _verdict(False, "", f"wrong for {name} — {hint}")
-            return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}")
+            named = any(isinstance(result, torch.Tensor) and result.shape == wrong.shape and _close(result, wrong)
+                        for wrong, _ in mistakes.values())
+            hint = "" if named else (" The exercise asks for the exact expectation, by enumeration: the sum over all "
+                                     "K outcomes weighted by π_θ(x), not an average over sampled x.")
+            return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}{hint}")
     return _verdict(True, "your enumeration matches the reference for k1, k2 and k3", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 02, §7: k1 in the reward, credited forward
+
+
+def _credit_cases():
+    """(rewards (B,), per-token k1 (B, T), β): sequence rewards and log-ratios of either sign."""
+    generator = torch.Generator().manual_seed(13)
+    rewards = torch.tensor([1.0, 0.0, 1.0], dtype=DTYPE)
+    kl = 0.6 * torch.randn(3, 4, dtype=DTYPE, generator=generator)
+    return [(rewards, kl, 0.25), (rewards[:2], kl[:2, :3] + 0.3, 0.1)]
+
+
+def reference_kl_credit(rewards, kl, beta):
+    """Token t's credit R − β Σ_{t'≥t} k1_t': the library's ``kl_in_reward``, then reward-to-go (GAE, γ = λ = 1)."""
+    per_token = kl_in_reward(rewards, kl, beta, torch.ones_like(kl))
+    credit, _ = gae(per_token, torch.zeros_like(per_token), 1.0, 1.0)
+    return credit
+
+
+def _credit_mistakes(rewards, kl, beta):
+    later = kl.flip(1).cumsum(1).flip(1)                     # Σ_{t'≥t} k1_t'
+    reward = rewards.unsqueeze(1)
+    return {
+        "own_token": (reward - beta * kl, "each token is credited with its own log-ratio only: that is the per-token "
+                      "placement (\"k1_own_token\"), the partial gradient of §7. Add the log-ratios of every later token."),
+        "whole_response": ((reward - beta * kl.sum(1, keepdim=True)).expand_as(kl), "every token is credited with the whole response's "
+                           "KL, the tokens before it included: unbiased (a past token's term has a zero-mean score) "
+                           "but noisier than reward-to-go, which sums t' ≥ t only."),
+        "strictly_later": (reward - beta * (later - kl), "the token's own log-ratio is missing: the sum runs over "
+                           "t' ≥ t, the token itself included."),
+        "prefix_sum": (reward - beta * kl.cumsum(1), "you summed the tokens up to t (a prefix sum); the credit sums "
+                       "the tokens from t to the end: flip, cumsum, flip."),
+        "sign": (reward + beta * later, "the penalty has the wrong sign: the credit is R − β Σ_{t'≥t} k1_t'."),
+        "no_reward": (-beta * later, "the verifier's reward R is missing: every token's credit includes it."),
+        "no_beta": (reward - later, "β is missing: the log-ratios are multiplied by β."),
+    }
+
+
+def _credit_shape(result, reference, *case):
+    if result.shape != reference.shape:
+        return (f"return one credit per token, shape {tuple(reference.shape)} like kl; got {tuple(result.shape)}")
+    return None
+
+
+check_kl_credit = FunctionExercise(
+    "check_kl_credit", what="credit", cases=_credit_cases, reference=reference_kl_credit, mistakes=_credit_mistakes,
+    checks=(_credit_shape,), wrong="your credit is wrong — ",
+    label=lambda rewards, kl, beta: f"(B, T) = {tuple(kl.shape)}, β = {beta}: ",
+    success="your credit is R − β Σ_{t'≥t} k1_t', the reward-to-go of k1 in the reward",
+    float32_success=f"your credit is R − β Σ_{{t'≥t}} k1_t' {FLOAT32_NOTE}",
+    doc="""Check ``credit_fn(rewards, kl, beta)``: per token, R − β Σ_{t'≥t} kl_t' (§7's credit forward).
+
+    ``rewards`` (B,) are sequence rewards, ``kl`` (B, T) per-token k1 values (no padding), ``beta`` a float.
+    The reference is ``rlbook.kl.kl_in_reward`` followed by reward-to-go (``rlbook.advantages.gae`` with
+    γ = λ = 1), as ``rlbook.kl_sequence``'s ``"k1_in_reward"`` placement credits it.""")

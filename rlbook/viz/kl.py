@@ -36,7 +36,8 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
     """Histograms of per-sample k1, k2, k3 for π_θ = N(0, 1), π_ref = N(μ, σ²), with the true KL.
 
     Each panel marks the true KL(π_θ ‖ π_ref) (black) and the sample mean (dashed). Its title gives
-    the measured bias/true and stdev/true beside the exact ones (``kl_estimator_table_any_sigma``):
+    the measured bias/true ± one standard error (the sample stdev over √n: a single sample's bias is
+    noise until it clears a few of these) and stdev/true, beside the exact ones (``kl_estimator_table_any_sigma``):
     where they part, the sample has missed the rare draws that carry the variance (k3 far from
     π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). The x-range shows the 0.5–99.5% quantiles
     of all three estimators, so the panels share one scale; the draws beyond it are counted in a grey,
@@ -63,7 +64,9 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
         ax.axvline(true_kl, color="black", lw=2, label=f"true KL = {true_kl:.4g}")
         ax.axvline(v.mean(), color="black", ls="--", lw=1.2, label=f"sample mean = {v.mean():.4g}")
         exact_stdev = exact[name]["stdev/true"]
-        ax.set_title(f"{name}: bias/true = {(v.mean() - true_kl) / true_kl:+.3f} (exact {exact[name]['bias/true']:+.3f})\n"
+        bias_se = v.std() / np.sqrt(len(v)) / true_kl  # one standard error of the sample mean, over the KL
+        ax.set_title(f"{name}: bias/true = {(v.mean() - true_kl) / true_kl:+.3f} ± {bias_se:.3f} "
+                     f"(exact {exact[name]['bias/true']:+.3f})\n"
                      f"stdev/true = {v.std() / true_kl:.2f} (exact {'∞' if exact_stdev == float('inf') else f'{exact_stdev:.2f}'})",
                      fontsize=9)
         ax.set_yticks([])
