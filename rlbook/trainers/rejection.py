@@ -22,7 +22,7 @@ Rewards follow TRL's reward-function convention, ``reward_fn(prompts=..., comple
 ``reward_fn()`` or a ``RewardModel`` both fit. Simplified on purpose: top-1 per prompt (RAFT also
 studies keeping a top fraction of the whole batch), a fixed sampling temperature, SFT that
 continues from the current policy each round (as Llama 2 samples each round "from the most recent
-model"), and each round's data alone (Llama 2, from its third round on, also pooled the best samples
+model"), and each round's data alone (Llama 2, from its fourth round on, also pooled the best samples
 of all earlier rounds).
 """
 

@@ -138,7 +138,7 @@ def plot_reward_kl_frontier(frontier_kl, frontier_gain, ns, best_of_n_kl_values,
         crowded = index > 0 and abs(x - best_of_n_kl_values[index - 1]) < 0.08 * span
         below = not below if crowded else True  # a point close to the last one is labelled on the other side
         ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -11) if below else (-8, 6), fontsize=8)
-    ax.set(xlabel="KL(π ‖ π_ref) (nats)", ylabel="E_π[r] − E_π_ref[r]",
+    ax.set(xlabel="KL(π ‖ π_ref) (nats)", ylabel=r"$E_\pi[r] - E_{\pi_\mathrm{ref}}[r]$",
            title="reward bought per nat: best-of-n against the KL-regularised optimum")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -174,7 +174,7 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     order = np.argsort(frontier_kl)
     ax.plot(frontier_kl[order], frontier_success[order], color="tab:purple", lw=2,
             label="π* ∝ π_base · exp(r/β), one β for every prompt (the frontier)")
-    ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="black", ms=5, label="best-of-n of the base")
+    ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="black", ms=5, label="best-of-n of the base (plug-in p̂)")
     span, last = max(float(np.ptp(np.concatenate([frontier_kl, best_of_n_kl_values]))), 1e-12), -np.inf
     for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_success):
         if x - last > 0.04 * span:  # a point crowded onto the last labelled one stays unlabelled
@@ -222,7 +222,7 @@ def plot_rejection_sampling_history(history):
     ax_pass.title.set_fontsize(10)
     ax_pass.set_xticks(sorted(frame["round"].unique()))
     ax_pass.legend(fontsize=7, loc="lower right")
-    ax_reward.set(xlabel="round", ylabel="training reward", ylim=(0, 1.05),
+    ax_reward.set(xlabel="round (sampled before its SFT)", ylabel="training reward", ylim=(0, 1.05),
                   title="what each round distils\n(dashed: a plain sample; solid: the best of n)")
     ax_reward.title.set_fontsize(10)
     ax_reward.set_xticks(sorted(frame.dropna(subset=["sample_reward"])["round"].unique()))
