@@ -210,7 +210,7 @@ class AblationResult:
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
                  eval_dataset=None, eval_samples: int = 4, progress: bool = True, live: bool | None = False,
                  trainer_kwargs: dict | None = None, eval_every: int | None = None,
-                 workers: int | None = None) -> AblationResult:
+                 workers: int | None = None, config_kwargs: dict | None = None) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
@@ -228,6 +228,9 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
         - eval_every: with ``eval_dataset``, also evaluate at step 0, every ``eval_every`` steps and at
           the end (``result.eval_curves`` / ``eval_frame``); None (default): only at the end.
         - trainer_kwargs: extra keyword arguments of ``OnlineTrainer`` (``train_dataset``, ...).
+        - config_kwargs: label → extra ``OnlineTrainer`` keyword arguments for that configuration's
+          runs only, merged over ``trainer_kwargs`` (e.g. ``{"filter, divisor B": {"token_weights_fn":
+          sampled_divisor_weights(B)}}``, a hook that is no ``OnlineConfig`` field).
         - workers: processes to run the (configuration, seed) runs in, one thread each
           (``rlbook.parallel.run_parallel``); None: one per core (or ``$RLBOOK_WORKERS``). Each run's
           own progress bar and live plot are shown only when the runs go one at a time; in parallel,
@@ -253,6 +256,12 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
             raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
         if eval_dataset is None:
             raise ValueError("eval_every needs eval_dataset: the held-out rows to evaluate on")
+    config_kwargs = {} if config_kwargs is None else config_kwargs
+    if not isinstance(config_kwargs, dict) or not all(isinstance(v, dict) for v in config_kwargs.values()):
+        raise ValueError("config_kwargs must be a dict of label -> dict of OnlineTrainer keyword arguments")
+    unknown = sorted(set(config_kwargs) - set(configs), key=str)
+    if unknown:
+        raise ValueError(f"config_kwargs has labels that are not in configs: {unknown}")
     task = _task_for(model) if task is None else task
 
     result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
@@ -260,7 +269,7 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     workers = default_workers(len(runs)) if workers is None else workers
     one_at_a_time = workers == 1 or len(runs) == 1
     jobs = [(model, task, configs[label], label, seed, steps, eval_dataset, eval_samples, eval_every,
-             trainer_kwargs or {}, progress and one_at_a_time, live if one_at_a_time else False)
+             {**(trainer_kwargs or {}), **config_kwargs.get(label, {})}, progress and one_at_a_time, live if one_at_a_time else False)
             for label, seed in runs]
     outcomes = run_parallel(_train_one, jobs, workers=workers, progress=progress and not one_at_a_time,
                             desc=f"{len(runs)} runs")

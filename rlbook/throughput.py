@@ -258,7 +258,7 @@ def flip_rewards(rewards, fraction: float, *, generator: torch.Generator | None 
     return torch.where(flips.to(rewards.device), 1 - rewards, rewards)
 
 
-def expected_cosine(filtered, full) -> tuple[float, float]:
+def expected_cosine(filtered, full, *, minus_per_batch: bool = False) -> tuple[float, float]:
     """cos(E g_tol, E g) from per-batch gradients, and its standard error by delete-one-batch jackknife.
 
     ``filtered`` and ``full``: n ≥ 3 gradient vectors each, one pair per independent batch (e.g.
@@ -272,6 +272,10 @@ def expected_cosine(filtered, full) -> tuple[float, float]:
     independent), and likewise |E g_tol|² and |E g|²: a ratio of U-statistics (Hoeffding 1948),
     consistent, and able to come out a little above 1 when the noise is large. The SE is the
     jackknife's over batches (Efron & Stein 1981), i.e. clustered by batch.
+    With ``minus_per_batch`` the estimate is cos(E g_tol, E g) *minus* the mean over batches of one
+    batch's own cos(g_tol, g), both recomputed in every leave-one-out replicate, so the SE carries the
+    comparator's sampling error and its correlation with the estimate (a test of "the bias turns the
+    gradient less than one batch's sampling does": difference > 0).
     Returns ``(estimate, se)``.
     """
     if len(filtered) != len(full) or len(full) < 3:
@@ -282,6 +286,7 @@ def expected_cosine(filtered, full) -> tuple[float, float]:
     if x.shape != y.shape or not bool(torch.isfinite(x).all() and torch.isfinite(y).all()):
         raise ValueError("filtered and full must be finite vectors, all of one length")
     grams = (x @ x.T, x @ y.T, y @ y.T)
+    per_batch = grams[1].diagonal() / (grams[0].diagonal() * grams[2].diagonal()).sqrt()  # one batch's own cosine
 
     def estimate(keep) -> float:
         def cross(gram):
@@ -290,7 +295,8 @@ def expected_cosine(filtered, full) -> tuple[float, float]:
         xx, xy, yy = (cross(gram) for gram in grams)
         if xx <= 0 or yy <= 0:
             return math.nan
-        return xy / math.sqrt(xx * yy)
+        value = xy / math.sqrt(xx * yy)
+        return value - per_batch[keep].mean().item() if minus_per_batch else value
 
     n = len(full)
     everything = torch.arange(n)

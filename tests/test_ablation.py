@@ -189,3 +189,31 @@ def test_per_run_is_each_runs_tail_mean(result):
         result.per_run("nope")
     with pytest.raises(ValueError, match="last"):
         result.per_run("reward", last=0)
+
+
+def test_config_kwargs_reach_only_their_configuration(model_dir, task):
+    from rlbook.aggregation import token_weights
+
+    calls = []
+
+    def recording_weights(mask, mode, max_len):
+        calls.append(mask.shape[0])
+        return token_weights(mask, mode, max_len=max_len)
+
+    configs = {"hooked": preset("dr_grpo", **SMALL), "plain": preset("dr_grpo", **SMALL)}
+    both = run_ablation(configs, model=model_dir, task=task, steps=1, seeds=(0,), progress=False, workers=1,
+                        config_kwargs={"hooked": {"token_weights_fn": recording_weights}})
+    with_plain = list(calls)
+    calls.clear()
+    run_ablation({"hooked": configs["hooked"]}, model=model_dir, task=task, steps=1, seeds=(0,), progress=False,
+                 workers=1, config_kwargs={"hooked": {"token_weights_fn": recording_weights}})
+    assert with_plain and with_plain == calls  # the plain run added no call
+    # the hook returns the library's own weights, so the hooked run took the plain run's step
+    assert both.histories["hooked"][0].column("reward") == both.histories["plain"][0].column("reward")
+
+
+@pytest.mark.parametrize("config_kwargs", [{"missing": {}}, {"grpo": "not a dict"}, ["grpo"]])
+def test_bad_config_kwargs_names_the_argument(model_dir, task, config_kwargs):
+    with pytest.raises(ValueError, match="config_kwargs"):
+        run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False,
+                     config_kwargs=config_kwargs)

@@ -48,6 +48,7 @@ def test_advantage_filter_checker(capsys):
         "tolerance is too wide": lambda r, g: (r.view(-1, g).var(dim=1) > 1e-3).repeat_interleave(g),
         "tolerance is too wide ": lambda r, g: group_centred(r, g).abs() > 0.1,
         "raised": lambda r, g: 1 / 0,
+        "return a mask": lambda r, g: group_centred(r, g),
     }
     for expected, wrong in cases.items():
         assert check_advantage_filter(wrong) is False, expected

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pandas as pd
 import pytest
 import torch
@@ -301,3 +303,19 @@ def test_sampled_divisor_weights_make_the_kept_rows_loss_the_full_loss():
         aggregate(per_token, mask, "token_mean", weights_fn=sampled_divisor_weights(8))
     with pytest.raises(ValueError, match="batch_size"):
         sampled_divisor_weights(0)
+
+
+def test_expected_cosine_minus_per_batch_is_the_difference_jackknifed_jointly():
+    from rlbook.throughput import expected_cosine
+
+    generator = torch.Generator().manual_seed(1)
+    full = [torch.randn(50, generator=generator) + 2.0 for _ in range(6)]
+    filtered = [g + 0.5 * torch.randn(50, generator=generator) for g in full]
+    value, se = expected_cosine(filtered, full)
+    difference, difference_se = expected_cosine(filtered, full, minus_per_batch=True)
+    per_batch = np.mean([torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=0).item()
+                         for a, b in zip(filtered, full)])
+    assert difference == pytest.approx(value - per_batch, abs=1e-9)
+    assert difference_se > 0 and difference_se != pytest.approx(se)
+    same, same_se = expected_cosine(full, full, minus_per_batch=True)
+    assert same == pytest.approx(0.0, abs=1e-9) and same_se == pytest.approx(0.0, abs=1e-9)

@@ -121,6 +121,10 @@ def check_advantage_filter(fn) -> bool | None:
             hint = (" — one entry per group: the filter needs one per completion (repeat each group's verdict G times)"
                     if result.numel() == reference.numel() // group_size else "")
             return _verdict(False, "", f"expected shape {tuple(reference.shape)}, got {tuple(result.shape)}{hint}")
+        if result.dtype != torch.bool and not bool(((result == 0) | (result == 1)).all()):
+            return _verdict(False, "", "return a mask, True/False (or 1/0) per completion, not the advantages "
+                                       "themselves: `.bool()` of a float tensor is True wherever it is not exactly 0, "
+                                       f"got values such as {result[(result != 0) & (result != 1)][0].item():.3g}")
         results.append(result.bool())
     references = [advantage_filter_mask(group_advantages(r, g, "grpo")) for r, g in FILTER_CASES]
     if all(torch.equal(result, reference) for result, reference in zip(results, references)):

@@ -176,18 +176,28 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
     columns: its ``cosine`` (solid) and ``cosine_reference`` (dashed, against the clean gradient)
     and its ``mislabelled_kept``, averaged over its other draws. One batch's cosine mixes the
     filter's bias with sampling noise (``rlbook.throughput.expected_cosine`` separates them). With
-    ``group_size`` G the x-axis is labelled in multiples of 1/G. Drawn at the book's column width."""
+    ``group_size`` G the x-axis is labelled in multiples of 1/G. The update time is the mean over the
+    batches that were timed only; when those are fewer than all, their own dropped share is drawn beside it.
+    Drawn at the book's column width."""
     fig, axes = plt.subplots(1, 3, figsize=(10.4, 3.6))
     by_tol = clean.groupby("tol")[["dropped", "update_time", "cosine"]]
     mean, low, high = by_tol.mean(), by_tol.min(), by_tol.max()
     several = "batch" in clean and clean["batch"].nunique() > 1
     axes[0].plot(mean.index, mean["dropped"], "o-", label="share dropped")
-    if mean["update_time"].notna().any():
-        axes[0].plot(mean.index, mean["update_time"], "s--", label="update CPU time left")
+    if mean["update_time"].notna().any():  # timed batches only (filter_sweep's repeats=None leaves NaN)
+        timed = clean.dropna(subset=["update_time"])
+        timed_batches = timed["batch"].nunique() if "batch" in timed else 1
+        axes[0].plot(mean.index, mean["update_time"], "s--", label="update CPU time left" + (
+            f" ({timed_batches} of {clean['batch'].nunique()} batches)" if several else ""))
+        if several and timed_batches < clean["batch"].nunique():  # the dropped share on the same batches
+            same = timed.groupby("tol")["dropped"].mean()
+            axes[0].plot(same.index, same, "o:", color=axes[0].lines[0].get_color(), alpha=0.6,
+                         label=f"share dropped, same {timed_batches} batch" + ("es" if timed_batches > 1 else ""))
     axes[0].set(title="what the filter drops and saves", ylabel="share of the full batch", ylim=(0, 1.05))
     axes[1].errorbar(mean.index, mean["cosine"], yerr=[mean["cosine"] - low["cosine"], high["cosine"] - mean["cosine"]]
                      if several else None, fmt="o-", color="black", capsize=3,
-                     label="correct rewards" + (f" ({clean['batch'].nunique()} batches)" if several else ""))
+                     label="correct rewards" + (f" (mean of {clean['batch'].nunique()} batches; bar: min–max)"
+                                                if several else ""))
     if noisy is not None:
         for flip_rate, runs in noisy.groupby("flip_rate"):
             mean_noisy = runs.groupby("tol")[["cosine", "cosine_reference", "mislabelled_kept"]].mean()
@@ -198,6 +208,8 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
                          label=f"{flip_rate:.0%} flipped")
             axes[2].axhline(runs["flipped"].mean(), ls=":", lw=1, color=line.get_color())
     axes[1].set(title="cos(filtered gradient, full gradient)", ylabel="cosine")
+    low_y, high_y = axes[1].get_ylim()
+    axes[1].set_ylim(low_y - 0.6 * (high_y - low_y), high_y)  # room below the curves for the legend
     axes[2].set(title="mislabelled share of the kept rows\n(dotted: of the whole batch)", ylabel="share mislabelled")
     for ax in axes:
         ax.set_xlabel("tol (drop |A| ≤ tol)")
@@ -207,6 +219,6 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
                                   for t in ticks])
         ax.grid(alpha=0.3)
         if ax.lines:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="lower left" if ax is axes[1] else "best")
     fig.tight_layout()
     return fig
