@@ -37,8 +37,9 @@ from rlbook.losses import clipped_surrogate, policy_loss, register_policy_loss, 
 __all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes", "clip_only_negative_reference",
            "check_clip_only_negative_loss"]
 
-# Ratios on both sides of both bounds, advantages of both signs, symmetric and asymmetric bounds.
-RATIOS = (0.3, 0.75, 0.85, 1.0, 1.1, 1.25, 1.5, 2.5)
+# Ratios on both sides of both bounds, advantages of both signs, symmetric and asymmetric bounds; r = 4
+# is past a dual clip's c = 3 (Ye et al. 2020), so an answer that adds one is caught.
+RATIOS = (0.3, 0.75, 0.85, 1.0, 1.1, 1.25, 1.5, 2.5, 4.0)
 ADVANTAGES = (1.5, -0.7)
 BOUNDS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3))
 CLIP_CASES = list(itertools.product(RATIOS, ADVANTAGES, BOUNDS))
@@ -95,6 +96,16 @@ def clipped_objective_mistakes() -> dict[str, tuple]:
         "upper_bound_only": (lambda r, a, lo, hi: min(r * a, min(r, 1 + hi) * a),
                              "only the upper bound is there: clip(r, 1 − ε_low, 1 + ε_high) also keeps r above "
                              "1 − ε_low, which is what stops an A < 0 token from being pushed further down."),
+        "hard_coded_bounds": (lambda r, a, lo, hi: min(r * a, _clip(r, 0.8, 1.2) * a),
+                              "your bounds are fixed at 0.8 and 1.2: use the arguments, clip(r, 1 − eps_low, "
+                              "1 + eps_high); the checker also tries other ε."),
+        "clipped_without_advantage": (lambda r, a, lo, hi: min(r * a, _clip(r, 1 - lo, 1 + hi)),
+                                      "the clipped term lacks A: it is clip(r, 1 − ε_low, 1 + ε_high)·A, not "
+                                      "clip(r, …) alone."),
+        "dual_clip": (lambda r, a, lo, hi: (max(min(r * a, _clip(r, 1 - lo, 1 + hi) * a), 3.0 * a) if a < 0
+                                            else min(r * a, _clip(r, 1 - lo, 1 + hi) * a)),
+                      "you added a dual clip (a floor c·A for A < 0): the exercise asks for PPO's plain "
+                      "clipped objective, with no floor, so at r = 4 and A < 0 it is r·A."),
         "loss_sign": (lambda r, a, lo, hi: -min(r * a, _clip(r, 1 - lo, 1 + hi) * a),
                       "you returned the loss (minus the objective): the exercise asks for the objective J, "
                       "which PPO maximises."),
