@@ -171,6 +171,7 @@ class FunctionExercise:
     - across: with ``together``, a mistake is named only when its answers match the reader's on every case of
       the group (a None candidate never matches), as for a rule that a single case cannot tell apart; in
       this mode ``otherwise`` also gets ``wrong=`` (how many cases of the group are wrong) and ``of=`` (its size).
+    - or_first: with ``across``, when no mistake fits every case, the first that fits the first wrong case.
     - marks: the marks that start the ✓ line and a wrong answer's message (an error's stays ✗).
     """
 
@@ -194,6 +195,7 @@ class FunctionExercise:
     named: Callable[..., str] | None = None
     together: Callable[..., Hashable] | None = None
     across: bool = False
+    or_first: bool = False
     marks: tuple[str, str] = ("✓ ", "✗ ")
 
     def __post_init__(self):
@@ -226,13 +228,14 @@ class FunctionExercise:
                         return _verdict(False, "", message)
                 outcomes.append((result, reference, args))
             wrong = []
-            for result, reference, args in outcomes:
+            for outcome in outcomes:
+                result, reference, _ = outcome
                 if self.close(result, reference):
                     continue
                 if self.float32_success is not None and _close_in_float32(result, reference):
                     float32_only = True
                     continue
-                wrong.append((result, reference, args))
+                wrong.append(outcome)
             if wrong:
                 print(f"{self.marks[1]}{self._judge(outcomes, wrong)}")
                 return False
@@ -250,6 +253,11 @@ class FunctionExercise:
             key = new_key
         return groups
 
+    def _matches(self, result, mistakes: dict) -> str | None:
+        """The hint of the first of ``mistakes`` that ``result`` matches (a None candidate never does)."""
+        return next((hint for candidate, hint in mistakes.values()
+                     if candidate is not None and self.close(result, _as_tensor(candidate))), None)
+
     def _judge(self, outcomes: list[tuple], wrong: list[tuple]) -> str:
         """The message for a group with a wrong case: ``partial``, a named mistake, or ``otherwise``."""
         result, reference, args = wrong[0]
@@ -262,9 +270,11 @@ class FunctionExercise:
             hint = next((hint for name, (_, hint) in candidates[0].items()
                          if all(c[name][0] is not None and self.close(r, _as_tensor(c[name][0]))
                                 for (r, _, _), c in zip(outcomes, candidates))), None)
+            if hint is None and self.or_first:
+                first = next(i for i, outcome in enumerate(outcomes) if outcome is wrong[0])
+                hint = self._matches(result, candidates[first])
         else:  # the first mistake that matches the first wrong case
-            hint = next((hint for candidate, hint in self.mistakes(*args).values()
-                         if candidate is not None and self.close(result, _as_tensor(candidate))), None)
+            hint = self._matches(result, self.mistakes(*args))
         if hint is not None:
             return self.named(hint, result, reference, *args) if self.named is not None else prefix + hint
         if self.otherwise is None:
