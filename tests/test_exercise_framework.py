@@ -105,3 +105,15 @@ def test_named_and_marks_shape_the_message(capsys):
     assert plain(lambda x, group: x * x) is False
     assert capsys.readouterr().out == "x=1.0: 2.0 not 1.0, you squared it\n"
     assert plain(lambda x, group: 2 * x) is True and capsys.readouterr().out == "Correct.\n"
+
+
+def test_or_first_names_the_mistake_of_the_first_wrong_case(capsys):
+    either = FunctionExercise(
+        "either", what="doubling", cases=lambda: NUMBER_CASES, reference=lambda x, group: 2 * x,
+        mistakes=lambda x, group: {"square": (x * x, "you squared it")}, close=_within(1e-9),
+        together=lambda *case: "all", across=True, or_first=True, success="doubles every number")
+    # squared on x = 1 only: no mistake fits all four cases, but the square fits the first wrong one
+    assert either(lambda x, group: x * x if x == 1.0 else 2 * x) is False
+    assert capsys.readouterr().out == "✗ you squared it\n"
+    assert either(lambda x, group: 0.0) is False
+    assert capsys.readouterr().out == "✗ not the expected values: expected [2.0]…, got [0.0]…\n"
