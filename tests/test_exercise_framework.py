@@ -117,3 +117,14 @@ def test_or_first_names_the_mistake_of_the_first_wrong_case(capsys):
     assert capsys.readouterr().out == "✗ you squared it\n"
     assert either(lambda x, group: 0.0) is False
     assert capsys.readouterr().out == "✗ not the expected values: expected [2.0]…, got [0.0]…\n"
+
+
+def test_run_returns_the_answer_as_it_is_or_the_error():
+    from rlbook.exercises.framework import _run
+
+    def stub(text):
+        raise NotImplementedError
+
+    assert _run(lambda text: (text, 1), "a") == (("a", 1), None)
+    assert _run(stub, "a") == (None, NOT_ATTEMPTED)
+    assert _run(lambda text: int(text), "a")[1].startswith("your function raised ValueError: invalid literal")

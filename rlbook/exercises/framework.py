@@ -21,7 +21,7 @@ the ``close`` and the ``check`` of an exercise whose answer is one number.
 
 Checkers whose exercise does not fit that loop (a number to give, a gradient to take, a training run)
 use the same plumbing below: ``_not_attempted`` for ``None``, ``_call`` to run the reader's function
-(it returns the error ``NOT_ATTEMPTED`` for the stub), ``_failed`` to turn an error into the verdict,
+(it returns the error ``NOT_ATTEMPTED`` for the stub; ``_run`` for an answer that is not a number), ``_failed`` to turn an error into the verdict,
 ``_verdict`` to print it, ``_close`` / ``_diagnose`` to compare and name a mistake.
 """
 
@@ -57,18 +57,30 @@ def _not_attempted(fn, name: str) -> bool:
     return False
 
 
+def _run(fn, *args):
+    """``(result, None)`` with the reader's result as it is, or ``(None, error message)``.
+
+    For an answer that is not a number (a completion, a tuple of parts); ``_call`` is this, then a tensor.
+    A function still raising ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to
+    ``_failed``).
+    """
+    try:
+        return fn(*args), None
+    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
+        return None, NOT_ATTEMPTED
+    except Exception as error:  # the reader's code: report any failure rather than crash the cell
+        return None, f"your function raised {type(error).__name__}: {error}"
+
+
 def _call(fn, *args):
     """``(result, None)`` with the reader's result as a tensor, or ``(None, error message)``.
 
     A number or a list is converted to a float64 tensor. A function still raising
     ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to ``_failed``).
     """
-    try:
-        result = fn(*args)
-    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
-        return None, NOT_ATTEMPTED
-    except Exception as error:  # the reader's code: report any failure rather than crash the cell
-        return None, f"your function raised {type(error).__name__}: {error}"
+    result, error = _run(fn, *args)
+    if error:
+        return None, error
     if not isinstance(result, torch.Tensor):
         try:
             result = torch.as_tensor(result, dtype=DTYPE)
