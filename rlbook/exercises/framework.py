@@ -33,7 +33,8 @@ from typing import Any, Callable, Hashable, Iterable
 
 import torch
 
-__all__ = ["DTYPE", "TOLERANCE", "FLOAT32_TOLERANCE", "FLOAT32_NOTE", "NOT_ATTEMPTED", "FunctionExercise"]
+__all__ = ["DTYPE", "TOLERANCE", "FLOAT32_TOLERANCE", "FLOAT32_NOTE", "FLOAT32_NUMBER_NOTE", "NOT_ATTEMPTED",
+           "FunctionExercise"]
 
 DTYPE = torch.float64
 # Loose enough for an answer computed in float32 (a reader's `logits.float()`: about 1e-7 relative
@@ -43,6 +44,9 @@ TOLERANCE = dict(rtol=1e-5, atol=1e-7)
 FLOAT32_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
 FLOAT32_NOTE = ("(to float32 precision only: your function computes in float32 — the inputs are float64, so "
                 "keep their dtype, e.g. avoid torch.tensor(..., dtype=torch.float32) or .float())")
+# The same note for an exercise whose inputs are plain numbers (counts, a weight): its answer is one number.
+FLOAT32_NUMBER_NOTE = ("(to float32 precision only: your function computes in float32 — Python floats or float64 "
+                       "keep full precision)")
 # The error ``_call`` returns when the reader's function is still the stub raising NotImplementedError.
 NOT_ATTEMPTED = "Not attempted yet: replace the `raise NotImplementedError` with your answer."
 

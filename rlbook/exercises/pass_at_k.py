@@ -26,7 +26,7 @@ import torch
 
 from rlbook.coverage import plug_in_pass_at_k
 from rlbook.evidence import paired_pass_at_k_difference
-from rlbook.exercises.framework import FunctionExercise, _call, _failed, _not_attempted, _one_number, _verdict, _within
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _call, _failed, _not_attempted, _one_number, _verdict, _within
 from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
 
 __all__ = ["CASES", "GAP_CASES", "check_gap_se", "check_pass_at_k", "gap_tables"]
@@ -65,6 +65,7 @@ check_pass_at_k = FunctionExercise(
     otherwise=lambda result, reference, n, c, k: f"n={n}, c={c}, k={k}: expected {float(reference):.6f}, got "
                                                  f"{float(result):.6f}",
     success=f"matches the unbiased estimator on {len(CASES)} cases, edges included",
+    float32_success=f"matches the unbiased estimator on {len(CASES)} cases, edges included {FLOAT32_NUMBER_NOTE}",
     doc="""Check ``fn(n, c, k) -> float`` against ``rlbook.metrics.pass_at_k`` on ``CASES``.
 
     Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None or

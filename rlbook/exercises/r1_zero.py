@@ -12,7 +12,7 @@ to well-formed answers, R1's think-required rule, the shaped (partial) format sc
 
 from __future__ import annotations
 
-from rlbook.exercises.framework import FunctionExercise, _one_number, _within
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _one_number, _within
 from rlbook.reasoning import completion_kind, r1_zero_reward
 from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward
 
@@ -74,6 +74,8 @@ check_r1_zero_reward = FunctionExercise(
     otherwise=lambda result, reference, *case, **counts: (f"{_where(*case)}: expected {float(reference):.3f}, "
                                                           f"got {float(result):.3f}"),
     success=f"matches accuracy + w × format on {len(CASES)} completions × {len(FORMAT_WEIGHTS)} weights",
+    float32_success=f"matches accuracy + w × format on {len(CASES)} completions × {len(FORMAT_WEIGHTS)} weights "
+                    f"{FLOAT32_NUMBER_NOTE}",
     doc="""Check ``fn(text, answer, format_weight) -> float`` on ``CASES`` × ``FORMAT_WEIGHTS``.
 
     When it differs from the reference, the mistake whose numbers it matches on every case is

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlbook.exercises.framework import FunctionExercise, _one_number, _within
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _one_number, _within
 from rlbook.metrics import pass_at_k
 
 CASES = [(16, 0, 1), (16, 3, 1), (16, 3, 8), (16, 15, 2), (10, 10, 5), (20, 5, 4), (8, 1, 8), (200, 17, 10)]
@@ -32,6 +32,7 @@ check_pass_at_k = FunctionExercise(
         "compare with 1 − C(n−c, k) / C(n, k); watch the case n − c < k, where it is exactly 1", result, reference,
         *case),
     marks=("", ""), success=f"Correct on all {len(CASES)} cases.",
+    float32_success=f"Correct on all {len(CASES)} cases {FLOAT32_NUMBER_NOTE}.",
     doc="""Check a reader's ``fn(n, c, k)`` against the library's unbiased estimator, naming the likely mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
