@@ -94,11 +94,16 @@ def test_nan_is_never_within_tolerance(capsys):
     assert doubled(lambda x, group: 2 * x) is True and capsys.readouterr().out == "✓ doubles every number\n"
 
 
-def test_named_and_marks_shape_the_message(capsys):
-    plain = FunctionExercise(
-        "plain", what="doubling", cases=lambda: NUMBER_CASES, reference=lambda x, group: 2 * x,
+def _doubling_in_one_group(**options) -> FunctionExercise:
+    """The doubling exercise with one mistake (the square), all its cases run as one group."""
+    return FunctionExercise(
+        "doubling", what="doubling", cases=lambda: NUMBER_CASES, reference=lambda x, group: 2 * x,
         mistakes=lambda x, group: {"square": (x * x, "you squared it")}, close=_within(1e-9),
-        together=lambda *case: "all",
+        together=lambda *case: "all", **options)
+
+
+def test_named_and_marks_shape_the_message(capsys):
+    plain = _doubling_in_one_group(
         named=lambda hint, result, reference, x, group: f"x={x}: {float(reference)} not {float(result)}, {hint}",
         marks=("", ""), success="Correct.")
     # each case on its own (across=False): the first wrong case is diagnosed, x = 1 where x² ≠ 2x
@@ -108,10 +113,7 @@ def test_named_and_marks_shape_the_message(capsys):
 
 
 def test_or_first_names_the_mistake_of_the_first_wrong_case(capsys):
-    either = FunctionExercise(
-        "either", what="doubling", cases=lambda: NUMBER_CASES, reference=lambda x, group: 2 * x,
-        mistakes=lambda x, group: {"square": (x * x, "you squared it")}, close=_within(1e-9),
-        together=lambda *case: "all", across=True, or_first=True, success="doubles every number")
+    either = _doubling_in_one_group(across=True, or_first=True, success="doubles every number")
     # squared on x = 1 only: no mistake fits all four cases, but the square fits the first wrong one
     assert either(lambda x, group: x * x if x == 1.0 else 2 * x) is False
     assert capsys.readouterr().out == "✗ you squared it\n"
