@@ -4,6 +4,7 @@ A checker runs the reader's function on test inputs, compares it with the librar
 and when they differ names the likely mistake (a missing ``detach``, the wrong KL direction, …).
 It returns True or False and prints its verdict; given ``None`` or a function still raising
 ``NotImplementedError`` (the exercise not yet attempted) it says so and returns None, so a
-notebook with unanswered exercises still runs. The plumbing every checker shares (``_call``,
-``_failed``, ``_not_attempted``) is in ``rlbook.exercises.pg_kl``.
+notebook with unanswered exercises still runs. Most checkers are declared as data, a
+``FunctionExercise`` (cases, reference, known mistakes → feedback); it and the plumbing the others
+share (``_call``, ``_run``, ``_failed``, ``_not_attempted``) are in ``rlbook.exercises.framework``.
 """

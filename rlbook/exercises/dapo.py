@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.exercises.framework import FunctionExercise, _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FunctionExercise, _one_number, _within
 from rlbook.losses import clipped_surrogate
 from rlbook.shaping import soft_overlong_penalty
 
@@ -51,34 +51,29 @@ def _wrong_penalties(max_len: int, cache_len: int) -> dict[str, tuple[callable, 
     }
 
 
-def check_soft_overlong_penalty(fn) -> bool | None:
-    """Check ``fn(length, max_len, cache_len) -> float`` on lengths 0 … max_len + 5 for a few windows.
+def _length_cases():
+    """(length, max_len, cache_len) for every length 0 … max_len + 5 of each window."""
+    return [(length, max_len, cache_len) for max_len, cache_len in CASES for length in range(0, max_len + 6)]
+
+
+check_soft_overlong_penalty = FunctionExercise(
+    "check_soft_overlong_penalty", what="penalty function", cases=_length_cases, reference=soft_overlong_penalty,
+    mistakes=lambda length, max_len, cache_len: {name: (wrong(length), hint) for name, (wrong, hint)
+                                                 in _wrong_penalties(max_len, cache_len).items()},
+    label=lambda length, max_len, cache_len: f"length={length}, max_len={max_len}, cache_len={cache_len}",
+    checks=(_one_number("return one number per length"),), close=_within(TOLERANCE),
+    # one window at a time: a mistake (a boundary off by one) is named when it fits every length of the window
+    together=lambda length, max_len, cache_len: (max_len, cache_len), across=True,
+    wrong=lambda length, max_len, cache_len: f"(max_len={max_len}, cache_len={cache_len}) ",
+    otherwise=lambda result, reference, length, max_len, cache_len, **counts: (
+        f"max_len={max_len}, cache_len={cache_len}, length={length}: expected {float(reference):.4f}, "
+        f"got {float(result):.4f}"),
+    success=f"matches rlbook.shaping.soft_overlong_penalty on {len(CASES)} windows, every length",
+    doc="""Check ``fn(length, max_len, cache_len) -> float`` on lengths 0 … max_len + 5 for a few windows.
 
     Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None
     or raises ``NotImplementedError`` (not attempted yet).
-    """
-    if _not_attempted(fn, "penalty function"):
-        return None
-    for max_len, cache_len in CASES:
-        lengths = range(0, max_len + 6)
-        answers = []
-        for length in lengths:
-            result, error = _call(fn, length, max_len, cache_len)
-            if error:
-                return _failed(error, f"length={length}, max_len={max_len}, cache_len={cache_len}: ")
-            if result.numel() != 1:
-                return _verdict(False, "", f"return one number per length, got shape {tuple(result.shape)}")
-            answers.append(float(result))
-        expected = [soft_overlong_penalty(n, max_len, cache_len) for n in lengths]
-        if all(abs(a - e) < TOLERANCE for a, e in zip(answers, expected)):
-            continue
-        for wrong, hint in _wrong_penalties(max_len, cache_len).values():
-            if all(abs(a - wrong(n)) < TOLERANCE for a, n in zip(answers, lengths)):
-                return _verdict(False, "", f"(max_len={max_len}, cache_len={cache_len}) {hint}")
-        first = next(n for n, a, e in zip(lengths, answers, expected) if abs(a - e) >= TOLERANCE)
-        return _verdict(False, "", f"max_len={max_len}, cache_len={cache_len}, length={first}: expected "
-                                   f"{expected[first]:.4f}, got {answers[first]:.4f}")
-    return _verdict(True, f"matches rlbook.shaping.soft_overlong_penalty on {len(CASES)} windows, every length", "")
+    """)
 
 
 # ----------------------------------------------------------------------------------------------

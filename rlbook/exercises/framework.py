@@ -12,9 +12,16 @@ the reader's ``fn`` on every case and prints one verdict:
 - otherwise the first known mistake it matches is named (✗ and its feedback), else what was expected
   and what came back; returns False.
 
+By default each case is judged as soon as it has run. ``together=`` groups cases that are run first and
+judged together, and ``across=True`` names a mistake only when it fits every case of its group: for an
+exercise whose mistakes a single case cannot tell apart (PPO's min and max agree wherever the clip is
+inactive; a window's boundary off by one shows at one length only). ``named=`` and ``otherwise=`` word the
+message (with the numbers, or the count of wrong cases); ``_within(tolerance)`` and ``_one_number()`` are
+the ``close`` and the ``check`` of an exercise whose answer is one number.
+
 Checkers whose exercise does not fit that loop (a number to give, a gradient to take, a training run)
 use the same plumbing below: ``_not_attempted`` for ``None``, ``_call`` to run the reader's function
-(it returns the error ``NOT_ATTEMPTED`` for the stub), ``_failed`` to turn an error into the verdict,
+(it returns the error ``NOT_ATTEMPTED`` for the stub; ``_run`` for an answer that is not a number), ``_failed`` to turn an error into the verdict,
 ``_verdict`` to print it, ``_close`` / ``_diagnose`` to compare and name a mistake.
 """
 
@@ -22,11 +29,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 import torch
 
-__all__ = ["DTYPE", "TOLERANCE", "FLOAT32_TOLERANCE", "FLOAT32_NOTE", "NOT_ATTEMPTED", "FunctionExercise"]
+__all__ = ["DTYPE", "TOLERANCE", "FLOAT32_TOLERANCE", "FLOAT32_NOTE", "FLOAT32_NUMBER_NOTE", "NOT_ATTEMPTED",
+           "FunctionExercise"]
 
 DTYPE = torch.float64
 # Loose enough for an answer computed in float32 (a reader's `logits.float()`: about 1e-7 relative
@@ -36,6 +44,9 @@ TOLERANCE = dict(rtol=1e-5, atol=1e-7)
 FLOAT32_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
 FLOAT32_NOTE = ("(to float32 precision only: your function computes in float32 — the inputs are float64, so "
                 "keep their dtype, e.g. avoid torch.tensor(..., dtype=torch.float32) or .float())")
+# The same note for an exercise whose inputs are plain numbers (counts, a weight): its answer is one number.
+FLOAT32_NUMBER_NOTE = ("(to float32 precision only: your function computes in float32 — Python floats or float64 "
+                       "keep full precision)")
 # The error ``_call`` returns when the reader's function is still the stub raising NotImplementedError.
 NOT_ATTEMPTED = "Not attempted yet: replace the `raise NotImplementedError` with your answer."
 
@@ -50,18 +61,30 @@ def _not_attempted(fn, name: str) -> bool:
     return False
 
 
+def _run(fn, *args):
+    """``(result, None)`` with the reader's result as it is, or ``(None, error message)``.
+
+    For an answer that is not a number (a completion, a tuple of parts); ``_call`` is this, then a tensor.
+    A function still raising ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to
+    ``_failed``).
+    """
+    try:
+        return fn(*args), None
+    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
+        return None, NOT_ATTEMPTED
+    except Exception as error:  # the reader's code: report any failure rather than crash the cell
+        return None, f"your function raised {type(error).__name__}: {error}"
+
+
 def _call(fn, *args):
     """``(result, None)`` with the reader's result as a tensor, or ``(None, error message)``.
 
     A number or a list is converted to a float64 tensor. A function still raising
     ``NotImplementedError`` gives the error ``NOT_ATTEMPTED`` itself (pass it to ``_failed``).
     """
-    try:
-        result = fn(*args)
-    except NotImplementedError:  # the exercise's stub, not yet replaced by an answer
-        return None, NOT_ATTEMPTED
-    except Exception as error:  # the reader's code: report any failure rather than crash the cell
-        return None, f"your function raised {type(error).__name__}: {error}"
+    result, error = _run(fn, *args)
+    if error:
+        return None, error
     if not isinstance(result, torch.Tensor):
         try:
             result = torch.as_tensor(result, dtype=DTYPE)
@@ -90,6 +113,20 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _close_in_float32(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when ``a`` is ``b`` to float32 precision: the right formula, computed in single precision."""
     return a.shape == b.shape and torch.allclose(a.detach().to(DTYPE), b.detach().to(DTYPE), **FLOAT32_TOLERANCE)
+
+
+def _within(tolerance: float) -> Callable[[torch.Tensor, torch.Tensor], bool]:
+    """A ``close`` for one-number answers: ``|result − expected| ≤ tolerance`` (NaN is never within)."""
+    return lambda result, expected: abs(float(result) - float(expected)) <= tolerance
+
+
+def _one_number(ask: str = "return one number", label: Callable[..., str] | None = None) -> Callable[..., str | None]:
+    """A ``check`` that the answer is one number: else ``"{label}: {ask}, got shape (…)"`` (no label when None)."""
+    def check(result, reference, *args) -> str | None:
+        if result.numel() == 1:
+            return None
+        return f"{label(*args) + ': ' if label else ''}{ask}, got shape {tuple(result.shape)}"
+    return check
 
 
 def _as_tensor(value) -> torch.Tensor:
@@ -142,6 +179,16 @@ class FunctionExercise:
     - module: the module that declares it (default: the one whose code builds it; a factory passes its caller's).
     - adapt: ``adapt(fn)`` → the function actually called (e.g. one that keeps the first of a returned pair);
       the reader's own errors, the stub's included, are still caught around it.
+    - named: ``named(hint, result, reference, *args)`` → the message for a named mistake (default: ``wrong + hint``),
+      for a message that shows the numbers as well as the hint.
+    - together: ``together(*args)`` → a key; consecutive cases with the same key form a group, and every case
+      of a group is run (its errors and ``checks`` reported in order) before any is compared. Default: each case
+      is its own group. A group is judged on its first wrong case (``partial``, mistakes, ``otherwise``).
+    - across: with ``together``, a mistake is named only when its answers match the reader's on every case of
+      the group (a None candidate never matches), as for a rule that a single case cannot tell apart; in
+      this mode ``otherwise`` also gets ``wrong=`` (how many cases of the group are wrong) and ``of=`` (its size).
+    - or_first: with ``across``, when no mistake fits every case, the first that fits the first wrong case.
+    - marks: the marks that start the ✓ line and a wrong answer's message (an error's stays ✗).
     """
 
     name: str
@@ -161,6 +208,11 @@ class FunctionExercise:
     doc: str = ""
     module: str | None = None
     adapt: Callable[[Callable], Callable] | None = None
+    named: Callable[..., str] | None = None
+    together: Callable[..., Hashable] | None = None
+    across: bool = False
+    or_first: bool = False
+    marks: tuple[str, str] = ("✓ ", "✗ ")
 
     def __post_init__(self):
         # Read like the function it replaces: its name, its docstring, and the module that declares it
@@ -172,35 +224,76 @@ class FunctionExercise:
     def __call__(self, fn) -> bool | None:
         if _not_attempted(fn, self.what):
             return None
-        float32_only = False
         call = self.adapt(fn) if self.adapt is not None else fn
+        float32_only = False
+        for group in self._groups():
+            outcomes = []
+            for args in group:
+                # cloned, so that an in-place edit by the reader's function cannot change the case
+                called = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+                result, error = _call(call, *called)
+                if error:
+                    label = self.label(*args)
+                    return _failed(error, f"{label}: " if label else "")
+                if self.prepare is not None:
+                    result = self.prepare(result, *args)
+                reference = _as_tensor(self.reference(*args))
+                for check in self.checks:
+                    message = check(result, reference, *args)
+                    if message:
+                        return _verdict(False, "", message)
+                outcomes.append((result, reference, args))
+            wrong = []
+            for outcome in outcomes:
+                result, reference, _ = outcome
+                if self.close(result, reference):
+                    continue
+                if self.float32_success is not None and _close_in_float32(result, reference):
+                    float32_only = True
+                    continue
+                wrong.append(outcome)
+            if wrong:
+                print(f"{self.marks[1]}{self._judge(outcomes, wrong)}")
+                return False
+        print(f"{self.marks[0]}{self.float32_success if float32_only else self.success}")
+        return True
+
+    def _groups(self) -> Iterable[list[tuple]]:
+        """The cases in the order given, split into the groups that ``together`` declares (one case each by default)."""
+        groups, key = [], object()
         for args in self.cases():
-            # cloned, so that an in-place edit by the reader's function cannot change the case
-            called = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-            result, error = _call(call, *called)
-            if error:
-                label = self.label(*args)
-                return _failed(error, f"{label}: " if label else "")
-            if self.prepare is not None:
-                result = self.prepare(result, *args)
-            reference = _as_tensor(self.reference(*args))
-            for check in self.checks:
-                message = check(result, reference, *args)
-                if message:
-                    return _verdict(False, "", message)
-            if self.close(result, reference):
-                continue
-            if self.float32_success is not None and _close_in_float32(result, reference):
-                float32_only = True
-                continue
-            message = self.partial(result, reference, *args) if self.partial is not None else None
-            if message:
-                return _verdict(False, "", message)
-            wrong = self.wrong(*args) if callable(self.wrong) else self.wrong
-            for candidate, hint in self.mistakes(*args).values():
-                if candidate is not None and self.close(result, _as_tensor(candidate)):
-                    return _verdict(False, "", wrong + hint)
-            fallback = (self.otherwise(result, reference, *args) if self.otherwise is not None
-                        else wrong + _expected_got(result, reference))
-            return _verdict(False, "", fallback)
-        return _verdict(True, self.float32_success if float32_only else self.success, "")
+            new_key = self.together(*args) if self.together is not None else object()
+            if not groups or new_key != key:
+                groups.append([])
+            groups[-1].append(args)
+            key = new_key
+        return groups
+
+    def _matches(self, result, mistakes: dict) -> str | None:
+        """The hint of the first of ``mistakes`` that ``result`` matches (a None candidate never does)."""
+        return next((hint for candidate, hint in mistakes.values()
+                     if candidate is not None and self.close(result, _as_tensor(candidate))), None)
+
+    def _judge(self, outcomes: list[tuple], wrong: list[tuple]) -> str:
+        """The message for a group with a wrong case: ``partial``, a named mistake, or ``otherwise``."""
+        result, reference, args = wrong[0]
+        message = self.partial(result, reference, *args) if self.partial is not None else None
+        if message:
+            return message
+        prefix = self.wrong(*args) if callable(self.wrong) else self.wrong
+        if self.across:  # the first mistake whose answers match the reader's on every case of the group
+            candidates = [self.mistakes(*case) for _, _, case in outcomes]
+            hint = next((hint for name, (_, hint) in candidates[0].items()
+                         if all(c[name][0] is not None and self.close(r, _as_tensor(c[name][0]))
+                                for (r, _, _), c in zip(outcomes, candidates))), None)
+            if hint is None and self.or_first:
+                first = next(i for i, outcome in enumerate(outcomes) if outcome is wrong[0])
+                hint = self._matches(result, candidates[first])
+        else:  # the first mistake that matches the first wrong case
+            hint = self._matches(result, self.mistakes(*args))
+        if hint is not None:
+            return self.named(hint, result, reference, *args) if self.named is not None else prefix + hint
+        if self.otherwise is None:
+            return prefix + _expected_got(result, reference)
+        extra = dict(wrong=len(wrong), of=len(outcomes)) if self.across else {}
+        return self.otherwise(result, reference, *args, **extra)

@@ -24,8 +24,7 @@ import math
 
 import torch
 
-from rlbook.exercises.framework import (DTYPE, FunctionExercise, _call, _close, _diagnose, _failed, _not_attempted,
-                                        _verdict)
+from rlbook.exercises.framework import DTYPE, FunctionExercise, _verdict
 from rlbook.ratios import sapo_gate
 from rlbook.token_gradients import gradient_coefficient
 
@@ -78,20 +77,13 @@ def _gate_mistakes(ratio, advantages, tau_pos, tau_neg):
     }
 
 
-def check_sapo_gate_weight(fn) -> bool | None:
-    """Check ``fn(ratio, advantages, tau_pos, tau_neg) -> (N,)`` against autograd's derivative of ``sapo_gate``."""
-    if _not_attempted(fn, "SAPO gate weight"):
-        return None
-    ratio, advantages = _inputs()
-    for tau_pos, tau_neg in CASES:
-        result, error = _call(fn, ratio.clone(), advantages.clone(), tau_pos, tau_neg)
-        if error:
-            return _failed(error)
-        reference = reference_gate_weight(ratio, advantages, tau_pos, tau_neg)
-        if not _close(result.detach(), reference):
-            hint = _diagnose(result, reference, _gate_mistakes(ratio, advantages, tau_pos, tau_neg))
-            return _verdict(False, "", f"wrong gate weight at τ_pos = {tau_pos}, τ_neg = {tau_neg} — {hint}")
-    return _verdict(True, f"your gate weight matches SAPO's at all {len(CASES)} temperature settings", "")
+check_sapo_gate_weight = FunctionExercise(
+    "check_sapo_gate_weight", what="SAPO gate weight",
+    cases=lambda: [(*_inputs(), tau_pos, tau_neg) for tau_pos, tau_neg in CASES], reference=reference_gate_weight,
+    mistakes=_gate_mistakes, prepare=lambda result, *case: result.detach(),
+    wrong=lambda ratio, advantages, tau_pos, tau_neg: f"wrong gate weight at τ_pos = {tau_pos}, τ_neg = {tau_neg} — ",
+    success=f"your gate weight matches SAPO's at all {len(CASES)} temperature settings",
+    doc="""Check ``fn(ratio, advantages, tau_pos, tau_neg) -> (N,)`` against autograd's derivative of ``sapo_gate``.""")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import time
 from contextlib import contextmanager
 from fractions import Fraction
 
-from rlbook.exercises.framework import NOT_ATTEMPTED, _not_attempted, _verdict
+from rlbook.exercises.framework import NOT_ATTEMPTED, _failed, _not_attempted, _verdict
 from rlbook.tasks.verifiers import extract_answer
 
 __all__ = ["RIGHT_ANSWERS", "HOSTILE_CORPUS", "reference_fraction_reward", "check_fraction_verifier"]
@@ -154,8 +154,7 @@ def check_fraction_verifier(fn) -> bool | None:
     for text, expected in RIGHT_ANSWERS:
         reward, error = _run(fn, text, expected)
         if error is NOT_ATTEMPTED:
-            print(NOT_ATTEMPTED)
-            return None
+            return _failed(error)
         if error or reward != 1.0:
             return _verdict(False, "", f"on the right answer {_shown(text)} (expected {expected}): "
                                        f"{error or f'reward {reward}, expected 1.0'}")

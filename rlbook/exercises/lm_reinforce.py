@@ -30,7 +30,8 @@ import torch
 from rlbook.advantages import group_advantages
 from rlbook.aggregation import token_weights
 from rlbook.exercises.baselines import _rloo_mistakes
-from rlbook.exercises.pg_kl import _close, _failed, _gradient_of_loss, _not_attempted, _verdict
+from rlbook.exercises.framework import _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.pg_kl import _gradient_of_loss
 
 __all__ = ["check_lm_reinforce_loss", "reference_lm_reinforce_loss"]
 

@@ -26,7 +26,7 @@ import torch
 
 from rlbook.coverage import plug_in_pass_at_k
 from rlbook.evidence import paired_pass_at_k_difference
-from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _call, _failed, _not_attempted, _one_number, _verdict, _within
 from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
 
 __all__ = ["CASES", "GAP_CASES", "check_gap_se", "check_pass_at_k", "gap_tables"]
@@ -58,28 +58,19 @@ def _mistakes(n: int, c: int, k: int) -> dict[str, tuple[float, str]]:
     }
 
 
-def check_pass_at_k(fn) -> bool | None:
-    """Check ``fn(n, c, k) -> float`` against ``rlbook.metrics.pass_at_k`` on ``CASES``.
+check_pass_at_k = FunctionExercise(
+    "check_pass_at_k", what="pass@k function", cases=lambda: CASES, reference=pass_at_k, mistakes=_mistakes,
+    label=lambda n, c, k: f"n={n}, c={c}, k={k}", checks=(_one_number(),), close=_within(TOLERANCE),
+    wrong=lambda n, c, k: f"(n={n}, c={c}, k={k}) ",
+    otherwise=lambda result, reference, n, c, k: f"n={n}, c={c}, k={k}: expected {float(reference):.6f}, got "
+                                                 f"{float(result):.6f}",
+    success=f"matches the unbiased estimator on {len(CASES)} cases, edges included",
+    float32_success=f"matches the unbiased estimator on {len(CASES)} cases, edges included {FLOAT32_NUMBER_NOTE}",
+    doc="""Check ``fn(n, c, k) -> float`` against ``rlbook.metrics.pass_at_k`` on ``CASES``.
 
     Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None or
     raises ``NotImplementedError`` (not attempted yet).
-    """
-    if _not_attempted(fn, "pass@k function"):
-        return None
-    for n, c, k in CASES:
-        result, error = _call(fn, n, c, k)
-        if error:
-            return _failed(error, f"n={n}, c={c}, k={k}: ")
-        if result.numel() != 1:
-            return _verdict(False, "", f"return one number, got shape {tuple(result.shape)}")
-        answer, right = float(result), pass_at_k(n, c, k)
-        if abs(answer - right) < TOLERANCE:
-            continue
-        for wrong, hint in _mistakes(n, c, k).values():
-            if wrong is not None and abs(answer - wrong) < TOLERANCE:
-                return _verdict(False, "", f"(n={n}, c={c}, k={k}) {hint}")
-        return _verdict(False, "", f"n={n}, c={c}, k={k}: expected {right:.6f}, got {answer:.6f}")
-    return _verdict(True, f"matches the unbiased estimator on {len(CASES)} cases, edges included", "")
+    """)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -174,52 +174,60 @@ def check_reinforce_loss(loss_fn) -> bool | None:
 # Lesson 01: the variance-minimising constant baseline
 
 
-def check_optimal_baseline(baseline_fn) -> bool | None:
-    """Check ``baseline_fn(logits, means) -> b*``, the constant baseline of least variance.
+def _baseline_cases():
+    return [(logits, means) for logits, _, _, means in _bandit_cases()]
+
+
+def _reference_baseline(logits, means) -> torch.Tensor:
+    return torch.tensor(optimal_constant_baseline(GaussianBandit(tuple(means.tolist())), logits), dtype=DTYPE)
+
+
+def _baseline_mistakes(logits, means) -> dict[str, tuple[torch.Tensor, str]]:
+    probs = torch.softmax(logits, dim=-1)
+    squared_scores = 1 - 2 * probs + (probs**2).sum()  # ‖e_a − π‖² for every arm a
+    scores = squared_scores.sqrt()
+    pulled_coordinate = (1 - probs) ** 2  # only the pulled arm's coordinate of ‖e_a − π‖²
+    return {
+        "value": ((probs * means).sum(),
+                  "that is the value E[R] = Σ π_k μ_k. It is a good baseline but not the best "
+                  "constant: weight each arm's mean by π_a ‖∇log π(a)‖², not by π_a alone."),
+        "plain_mean": (means.mean(), "that is the plain average of the arms' means; weight each arm by "
+                       "π_a ‖∇log π(a)‖² and normalise by the sum of the weights."),
+        "unnormalised": ((probs * means * squared_scores).sum(),
+                         "the numerator is right but it is not divided by E‖∇log π‖² = Σ π_a ‖e_a − π‖²."),
+        "norm_not_squared": ((probs * means * scores).sum() / (probs * scores).sum(),
+                             "each arm is weighted by ‖∇log π(a)‖ — it should be the *squared* norm "
+                             "(the variance is a second moment)."),
+        "unweighted_by_pi": ((means * squared_scores).sum() / squared_scores.sum(),
+                             "each arm is weighted by ‖∇log π(a)‖² alone: the expectations are over the "
+                             "*pulls*, so each arm also carries its probability π_a — "
+                             "b* = Σ π_a μ_a ‖e_a − π‖² / Σ π_a ‖e_a − π‖²."),
+        "pulled_coordinate": ((probs * means * pulled_coordinate).sum() / (probs * pulled_coordinate).sum(),
+                              "each arm is weighted by (1 − π_a)², the pulled arm's coordinate of the "
+                              "score alone. The score e_a − π has every coordinate: "
+                              "‖e_a − π‖² = (1 − π_a)² + Σ_{k≠a} π_k²."),
+    }
+
+
+def _one_baseline(result, reference, logits, means) -> str | None:
+    if result.numel() == means.numel():
+        return (f"you returned {result.numel()} numbers, one per coordinate of the gradient: that is Peters & "
+                "Schaal's per-coordinate baseline. The exercise asks for the single constant b* that minimises the "
+                "total variance, summed over coordinates.")
+    if result.numel() != 1:
+        return f"return one number (the baseline), got shape {tuple(result.shape)}"
+    return None
+
+
+check_optimal_baseline = FunctionExercise(
+    "check_optimal_baseline", what="optimal baseline", cases=_baseline_cases, reference=_reference_baseline,
+    mistakes=_baseline_mistakes, checks=(_one_baseline,),
+    prepare=lambda result, *case: result.reshape(()).to(DTYPE) if result.numel() == 1 else result,
+    wrong="b* is wrong — ", success="your b* matches rlbook.toys.optimal_constant_baseline on every test bandit",
+    doc="""Check ``baseline_fn(logits, means) -> b*``, the constant baseline of least variance.
 
     b* = Σ_a π_a μ_a ‖e_a − π‖² / Σ_a π_a ‖e_a − π‖²  (``rlbook.toys.optimal_constant_baseline``).
-    """
-    if _not_attempted(baseline_fn, "optimal baseline"):
-        return None
-    for logits, _, _, means in _bandit_cases():
-        result, error = _call(baseline_fn, logits.clone(), means.clone())
-        if error:
-            return _failed(error)
-        if result.numel() == means.numel():
-            return _verdict(False, "", f"you returned {result.numel()} numbers, one per coordinate of the gradient: "
-                                       "that is Peters & Schaal's per-coordinate baseline. The exercise asks for the "
-                                       "single constant b* that minimises the total variance, summed over coordinates.")
-        if result.numel() != 1:
-            return _verdict(False, "", f"return one number (the baseline), got shape {tuple(result.shape)}")
-        result = result.reshape(()).to(DTYPE)
-        reference = torch.tensor(optimal_constant_baseline(GaussianBandit(tuple(means.tolist())), logits), dtype=DTYPE)
-        if not _close(result, reference):
-            probs = torch.softmax(logits, dim=-1)
-            squared_scores = 1 - 2 * probs + (probs**2).sum()  # ‖e_a − π‖² for every arm a
-            scores = squared_scores.sqrt()
-            pulled_coordinate = (1 - probs) ** 2  # only the pulled arm's coordinate of ‖e_a − π‖²
-            mistakes = {
-                "value": ((probs * means).sum(),
-                          "that is the value E[R] = Σ π_k μ_k. It is a good baseline but not the best "
-                          "constant: weight each arm's mean by π_a ‖∇log π(a)‖², not by π_a alone."),
-                "plain_mean": (means.mean(), "that is the plain average of the arms' means; weight each arm by "
-                               "π_a ‖∇log π(a)‖² and normalise by the sum of the weights."),
-                "unnormalised": ((probs * means * squared_scores).sum(),
-                                 "the numerator is right but it is not divided by E‖∇log π‖² = Σ π_a ‖e_a − π‖²."),
-                "norm_not_squared": ((probs * means * scores).sum() / (probs * scores).sum(),
-                                     "each arm is weighted by ‖∇log π(a)‖ — it should be the *squared* norm "
-                                     "(the variance is a second moment)."),
-                "unweighted_by_pi": ((means * squared_scores).sum() / squared_scores.sum(),
-                                     "each arm is weighted by ‖∇log π(a)‖² alone: the expectations are over the "
-                                     "*pulls*, so each arm also carries its probability π_a — "
-                                     "b* = Σ π_a μ_a ‖e_a − π‖² / Σ π_a ‖e_a − π‖²."),
-                "pulled_coordinate": ((probs * means * pulled_coordinate).sum() / (probs * pulled_coordinate).sum(),
-                                      "each arm is weighted by (1 − π_a)², the pulled arm's coordinate of the "
-                                      "score alone. The score e_a − π has every coordinate: "
-                                      "‖e_a − π‖² = (1 − π_a)² + Σ_{k≠a} π_k²."),
-            }
-            return _verdict(False, "", f"b* is wrong — {_diagnose(result, reference, mistakes)}")
-    return _verdict(True, "your b* matches rlbook.toys.optimal_constant_baseline on every test bandit", "")
+    """)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ right sample instead of the first, a list instead of one completion.
 
 from __future__ import annotations
 
-from rlbook.exercises.framework import NOT_ATTEMPTED, _not_attempted, _verdict
+from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
 from rlbook.pipeline import is_r1_formatted, keep_first
 from rlbook.tasks import ArithmeticTask, arithmetic_reward
 
@@ -73,13 +73,9 @@ def check_keep_first(fn) -> bool | None:
         return None
     answers = []
     for samples, answer in CASES:
-        try:
-            got = fn(list(samples), answer)
-        except NotImplementedError:
-            print(NOT_ATTEMPTED)
-            return None
-        except Exception as error:  # the reader's code: report any failure rather than crash the cell
-            return _verdict(False, "", f"on samples={samples!r}: your function raised {type(error).__name__}: {error}")
+        got, error = _run(fn, list(samples), answer)
+        if error:
+            return _failed(error, f"on samples={samples!r}: ")
         if got is not None and not isinstance(got, str):
             return _verdict(False, "", f"return one completion (a str) or None, got {type(got).__name__}"
                                        f"{' — one sample, not a list of them' if isinstance(got, (list, tuple)) else ''}")

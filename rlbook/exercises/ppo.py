@@ -31,7 +31,7 @@ import torch
 
 from rlbook.advantages import gae
 from rlbook.exercises.framework import (DTYPE, NOT_ATTEMPTED, FunctionExercise, _call, _close, _diagnose, _failed,
-                                        _not_attempted, _verdict)
+                                        _not_attempted, _one_number, _verdict, _within)
 from rlbook.losses import clipped_surrogate, policy_loss, register_policy_loss, unregister_policy_loss
 
 __all__ = ["check_clipped_objective", "check_gae", "clipped_objective_mistakes", "clip_only_negative_reference",
@@ -112,33 +112,25 @@ def clipped_objective_mistakes() -> dict[str, tuple]:
     }
 
 
-def check_clipped_objective(objective_fn) -> bool | None:
-    """Check ``objective_fn(r, advantage, eps_low, eps_high) -> float``, PPO's objective for one token.
+check_clipped_objective = FunctionExercise(
+    "check_clipped_objective", what="clipped objective", cases=lambda: [_flat(case) for case in CLIP_CASES],
+    reference=_reference_objective,
+    mistakes=lambda r, a, lo, hi: {name: (wrong(r, a, lo, hi), hint)
+                                   for name, (wrong, hint) in clipped_objective_mistakes().items()},
+    checks=(_one_number("return one number for one token"),), close=_within(1e-6),
+    # a mistake is told by its answers on all the cases: max and min agree wherever the clip is inactive
+    together=lambda *case: "all", across=True,
+    otherwise=lambda result, reference, r, a, lo, hi, wrong, of: (
+        f"wrong on {wrong} of {of} cases, e.g. r={r}, A={a}, ε_low={lo}, ε_high={hi}: expected "
+        f"{float(reference):.4f}, got {float(result):.4f}"),
+    success=f"your clipped objective matches the library on all {len(CLIP_CASES)} cases (both signs of A, both "
+            "bounds, asymmetric ε)",
+    doc="""Check ``objective_fn(r, advantage, eps_low, eps_high) -> float``, PPO's objective for one token.
 
     J = min(r A, clip(r, 1 − ε_low, 1 + ε_high) A) (Schulman et al. 2017, arXiv:1707.06347, eq. 7,
     with DAPO's separate bounds), compared with ``−rlbook.losses.clipped_surrogate`` on
     ratios either side of both bounds, A of both signs, and symmetric and asymmetric bounds.
-    """
-    if _not_attempted(objective_fn, "clipped objective"):
-        return None
-    answers = []
-    for r, a, (lo, hi) in CLIP_CASES:
-        result, error = _call(objective_fn, r, a, lo, hi)
-        if error:
-            return _failed(error)
-        if result.numel() != 1:
-            return _verdict(False, "", f"return one number for one token, got shape {tuple(result.shape)}")
-        answers.append(float(result.reshape(())))
-    wrong = [(case, got) for case, got in zip(CLIP_CASES, answers) if abs(got - _reference_objective(*_flat(case))) > 1e-6]
-    if not wrong:
-        return _verdict(True, f"your clipped objective matches the library on all {len(CLIP_CASES)} cases "
-                              "(both signs of A, both bounds, asymmetric ε)", "")
-    for fn, hint in clipped_objective_mistakes().values():
-        if all(abs(got - fn(*_flat(case))) < 1e-6 for case, got in zip(CLIP_CASES, answers)):
-            return _verdict(False, "", hint)
-    (r, a, (lo, hi)), got = wrong[0]
-    return _verdict(False, "", f"wrong on {len(wrong)} of {len(CLIP_CASES)} cases, e.g. r={r}, A={a}, "
-                               f"ε_low={lo}, ε_high={hi}: expected {_reference_objective(r, a, lo, hi):.4f}, got {got:.4f}")
+    """)
 
 
 def _advantages_only(result):

@@ -9,7 +9,7 @@ checker                     the reader writes                                   
 ``check_simpo_loss``        SimPO's per-pair loss from log-probs and lengths    07
 ==========================  ==================================================  ==========
 
-Like ``rlbook.exercises.pg_kl``: each checker runs the reader's function on fixed inputs, compares
+Each is a ``FunctionExercise`` (``rlbook.exercises.framework``): it runs the reader's function on fixed inputs, compares
 with the library (``rlbook.toys.reverse_kl_optimum``, ``rlbook.losses.dpo_loss``,
 ``rlbook.losses.ipo_loss``, ``rlbook.losses.simpo_loss``), and when they differ tries the usual
 mistakes one by one and names the one the reader's answer matches. It prints its verdict (✓ or ✗)
@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlbook.exercises.framework import DTYPE, _call, _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, FunctionExercise
 from rlbook.losses import dpo_loss, ipo_loss, simpo_loss
 from rlbook.toys import reverse_kl_optimum
 
@@ -53,27 +53,27 @@ def _shown(values: torch.Tensor) -> list[float]:
     return [round(v, 4) for v in values.detach().to(DTYPE).flatten().tolist()]
 
 
-def _check_cases(fn, cases, reference, mistakes, *, knob: str, success: str, generic: str,
-                 knobs: int = 1) -> bool | None:
-    """Run ``fn`` on each case, compare with ``reference(*case)``; on a difference name the mistake.
+def _one_value_per_pair(result, reference, *case) -> str | None:
+    if result.dim() == 0 and reference.dim() == 1:
+        return "you returned one number where one value per pair was asked: return the (B,) per-pair losses, without .mean()"
+    return None
 
-    ``cases`` are argument tuples whose last ``knobs`` entries are the knobs (β, τ, or SimPO's β
-    and γ), named together by ``knob``; ``mistakes(*case)`` maps a name to ``(wrong answer, hint)``.
-    """
-    for case in cases:
-        got, error = _call(fn, *(a.clone() if isinstance(a, torch.Tensor) else a for a in case))
-        if error:
-            return _failed(error)
-        want = reference(*case)
-        if _close(got, want):
-            continue
-        if got.dim() == 0 and want.dim() == 1:
-            return _verdict(False, "", "you returned one number where one value per pair was asked: return the "
-                                       "(B,) per-pair losses, without .mean()")
-        hint = next((hint for wrong, hint in mistakes(*case).values() if _close(got, wrong)), generic)
+
+def _loss_exercise(name: str, what: str, cases, reference, mistakes, *, knob: str, knobs: int, success: str,
+                   generic: str, doc: str) -> FunctionExercise:
+    """A checker that runs the reader's function on ``cases``, argument tuples whose last ``knobs`` entries are
+    the knobs (β, τ, or SimPO's β and γ, named together by ``knob``); a wrong answer's message shows the
+    expected and the returned values, then the hint of the mistake it matches (else ``generic``)."""
+
+    def message(hint, result, reference, *case) -> str:
         setting = case[-1] if knobs == 1 else tuple(case[-knobs:])
-        return _verdict(False, "", f"{knob} = {setting}: expected {_shown(want)}, got {_shown(got)}: {hint}")
-    return _verdict(True, success, "")
+        return f"{knob} = {setting}: expected {_shown(reference)}, got {_shown(result)}: {hint}"
+
+    return FunctionExercise(
+        name, what=what, cases=lambda: cases, reference=reference, mistakes=mistakes, success=success,
+        checks=(_one_value_per_pair,), named=message,
+        otherwise=lambda result, reference, *case: message(generic, result, reference, *case),
+        doc=doc, module=__name__)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -107,15 +107,13 @@ def _optimal_policy(ref_probs, rewards, beta) -> torch.Tensor:
     return reverse_kl_optimum(ref_probs, rewards, beta=beta)
 
 
-def check_optimal_policy(fn) -> bool | None:
-    """Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
-    E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2."""
-    if _not_attempted(fn, "optimal policy"):
-        return None
-    return _check_cases(
-        fn, [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], _optimal_policy, optimal_policy_mistakes,
-        knob="β", success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}",
-        generic="compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)")
+check_optimal_policy = _loss_exercise(
+    "check_optimal_policy", "optimal policy", [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], _optimal_policy,
+    optimal_policy_mistakes, knob="β", knobs=1,
+    success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}",
+    generic="compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)",
+    doc="""Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
+    E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2.""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,16 +148,13 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
     }
 
 
-def check_dpo_loss(fn) -> bool | None:
-    """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → the (B,) per-pair DPO loss
-    −log σ(β h) against ``rlbook.losses.dpo_loss`` on 6 pairs at β = 0.1 and 0.5."""
-    if _not_attempted(fn, "DPO loss"):
-        return None
-    return _check_cases(
-        fn, [(*PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β",
-        success="your DPO loss matches rlbook.losses.dpo_loss on 6 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
-                "scores ln 2)",
-        generic="compare with −log σ(β [(log π_w − log π_ref,w) − (log π_l − log π_ref,l)])")
+check_dpo_loss = _loss_exercise(
+    "check_dpo_loss", "DPO loss", [(*PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β", knobs=1,
+    success="your DPO loss matches rlbook.losses.dpo_loss on 6 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
+            "scores ln 2)",
+    generic="compare with −log σ(β [(log π_w − log π_ref,w) − (log π_l − log π_ref,l)])",
+    doc="""Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → the (B,) per-pair DPO loss
+    −log σ(β h) against ``rlbook.losses.dpo_loss`` on 6 pairs at β = 0.1 and 0.5.""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,15 +182,12 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
     }
 
 
-def check_ipo_loss(fn) -> bool | None:
-    """Check ``fn(chosen, rejected, ref_chosen, ref_rejected, tau)`` → the (B,) per-pair IPO loss
-    (h − 1/(2τ))² against ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation)."""
-    if _not_attempted(fn, "IPO loss"):
-        return None
-    return _check_cases(
-        fn, [(*PAIRS, tau) for tau in IPO_TAUS], ipo_loss, ipo_loss_mistakes, knob="τ",
-        success="your IPO loss matches rlbook.losses.ipo_loss on 6 pairs at τ = 0.1 and 0.5",
-        generic="compare with (h − 1/(2τ))², h the difference of the log-ratios log π − log π_ref")
+check_ipo_loss = _loss_exercise(
+    "check_ipo_loss", "IPO loss", [(*PAIRS, tau) for tau in IPO_TAUS], ipo_loss, ipo_loss_mistakes, knob="τ", knobs=1,
+    success="your IPO loss matches rlbook.losses.ipo_loss on 6 pairs at τ = 0.1 and 0.5",
+    generic="compare with (h − 1/(2τ))², h the difference of the log-ratios log π − log π_ref",
+    doc="""Check ``fn(chosen, rejected, ref_chosen, ref_rejected, tau)`` → the (B,) per-pair IPO loss
+    (h − 1/(2τ))² against ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation).""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,13 +218,11 @@ def simpo_loss_mistakes(chosen, rejected, chosen_lens, rejected_lens, beta,
     }
 
 
-def check_simpo_loss(fn) -> bool | None:
-    """Check ``fn(chosen, rejected, chosen_lens, rejected_lens, beta, gamma)`` → the (B,) per-pair SimPO loss
-    −log σ(β log π(y_w)/|y_w| − β log π(y_l)/|y_l| − γ) against ``rlbook.losses.simpo_loss``."""
-    if _not_attempted(fn, "SimPO loss"):
-        return None
-    shown = " and ".join(f"β = {b:g}, γ = {g:g}" for b, g in SIMPO_SETTINGS)
-    return _check_cases(
-        fn, [(*PAIRS[:2], *LENGTHS, beta, gamma) for beta, gamma in SIMPO_SETTINGS], simpo_loss, simpo_loss_mistakes,
-        knob="(β, γ)", knobs=2, success=f"your SimPO loss matches rlbook.losses.simpo_loss on 6 pairs at {shown}",
-        generic="compare with −log σ(β [log π(y_w)/|y_w| − log π(y_l)/|y_l|] − γ)")
+check_simpo_loss = _loss_exercise(
+    "check_simpo_loss", "SimPO loss", [(*PAIRS[:2], *LENGTHS, beta, gamma) for beta, gamma in SIMPO_SETTINGS],
+    simpo_loss, simpo_loss_mistakes, knob="(β, γ)", knobs=2,
+    success="your SimPO loss matches rlbook.losses.simpo_loss on 6 pairs at "
+            + " and ".join(f"β = {b:g}, γ = {g:g}" for b, g in SIMPO_SETTINGS),
+    generic="compare with −log σ(β [log π(y_w)/|y_w| − log π(y_l)/|y_l|] − γ)",
+    doc="""Check ``fn(chosen, rejected, chosen_lens, rejected_lens, beta, gamma)`` → the (B,) per-pair SimPO loss
+    −log σ(β log π(y_w)/|y_w| − β log π(y_l)/|y_l| − γ) against ``rlbook.losses.simpo_loss``.""")

@@ -12,7 +12,7 @@ to well-formed answers, R1's think-required rule, the shaped (partial) format sc
 
 from __future__ import annotations
 
-from rlbook.exercises.framework import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _one_number, _within
 from rlbook.reasoning import completion_kind, r1_zero_reward
 from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward
 
@@ -60,32 +60,25 @@ def _mistakes(text: str, answer: str, w: float) -> dict[str, tuple[float, str]]:
     }
 
 
-def check_r1_zero_reward(fn) -> bool | None:
-    """Check ``fn(text, answer, format_weight) -> float`` on ``CASES`` × ``FORMAT_WEIGHTS``.
+def _where(text: str, answer: str, w: float) -> str:
+    return f"text={text!r}, answer={answer!r}, format_weight={w}"
+
+
+check_r1_zero_reward = FunctionExercise(
+    "check_r1_zero_reward", what="reward function",
+    cases=lambda: [(text, answer, w) for w in FORMAT_WEIGHTS for text, answer in CASES],
+    reference=reference_reward, mistakes=_mistakes, label=_where, checks=(_one_number(label=_where),),
+    close=_within(TOLERANCE),
+    # a mistake is named when it gives the reader's number on every completion and weight
+    together=lambda *case: "all", across=True,
+    otherwise=lambda result, reference, *case, **counts: (f"{_where(*case)}: expected {float(reference):.3f}, "
+                                                          f"got {float(result):.3f}"),
+    success=f"matches accuracy + w × format on {len(CASES)} completions × {len(FORMAT_WEIGHTS)} weights",
+    float32_success=f"matches accuracy + w × format on {len(CASES)} completions × {len(FORMAT_WEIGHTS)} weights "
+                    f"{FLOAT32_NUMBER_NOTE}",
+    doc="""Check ``fn(text, answer, format_weight) -> float`` on ``CASES`` × ``FORMAT_WEIGHTS``.
 
     When it differs from the reference, the mistake whose numbers it matches on every case is
     named. Prints a verdict; returns True / False, or None when ``fn`` is None or raises
     ``NotImplementedError`` (not attempted yet).
-    """
-    if _not_attempted(fn, "reward function"):
-        return None
-    answers = []
-    for w in FORMAT_WEIGHTS:
-        for text, answer in CASES:
-            result, error = _call(fn, text, answer, w)
-            context = f"text={text!r}, answer={answer!r}, format_weight={w}: "
-            if error:
-                return _failed(error, context)
-            if result.numel() != 1:
-                return _verdict(False, "", f"{context}return one number, got shape {tuple(result.shape)}")
-            answers.append((text, answer, w, float(result)))
-    wrong = [(t, a, w, got) for t, a, w, got in answers if abs(got - reference_reward(t, a, w)) > TOLERANCE]
-    if not wrong:
-        return _verdict(True, f"matches accuracy + w × format on {len(CASES)} completions × "
-                              f"{len(FORMAT_WEIGHTS)} weights", "")
-    for name, (_, hint) in _mistakes(*CASES[0], FORMAT_WEIGHTS[0]).items():
-        if all(abs(got - _mistakes(t, a, w)[name][0]) < TOLERANCE for t, a, w, got in answers):
-            return _verdict(False, "", hint)
-    text, answer, w, got = wrong[0]
-    return _verdict(False, "", f"text={text!r}, answer={answer!r}, format_weight={w}: expected "
-                               f"{reference_reward(text, answer, w):.3f}, got {got:.3f}")
+    """)

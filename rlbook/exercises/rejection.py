@@ -19,7 +19,7 @@ import torch
 
 import math
 
-from rlbook.exercises.pg_kl import DTYPE, _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import DTYPE, FunctionExercise, _one_number
 from rlbook.kl import bernoulli_kl
 from rlbook.metrics import best_of_n_distribution, best_of_n_kl
 
@@ -87,27 +87,25 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
     }
 
 
-def check_best_of_n_probabilities(fn) -> bool | None:
-    """Check ``fn(probs, rewards, n) -> (V,) probabilities`` of the best-of-n winner (distinct rewards)."""
-    if _not_attempted(fn, "best-of-n probabilities"):
-        return None
-    for probs, rewards, n in _cases():
-        result, error = _call(fn, probs.clone(), rewards.clone(), n)
-        if error:
-            return _failed(error)
-        reference = best_of_n_distribution(probs, rewards, n)
-        if result.shape != reference.shape:
-            return _verdict(False, "", f"expected one probability per outcome, shape {tuple(reference.shape)}, "
-                                       f"got {tuple(result.shape)}")
-        if not _close(result.to(DTYPE), reference):
-            for candidate, hint in _mistakes(probs, rewards, n).values():
-                if _close(result.to(DTYPE), candidate):
-                    return _verdict(False, "", f"n = {n}: {hint}")
-            deviation = (result.to(DTYPE) - reference).abs().max().item()
-            return _verdict(False, "", f"n = {n}: expected {[round(v, 6) for v in reference.tolist()]}, "
-                                       f"got {[round(float(v), 6) for v in result.flatten().tolist()]} "
-                                       f"(largest difference {deviation:.2e}; the check allows a relative 1e-4)")
-    return _verdict(True, f"Correct on all {len(_cases())} cases.", "")
+def _one_probability_per_outcome(result, reference, *case) -> str | None:
+    if result.shape != reference.shape:
+        return f"expected one probability per outcome, shape {tuple(reference.shape)}, got {tuple(result.shape)}"
+    return None
+
+
+def _largest_difference(result, reference, probs, rewards, n) -> str:
+    deviation = (result - reference).abs().max().item()
+    return (f"n = {n}: expected {[round(v, 6) for v in reference.tolist()]}, got "
+            f"{[round(float(v), 6) for v in result.flatten().tolist()]} (largest difference {deviation:.2e}; the check "
+            "allows a relative 1e-4)")
+
+
+check_best_of_n_probabilities = FunctionExercise(
+    "check_best_of_n_probabilities", what="best-of-n probabilities", cases=_cases, reference=best_of_n_distribution,
+    mistakes=_mistakes, prepare=lambda result, *case: result.to(DTYPE), checks=(_one_probability_per_outcome,),
+    close=_close, wrong=lambda probs, rewards, n: f"n = {n}: ", otherwise=_largest_difference,
+    success=f"Correct on all {len(_cases())} cases.",
+    doc="""Check ``fn(probs, rewards, n) -> (V,) probabilities`` of the best-of-n winner (distinct rewards).""")
 
 
 # ------------------------------------------------------------------------------ the KL under a verifier
@@ -148,31 +146,16 @@ def _verifier_mistakes(p: float, n: int) -> dict[str, tuple[float, str]]:
     }
 
 
-def check_verifier_best_of_n_kl(fn) -> bool | None:
-    """Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p.
+check_verifier_best_of_n_kl = FunctionExercise(
+    "check_verifier_best_of_n_kl", what="verifier KL", cases=lambda: VERIFIER_CASES, reference=_verifier_kl,
+    mistakes=_verifier_mistakes, checks=(_one_number("expected one number (the KL in nats)"),),
+    close=lambda result, expected: math.isclose(float(result), float(expected), rel_tol=1e-4, abs_tol=1e-7),
+    together=lambda p, n: "all", across=True, wrong=lambda p, n: f"p = {p}, n = {n}: ",
+    otherwise=lambda result, reference, p, n, **counts: (f"p = {p}, n = {n}: expected {float(reference):.6f} nats, "
+                                                          f"got {float(result):.6f}"),
+    success=f"Correct on all {len(VERIFIER_CASES)} cases.",
+    doc="""Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p.
 
     A wrong answer is named by the mistake that matches it on *every* case, not on the first alone:
     near q = 1 (p = 0.05, n = 4) q = 1 − p^n and the ceiling log(1/p) agree to 1e-5, and only the
-    other cases tell them apart."""
-    if _not_attempted(fn, "verifier KL"):
-        return None
-    values = []
-    for p, n in VERIFIER_CASES:
-        result, error = _call(fn, p, n)
-        if error:
-            return _failed(error)
-        if result.numel() != 1:
-            return _verdict(False, "", f"expected one number (the KL in nats), got shape {tuple(result.shape)}")
-        values.append(float(result))
-
-    def close(a, b):
-        return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
-
-    wrong = [(case, value) for case, value in zip(VERIFIER_CASES, values) if not close(value, _verifier_kl(*case))]
-    if not wrong:
-        return _verdict(True, f"Correct on all {len(VERIFIER_CASES)} cases.", "")
-    (p, n), value = wrong[0]
-    for name, (_, hint) in _verifier_mistakes(p, n).items():
-        if all(close(v, _verifier_mistakes(*case)[name][0]) for case, v in zip(VERIFIER_CASES, values)):
-            return _verdict(False, "", f"p = {p}, n = {n}: {hint}")
-    return _verdict(False, "", f"p = {p}, n = {n}: expected {_verifier_kl(p, n):.6f} nats, got {value:.6f}")
+    other cases tell them apart.""")

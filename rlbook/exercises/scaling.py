@@ -25,7 +25,7 @@ import functools
 import math
 import numbers
 
-from rlbook.exercises.pg_kl import _not_attempted, _verdict
+from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
 from rlbook.scaling import HUB_SHAPES, gpus_needed, optimizer_bytes_per_parameter, training_memory
 
 __all__ = ["PLAN_GPU_GIB", "PLAN_LORA_FRACTION", "PLAN_MODEL", "PLAN_ROLES", "PLAN_ROLLOUT",
@@ -76,13 +76,9 @@ def check_bytes_per_parameter(fn) -> bool | None:
         return None
     answers = []
     for weight_bytes in (2, 4):
-        try:
-            answer = fn(weight_bytes)
-        except NotImplementedError:
-            print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
-            return None
-        except Exception as error:  # the reader's code: report, don't crash the cell
-            return _verdict(False, "", f"your function raised {type(error).__name__}: {error}")
+        answer, error = _run(fn, weight_bytes)
+        if error:
+            return _failed(error)
         if (not isinstance(answer, (tuple, list)) or len(answer) != 3
                 or not all(isinstance(part, numbers.Real) and not isinstance(part, bool) for part in answer)):
             return _verdict(False, "", f"return the three parts (weight, gradient, optimizer) in bytes, not "
@@ -189,13 +185,9 @@ def check_gpu_plan(fn) -> bool | None:
         return None
     answers = {}
     for lora in (False, True):
-        try:
-            answer = fn(lora)
-        except NotImplementedError:
-            print("Not attempted yet: replace the `raise NotImplementedError` with your answer.")
-            return None
-        except Exception as error:  # the reader's code: report, don't crash the cell
-            return _verdict(False, "", f"your function raised {type(error).__name__}: {error}")
+        answer, error = _run(fn, lora)
+        if error:
+            return _failed(error)
         if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not math.isfinite(answer):
             return _verdict(False, "", f"return a number of GiB, got {answer!r} for lora={lora}")
         answers[lora] = float(answer)

@@ -21,7 +21,7 @@ import math
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.exercises.pg_kl import _call, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import FunctionExercise, _call, _failed, _not_attempted, _verdict
 from rlbook.shaping import advantage_filter_mask
 from rlbook.throughput import dropped_share, flat_group_probability
 
@@ -107,42 +107,50 @@ FILTER_MISTAKES = [
 ]
 
 
-def check_advantage_filter(fn) -> bool | None:
-    """Check ``fn(rewards, group_size) -> (B,) bool``: True where the completion's group advantage is non-zero."""
-    if _not_attempted(fn, "mask of the completions to keep"):
+def _filter_reference(rewards, group_size):
+    return advantage_filter_mask(group_advantages(rewards, group_size, "grpo"))
+
+
+def _filter_where(rewards, group_size) -> str:
+    return f"on rewards {rewards.tolist()} in groups of {group_size}"
+
+
+def _one_verdict_per_completion(result, reference, rewards, group_size) -> str | None:
+    if result.shape == reference.shape:
         return None
-    results = []
-    for rewards, group_size in FILTER_CASES:
-        result, error = _call(fn, rewards.clone(), group_size)
-        if error:
-            return _failed(error, f"on rewards {rewards.tolist()} in groups of {group_size}: ")
-        reference = advantage_filter_mask(group_advantages(rewards, group_size, "grpo"))
-        if result.shape != reference.shape:
-            hint = (" — one entry per group: the filter needs one per completion (repeat each group's verdict G times)"
-                    if result.numel() == reference.numel() // group_size else "")
-            return _verdict(False, "", f"expected shape {tuple(reference.shape)}, got {tuple(result.shape)}{hint}")
-        if result.dtype != torch.bool and not bool(((result == 0) | (result == 1)).all()):
-            return _verdict(False, "", "return a mask, True/False (or 1/0) per completion, not the advantages "
-                                       "themselves: `.bool()` of a float tensor is True wherever it is not exactly 0, "
-                                       f"got values such as {result[(result != 0) & (result != 1)][0].item():.3g}")
-        results.append(result.bool())
-    references = [advantage_filter_mask(group_advantages(r, g, "grpo")) for r, g in FILTER_CASES]
-    if all(torch.equal(result, reference) for result, reference in zip(results, references)):
-        kept, total = sum(int(r.sum()) for r in references), sum(r.numel() for r in references)
-        return _verdict(True, f"keeps the {kept} of {total} completions with A ≠ 0, over {len(FILTER_CASES)} batches "
-                              "(flat partial-credit groups and float rounding included)", "")
-    failing = next(i for i, (result, reference) in enumerate(zip(results, references))
-                   if not torch.equal(result, reference))
-    candidates = [[mistake(r, g) for r, g in FILTER_CASES] for mistake, _ in FILTER_MISTAKES]
-    for (_, hint), outputs in zip(FILTER_MISTAKES, candidates):  # a mistake that explains every case
-        if all(torch.equal(result, output) for result, output in zip(results, outputs)):
-            return _verdict(False, "", hint)
-    for (_, hint), outputs in zip(FILTER_MISTAKES, candidates):  # else one that explains the first failure
-        if torch.equal(results[failing], outputs[failing]):
-            return _verdict(False, "", hint)
-    rewards, group_size = FILTER_CASES[failing]
-    return _verdict(False, "", f"on rewards {rewards.tolist()} in groups of {group_size}: expected "
-                               f"{references[failing].int().tolist()}, got {results[failing].int().tolist()}")
+    hint = (" — one entry per group: the filter needs one per completion (repeat each group's verdict G times)"
+            if result.numel() == reference.numel() // group_size else "")
+    return f"expected shape {tuple(reference.shape)}, got {tuple(result.shape)}{hint}"
+
+
+def _as_mask(result, *case) -> torch.Tensor:
+    """A bool tensor, or 1/0 values, as the bool mask; anything else is left as it is for ``_a_mask`` to refuse."""
+    return result.bool() if result.dtype == torch.bool or bool(((result == 0) | (result == 1)).all()) else result
+
+
+def _a_mask(result, reference, rewards, group_size) -> str | None:
+    if result.dtype == torch.bool:
+        return None
+    return ("return a mask, True/False (or 1/0) per completion, not the advantages themselves: `.bool()` of a float "
+            f"tensor is True wherever it is not exactly 0, got values such as "
+            f"{result[(result != 0) & (result != 1)][0].item():.3g}")
+
+
+_KEPT = sum(int(_filter_reference(*case).sum()) for case in FILTER_CASES)
+check_advantage_filter = FunctionExercise(
+    "check_advantage_filter", what="mask of the completions to keep", cases=lambda: FILTER_CASES,
+    reference=_filter_reference,
+    mistakes=lambda rewards, group_size: {index: (mistake(rewards, group_size), hint)
+                                          for index, (mistake, hint) in enumerate(FILTER_MISTAKES)},
+    label=_filter_where, prepare=_as_mask, checks=(_one_verdict_per_completion, _a_mask),
+    close=torch.equal,
+    # a mistake that explains every batch, else one that explains the first batch that failed
+    together=lambda *case: "all", across=True, or_first=True,
+    otherwise=lambda result, reference, *case, **counts: (f"{_filter_where(*case)}: expected "
+                                                          f"{reference.int().tolist()}, got {result.int().tolist()}"),
+    success=f"keeps the {_KEPT} of {sum(r.numel() for r, _ in FILTER_CASES)} completions with A ≠ 0, over "
+            f"{len(FILTER_CASES)} batches (flat partial-credit groups and float rounding included)",
+    doc="""Check ``fn(rewards, group_size) -> (B,) bool``: True where the completion's group advantage is non-zero.""")
 
 
 # ----------------------------------------------------------------------------------------------
