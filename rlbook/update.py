@@ -35,6 +35,11 @@ def minibatch_plan(rows: torch.Tensor, minibatch_size: int | None, *, epochs: in
     ``minibatch_size`` (the last one may be smaller). When one minibatch holds every row
     (``minibatch_size`` None or ≥ the row count) the rows keep their order: each pass is one step
     on the whole batch.
+
+    Kept apart from ``rlbook.trainers.data.shuffled_batches`` (the offline trainers' seeded sampler
+    over a corpus, on ``random.Random``) on purpose: this shuffles a rollout's rows, a tensor, with
+    a ``torch.Generator`` the online trainer seeds afresh at every step, and a finite plan of
+    ``epochs`` passes is what PPO's update needs; sharing one generator would change every run's order.
     """
     check_int("epochs", epochs, minimum=1)
     size = rows.numel() if minibatch_size is None else check_int("minibatch_size", minibatch_size, minimum=1)
