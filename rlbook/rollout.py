@@ -60,7 +60,8 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from rlbook._checks import check_int, check_positive, check_same_shape
 from rlbook.padding import cat_padded, pad_to, stack_padded
 
-__all__ = ["Rollout", "completion_forward", "completion_logprobs", "format_prompts", "prompt_text", "rollout_logprobs", "sample"]
+__all__ = ["Rollout", "completion_forward", "completion_logprobs", "format_prompts", "prompt_text", "rollout_logprobs",
+           "sample"]
 
 _SHARE_PREFIX = True  # prefill the prompts' common prefix once (see the module docstring)
 

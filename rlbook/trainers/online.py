@@ -438,9 +438,9 @@ class OnlineTrainer:
             cov_generator=self._cov_generator if config.cov_control == "clip_cov" else None,
             token_weights_fn=self.token_weights_fn)
         if self.critic is not None:
-            tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                         rollout.completion_mask)]
-            critic_loss = value_loss(self.critic(*tensors), old_values[rows], returns[rows], tensors[3])
+            picked = rollout.select(rows)
+            values = self.critic(picked.prompt_ids, picked.prompt_mask, picked.completion_ids, picked.completion_mask)
+            critic_loss = value_loss(values, old_values[rows], returns[rows], picked.completion_mask)
             metrics["value_loss"] = critic_loss.item()
             self.critic_optim.step(self.critic_optimizer, critic_loss, self.critic.parameters())
         return metrics, entropy
