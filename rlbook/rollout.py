@@ -514,11 +514,7 @@ def completion_forward(model, prompt_ids, prompt_mask, completion_ids, completio
     """
     if output not in ("logits", "hidden_states"):
         raise ValueError(f"output must be 'logits' or 'hidden_states', got {output!r}")
-    if prompt_ids.dim() != 2 or completion_ids.dim() != 2 or prompt_ids.shape[0] != completion_ids.shape[0]:
-        raise ValueError(f"prompt_ids and completion_ids must be (B, P) and (B, C) with the same B, got "
-                         f"{tuple(prompt_ids.shape)} and {tuple(completion_ids.shape)}")
-    check_same_shape(prompt_ids=prompt_ids, prompt_mask=prompt_mask)
-    check_same_shape(completion_ids=completion_ids, completion_mask=completion_mask)
+    _check_scoring_args(prompt_ids, prompt_mask, completion_ids, completion_mask, 1.0, None)
     width = completion_ids.shape[1]
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
