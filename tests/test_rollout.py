@@ -445,7 +445,8 @@ def test_completion_forward_gives_logits_and_hidden_states_of_each_completion_to
     assert hidden.shape == (batch, width, eos_model.config.hidden_size)
     assert torch.allclose(eos_model.lm_head(hidden), logits, atol=1e-5)  # the output layer reads these states
     token_logprobs = torch.log_softmax(logits, -1).gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
-    assert torch.allclose(token_logprobs * rollout.completion_mask, rollout.logprobs, atol=1e-4)  # what the sampler drew
+    # the log-probs of what the sampler drew
+    assert torch.allclose(token_logprobs * rollout.completion_mask, rollout.logprobs, atol=1e-4)
 
 
 @pytest.mark.parametrize("change, name", [({"output": "probs"}, "output"),
