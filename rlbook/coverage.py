@@ -48,7 +48,7 @@ import torch
 from rlbook._checks import check_int
 from rlbook.metrics import pass_at_k
 from rlbook.reasoning import completion_kind, scratchpad_lines
-from rlbook.rollout import Rollout, completion_logprobs
+from rlbook.rollout import Rollout, rollout_logprobs
 from rlbook.tasks.arithmetic import addition_steps
 
 __all__ = ["addition_cot_correct", "completion_logprob_sums", "coverage_split", "crossover_k", "dispersion",
@@ -145,9 +145,8 @@ def completion_logprob_sums(model, rollout: Rollout, rows, *, batch_size: int | 
         raise ValueError(f"rows must be a non-empty 1-D list of row indices, got shape {tuple(rows.shape)}")
     if int(rows.min()) < 0 or int(rows.max()) >= len(rollout):
         raise ValueError(f"rows must index the rollout's {len(rollout)} rows, got {int(rows.min())}..{int(rows.max())}")
-    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
     with torch.no_grad():
-        return completion_logprobs(model, *(t[rows] for t in tensors), batch_size=batch_size).sum(dim=1)
+        return rollout_logprobs(model, rollout.select(rows), batch_size=batch_size).sum(dim=1)
 
 
 def seen_fraction(texts, reference_texts) -> float:

@@ -34,7 +34,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_int, check_positive
 from rlbook.advantages import group_advantages
-from rlbook.rollout import _position_ids
+from rlbook.rollout import completion_forward
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "fit_critic_head",
            "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "prompt_variances",
@@ -221,15 +221,11 @@ def completion_hidden_states(model, prompt_ids, prompt_mask, completion_ids, com
     head (``rlbook.trainers.Critic``), reads. Computed ``batch_size`` rows at a time.
     """
     check_int("batch_size", batch_size, minimum=1)
-    width = completion_ids.shape[1]
     parts = []
     for start in range(0, completion_ids.shape[0], batch_size):
         rows = slice(start, start + batch_size)
-        input_ids = torch.cat([prompt_ids[rows], completion_ids[rows]], dim=1)
-        attention_mask = torch.cat([prompt_mask[rows], completion_mask[rows]], dim=1).long()
-        output = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_position_ids(attention_mask),
-                       output_hidden_states=True, use_cache=False, logits_to_keep=1)
-        parts.append(output.hidden_states[-1][:, -width - 1:-1])
+        parts.append(completion_forward(model, prompt_ids[rows], prompt_mask[rows], completion_ids[rows],
+                                        completion_mask[rows], output="hidden_states"))
     return torch.cat(parts)
 
 

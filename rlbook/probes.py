@@ -27,7 +27,7 @@ import torch
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.advantages import group_advantages
 from rlbook.entropy import token_covariance
-from rlbook.rollout import format_prompts, rollout_logprobs, sample
+from rlbook.rollout import completion_forward, format_prompts, rollout_logprobs, sample
 from rlbook.update import minibatch_plan, policy_step, policy_update
 
 __all__ = [
@@ -264,11 +264,8 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
 @torch.no_grad()
 def _completion_log_policy(model, rollout, temperature: float) -> torch.Tensor:
     """log softmax(z / T) of the full vocabulary at each completion position, (B, C, V) float64."""
-    mask = rollout.attention_mask
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    width = rollout.completion_ids.shape[1]
-    logits = model(input_ids=rollout.input_ids, attention_mask=mask, position_ids=positions,
-                   logits_to_keep=width + 1).logits[:, :-1]
+    logits = completion_forward(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                rollout.completion_mask)
     return torch.log_softmax(logits.double() / temperature, dim=-1)
 
 

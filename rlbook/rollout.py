@@ -60,7 +60,8 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from rlbook._checks import check_int, check_positive, check_same_shape
 from rlbook.padding import cat_padded, pad_to, stack_padded
 
-__all__ = ["Rollout", "completion_logprobs", "format_prompts", "prompt_text", "rollout_logprobs", "sample"]
+__all__ = ["Rollout", "completion_forward", "completion_logprobs", "format_prompts", "prompt_text", "rollout_logprobs",
+           "sample"]
 
 _SHARE_PREFIX = True  # prefill the prompts' common prefix once (see the module docstring)
 
@@ -113,6 +114,53 @@ class Rollout:
         tensors = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
                    if isinstance(getattr(self, f.name), torch.Tensor)}
         return dataclasses.replace(self, **tensors)
+
+    def select(self, rows) -> Rollout:
+        """The rollout restricted to ``rows`` (a 1-D tensor or list of row indices, in that order).
+
+        Every tensor field and both text lists are indexed alike; ``num_samples`` is kept as it is,
+        so a selection that breaks groups apart is the caller's to interpret.
+        """
+        rows = _row_indices(rows, len(self))
+        indices = rows.tolist()
+        tensors = {f.name: getattr(self, f.name)[rows] for f in dataclasses.fields(self)
+                   if isinstance(getattr(self, f.name), torch.Tensor)}
+        return dataclasses.replace(self, **tensors, texts=[self.texts[i] for i in indices],
+                                   prompt_texts=[self.prompt_texts[i] for i in indices])
+
+    @staticmethod
+    def concat(parts: list[Rollout], *, pad_id: int) -> Rollout:
+        """Stack rollouts row-wise: prompts re-padded on the left with ``pad_id``, completions on the right
+        (log-probs with 0, masks with 0, ``truncated`` with False); ``num_samples`` is the first part's."""
+        if not isinstance(parts, (list, tuple)) or not parts or not all(isinstance(p, Rollout) for p in parts):
+            raise ValueError(f"parts must be a non-empty list of Rollouts, got {parts!r:.80}")
+        check_int("pad_id", pad_id, minimum=0)
+        return dataclasses.replace(
+            parts[0],
+            prompt_ids=cat_padded([p.prompt_ids for p in parts], pad_id, side="left"),
+            prompt_mask=cat_padded([p.prompt_mask for p in parts], 0, side="left"),
+            completion_ids=cat_padded([p.completion_ids for p in parts], pad_id, side="right"),
+            completion_mask=cat_padded([p.completion_mask for p in parts], 0, side="right"),
+            logprobs=cat_padded([p.logprobs for p in parts], 0.0, side="right"),
+            truncated=torch.cat([p.truncated for p in parts]),
+            texts=[t for p in parts for t in p.texts],
+            prompt_texts=[t for p in parts for t in p.prompt_texts])
+
+
+def _row_indices(rows, n_rows: int) -> torch.Tensor:
+    """``rows`` as a 1-D int64 tensor of indices into ``n_rows`` rows; ``ValueError`` naming ``rows`` if not."""
+    if not isinstance(rows, torch.Tensor):
+        try:
+            rows = torch.as_tensor(list(rows), dtype=torch.long)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"rows must be a 1-D sequence of row indices, got {rows!r:.80}") from None
+    if rows.dim() != 1 or rows.dtype in (torch.bool,) or rows.is_floating_point() or rows.is_complex():
+        raise ValueError(f"rows must be a 1-D tensor of integer row indices, got shape {tuple(rows.shape)} "
+                         f"and dtype {rows.dtype}")
+    if rows.numel() and (int(rows.min()) < -n_rows or int(rows.max()) >= n_rows):
+        raise ValueError(f"rows must index the rollout's {n_rows} rows, got indices from {int(rows.min())} "
+                         f"to {int(rows.max())}")
+    return rows
 
 
 # ----------------------------------------------------------------------------------------------
@@ -449,6 +497,36 @@ def rollout_logprobs(model, rollout: Rollout, *, temperature: float = 1.0, batch
                                return_entropy=return_entropy)
 
 
+def completion_forward(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *,
+                       output: str = "logits") -> torch.Tensor:
+    """One plain forward pass over the full sequences; returns, for each completion token, what predicts it.
+
+    The input is prompt (left-padded) then completion (right-padded), as in a Rollout, with
+    positions counted from each row's first real token. Entry t of the result belongs to position
+    P − 1 + t, the one that chooses completion token t:
+
+    - ``output="logits"``: the (B, C, V) logits z[:, t] (``completion_logprobs`` turns them into
+      log softmax(z / T)[y_t]; only the C + 1 last positions' logits are computed);
+    - ``output="hidden_states"``: the (B, C, H) last hidden states (after the final norm), which
+      the output layer or a value head (``rlbook.trainers.Critic``) reads.
+
+    Gradients flow when the caller has them enabled. No KV cache is kept.
+    """
+    if output not in ("logits", "hidden_states"):
+        raise ValueError(f"output must be 'logits' or 'hidden_states', got {output!r}")
+    _check_scoring_args(prompt_ids, prompt_mask, completion_ids, completion_mask, 1.0, None)
+    width = completion_ids.shape[1]
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
+    positions = _position_ids(attention_mask)
+    if output == "logits":
+        return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                     use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                output_hidden_states=True, use_cache=False, logits_to_keep=1)
+    return out.hidden_states[-1][:, -width - 1:-1]
+
+
 class _SharedPrompts:
     """The distinct prompts of a batch, each run through the model once, ready to be continued.
 
@@ -473,12 +551,10 @@ class _SharedPrompts:
 
     def completion_logits(self, rows, completion_ids, completion_mask):
         prompt_mask = self.prompt_mask[rows]
+        if self.keys_values is None:  # the plain pass: the logits at P-1 ... P+C-2 predict the completion
+            return completion_forward(self.model, self.prompt_ids[rows], prompt_mask, completion_ids, completion_mask)
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
         positions = _position_ids(attention_mask)
-        if self.keys_values is None:  # the plain pass: the logits at P-1 ... P+C-2 predict the completion
-            input_ids = torch.cat([self.prompt_ids[rows], completion_ids], dim=1)
-            return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                              use_cache=False, logits_to_keep=completion_ids.shape[1] + 1).logits[:, :-1]
         prompt_rows = self.prompt_of_row[rows]
         cache = DynamicCache([(keys[prompt_rows], values[prompt_rows]) for keys, values in self.keys_values])
         shown = prompt_mask.shape[1] - 1  # prompt tokens already in the cache

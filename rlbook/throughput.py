@@ -33,7 +33,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.losses import policy_loss
-from rlbook.rollout import completion_logprobs, sample
+from rlbook.rollout import rollout_logprobs, sample
 
 __all__ = ["between_prompt_share", "dropped_share", "equal_time_table", "expected_cosine", "filter_sweep",
            "flat_group_probability", "flip_rewards", "mislabelled_kept", "sample_probe_batch", "sampled_divisor_weights",
@@ -418,9 +418,8 @@ def _update_loss(model, rollout, advantages, rows, max_len):
     rows = torch.as_tensor(rows, dtype=torch.long)
     if rows.dim() != 1 or rows.numel() == 0:
         raise ValueError("rows must be a non-empty 1-D index tensor")
-    tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                 rollout.completion_mask)]
-    logp = completion_logprobs(model, *tensors)
-    loss, _ = policy_loss(logp, rollout.logprobs[rows], advantages[rows], tensors[3], variant="dr_grpo",
+    picked = rollout.select(rows)
+    logp = rollout_logprobs(model, picked)
+    loss, _ = policy_loss(logp, picked.logprobs, advantages[rows], picked.completion_mask, variant="dr_grpo",
                           max_len=max_len)
     return loss

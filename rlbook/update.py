@@ -4,7 +4,7 @@ Every online method ends a step the same way. The rollout's rows are cut into mi
 whole batch as one, or several passes over it in shuffled minibatches: PPO's "epochs",
 DeepSeekMath's μ iterations), and for each minibatch
 
-1. log π_θ of the sampled tokens is recomputed, with gradients (``rlbook.rollout.completion_logprobs``);
+1. log π_θ of the sampled tokens is recomputed, with gradients (``rlbook.rollout.rollout_logprobs``);
 2. the surrogate ``rlbook.losses.policy_loss`` compares it with ``old_logp``, the log-probs of the
    policy that sampled the batch: the first minibatch sees r = π_θ/π_old = 1, every later one a
    policy that has already moved, which is what the clip is for;
@@ -22,7 +22,7 @@ import torch
 
 from rlbook._checks import check_int
 from rlbook.losses import policy_loss
-from rlbook.rollout import completion_logprobs
+from rlbook.rollout import rollout_logprobs
 
 __all__ = ["minibatch_plan", "optimizer_step", "policy_step", "policy_update"]
 
@@ -35,6 +35,11 @@ def minibatch_plan(rows: torch.Tensor, minibatch_size: int | None, *, epochs: in
     ``minibatch_size`` (the last one may be smaller). When one minibatch holds every row
     (``minibatch_size`` None or ≥ the row count) the rows keep their order: each pass is one step
     on the whole batch.
+
+    Kept apart from ``rlbook.trainers.data.shuffled_batches`` (the offline trainers' seeded sampler
+    over a corpus, on ``random.Random``) on purpose: this shuffles a rollout's rows, a tensor, with
+    a ``torch.Generator`` the online trainer seeds afresh at every step, and a finite plan of
+    ``epochs`` passes is what PPO's update needs; sharing one generator would change every run's order.
     """
     check_int("epochs", epochs, minimum=1)
     size = rows.numel() if minibatch_size is None else check_int("minibatch_size", minibatch_size, minimum=1)
@@ -71,11 +76,10 @@ def policy_step(model, optimizer, rollout, rows: torch.Tensor, advantages, *, ol
     Returns ``(metrics, entropy)``: ``policy_loss``'s metrics before the step plus ``loss`` and
     ``grad_norm``, and the (b, C) entropies of the rows' tokens (detached).
     """
-    tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                 rollout.completion_mask)]
-    logp, entropy = completion_logprobs(model, *tensors, temperature=temperature, return_entropy=True)
-    old_logp = rollout.logprobs[rows] if old_logp is None else old_logp
-    loss, metrics = policy_loss(logp, old_logp, advantages, tensors[3], entropy=entropy, **loss_kwargs)
+    picked = rollout.select(rows)
+    logp, entropy = rollout_logprobs(model, picked, temperature=temperature, return_entropy=True)
+    old_logp = picked.logprobs if old_logp is None else old_logp
+    loss, metrics = policy_loss(logp, old_logp, advantages, picked.completion_mask, entropy=entropy, **loss_kwargs)
     metrics["loss"] = loss.item()
     metrics["grad_norm"] = optimizer_step(optimizer, loss, model.parameters(), max_grad_norm)
     return metrics, entropy.detach()

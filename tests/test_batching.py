@@ -45,3 +45,31 @@ def test_same_seed_same_batches():
 def test_bad_grouping_arguments_name_themselves(kwargs, name):
     with pytest.raises(ValueError, match=name):
         next(shuffled_batches(5, 2, random.Random(0), **kwargs))
+
+
+def test_across_epochs_gives_full_batches_from_back_to_back_shuffles():
+    batches = shuffled_batches(5, 3, random.Random(2), across_epochs=True)
+    first = _epoch(batches, 5)  # 15 rows: exactly three shuffled epochs of 5
+    assert all(len(b) == 3 for _, b in first)
+    rows = [i for _, b in first for i in b]
+    assert [sorted(rows[k:k + 5]) for k in (0, 5, 10)] == [list(range(5))] * 3
+    assert [e for e, _ in first] == [0, 0, 1, 1, 2]  # the epoch of each batch's first row
+    rng = random.Random(2)  # the stream is the seeded shuffles, one per epoch, in order
+    expected = []
+    for _ in range(3):
+        order = list(range(5))
+        rng.shuffle(order)
+        expected += order
+    assert rows == expected
+
+
+def test_a_batch_larger_than_the_corpus_is_one_shuffled_pass():
+    batches = shuffled_batches(3, 8, random.Random(0), across_epochs=True)
+    assert sorted(next(batches)[1]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("args, kwargs, name", [((0, 2), {}, "n_rows"), ((5, 0), {}, "batch_size"),
+                                                ((5, 2), dict(across_epochs=True, lengths=[1] * 5), "lengths")])
+def test_bad_sizes_name_themselves(args, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        next(shuffled_batches(*args, random.Random(0), **kwargs))

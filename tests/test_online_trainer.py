@@ -8,9 +8,11 @@ import pytest
 import torch
 
 from rlbook.models import build_char_tokenizer, build_tiny_model
+from rlbook.rollout import sample
 from rlbook.shaping import dynamic_sampling_mask
 from rlbook.tasks import get_task
 from rlbook.trainers import PRESETS, OnlineTrainer, preset
+from rlbook.trainers.online import ScoredBatch
 
 SINGLE_SAMPLE_PRESETS = ("ppo", "reinforce")
 
@@ -286,3 +288,22 @@ def test_own_gae_and_critic_targets_equal_to_the_library_give_the_same_run(token
     assert _rows(wrong) != _rows(make_trainer(tokenizer, dataset, "ppo"))
     with pytest.raises(ValueError, match="gae_fn needs config.advantage='gae'"):
         OnlineTrainer(model, tokenizer, parity_reward, tiny_config("grpo"), train_dataset=dataset, gae_fn=own_gae)
+
+
+def test_scored_batch_select_and_concat_keep_rows_aligned(tokenizer):
+    model = build_tiny_model(tokenizer, shape="test")
+    rollouts = [sample(model, tokenizer, [prompt], num_samples=2, max_new_tokens=n, seed=0)
+                for prompt, n in (("1+2=", 3), ("13+4=?", 6))]
+    batches = [ScoredBatch(rollout=r, examples=[{"row": f"{k}{i}"} for i in range(2)], score=torch.tensor([k, k + 0.5]),
+                           correct=torch.zeros(2), gold=None, ref_logp=r.logprobs.clone(), kl=None)
+               for k, r in enumerate(rollouts)]
+    joined = ScoredBatch.concat(batches, pad_id=tokenizer.pad_token_id)
+    assert [e["row"] for e in joined.examples] == ["00", "01", "10", "11"]
+    assert joined.score.tolist() == [0.0, 0.5, 1.0, 1.5] and joined.gold is None and joined.kl is None
+    assert torch.equal(joined.ref_logp, joined.rollout.logprobs)  # per-token fields padded like the rollout's
+    picked = joined.select(torch.tensor([3, 0]))
+    assert [e["row"] for e in picked.examples] == ["11", "00"] and picked.score.tolist() == [1.5, 0.0]
+    assert picked.rollout.texts == [joined.rollout.texts[3], joined.rollout.texts[0]]
+    assert torch.equal(picked.ref_logp, joined.ref_logp[[3, 0]])
+    with pytest.raises(ValueError, match="rows"):
+        joined.select(torch.tensor([4]))

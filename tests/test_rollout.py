@@ -7,7 +7,7 @@ import torch
 from transformers import Qwen2ForCausalLM
 
 from rlbook.models import add_lora, build_char_tokenizer, build_tiny_model, tiny_qwen2_config
-from rlbook.rollout import Rollout, completion_logprobs, rollout_logprobs, sample
+from rlbook.rollout import Rollout, completion_forward, completion_logprobs, rollout_logprobs, sample
 
 PROMPTS = ["What is 2+3?", "Hi", "Tell me a long story about 7 cats."]  # three lengths: left padding
 
@@ -379,3 +379,84 @@ def test_shared_prefix_gives_the_same_rollout_as_the_plain_prefill(eos_model, to
     assert torch.equal(shared.completion_ids, plain.completion_ids)
     assert torch.equal(shared.prompt_ids, plain.prompt_ids) and torch.equal(shared.prompt_mask, plain.prompt_mask)
     assert (shared.logprobs - plain.logprobs).abs().max() < 1e-5
+
+
+# ------------------------------------------------------------------------------ rows: select and concat
+
+
+def test_select_takes_the_same_rows_of_every_field(model, tokenizer):
+    rollout = sample(model, tokenizer, PROMPTS, num_samples=2, max_new_tokens=5, seed=0)
+    rows = torch.tensor([4, 0, 3])
+    picked = rollout.select(rows)
+    assert len(picked) == 3 and picked.num_samples == rollout.num_samples
+    for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "logprobs", "truncated"):
+        assert torch.equal(getattr(picked, name), getattr(rollout, name)[rows])
+    assert picked.texts == [rollout.texts[i] for i in (4, 0, 3)]
+    assert picked.prompt_texts == [rollout.prompt_texts[i] for i in (4, 0, 3)]
+    assert torch.equal(rollout.select([4, 0, 3]).completion_ids, picked.completion_ids)  # a list works too
+
+
+@pytest.mark.parametrize("rows", [torch.tensor([[0, 1]]), torch.tensor([0.0, 1.0]), torch.tensor([True, False]),
+                                  [0, 9], "ab"])
+def test_select_rejects_bad_rows(model, tokenizer, rows):
+    rollout = sample(model, tokenizer, PROMPTS[:2], max_new_tokens=3, seed=0)
+    with pytest.raises(ValueError, match="rows"):
+        rollout.select(rows)
+
+
+def test_concat_repads_prompts_left_and_completions_right(model, tokenizer):
+    short = sample(model, tokenizer, ["Hi"], num_samples=2, max_new_tokens=2, seed=0)
+    long = sample(model, tokenizer, [PROMPTS[2]], num_samples=1, max_new_tokens=6, seed=1)
+    pad = tokenizer.pad_token_id
+    joined = Rollout.concat([short, long], pad_id=pad)
+    assert len(joined) == 3 and joined.texts == short.texts + long.texts
+    assert joined.prompt_ids.shape[1] == long.prompt_ids.shape[1]
+    assert joined.completion_ids.shape[1] == max(short.completion_ids.shape[1], long.completion_ids.shape[1])
+    width = short.prompt_ids.shape[1]
+    assert torch.equal(joined.prompt_ids[:2, -width:], short.prompt_ids)  # the prompt keeps its right edge
+    assert (joined.prompt_mask[:2, :-width] == 0).all() and (joined.prompt_ids[:2, :-width] == pad).all()
+    assert torch.equal(joined.completion_ids[:2, :short.completion_ids.shape[1]], short.completion_ids)
+    assert torch.equal(joined.select(torch.tensor([2])).completion_ids, long.completion_ids)
+    # the re-padded rows score as they did on their own
+    assert torch.allclose(rollout_logprobs(model, joined)[:2, :short.completion_ids.shape[1]],
+                          rollout_logprobs(model, short), atol=1e-5)
+
+
+@pytest.mark.parametrize("parts, pad_id, name", [([], 0, "parts"), (["x"], 0, "parts"), (None, 0, "parts"),
+                                                 ("rollout", -1, "pad_id")])
+def test_concat_rejects_bad_input(model, tokenizer, parts, pad_id, name):
+    if parts == "rollout":
+        parts = [sample(model, tokenizer, ["Hi"], max_new_tokens=2, seed=0)]
+    with pytest.raises(ValueError, match=name):
+        Rollout.concat(parts, pad_id=pad_id)
+
+
+# ------------------------------------------------------------------------------ one completion forward
+
+
+def test_completion_forward_gives_logits_and_hidden_states_of_each_completion_token(eos_model, tokenizer):
+    rollout = sample(eos_model, tokenizer, PROMPTS, num_samples=2, max_new_tokens=6, seed=0)
+    args = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+    batch, width = rollout.completion_ids.shape
+    with torch.no_grad():
+        logits = completion_forward(eos_model, *args)
+        hidden = completion_forward(eos_model, *args, output="hidden_states")
+    assert logits.shape == (batch, width, len(tokenizer))
+    assert hidden.shape == (batch, width, eos_model.config.hidden_size)
+    assert torch.allclose(eos_model.lm_head(hidden), logits, atol=1e-5)  # the output layer reads these states
+    token_logprobs = torch.log_softmax(logits, -1).gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
+    # the log-probs of what the sampler drew
+    assert torch.allclose(token_logprobs * rollout.completion_mask, rollout.logprobs, atol=1e-4)
+
+
+@pytest.mark.parametrize("change, name", [({"output": "probs"}, "output"),
+                                          ({"prompt_mask": torch.ones(2, 3)}, "prompt_mask"),
+                                          ({"completion_mask": torch.ones(2, 9)}, "completion_mask"),
+                                          ({"completion_ids": torch.ones(3, 4, dtype=torch.long)}, "completion_ids")])
+def test_completion_forward_rejects_bad_input(model, change, name):
+    args = dict(prompt_ids=torch.ones(2, 4, dtype=torch.long), prompt_mask=torch.ones(2, 4, dtype=torch.long),
+                completion_ids=torch.ones(2, 5, dtype=torch.long), completion_mask=torch.ones(2, 5, dtype=torch.long))
+    args.update(change)
+    output = args.pop("output", "logits")
+    with pytest.raises(ValueError, match=name):
+        completion_forward(model, **args, output=output)

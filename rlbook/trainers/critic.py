@@ -18,6 +18,8 @@ import copy
 import torch
 from torch import nn
 
+from rlbook.rollout import completion_forward
+
 __all__ = ["Critic"]
 
 
@@ -40,11 +42,6 @@ class Critic(nn.Module):
         The hidden state at position P − 1 + t is the one that chooses token t, so its value is
         that of the state in which token t is chosen. 0 on padding.
         """
-        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
-        position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-        output = self.body(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                           output_hidden_states=True, use_cache=False, logits_to_keep=1)
-        width = completion_ids.shape[1]
-        hidden = output.hidden_states[-1][:, -width - 1:-1]
+        hidden = completion_forward(self.body, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                    output="hidden_states")
         return self.head(hidden).squeeze(-1) * completion_mask.to(hidden.dtype)

@@ -48,7 +48,16 @@ class PromptCompletionBatch:
 
 def encode_prompt_completions(tokenizer, prompts, completions, *, max_prompt_length: int = 256,
                               max_completion_length: int = 256) -> list[tuple[list[int], list[int]]]:
-    """Token ids ``(prompt_ids, completion_ids + [eos])`` for each pair, truncated to the caps."""
+    """Token ids ``(prompt_ids, completion_ids + [eos])`` for each pair, truncated to the caps.
+
+    Truncation rule: the prompt keeps its *last* ``max_prompt_length`` tokens (the end of a prompt
+    is what the completion follows), the completion its *first* ``max_completion_length`` tokens,
+    end-of-sequence included (so a cut completion has none). Prompts go through the chat template
+    (``prompt_text``), completions through ``completion_text``. The one (prompt, completion) encoder
+    of the preference trainer (chosen and rejected alike) and of ``rlbook.preference_analysis``;
+    ``rlbook.trainers.next_token.encode_chats`` cuts a joined sequence instead (see there why), and
+    ``RewardModel.rewards`` keeps the *last* tokens of the joined text, since its head reads the last one.
+    """
     check_int("max_prompt_length", max_prompt_length, minimum=1)
     check_int("max_completion_length", max_completion_length, minimum=1)
     if len(prompts) != len(completions):
@@ -74,7 +83,8 @@ def collate_prompt_completions(encoded: list[tuple[list[int], list[int]]], pad_i
     return PromptCompletionBatch(*prompts, *completions)
 
 
-def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random, *, lengths=None, group_size: int = 50):
+def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random, *, lengths=None, group_size: int = 50,
+                     across_epochs: bool = False):
     """Endless batches of row indices: each epoch a fresh seeded shuffle, cut into ``batch_size``
     pieces (the last one of an epoch may be shorter). Yields ``(epoch, indices)``.
 
@@ -83,10 +93,24 @@ def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random, *, length
     cut into groups of ``group_size`` batches, each group is sorted by length and cut into
     batches, and the batches are shuffled. Every row is still seen once per epoch; a batch is
     padded to its longest row, so this wastes far less compute on padding when lengths vary.
+
+    ``across_epochs=True`` is the next-token loop's order (``rlbook.trainers.next_token``): the
+    shuffled epochs form one stream, cut into full batches of ``batch_size`` (a batch may end one
+    epoch and start the next; the next epoch is shuffled only when the rows left are fewer than a
+    batch), so every step sees as many rows; ``epoch`` is then that of the batch's first row. The
+    two orders differ on purpose: the offline trainers count epochs (DPO, reward model), the
+    pretraining/SFT loop counts steps. Not with ``lengths``.
     """
+    check_int("n_rows", n_rows, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
     if lengths is not None and len(lengths) != n_rows:
         raise ValueError(f"lengths must have one entry per row ({n_rows}), got {len(lengths)}")
     check_int("group_size", group_size, minimum=1)
+    if across_epochs:
+        if lengths is not None:
+            raise ValueError("lengths must be None with across_epochs=True (length grouping cuts each epoch)")
+        yield from _stream_batches(n_rows, batch_size, rng)
+        return
     epoch = 0
     while True:
         order = list(range(n_rows))
@@ -103,6 +127,20 @@ def shuffled_batches(n_rows: int, batch_size: int, rng: random.Random, *, length
         for indices in batches:
             yield epoch, indices
         epoch += 1
+
+
+def _stream_batches(n_rows: int, batch_size: int, rng: random.Random):
+    """``shuffled_batches(..., across_epochs=True)``: shuffled epochs back to back, cut into full batches."""
+    order: list[int] = []
+    taken = 0  # rows yielded so far
+    while True:
+        if len(order) < batch_size:
+            fresh = list(range(n_rows))
+            rng.shuffle(fresh)
+            order += fresh
+        yield taken // n_rows, order[:batch_size]
+        taken += len(order[:batch_size])
+        del order[:batch_size]
 
 
 def policy_preference_pairs(model, tokenizer, prompts, *, seed: int = 0, noisy_labels: bool = True,

@@ -28,6 +28,7 @@ import torch
 from rlbook._checks import check_int, check_positive
 from rlbook.padding import stack_padded
 from rlbook.schedules import recorded_lr
+from rlbook.trainers.data import shuffled_batches
 from rlbook.trainers.harness import LoopConfig, OptimConfig, postfix_of, restore_run, run_steps, save_run
 from rlbook.trainers.history import History
 from rlbook.trainers.live import SFT_PANELS
@@ -36,7 +37,17 @@ __all__ = ["SETTING_CHECKS", "NextTokenConfig", "collate", "encode_chats", "reco
 
 
 def encode_chats(tokenizer, chats: list[tuple[str, str]], *, max_length: int) -> list[tuple[list[int], int]]:
-    """Token ids of ``prompt + completion + eos`` and where the completion starts, for each chat."""
+    """Token ids of ``prompt + completion + eos`` and where the completion starts, for each chat.
+
+    Truncation rule: the joined sequence is cut to its first ``max_length`` tokens, so a long
+    completion loses its end and an over-long prompt leaves no completion token (that row then has
+    no loss). Prompts are plain strings, used as they are (``sft`` formats them first).
+
+    This differs on purpose from ``rlbook.trainers.data.encode_prompt_completions``, the
+    preference / policy encoder, which caps prompt and completion separately (the prompt keeps its
+    last tokens, the completion its first) because it must return the two parts apart, a prompt to
+    left-pad and a completion to score; a next-token corpus is one right-padded sequence per row.
+    """
     encoded = []
     for prompt, completion in chats:
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -52,18 +63,6 @@ def collate(batch: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tens
     starts = torch.tensor([start for _, start in batch])
     on_prompt = torch.arange(input_ids.shape[1]).unsqueeze(0) < starts.unsqueeze(1)
     return input_ids, attention, input_ids.masked_fill(on_prompt | (attention == 0), -100)
-
-
-def _shuffled_batches(n_items: int, batch_size: int, rng: random.Random):
-    """Endless seeded batches of indices: each pass over the corpus in a fresh random order."""
-    order: list[int] = []
-    while True:
-        if len(order) < batch_size:
-            fresh = list(range(n_items))
-            rng.shuffle(fresh)
-            order += fresh
-        yield order[:batch_size]
-        del order[:batch_size]
 
 
 # Each setting of the next-token loop and its check, as check(name, value).
@@ -138,7 +137,7 @@ def run_chats(model, tokenizer, chats: list[tuple[str, str]], config: NextTokenC
     optim = config.optim()
     optimizer, scheduler = optim.build(model.parameters(), steps=config.steps)
     model.train()
-    batches = _shuffled_batches(len(encoded), config.batch_size, rng)
+    batches = (indices for _, indices in shuffled_batches(len(encoded), config.batch_size, rng, across_epochs=True))
     settings = {**config.to_dict(), "chats": len(encoded)}
     history = History(config=settings)
     parts = dict(models={"model": model}, optimizers={"optimizer": optimizer}, schedulers={"scheduler": scheduler})

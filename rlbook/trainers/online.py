@@ -52,7 +52,7 @@ from rlbook.losses.policy import value_loss
 from rlbook.metrics import mean_length_by_correctness
 from rlbook.models.lora import add_lora
 from rlbook.padding import cat_padded
-from rlbook.rollout import Rollout, completion_logprobs, sample
+from rlbook.rollout import Rollout, _row_indices, completion_logprobs, sample
 from rlbook.shaping import (
     add_advantage_noise,
     advantage_filter_mask,
@@ -86,6 +86,32 @@ class ScoredBatch:
     gold: torch.Tensor | None  # (B,) gold reward, when a gold function is given
     ref_logp: torch.Tensor | None  # (B, C) log π_ref of the sampled tokens, when there is a reference
     kl: torch.Tensor | None  # (B, C) per-token KL estimate of the sampling policy to the reference
+
+    def select(self, rows: torch.Tensor) -> ScoredBatch:
+        """The same batch restricted to ``rows`` (in that order), rollout included (``Rollout.select``)."""
+        rollout = self.rollout.select(rows)
+        rows = _row_indices(rows, len(self.examples))
+
+        def take(tensor):
+            return None if tensor is None else tensor[rows]
+
+        return dataclasses.replace(self, rollout=rollout, examples=[self.examples[i] for i in rows.tolist()],
+                                   score=self.score[rows], correct=self.correct[rows], gold=take(self.gold),
+                                   ref_logp=take(self.ref_logp), kl=take(self.kl))
+
+    @staticmethod
+    def concat(parts: list[ScoredBatch], *, pad_id: int) -> ScoredBatch:
+        """Stack batches row-wise (``Rollout.concat``); per-token fields are right-padded with 0."""
+
+        def stack(name):
+            tensors = [getattr(p, name) for p in parts]
+            if tensors[0] is None:
+                return None
+            return torch.cat(tensors) if tensors[0].dim() == 1 else cat_padded(tensors, 0.0, side="right")
+
+        return ScoredBatch(rollout=Rollout.concat([p.rollout for p in parts], pad_id=pad_id),
+                           examples=[e for p in parts for e in p.examples], score=stack("score"),
+                           correct=stack("correct"), gold=stack("gold"), ref_logp=stack("ref_logp"), kl=stack("kl"))
 
 
 class OnlineTrainer:
@@ -236,7 +262,7 @@ class OnlineTrainer:
         if not self.config.dynamic_sampling:
             return first_round, first_round, 0, sampled_tokens
         group_size, wanted = self.config.group_size, self.config.prompts_per_step
-        kept = [_take_rows(first_round, self._varied_rows(first_round))]
+        kept = [first_round.select(self._varied_rows(first_round))]
         extra_samples = 0
         for _ in range(self.config.max_resample_rounds):
             if sum(len(part.examples) for part in kept) >= wanted * group_size:
@@ -244,9 +270,9 @@ class OnlineTrainer:
             more = self._next_round()
             extra_samples += len(more.examples)
             sampled_tokens += int(more.rollout.completion_mask.sum())
-            kept.append(_take_rows(more, self._varied_rows(more)))
-        varied = _join(kept, pad_id=self._pad_id())
-        batch = _take_rows(varied, torch.arange(min(len(varied.examples), wanted * group_size)))
+            kept.append(more.select(self._varied_rows(more)))
+        varied = ScoredBatch.concat(kept, pad_id=self._pad_id())
+        batch = varied.select(torch.arange(min(len(varied.examples), wanted * group_size)))
         return first_round, batch, extra_samples, sampled_tokens
 
     def _next_round(self) -> ScoredBatch:
@@ -412,9 +438,9 @@ class OnlineTrainer:
             cov_generator=self._cov_generator if config.cov_control == "clip_cov" else None,
             token_weights_fn=self.token_weights_fn)
         if self.critic is not None:
-            tensors = [t[rows] for t in (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                         rollout.completion_mask)]
-            critic_loss = value_loss(self.critic(*tensors), old_values[rows], returns[rows], tensors[3])
+            picked = rollout.select(rows)
+            values = self.critic(picked.prompt_ids, picked.prompt_mask, picked.completion_ids, picked.completion_mask)
+            critic_loss = value_loss(values, old_values[rows], returns[rows], picked.completion_mask)
             metrics["value_loss"] = critic_loss.item()
             self.critic_optim.step(self.critic_optimizer, critic_loss, self.critic.parameters())
         return metrics, entropy
@@ -627,45 +653,3 @@ def _average_metrics(metrics: list[dict]) -> dict:
         else:
             combined[key] = float(np.mean(values))
     return combined
-
-
-def _take_rows(scored: ScoredBatch, rows: torch.Tensor) -> ScoredBatch:
-    """The same batch restricted to ``rows`` (in that order)."""
-    indices = rows.tolist()
-    rollout = scored.rollout
-    tensors = {f.name: getattr(rollout, f.name)[rows] for f in dataclasses.fields(rollout)
-               if isinstance(getattr(rollout, f.name), torch.Tensor)}
-    rollout = dataclasses.replace(rollout, **tensors, texts=[rollout.texts[i] for i in indices],
-                                  prompt_texts=[rollout.prompt_texts[i] for i in indices])
-    return dataclasses.replace(
-        scored, rollout=rollout, examples=[scored.examples[i] for i in indices], score=scored.score[rows],
-        correct=scored.correct[rows], gold=None if scored.gold is None else scored.gold[rows],
-        ref_logp=None if scored.ref_logp is None else scored.ref_logp[rows],
-        kl=None if scored.kl is None else scored.kl[rows])
-
-
-def _join(parts: list[ScoredBatch], *, pad_id: int) -> ScoredBatch:
-    """Stack batches row-wise: prompts re-padded on the left, completions on the right."""
-
-    def stack(getter, fill, side="right"):
-        tensors = [getter(p) for p in parts]
-        if tensors[0] is None:
-            return None
-        if tensors[0].dim() == 1:
-            return torch.cat(tensors)
-        return cat_padded(tensors, fill, side=side)
-
-    rollout = dataclasses.replace(
-        parts[0].rollout,
-        prompt_ids=stack(lambda p: p.rollout.prompt_ids, pad_id, side="left"),
-        prompt_mask=stack(lambda p: p.rollout.prompt_mask, 0, side="left"),
-        completion_ids=stack(lambda p: p.rollout.completion_ids, pad_id),
-        completion_mask=stack(lambda p: p.rollout.completion_mask, 0),
-        logprobs=stack(lambda p: p.rollout.logprobs, 0.0),
-        truncated=stack(lambda p: p.rollout.truncated, False),
-        texts=[t for p in parts for t in p.rollout.texts],
-        prompt_texts=[t for p in parts for t in p.rollout.prompt_texts])
-    return ScoredBatch(
-        rollout=rollout, examples=[e for p in parts for e in p.examples], score=stack(lambda p: p.score, 0.0),
-        correct=stack(lambda p: p.correct, 0.0), gold=stack(lambda p: p.gold, 0.0),
-        ref_logp=stack(lambda p: p.ref_logp, 0.0), kl=stack(lambda p: p.kl, 0.0))
