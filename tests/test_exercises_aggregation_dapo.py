@@ -37,6 +37,10 @@ def _swap(mode_for):
      "divide by B"),
     (lambda m, mode, L: torch.ones_like(m) / m.numel() if mode == "token_mean" else token_weights(m, mode, max_len=L),
      "padding tokens got a weight"),
+    # token_mean divided by B as well (a hybrid of GRPO's batch mean and DAPO's token count)
+    (lambda m, mode, L: token_weights(m, mode, max_len=L) / (m.shape[0] if mode == "token_mean" else 1),
+     "do not divide by B as well"),
+    (lambda m, mode, L: -token_weights(m, mode, max_len=L), "wrong sign"),
     (lambda m, mode, L: token_weights(m, mode, max_len=L)[:, :3], "expected shape"),
     (lambda m, mode, L: 1 / 0, "ZeroDivisionError"),
 ])

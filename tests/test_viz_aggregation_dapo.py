@@ -27,6 +27,12 @@ def test_lengths_mask_and_table():
 def test_token_weight_figures_draw():
     fig = agg_viz.plot_token_weights([3, 9, 20], max_len=24)
     assert len(fig.axes) == 4
+    fig = agg_viz.plot_token_weights([3, 9, 20], max_len=24, log_scale=True)
+    assert len(fig.axes) == 5, "four panels and one shared colourbar"
+    norm = fig.axes[0].images[0].norm
+    assert norm.vmin == pytest.approx(1 / (3 * 24)) and norm.vmax == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="log_scale"):
+        agg_viz.plot_token_weights([3], log_scale="yes")
     fig = agg_viz.plot_length_bias(max_len=32, batch_lengths=(4, 8))
     lines = fig.axes[0].get_lines()
     assert len(lines) == 4

@@ -60,6 +60,15 @@ def _mistakes(mask: torch.Tensor, mode: str) -> dict[str, tuple[torch.Tensor, st
         torch.ones_like(mask) / (n_seqs * width) if mode == "seq_mean_token_sum_norm" else
         (torch.ones_like(mask) / mask.numel() if mode == "token_mean" else None),
         "padding tokens got a weight: multiply by the mask so that padding counts for nothing")
+    if mode == "token_mean":
+        mistakes["also_batch"] = (
+            token_weights(mask, mode, max_len=MAX_LEN) / n_seqs,
+            "the weights are B times too small: token_mean divides by the batch's token count Σ_j |o_j| "
+            "only; that count already spans the B responses, so do not divide by B as well")
+    mistakes["negated"] = (
+        -token_weights(mask, mode, max_len=MAX_LEN),
+        "the weights have the wrong sign: they are positive (the sign of the push comes from the advantage "
+        "inside the loss ℓ, not from the weight)")
     return mistakes
 
 

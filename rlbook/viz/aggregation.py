@@ -20,6 +20,7 @@ it once.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import LogNorm, Normalize
 import numpy as np
 import pandas as pd
 import torch
@@ -64,13 +65,18 @@ def token_weight_table(lengths, *, max_len: int) -> pd.DataFrame:
     return table
 
 
-def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGREGATION_MODES):
+def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGREGATION_MODES,
+                       log_scale: bool = False):
     """Each token's weight under each mode for responses of ``lengths``: one panel per mode.
 
     Cells are tokens (grey: padding, weight 0); the colour scale is shared by all panels, so
     a darker cell is a token that moves the model more. Each row is labelled with the response's
     total weight Σ_t w; under GRPO's mode every row totals 1/B whatever its length.
+    ``log_scale=True`` draws the colour on a log scale with a colourbar, so weights that differ by
+    a few times (GRPO's rows; DAPO against Dr.GRPO) get distinct colours; the default is linear.
     """
+    if not isinstance(log_scale, bool):
+        raise ValueError(f"log_scale must be True or False, got {log_scale!r}")
     modes = list(modes)
     for mode in modes:
         if mode not in AGGREGATION_MODES:
@@ -79,12 +85,17 @@ def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGR
     mask = lengths_mask(lengths, width=max_len)
     weights = {mode: token_weights(mask, mode, max_len=max_len).numpy() for mode in modes}
     top = max(w.max() for w in weights.values())
+    if log_scale:
+        bottom = min(w[mask.numpy() > 0].min() for w in weights.values())
+        norm = LogNorm(vmin=bottom, vmax=top)
+    else:
+        norm = Normalize(vmin=0, vmax=top)
     fig, axes = plt.subplots(len(modes), 1, figsize=(9, 1.0 + 0.42 * len(table) * len(modes)), squeeze=False)
     for ax, mode in zip(axes[:, 0], modes):
         shown = np.ma.masked_where(mask.numpy() == 0, weights[mode])
         cmap = plt.get_cmap("viridis_r").copy()
         cmap.set_bad("0.92")
-        ax.imshow(shown, aspect="auto", cmap=cmap, vmin=0, vmax=top, interpolation="nearest")
+        image = ax.imshow(shown, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
         ax.set_yticks(range(len(table)))
         ax.set_yticklabels([f"|o|={n}  Σw={t:.3f}" for n, t in zip(table["length"], table[f"{mode} total"])],
                            fontsize=8)
@@ -93,6 +104,8 @@ def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGR
                      fontsize=9.5, loc="left")
     axes[-1, 0].set_xlabel(f"token position (budget L = {max_len}; grey = padding)")
     fig.tight_layout()
+    if log_scale:
+        fig.colorbar(image, ax=list(axes[:, 0]), label="weight of one token (log scale)", fraction=0.03, pad=0.02)
     return fig
 
 
