@@ -239,7 +239,7 @@ class OnlineConfig:
             # (lesson 02, §6). A warning, not a refusal: the configuration is studied (Shah et al. 2025).
             warnings.warn(f"kl_placement='reward' with kl_estimator={self.kl_estimator!r}: only 'k1' in the reward "
                           "gives the reverse-KL gradient; a detached k2/k3 there is biased (lesson 02, §6)",
-                          UserWarning, stacklevel=3)
+                          UserWarning, stacklevel=4)
         check_positive("format_reward_weight", self.format_reward_weight, allow_zero=True)
         if self.overlong is not None:
             if not isinstance(self.overlong, (tuple, list)) or len(self.overlong) != 2:
