@@ -676,7 +676,7 @@ def _categorical(values, ref_probs, *, name: str = "logits",
 
 
 def expected_estimator_gradient(logits, ref_probs, estimator: str, *, sampling_probs=None,
-                                importance_weighted: bool = False) -> torch.Tensor:
+                                importance_weighted: bool = False, placement: str = "loss") -> torch.Tensor:
     """E_{x~π_θ}[∇_θ k(x)] = ∇_θ Σ_x sg[π_θ(x)] · k(x), computed exactly.
 
     The weights π_θ(x) are *not* differentiated: a sample carries no gradient through the fact
@@ -689,7 +689,15 @@ def expected_estimator_gradient(logits, ref_probs, estimator: str, *, sampling_p
     (``rlbook.kl.kl_in_loss``'s ``ratio``, as DeepSeek-V3.2 and TRL's ``use_bias_correction_kl``
     do), which makes the sum Σ_x π_θ(x) k(x) = E_{π_θ}[k] with its weights differentiated: for k1
     and k3 the reverse-KL gradient, on fresh and on stale samples alike.
+
+    ``placement="reward"``: k goes into the reward instead, detached, through ``kl_in_reward``, and the
+    REINFORCE term sg[k(x)] · ∇log π_θ(x) is what is averaged (the sign is the penalty's, to descend).
+    Only k1 gives ∇KL(π_θ ‖ π_ref) there, since the identity needs k = log(π_θ/π_ref) sample by sample;
+    k3 gives ∇KL(π_θ ‖ π_ref) − ∇KL(π_ref ‖ π_θ) (Shah et al. 2025, arXiv:2512.21852, "K3 in reward").
     """
+    check_choice("placement", placement, ("loss", "reward"))
+    if placement == "reward" and importance_weighted:
+        raise ValueError("importance_weighted applies to placement='loss' only")
     logits, ref_probs = _categorical(logits, ref_probs)
     theta = logits.clone().requires_grad_(True)
     logp = torch.log_softmax(theta, dim=0)
@@ -698,7 +706,13 @@ def expected_estimator_gradient(logits, ref_probs, estimator: str, *, sampling_p
     else:
         _, sampler = _categorical(logits, sampling_probs, probs_name="sampling_probs")
     ratio = (logp - sampler.log()).exp() if importance_weighted else None
-    terms = kl_in_loss(logp, ref_probs.log(), beta=1.0, estimator=estimator, ratio=ratio)
+    if placement == "reward":  # one-token responses: the shaped reward −k is the whole return
+        ones = torch.ones(len(logp), 1, dtype=logp.dtype)
+        value = kl_estimate(logp, ref_probs.log(), estimator).detach()[:, None]
+        returns = kl_in_reward(torch.zeros(len(logp), dtype=logp.dtype), value, beta=1.0, mask=ones)[:, 0]
+        terms = -returns * logp
+    else:
+        terms = kl_in_loss(logp, ref_probs.log(), beta=1.0, estimator=estimator, ratio=ratio)
     (gradient,) = torch.autograd.grad((sampler * terms).sum(), theta)
     return gradient
 

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+import rlbook.kl
+
 from rlbook import toys
 from rlbook.exercises import pg_kl
 from rlbook.kl import k1, k2, k3, k3_straight_through
@@ -360,3 +362,29 @@ def test_expected_gradient_names_the_reference_weighting_and_hints_at_enumeratio
     result, out = _capture(capsys, pg_kl.check_expected_gradient, sampled)
     assert result is False and "by enumeration" in out, out
 
+
+
+def test_expected_gradient_names_probabilities_as_log_probabilities_and_squared_weights(capsys):
+    def probs_as_logp(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        probs = torch.softmax(theta, 0)
+        return torch.autograd.grad((probs.detach() * estimator(probs, ref_probs.log())).sum(), theta)[0]
+
+    def squared(logits, ref_probs, estimator):
+        theta = logits.clone().requires_grad_(True)
+        logp = torch.log_softmax(theta, 0)
+        return torch.autograd.grad((logp.exp().detach() ** 2 * estimator(logp, ref_probs.log())).sum(), theta)[0]
+
+    for wrong, words in ((probs_as_logp, "probabilities π (softmax)"), (squared, "twice")):
+        result, out = _capture(capsys, pg_kl.check_expected_gradient, wrong)
+        assert result is False and words in out and "by enumeration" not in out, out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda r, kl, b: rlbook.kl.kl_in_reward(r, kl, b, torch.ones_like(kl)), "shaped rewards"),
+    (lambda r, kl, b: -b * _later(kl) + torch.nn.functional.pad(r.unsqueeze(1), (kl.shape[1] - 1, 0)),
+     "last token only"),
+])
+def test_kl_credit_names_the_shaped_rewards_and_a_reward_on_the_last_token_only(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
+    assert result is False and words in out, out

@@ -102,6 +102,7 @@ def test_zero_beta_builds_no_reference_and_logs_kl_to_old(tokenizer, dataset):
     assert math.isnan(row["kl_ref"]) and math.isfinite(row["approx_kl"])
 
 
+@pytest.mark.filterwarnings("ignore:kl_placement='reward'")  # a non-k1 estimator in the reward, on purpose
 def test_kl_in_the_reward_and_in_the_loss_are_logged(tokenizer, dataset):
     for placement in ("loss", "reward"):
         trainer = make_trainer(tokenizer, dataset, "grpo", kl_placement=placement, kl_estimator="k2", epochs=2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from rlbook.losses.policy import VARIANT_DEFAULTS
@@ -57,3 +59,18 @@ def test_unknown_preset_and_unknown_override_raise():
         preset("grpo", learning_rate=1e-3)
     with pytest.raises(ValueError, match="group_size"):
         preset("grpo", group_size=1)
+
+
+@pytest.mark.parametrize("estimator", ["k2", "k3", "k3+"])
+def test_a_non_k1_estimator_in_the_reward_warns(estimator):
+    # Only k1 placed in the reward gives the reverse-KL gradient (lesson 02, §6).
+    with pytest.warns(UserWarning, match="only 'k1' in the reward"):
+        OnlineConfig(kl_beta=0.05, kl_placement="reward", kl_estimator=estimator)
+
+
+def test_k1_in_the_reward_the_loss_placement_and_zero_beta_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        preset("ppo")
+        preset("grpo")
+        OnlineConfig(kl_beta=0.0, kl_placement="reward", kl_estimator="k3")

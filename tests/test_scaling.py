@@ -55,6 +55,7 @@ def test_the_translation_agrees_with_the_settings_cross_checked_against_trls_los
                           **grpo).use_bias_correction_kl is False
 
 
+@pytest.mark.filterwarnings("ignore:kl_placement='reward'")  # a non-k1 estimator in the reward, on purpose
 def test_settings_trl_cannot_express_are_refused_by_name():
     for overrides, field in ((dict(entropy_coef=0.01), "entropy_coef"), (dict(cov_control="clip_cov"), "cov_control"),
                              (dict(kl_beta=0.1, kl_placement="reward"), "kl_placement"),

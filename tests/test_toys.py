@@ -350,6 +350,23 @@ def test_off_policy_estimator_gradients():
         toys.expected_estimator_gradient(LOGITS, REF, "k1", sampling_probs=torch.tensor([0.5, 0.5]))
 
 
+def test_estimators_placed_in_the_reward():
+    # detached k times the score: k1 gives the reverse-KL gradient, k3 (and k3+, same value) the reverse minus the forward
+    reverse, forward = toys.kl_gradient(LOGITS, REF, "reverse"), toys.kl_gradient(LOGITS, REF, "forward")
+    assert torch.allclose(toys.expected_estimator_gradient(LOGITS, REF, "k1", placement="reward"), reverse, atol=1e-14)
+    for name in ("k3", "k3+"):
+        in_reward = toys.expected_estimator_gradient(LOGITS, REF, name, placement="reward")
+        assert torch.allclose(in_reward, reverse - forward, atol=1e-14), name
+        assert (in_reward - reverse).abs().max() > 0.01
+    # at π_θ = π_ref every estimator is 0 per sample: no pull
+    assert torch.allclose(toys.expected_estimator_gradient(REF.log(), REF, "k2", placement="reward"),
+                          torch.zeros(5, dtype=torch.float64), atol=1e-14)
+    with pytest.raises(ValueError, match="placement"):
+        toys.expected_estimator_gradient(LOGITS, REF, "k1", placement="advantage")
+    with pytest.raises(ValueError, match="importance_weighted"):
+        toys.expected_estimator_gradient(LOGITS, REF, "k1", placement="reward", importance_weighted=True)
+
+
 def test_straight_through_placement_converges_to_the_tilt():
     final = toys.regularised_ascent(REF.log(), REF, REWARDS, beta=0.25, placement="k3+_in_loss", steps=300, lr=4.0)
     assert torch.allclose(final, toys.reverse_kl_optimum(REF, REWARDS, beta=0.25), atol=1e-6)

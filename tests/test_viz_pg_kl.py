@@ -187,3 +187,17 @@ def test_reward_offset_moves_only_the_no_baseline_cloud_and_keeps_the_view():
     assert all(abs(a - b).max() < 1e-12 for a, b in zip(value_0, value_c))   # the advantages do not see c
     with pytest.raises(ValueError, match="reward_offset"):
         pg_viz.plot_gradient_spread(BANDIT, LOGITS, reward_offset=float("nan"))
+
+
+def test_kl_gradient_variance_plot_has_a_log_log_panel_per_policy():
+    lengths = [1, 2, 4, 16]
+    variances = {"near": {"own_token": [1.0, 2.0, 4.0, 16.0], "reward_to_go": [1.0, 4.0, 16.0, 256.0]},
+                 "far": {"own_token": [2.0, 4.0, 8.0, 32.0], "reward_to_go": [2.0, 8.0, 32.0, 512.0]}}
+    fig = kl_viz.plot_kl_gradient_variance(lengths, variances, labels={"own_token": "per token"})
+    assert len(fig.axes) == 2 and all(ax.get_xscale() == ax.get_yscale() == "log" for ax in fig.axes)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["per token", "reward_to_go"]
+    assert fig.get_size_inches()[0] <= 10.4
+    with pytest.raises(ValueError, match="lengths"):
+        kl_viz.plot_kl_gradient_variance([1], variances, labels={})
+    with pytest.raises(ValueError, match="one value per length"):
+        kl_viz.plot_kl_gradient_variance([1, 2], variances, labels={})

@@ -366,7 +366,8 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
     probabilities π rather than the logits, "wrt_logp" with respect to log π (a detached
     ``log_softmax`` made a leaf), which drops the softmax's coupling: for k1 it gives π, not 0;
     "raw_logits" passes the logits θ themselves as log π (no ``log_softmax``), the weights still π_θ;
-    "raw_logits_exp" does the same with the weights exp(θ) = exp(log π) as written.
+    "raw_logits_exp" does the same with the weights exp(θ) = exp(log π) as written; "probs_as_logp" passes
+    the probabilities π (``softmax``) where log π belongs. ``weights="squared"`` weights by sg[π]², π twice.
     """
     theta = logits.clone().requires_grad_(True)
     if slip in ("raw_logits", "raw_logits_exp"):
@@ -380,14 +381,23 @@ def _enumerated_gradient(logits, ref_probs, estimator, *, weights: str, slip: st
     elif slip == "wrt_logp":
         leaf = torch.log_softmax(theta, dim=0).detach().requires_grad_(True)
         logp = leaf
+    elif slip == "probs_as_logp":
+        leaf, logp = theta, torch.log_softmax(theta, dim=0)
+        values = estimator(logp.exp(), ref_probs.log())
+        (gradient,) = torch.autograd.grad((logp.exp().detach() * values).sum(), leaf)
+        return gradient
     else:
         leaf, logp = theta, torch.log_softmax(theta, dim=0)
     ref = ref_probs if slip == "unlogged_ref" else ref_probs.log()
     values = estimator(ref, logp) if slip == "swapped" else estimator(logp, ref)
     w = {"detached": logp.exp().detach(), "differentiated": logp.exp(), "uniform": torch.ones_like(logp),
-         "reference": ref_probs}[weights]
+         "reference": ref_probs, "squared": logp.exp().detach() ** 2}[weights]
     (gradient,) = torch.autograd.grad((w * values).sum(), leaf)
     return gradient
+
+
+NEAR_MONTE_CARLO = 0.15  # distance / the largest of k1, k2, k3's reference norms: a 200-draw estimate sits at 0.05–0.15
+                         # on the first estimator checked; π² weights or π passed as log π at 0.2 or more
 
 
 def _expected_gradient_mistakes(logits, ref_probs, estimator, reference) -> dict[str, tuple[torch.Tensor, str]]:
@@ -403,6 +413,12 @@ def _expected_gradient_mistakes(logits, ref_probs, estimator, reference) -> dict
         "reference_weighted": (_enumerated_gradient(logits, ref_probs, estimator, weights="reference"),
                                "you weighted each outcome by π_ref(x): the tokens are sampled from the policy, "
                                "so the expectation is under π_θ, Σ_x sg[π_θ(x)] ∇k(x)."),
+        "squared_weights": (_enumerated_gradient(logits, ref_probs, estimator, weights="squared"),
+                            "you weighted each outcome by π_θ(x) twice (π_θ(x)²): the expectation is "
+                            "Σ_x sg[π_θ(x)] ∇k(x), one factor of π_θ."),
+        "probs_as_logp": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached", slip="probs_as_logp"),
+                          "you passed the probabilities π (softmax) where the estimator takes log-probabilities: "
+                          "call estimator(log_softmax(θ), ref_probs.log())."),
         "negated": (-reference, "the sign is flipped: return the gradient of E[k], not its negative."),
         "unlogged_ref": (_enumerated_gradient(logits, ref_probs, estimator, weights="detached",
                                               slip="unlogged_ref"),
@@ -470,7 +486,12 @@ def check_expected_gradient(gradient_fn) -> bool | None:
                     return _verdict(False, "", f"wrong for {name} — {hint}")
             named = any(isinstance(result, torch.Tensor) and result.shape == wrong.shape and _close(result, wrong)
                         for wrong, _ in mistakes.values())
-            hint = "" if named else (" The exercise asks for the exact expectation, by enumeration: the sum over all "
+            # The sampling hint fits an answer near the reference (a Monte Carlo estimate lands within a few
+            # percent of the gradients' scale); a far-off answer is some other slip, and gets no hint.
+            scale = max(float(_enumerated_gradient(logits, ref_probs, fn, weights="detached").norm()) for fn in (k1, k2, k3))
+            near = (isinstance(result, torch.Tensor) and result.shape == reference.shape
+                    and float((result.to(reference.dtype) - reference).norm()) < NEAR_MONTE_CARLO * scale)
+            hint = "" if named or not near else (" The exercise asks for the exact expectation, by enumeration: the sum over all "
                                      "K outcomes weighted by π_θ(x), not an average over sampled x.")
             return _verdict(False, "", f"wrong for {name} — {_diagnose(result, reference, mistakes)}{hint}")
     return _verdict(True, "your enumeration matches the reference for k1, k2 and k3", "")
@@ -511,6 +532,12 @@ def _credit_mistakes(rewards, kl, beta):
         "sign": (reward + beta * later, "the penalty has the wrong sign: the credit is R − β Σ_{t'≥t} k1_t'."),
         "no_reward": (-beta * later, "the verifier's reward R is missing: every token's credit includes it."),
         "no_beta": (reward - later, "β is missing: the log-ratios are multiplied by β."),
+        "shaped_rewards": (kl_in_reward(rewards, kl, beta, torch.ones_like(kl)),
+                           "those are the per-token shaped rewards kl_in_reward returns (−β·k1 per token, R on the "
+                           "last): the credit is their reward-to-go, each token's sum from t to the end."),
+        "reward_on_last_only": (-beta * later + torch.nn.functional.pad(reward, (kl.shape[1] - 1, 0)),
+                                "the KL is carried back but R sits on the last token only: R is part of every "
+                                "token's return, so each credit is R − β Σ_{t'≥t} k1_t'."),
     }
 
 

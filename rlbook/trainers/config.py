@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from rlbook._checks import check_choice, check_int, check_knob, check_positive
@@ -57,7 +58,9 @@ class OnlineConfig:
     log-probability and advantage covary most (``rlbook.losses.policy_loss``).
     KL to a frozen reference: ``kl_beta`` (0: no reference is built), ``kl_estimator``, and
     ``kl_placement``: "loss" (β·k per token in the loss, GRPO) or "reward" (−β·k per token in the
-    reward, InstructGPT).
+    reward, InstructGPT). In the reward only k1 gives the reverse-KL gradient, since
+    E[k·∇log π] = ∇KL(π‖π_ref) needs k = log(π/π_ref) sample by sample; any other estimator there
+    warns (lesson 02, §6; Shah et al. 2025, arXiv:2512.21852, report "K3 in reward" biased).
     Rewards: the verifier's reward plus ``format_reward_weight`` × the format reward, plus DAPO's
     soft overlong penalty when ``overlong`` = (max_len, cache_len).
     Batch filters: ``dynamic_sampling`` (DAPO: resample prompts, at most ``max_resample_rounds``
@@ -231,6 +234,12 @@ class OnlineConfig:
         check_positive("kl_beta", self.kl_beta, allow_zero=True)
         check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         check_choice("kl_placement", self.kl_placement, KL_PLACEMENTS)
+        if self.kl_beta > 0 and self.kl_placement == "reward" and self.kl_estimator != "k1":
+            # E[k3·∇log π] = ∇KL(π‖π_ref) − ∇KL(π_ref‖π): a biased pull, away from π_ref near it
+            # (lesson 02, §6). A warning, not a refusal: the configuration is studied (Shah et al. 2025).
+            warnings.warn(f"kl_placement='reward' with kl_estimator={self.kl_estimator!r}: only 'k1' in the reward "
+                          "gives the reverse-KL gradient; a detached k2/k3 there is biased (lesson 02, §6)",
+                          UserWarning, stacklevel=4)
         check_positive("format_reward_weight", self.format_reward_weight, allow_zero=True)
         if self.overlong is not None:
             if not isinstance(self.overlong, (tuple, list)) or len(self.overlong) != 2:

@@ -27,6 +27,7 @@ __all__ = [
     "plot_expected_gradients",
     "plot_placement_outcomes",
     "plot_sequence_placements",
+    "plot_kl_gradient_variance",
 ]
 
 ESTIMATOR_COLOURS = {"k1": "tab:red", "k2": "tab:orange", "k3": "tab:blue"}
@@ -291,6 +292,39 @@ def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]
     ax.set_ylabel("probability")
     ax.set_title("Two tokens: the policy each placement converges to (exact gradient ascent)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float]]], *, labels: dict[str, str]):
+    """Variance of one response's KL gradient against the length T, log–log, one panel per policy.
+
+    ``variances`` maps a panel title (a policy) to {credit: variance at each of ``lengths``}, as
+    ``rlbook.kl_sequence.chain_gradient_moments`` returns them; ``labels`` names each credit. Dotted
+    guides of slope 1, 2 and 3 start from the smallest curve's first point, so a credit's growth in T
+    (T, T², T³) reads off as the guide it runs beside.
+    """
+    lengths = np.asarray(lengths, dtype=float)
+    if lengths.ndim != 1 or len(lengths) < 2 or (lengths <= 0).any():
+        raise ValueError(f"lengths must be at least two positive numbers, got {lengths!r}")
+    if not variances:
+        raise ValueError("variances must map at least one policy to its credits' variances")
+    fig, axes = plt.subplots(1, len(variances), figsize=(5.0 * len(variances), 3.6), squeeze=False)
+    for ax, (title, by_credit) in zip(axes[0], variances.items()):
+        for credit, values in by_credit.items():
+            values = np.asarray(values, dtype=float)
+            if values.shape != lengths.shape:
+                raise ValueError(f"variances[{title!r}][{credit!r}] must have one value per length, got {values.shape}")
+            ax.loglog(lengths, values, marker="o", markersize=3, label=labels.get(credit, credit))
+        start = min(float(np.asarray(v, dtype=float)[0]) for v in by_credit.values())
+        for power in (1, 2, 3):
+            ax.loglog(lengths, start * (lengths / lengths[0]) ** power, ":", color="grey", linewidth=0.8)
+            ax.annotate(f"T{'' if power == 1 else '²³'[power - 2]}", (lengths[-1], start * (lengths[-1] / lengths[0]) ** power),
+                        fontsize=8, color="grey", ha="left", va="center")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("response length T (tokens)")
+    axes[0][0].set_ylabel("variance of the KL gradient")
+    axes[0][0].legend(fontsize=7.5, loc="upper left")
     fig.tight_layout()
     return fig
 
