@@ -187,3 +187,18 @@ def test_reward_offset_moves_only_the_no_baseline_cloud_and_keeps_the_view():
     assert all(abs(a - b).max() < 1e-12 for a, b in zip(value_0, value_c))   # the advantages do not see c
     with pytest.raises(ValueError, match="reward_offset"):
         pg_viz.plot_gradient_spread(BANDIT, LOGITS, reward_offset=float("nan"))
+
+
+def test_baseline_factor_plot_draws_each_checkpoint_and_checks_arguments():
+    rows = {"start": {"p": 0.3, "factor": 0.96, "SE": 0.05}, "end": {"p": 0.8, "factor": 0.3, "SE": 0.04}}
+    fig = pg_viz.plot_baseline_factor(rows, group_size=8)
+    ax = fig.axes[0]
+    assert len(ax.containers) == 2 and ax.get_yscale() == "log"
+    heuristic = ax.lines[0]
+    assert heuristic.get_ydata()[0] == pytest.approx(7 / 8)
+    with pytest.raises(ValueError, match="checkpoints"):
+        pg_viz.plot_baseline_factor({}, group_size=8)
+    with pytest.raises(ValueError, match="group_size"):
+        pg_viz.plot_baseline_factor(rows, group_size=1)
+    with pytest.raises(ValueError, match="SE"):
+        pg_viz.plot_baseline_factor({"start": {"p": 0.3, "factor": 0.96}}, group_size=8)
