@@ -53,6 +53,7 @@ RIGHT_AGG = lambda terms, mask: (terms * mask).sum(1).mean()  # noqa: E731
     (lambda r, g: r, RIGHT_AGG, ["no baseline"]),
     (lambda r, g: r - r.view(-1, g).mean(1).repeat_interleave(g), RIGHT_AGG, ["*including* the sample"]),
     (lambda r, g: r - (r.sum() - r) / (r.numel() - 1), RIGHT_AGG, ["whole batch"]),
+    (lambda r, g: r - r.mean(), RIGHT_AGG, ["whole batch, the sample included"]),
     (lambda r, g: -_rloo(r, g), RIGHT_AGG, ["sign is flipped"]),
     (lambda r, g: (r.view(g, -1) - (r.view(g, -1).sum(0) - r.view(g, -1)) / (g - 1)).flatten(), RIGHT_AGG,
      ["wrong way round", "view(-1, G)"]),                                   # view(G, -1), leave-one-out down a column

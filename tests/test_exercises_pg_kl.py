@@ -51,6 +51,11 @@ def test_reinforce_loss_reference_passes(capsys):
     (lambda t, a, r, m: ((r - _value(t, m).detach()) * _log_softmax(t)[a]).mean(), "sign is flipped"),
     (lambda t, a, r, m: -((r - _value(t, m).detach()) * _log_softmax(t)[a]).sum(), "sums over the batch"),
     (lambda t, a, r, m: -((r - _value(t, m).detach()) * t[a]).mean(), "normaliser is missing"),
+    (lambda t, a, r, m: -((r - _value(t, m)) * _log_softmax(t)[a]).sum(), "two mistakes: the baseline b(θ) was not"),
+    (lambda t, a, r, m: (r * _log_softmax(t)[a]).mean(), "two mistakes: the sign is flipped"),
+    (lambda t, a, r, m: -((r - _value(t, m).detach()) / r.std(correction=0) * _log_softmax(t)[a]).mean(),
+     "population standard deviation"),
+    (lambda t, a, r, m: -((r - m.mean()) * _log_softmax(t)[a]).mean(), "unweighted mean of the arms"),
     (lambda t, a, r, m: torch.tensor(0.0), "carries no gradient"),
     (lambda t, a, r, m: 1 / 0, "ZeroDivisionError"),
 ])

@@ -201,3 +201,18 @@ def test_kl_gradient_variance_plot_has_a_log_log_panel_per_policy():
         kl_viz.plot_kl_gradient_variance([1], variances, labels={})
     with pytest.raises(ValueError, match="one value per length"):
         kl_viz.plot_kl_gradient_variance([1, 2], variances, labels={})
+
+
+def test_baseline_factor_plot_draws_each_checkpoint_and_checks_arguments():
+    rows = {"start": {"p": 0.3, "factor": 0.96, "SE": 0.05}, "end": {"p": 0.8, "factor": 0.3, "SE": 0.04}}
+    fig = pg_viz.plot_baseline_factor(rows, group_size=8)
+    ax = fig.axes[0]
+    assert len(ax.containers) == 2 and ax.get_yscale() == "log"
+    heuristic = ax.lines[0]
+    assert heuristic.get_ydata()[0] == pytest.approx(7 / 8)
+    with pytest.raises(ValueError, match="checkpoints"):
+        pg_viz.plot_baseline_factor({}, group_size=8)
+    with pytest.raises(ValueError, match="group_size"):
+        pg_viz.plot_baseline_factor(rows, group_size=1)
+    with pytest.raises(ValueError, match="SE"):
+        pg_viz.plot_baseline_factor({"start": {"p": 0.3, "factor": 0.96}}, group_size=8)

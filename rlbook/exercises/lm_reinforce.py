@@ -80,6 +80,10 @@ def _advantage_variants(rewards: torch.Tensor, group_size: int) -> dict[str, tup
                                       "your groups hold B/G consecutive samples, not G (rewards.view(G, -1) with the "
                                       "leave-one-out taken along a row): group with rewards.view(-1, G), one row of G "
                                       "samples per prompt.")
+    variants["batch_mean"] = (rewards - rewards.mean(),
+                              "you subtracted the mean of the whole batch, the sample included: the baseline must "
+                              "come from the same prompt's other G − 1 samples, not from every prompt's, and must "
+                              "leave the sample out.")
     variants["sign"] = (-variants[RIGHT][0], "the sign is flipped: the loss is −A · log π, minimised, so that gradient "
                                              "descent on it is ascent on J.")
     return variants

@@ -125,6 +125,19 @@ def _reinforce_mistakes(logits, arms, rewards, means):
         "std_normalised": (lambda t, *_: -((rewards - value(t).detach()) / rewards.std() * logp(t)[arms]).mean(),
                            "you divided the advantages by the rewards' standard deviation (GRPO's "
                            "normalisation). The exercise's REINFORCE uses A = R − b unscaled: drop the / σ."),
+        "std_population": (lambda t, *_: -((rewards - value(t).detach()) / rewards.std(correction=0)
+                                            * logp(t)[arms]).mean(),
+                           "you divided the advantages by the rewards' population standard deviation (GRPO's "
+                           "normalisation). The exercise's REINFORCE uses A = R − b unscaled: drop the / σ."),
+        "arms_mean": (lambda t, *_: -((rewards - means.mean()) * logp(t)[arms]).mean(),
+                      "you subtracted the unweighted mean of the arms' μ_k: the value weights each arm by the "
+                      "policy, b = Σ_k π_k μ_k."),
+        "undetached_and_sum": (lambda t, *_: -((rewards - value(t)) * logp(t)[arms]).sum(),
+                               "two mistakes: the baseline b(θ) was not detached (add `.detach()`), and the loss "
+                               "sums over the batch instead of averaging (divide by N)."),
+        "sign_and_no_baseline": (lambda t, *_: (rewards * logp(t)[arms]).mean(),
+                                 "two mistakes: the sign is flipped (the loss is −A · log π), and no baseline was "
+                                 "subtracted (A = R − b with b = Σ_k π_k μ_k)."),
         "grpo": (lambda t, *_: -(whitened(rewards.std()) * logp(t)[arms]).mean(),
                  grpo_hint.format(form="(R − mean(R)) / std(R), torch's default std with Bessel's correction")),
         "grpo_eps": (lambda t, *_: -(whitened(rewards.std() + 1e-4) * logp(t)[arms]).mean(),

@@ -117,7 +117,7 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     offset = f", reward offset {reward_offset:+g}" if reward_offset else ""
     drawn_variance = total_variance(estimates[:, [i, j]])
     ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}{offset}\n"
-                 f"variance E‖ĝ − ∇J‖²: all {bandit.num_arms} coordinates {total_variance(estimates):.4f}, "
+                 f"measured E‖ĝ − ∇J‖²: all {bandit.num_arms} coordinates {total_variance(estimates):.4f}, "
                  f"the two drawn {drawn_variance:.4f}", fontsize=9)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, framealpha=0.9, ncol=1)
     fig.tight_layout()
@@ -290,5 +290,41 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def plot_baseline_factor(checkpoints: dict[str, dict], *, group_size: int):
+    """The measured variance cut of a leave-one-out baseline against the 0/1 heuristic, one point per checkpoint.
+
+    ``checkpoints[label]`` holds ``p`` (the pass rate p̄), ``factor`` (variance without a baseline / with, as
+    lesson 01's probe measures it) and ``SE`` (its standard error). The heuristic 1/(1 − p̄) is for the value
+    baseline; it is drawn times (G − 1)/G, the leave-one-out estimate's factor in groups of ``group_size`` = G
+    (lesson 09). Log y axis; the dotted line at 1 is "no cut".
+    """
+    if not checkpoints:
+        raise ValueError("checkpoints must hold at least one checkpoint")
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 2:
+        raise ValueError(f"group_size must be an int ≥ 2, got {group_size!r}")
+    for label, row in checkpoints.items():
+        missing = {"p", "factor", "SE"} - set(row)
+        if missing:
+            raise ValueError(f"checkpoint {label!r} lacks {sorted(missing)}")
+    shrink = (group_size - 1) / group_size
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    p = np.linspace(0.0, 0.95, 200)
+    ax.plot(p, shrink / (1 - p), "-", color="0.5", lw=1.2, label=f"heuristic 1/(1 − p̄) × {group_size - 1}/{group_size}")
+    for i, (label, row) in enumerate(checkpoints.items()):
+        colour = f"C{i}"
+        ax.errorbar(row["p"], row["factor"], yerr=row["SE"], fmt="o", color=colour, capsize=3,
+                    label=f"{label}: measured ± SE")
+        ax.plot(row["p"], shrink / (1 - row["p"]), "x", color=colour)
+    ax.axhline(1.0, color="black", ls=":", lw=1, label="no cut (factor 1)")
+    ax.set_yscale("log")
+    ax.set_xlabel("pass rate p̄ of the checkpoint's probe samples")
+    ax.set_ylabel("variance without / with the baseline")
+    ax.set_title("The baseline's measured cut (dots) against the heuristic (×)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     return fig
