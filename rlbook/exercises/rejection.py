@@ -69,6 +69,10 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
                                 "results with the sorting permutation (answer[order]) sorts them a second time. "
                                 "Scatter them back instead (answer[order] = in_sorted_order), which applies its "
                                 "inverse."),
+        "exactly_one": (n * probs * below ** (n - 1),
+                        "n π(y) (F(y) − π(y))^(n−1) counts only the case of exactly one draw at y and the rest below; "
+                        "the winner is also y when several of the n draws are y. All n draws ≤ r(y), less all below: "
+                        "F(y)^n − (F(y) − π(y))^n."),
         "pi_times": (probs * cdf ** (n - 1),
                      "π(y) F(y)^(n−1) forgets that any of the n draws can be the winner (a factor ≈ n)."),
         "unsorted": (probs.cumsum(0) ** n - (probs.cumsum(0) - probs) ** n,
@@ -175,4 +179,7 @@ def check_verifier_best_of_n_kl(fn) -> bool | None:
     for name, (_, hint) in _verifier_mistakes(p, n).items():
         if all(close(v, _verifier_mistakes(*case)[name][0]) for case, v in zip(VERIFIER_CASES, values)):
             return _verdict(False, "", f"p = {p}, n = {n}: {hint}")
+    if value < -1e-9:
+        return _verdict(False, "", f"p = {p}, n = {n}: got {value:.6f}, but a KL is never negative: a log's argument "
+                                   "is upside down (log(p/q) for log(q/p)), or a term is missing")
     return _verdict(False, "", f"p = {p}, n = {n}: expected {_verifier_kl(p, n):.6f} nats, got {value:.6f}")
