@@ -223,6 +223,9 @@ def test_verifier_kl_mistakes_are_told_apart_over_the_cases_and_other_failures(c
     assert "expected" in capsys.readouterr().out
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: [0.1, 0.2]) is False
     assert "one number" in capsys.readouterr().out
+    # a sign slip that matches no named mistake: a KL below zero is named as impossible
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: -0.7 * _two_coins(p, n) - 0.01) is False
+    assert "never negative" in capsys.readouterr().out
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1 / 0) is False
     assert "ZeroDivisionError" in capsys.readouterr().out
     assert rejection_exercises.check_verifier_best_of_n_kl(None) is None

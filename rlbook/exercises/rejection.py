@@ -69,6 +69,10 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
                                 "results with the sorting permutation (answer[order]) sorts them a second time. "
                                 "Scatter them back instead (answer[order] = in_sorted_order), which applies its "
                                 "inverse."),
+        "exactly_one": (n * probs * below ** (n - 1),
+                        "n π(y) (F(y) − π(y))^(n−1) counts only the case of exactly one draw at y and the rest below; "
+                        "the winner is also y when several of the n draws are y. All n draws ≤ r(y), less all below: "
+                        "F(y)^n − (F(y) − π(y))^n."),
         "pi_times": (probs * cdf ** (n - 1),
                      "π(y) F(y)^(n−1) forgets that any of the n draws can be the winner (a factor ≈ n)."),
         "unsorted": (probs.cumsum(0) ** n - (probs.cumsum(0) - probs) ** n,
@@ -146,13 +150,19 @@ def _verifier_mistakes(p: float, n: int) -> dict[str, tuple[float, str]]:
     }
 
 
+def _verifier_otherwise(value: float, expected: float, p: float, n: int) -> str:
+    if value < -1e-9:
+        return (f"p = {p}, n = {n}: got {value:.6f}, but a KL is never negative: a log's argument is upside down "
+                "(log(p/q) for log(q/p)), or a term is missing")
+    return f"p = {p}, n = {n}: expected {expected:.6f} nats, got {value:.6f}"
+
+
 check_verifier_best_of_n_kl = FunctionExercise(
     "check_verifier_best_of_n_kl", what="verifier KL", cases=lambda: VERIFIER_CASES, reference=_verifier_kl,
     mistakes=_verifier_mistakes, checks=(_one_number("expected one number (the KL in nats)"),),
     close=lambda result, expected: math.isclose(float(result), float(expected), rel_tol=1e-4, abs_tol=1e-7),
     together=lambda p, n: "all", across=True, wrong=lambda p, n: f"p = {p}, n = {n}: ",
-    otherwise=lambda result, reference, p, n, **counts: (f"p = {p}, n = {n}: expected {float(reference):.6f} nats, "
-                                                          f"got {float(result):.6f}"),
+    otherwise=lambda result, reference, p, n, **counts: _verifier_otherwise(float(result), float(reference), p, n),
     success=f"Correct on all {len(VERIFIER_CASES)} cases.",
     doc="""Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p.
 

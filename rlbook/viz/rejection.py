@@ -177,8 +177,11 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="black", ms=5, label="best-of-n of the base (plug-in p̂)")
     span, last = max(float(np.ptp(np.concatenate([frontier_kl, best_of_n_kl_values]))), 1e-12), -np.inf
     for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_success):
+        near_star = ceiling is not None and abs(x - ceiling[0]) < 0.06 * span
         if x - last > 0.04 * span:  # a point crowded onto the last labelled one stays unlabelled
-            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(4, -11), fontsize=7)
+            # a label next to the star would sit under it: put it to the left, above the point
+            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(-26, 5) if near_star else (4, -11),
+                        fontsize=7)
             last = x
     if ceiling is not None:
         ax.plot(*ceiling, "*", ms=12, color="tab:purple", label="π_base conditioned on success (n → ∞)")
