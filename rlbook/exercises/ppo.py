@@ -164,17 +164,17 @@ def _gae_trajectories():
 def _gae_mistakes(rewards, values, gamma, lam):
     """Advantages of the usual wrong recursions, each with the hint that names the mistake.
 
-    Besides the wrong weights and the missing bootstrap: a recursion run forwards (A_t from
-    A_{t−1}), the right recursion stored reversed, the last token bootstrapped from a value that
+    Besides the wrong weights, the missing bootstrap, γ dropped from the bootstrap and the TD errors
+    alone: a recursion run forwards (A_t from A_{t−1}), the right recursion stored reversed, the last token bootstrapped from a value that
     does not exist (``torch.roll`` wraps V_0 round; repeating V_{T−1}), the λ-returns A + V (the
     critic's target, eq. 16's ``returns``) handed back for the advantages, and advantages whitened
     over the trajectory, as the trainer later does over a batch.
     """
-    def recursion(next_value_of, weight, *, forwards=False):
+    def recursion(next_value_of, weight, *, forwards=False, discount=gamma):
         advantages, running = torch.zeros_like(rewards), 0.0
         order = range(len(rewards)) if forwards else reversed(range(len(rewards)))
         for t in order:
-            delta = rewards[t] + gamma * next_value_of(t) - values[t]
+            delta = rewards[t] + discount * next_value_of(t) - values[t]
             running = delta + weight * running
             advantages[t] = running
         return advantages
@@ -194,6 +194,12 @@ def _gae_mistakes(rewards, values, gamma, lam):
                        "the weight is γλ."),
         "no_bootstrap": (recursion(lambda t: 0.0, gamma * lam),
                          "δ_t is missing γ V_{t+1}: the TD error is r_t + γ V_{t+1} − V_t."),
+        "no_gamma_in_delta": (recursion(following, gamma * lam, discount=1.0),
+                              "δ_t is missing the γ on the bootstrap: δ_t = r_t + γ V_{t+1} − V_t (at γ = 1 the two "
+                              "agree, which is why the γ < 1 cases catch it)."),
+        "td_errors_only": (recursion(following, 0.0),
+                           "these are the one-step TD errors δ_t alone (λ = 0): add γλ A_{t+1}, running backwards "
+                           "from the last token."),
         "returns": (returns_to_go,
                     "these are the discounted returns, not advantages: subtract the value V_t (λ = 1 gives "
                     "return − V_t)."),

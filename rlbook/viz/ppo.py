@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from rlbook._checks import as_float_tensor, check_same_shape
+from rlbook._figures import COLUMN_IN
 from rlbook.advantages import gae
 from rlbook.token_gradients import clipped_objective_curves
 
@@ -138,20 +139,20 @@ def plot_gae(rewards, values, gamma: float = 1.0, lam: float = 0.95, *, tokens=N
     td_error, _ = gae(rewards, values, gamma, 0.0, last_value=last_value)
     monte_carlo, _ = gae(rewards, values, gamma, 1.0, last_value=last_value)
     steps = np.arange(rewards.shape[0])
-    width = max(6.0, min(16.0, 0.28 * len(steps)))
+    width = min(COLUMN_IN, max(6.0, 0.28 * len(steps)) + 2.4)   # + the legends, right of the axes
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(width, 5.4), sharex=True)
     top.bar(steps, rewards.numpy(), color="tab:purple", alpha=0.7, label="reward r_t (−β·k1, + R on the last token)")
     top.plot(steps, values.numpy(), "o-", color="tab:blue", ms=3, label="critic's value V_t")
     top.axhline(0, color="black", lw=0.6)
     top.set_ylabel("reward, value")
-    top.legend(fontsize=8, loc="upper left")
+    top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # off the data
     bottom.bar(steps, advantages.numpy(), color="tab:orange", alpha=0.8, label=f"GAE, γ={gamma:g}, λ={lam:g}")
     bottom.plot(steps, td_error.numpy(), "--", color="tab:gray", lw=1.2, label="λ = 0: TD error δ_t")
     bottom.plot(steps, monte_carlo.numpy(), "-", color="black", lw=1.0, label="λ = 1: return − V_t")
     bottom.axhline(0, color="black", lw=0.6)
     bottom.set_ylabel("advantage A_t")
     bottom.set_xlabel("completion token t")
-    bottom.legend(fontsize=8, loc="upper left")
+    bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     for axis in (top, bottom):
         axis.grid(alpha=0.3, axis="y")
     if tokens is not None:
