@@ -307,23 +307,25 @@ def _preference_data(args, *, repeat_penalty: float | None = None, **pair_option
     model, tokenizer = load_model(args.model, **device_and_dtype(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.resume:  # the pairs the interrupted run trained on (saved below), unless others are named
-        args.pairs = args.pairs or str(out / "pairs.jsonl")
-        args.eval_pairs = args.eval_pairs or str(out / "eval_pairs.jsonl")
-    if args.pairs:
-        pairs = Dataset.from_json(args.pairs)
+    saved = {"pairs": out / "pairs.jsonl", "eval_pairs": out / "eval_pairs.jsonl"}  # written below
+    # --resume: the pairs the interrupted run trained on (already re-ordered), unless others are named
+    files = {name: getattr(args, name) or (str(path) if args.resume else None) for name, path in saved.items()}
+    if files["pairs"]:
+        pairs = Dataset.from_json(files["pairs"])
     else:
         prompts = ReviewTask().dataset(args.train_prompts, seed=args.seed, split="train")["prompt"]
         pairs = policy_preference_pairs(model, tokenizer, prompts, seed=args.seed, **pair_options)
-    if args.eval_pairs:
-        eval_pairs = Dataset.from_json(args.eval_pairs)
+    if files["eval_pairs"]:
+        eval_pairs = Dataset.from_json(files["eval_pairs"])
     else:
         prompts = ReviewTask().dataset(args.test_prompts, seed=args.seed + 1, split="test")["prompt"]
         eval_pairs = policy_preference_pairs(model, tokenizer, prompts, seed=args.seed + 1, noisy_labels=False)
-    if repeat_penalty is not None and not args.resume:  # saved pairs are already re-ordered
-        pairs, eval_pairs = (relabel_pairs(data, repeat_penalty=repeat_penalty) for data in (pairs, eval_pairs))
-    pairs.to_json(out / "pairs.jsonl")
-    eval_pairs.to_json(out / "eval_pairs.jsonl")
+    if repeat_penalty is not None:  # re-order each set, except one read back from this run's saved (re-ordered) file
+        relabel = {name: files[name] != str(path) for name, path in saved.items()}
+        pairs = relabel_pairs(pairs, repeat_penalty=repeat_penalty) if relabel["pairs"] else pairs
+        eval_pairs = relabel_pairs(eval_pairs, repeat_penalty=repeat_penalty) if relabel["eval_pairs"] else eval_pairs
+    pairs.to_json(saved["pairs"])
+    eval_pairs.to_json(saved["eval_pairs"])
     return model, tokenizer, pairs, eval_pairs
 
 
