@@ -18,6 +18,19 @@ def _centred(groups):
     return groups - groups.mean(1, keepdim=True)
 
 
+def _flat(rewards, group_size):
+    groups = rewards.view(-1, group_size)
+    return (groups == groups[:, :1]).all(1).repeat_interleave(group_size)
+
+
+def _interleaved_grpo(rewards, group_size):
+    """A reader's slip: view(G, -1) and normalise along dim 0 (groups read as interleaved rows)."""
+    columns = rewards.view(group_size, -1)
+    std = columns.std(0, correction=0, keepdim=True)
+    centred = columns - columns.mean(0, keepdim=True)
+    return torch.where(std > 0, centred / std.clamp_min(1e-12), torch.zeros_like(columns)).reshape(-1)
+
+
 @pytest.mark.parametrize("answer", [
     lambda r, g: group_advantages(r, g),
     _grouped(lambda x: _centred(x) / (x.std(1, correction=0, keepdim=True) + 1e-8)),
@@ -36,6 +49,10 @@ def test_group_advantages_accepts_right_answers(answer, capsys):
     (lambda r, g: batch_normalize(r), "whole batch"),
     (lambda r, g: (r - r.mean()) / r.std(), "whole batch"),
     (_grouped(_centred), "did not divide"),
+    # groups read as interleaved rows: on the first batch this coincides with the whole-batch answer
+    (lambda r, g: _interleaved_grpo(r, g), "`view(G, -1)`"),
+    # group mean, whole-batch σ: on the first batch it coincides with Bessel's σ
+    (lambda r, g: torch.where(_flat(r, g), 0.0, _grouped(_centred)(r, g) / r.std(correction=0)), "whole batch's σ"),
     (lambda r, g: group_advantages(r, g, "rloo"), "RLOO"),
     (lambda r, g: -group_advantages(r, g), "sign"),
     (lambda r, g: torch.zeros(3), "one advantage per reward"),

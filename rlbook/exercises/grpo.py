@@ -47,6 +47,11 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
                   "you normalised over the whole batch instead of within each group: μ and σ must be each "
                   "prompt's own, from its G samples (`rewards.view(-1, G)`), so an easy prompt and a hard "
                   "one are not compared with each other."),
+        "group_mean_batch_std": (torch.where(_flat_rows(rewards, group_size), torch.zeros_like(rewards),
+                                             (groups - groups.mean(1, keepdim=True)).reshape(-1)
+                                             / rewards.std(correction=0)),
+                                 "you subtracted each group's mean but divided by the whole batch's σ (TRL's "
+                                 "`scale_rewards=\"batch\"`); GRPO here divides by each group's own σ."),
         "batch_bessel": (batch_normalize(rewards, unbiased_std=True),
                          "you normalised over the whole batch (with Bessel's std) instead of within each group "
                          "of G: reshape to (n_prompts, G) and take μ and σ along the group."),
@@ -81,7 +86,7 @@ def _as_advantages(result, rewards, group_size):
 
 def _not_these_advantages(whose: str):
     """The message for an unnamed wrong answer: ``whose`` advantages for this batch, expected and got."""
-    def otherwise(result, expected, rewards, group_size):
+    def otherwise(result, expected, rewards, group_size, **_counts):
         return (f"not {whose} advantages for rewards {rewards.tolist()} (G = {group_size}): "
                 f"expected {[round(v, 3) for v in expected.tolist()]}, got {[round(v, 3) for v in result.tolist()]}")
     return otherwise
@@ -111,21 +116,24 @@ def _varied_groups_right(result, reference, rewards, group_size):
 
 
 def advantage_exercise(name: str, what: str, method: str, whose: str, mistakes, *, checks=(), partial=None,
-                       doc: str = "") -> FunctionExercise:
+                       across: bool = False, doc: str = "") -> FunctionExercise:
     """The checker of an exercise that writes ``fn(rewards, group_size) -> (B,) advantages`` for ``method``
     (``rlbook.advantages.group_advantages``'s name), run on ``GROUP_CASES``; one advantage per reward is
-    checked first, then ``checks``, the comparison, ``partial`` and the ``mistakes``."""
+    checked first, then ``checks``, the comparison, ``partial`` and the ``mistakes``. With ``across``, all
+    cases are judged together and a mistake is named only when it fits every case (some mistakes coincide
+    on one batch: on the first, every interleaved group and the whole batch share μ = σ = 0.5)."""
     return FunctionExercise(
         name, what=what, cases=lambda: GROUP_CASES,
         reference=lambda rewards, group_size: group_advantages(rewards, group_size, method),
         mistakes=mistakes, prepare=_as_advantages, checks=(_one_per_reward, *checks), close=_close, partial=partial,
+        together=(lambda *case: "all") if across else None, across=across,
         otherwise=_not_these_advantages(whose), success=f"your {what} match rlbook's on all {len(GROUP_CASES)} batches",
         doc=doc, module=sys._getframe(1).f_globals["__name__"])
 
 
 check_group_advantages = advantage_exercise(
     "check_group_advantages", "group advantages", "grpo", "GRPO's", _group_mistakes, checks=(_finite,),
-    partial=_varied_groups_right,
+    partial=_varied_groups_right, across=True,
     doc="""Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against GRPO's, naming the mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
