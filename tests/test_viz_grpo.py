@@ -29,3 +29,17 @@ def test_models_in_memory_bars_add_up():
     assert labels == ["policy", "reference", "critic"]  # one legend entry per role
     with pytest.raises(ValueError, match="models"):
         grpo_viz.plot_models_in_memory({})
+
+
+def test_widget_right_answers_slider_follows_the_group_size():
+    import matplotlib.pyplot as plt
+
+    interactive = grpo_viz.group_advantages_widget(max_group_size=16).widget
+    group, correct = interactive.kwargs_widgets
+    assert correct.max == group.value == 4
+    group.value = 12
+    assert correct.max == 12  # the whole range of the slider is a possible number of right answers
+    correct.value = 10
+    group.value = 6
+    assert (correct.max, correct.value) == (6, 6)
+    plt.close("all")

@@ -69,15 +69,22 @@ def plot_group_advantages(n_correct: int = 3, group_size: int = 4):
 
 
 def group_advantages_widget(max_group_size: int = 16):
-    """``plot_group_advantages`` with sliders for the group size and the number of right answers."""
+    """``plot_group_advantages`` with sliders for the group size and the number of right answers;
+    the second slider's range follows the first (0…G), so every position of it is a group that exists."""
     import ipywidgets as widgets
 
     def draw(group_size, n_correct):
         plot_group_advantages(min(n_correct, group_size), group_size)
         plt.show()
 
-    return widgets.interact(draw, group_size=widgets.IntSlider(value=4, min=2, max=max_group_size),
-                            n_correct=widgets.IntSlider(value=3, min=0, max=max_group_size))
+    group_slider = widgets.IntSlider(value=4, min=2, max=max_group_size)
+    correct_slider = widgets.IntSlider(value=3, min=0, max=group_slider.value)
+
+    def follow(change):
+        correct_slider.max = change["new"]  # ipywidgets clamps the value into the new range
+
+    group_slider.observe(follow, names="value")
+    return widgets.interact(draw, group_size=group_slider, n_correct=correct_slider)
 
 
 def plot_models_in_memory(models: dict[str, dict[str, int]], *, bytes_per_parameter: int = 2, unit: float = 1e9,
