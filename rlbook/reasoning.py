@@ -159,7 +159,7 @@ def probe_profile(model, tokenizer, examples, verifier, *, n_samples: int = 4, m
     return profile(rollout.texts, rollout.completion_lengths, correct), rollout, correct
 
 
-def length_decomposition(before: dict, after: dict) -> dict:
+def length_decomposition(before: dict, after: dict, *, metric: str = "length") -> dict:
     """Split the change of the mean length between two ``probe_profile`` results into mix and within terms.
 
     With p_k the share and ℓ_k the mean length of kind k, L = Σ_k p_k ℓ_k and exactly::
@@ -168,23 +168,27 @@ def length_decomposition(before: dict, after: dict) -> dict:
                + Σ_k p'_k (ℓ'_k − ℓ_k)  [within: each kind itself longer or shorter].
 
     A kind absent on one side takes its length from the other (its within term is 0).
-    Returns {"before", "after", "change", "mix", "within"} in tokens.
+    Returns {"before", "after", "change", "mix", "within"} in tokens. ``metric="accuracy"`` splits the
+    change of the overall accuracy (pass@1) the same way: mix = more of the kinds that are often right,
+    within = each kind itself more or less often right.
     """
+    if metric not in ("length", "accuracy"):
+        raise ValueError(f"metric must be 'length' or 'accuracy', got {metric!r}")
     for name, side in (("before", before), ("after", after)):
         if not isinstance(side, dict) or any(k not in side for k in KINDS):
             raise ValueError(f"{name} must be a profile (a dict with the kinds {KINDS}), got {side!r:.80}")
     mix = within = 0.0
     for kind in KINDS:
         p, p_new = before[kind]["share"], after[kind]["share"]
-        length, length_new = before[kind]["length"], after[kind]["length"]
+        length, length_new = before[kind][metric], after[kind][metric]
         length = length_new if p == 0 else length
         length_new = length if p_new == 0 else length_new
         if p == 0 and p_new == 0:
             continue
         mix += (p_new - p) * length
         within += p_new * (length_new - length)
-    total_before = sum(before[k]["share"] * before[k]["length"] for k in KINDS if before[k]["share"] > 0)
-    total_after = sum(after[k]["share"] * after[k]["length"] for k in KINDS if after[k]["share"] > 0)
+    total_before = sum(before[k]["share"] * before[k][metric] for k in KINDS if before[k]["share"] > 0)
+    total_after = sum(after[k]["share"] * after[k][metric] for k in KINDS if after[k]["share"] > 0)
     return {"before": total_before, "after": total_after, "change": total_after - total_before,
             "mix": mix, "within": within}
 

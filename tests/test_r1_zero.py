@@ -72,6 +72,13 @@ def test_profile_and_length_decomposition_is_exact():
     assert parts["change"] == pytest.approx(after["all"]["length"] - before["all"]["length"])
     assert parts["mix"] + parts["within"] == pytest.approx(parts["change"])
     assert parts["within"] == pytest.approx(0.0)  # scratchpads keep their mean length of 30
+    accuracy = rz.length_decomposition(before, after, metric="accuracy")
+    assert accuracy["before"] == pytest.approx(0.5) and accuracy["after"] == pytest.approx(0.5)
+    # mix: scratchpad share 0.25 → 0.75 at accuracy 1, direct 0.75 → 0 at 1/3, malformed 0 → 0.25 at 0
+    assert accuracy["mix"] == pytest.approx(0.5 * 1 - 0.75 / 3)
+    assert accuracy["mix"] + accuracy["within"] == pytest.approx(accuracy["change"])
+    with pytest.raises(ValueError, match="metric"):
+        rz.length_decomposition(before, after, metric="entropy")
     with pytest.raises(ValueError, match="before"):
         rz.length_decomposition({}, after)
     with pytest.raises(ValueError, match="texts, lengths and correct"):
