@@ -48,6 +48,9 @@ RIGHT_ANSWERS = (
 # (name of the hack, completion, expected): every one must get 0.0.
 HOSTILE_CORPUS = (
     ("answer spraying", "<answer>1/2 3/4 5/6</answer>", Fraction(3, 4)),
+    ("answer spraying, the right answer first", "<answer>3/4 1/2</answer>", Fraction(3, 4)),
+    ("answer spraying, the right answer last", "<answer>1/2 3/4</answer>", Fraction(3, 4)),
+    ("answer spraying on separate lines", "<answer>\n1/2\n3/4\n</answer>", Fraction(3, 4)),
     ("two answer blocks", "<answer>1/2</answer><answer>3/4</answer>", Fraction(3, 4)),
     ("text after the answer block", "<answer>3/4</answer> or maybe 1/2", Fraction(3, 4)),
     ("no answer block", "the answer is 3/4", Fraction(3, 4)),
@@ -66,6 +69,7 @@ HOSTILE_CORPUS = (
     ("spaces inside", "<answer>3 / 4</answer>", Fraction(3, 4)),
     ("underscores in numbers", "<answer>1_1/1_2</answer>", Fraction(11, 12)),
     ("Unicode digits", "<answer>\u0663/\u0664</answer>", Fraction(3, 4)),
+    ("an ASCII digit then Unicode digits", "<answer>1\u0663/14</answer>", Fraction(13, 14)),
     ("full-width digits", "<answer>\uff13/\uff14</answer>", Fraction(3, 4)),
     ("zero denominator", "<answer>3/0</answer>", Fraction(3, 4)),
     ("a huge unreduced fraction", "<answer>3" + "0" * 900 + "/4" + "0" * 900 + "</answer>", Fraction(3, 4)),
