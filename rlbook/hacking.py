@@ -177,7 +177,9 @@ def expected_group_advantage(success_rates, shares, group_size: int | None = Non
     if not math.isclose(sum(weights), 1.0, abs_tol=1e-9):
         raise ValueError(f"shares must sum to 1, got {sum(weights)}")
     mean = sum(w * q for w, q in zip(weights, rates))
-    scale = advantage_scale(min(max(mean, 0.0), 1.0), group_size)
+    if mean <= 0.0 or mean >= 1.0:
+        return [0.0] * len(rates)  # every group flat: no signal
+    scale = advantage_scale(mean, group_size)
     return [scale * (q - mean) for q in rates]
 
 
@@ -187,24 +189,29 @@ def advantage_scale(p: float, group_size: int | None = None) -> float:
     Exact for 0/1 rewards with pass probability ``p`` in groups of ``group_size`` (population std,
     as ``rlbook.advantages.group_advantages`` uses; a flat group gives 0): with K ~ Binomial(G − 1, p)
     passes among the other samples, a pass gets (1 − m)/σ with m = (K + 1)/G, a failure −m/σ with
-    m = K/G, σ = √(m(1 − m)). ``group_size=None`` gives the limit 1/√(p(1 − p)); 0 at p = 0 or 1.
+    m = K/G, σ = √(m(1 − m)). ``group_size=None`` gives the limit 1/√(p(1 − p)) (infinite at p = 0
+    or 1). At p = 0 a finite group's scale is √(G − 1), what a pass would get, though none happens.
     """
     p = _probabilities("p", [p])[0]
-    if p in (0.0, 1.0):
-        return 0.0
     if group_size is None:
-        return 1.0 / math.sqrt(p * (1.0 - p))
+        return math.inf if p in (0.0, 1.0) else 1.0 / math.sqrt(p * (1.0 - p))
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"group_size must be an integer ≥ 2 or None, got {group_size!r}")
     G, scale = group_size, 0.0
     for k in range(G):  # k passes among the other G − 1 samples
-        weight = math.exp(math.lgamma(G) - math.lgamma(k + 1) - math.lgamma(G - k)
-                          + k * math.log(p) + (G - 1 - k) * math.log1p(-p))  # Binomial(G − 1, p) pmf
+        weight = _binomial_pmf(G - 1, k, p)
         for passes, reward in ((k + 1, 1.0), (k, 0.0)):
             m = passes / G
             if 0.0 < m < 1.0:
                 scale += weight * (reward - m) / math.sqrt(m * (1.0 - m)) * (1.0 if reward else -1.0)
     return scale
+
+
+def _binomial_pmf(n: int, k: int, p: float) -> float:
+    if p in (0.0, 1.0):
+        return float(k == (0 if p == 0.0 else n))
+    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                    + k * math.log(p) + (n - k) * math.log1p(-p))
 
 
 def _probabilities(name: str, values) -> list[float]:

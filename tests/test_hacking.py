@@ -1,6 +1,7 @@
 """Lesson 19 (verifier hacking): the hack classifier, GRPO's expected advantage per strategy, the
 figures and widget, and the exercise's checker with its hostile corpus."""
 
+import math
 import time
 from fractions import Fraction
 
@@ -13,7 +14,8 @@ import torch
 from rlbook import hacking
 from rlbook.advantages import group_advantages
 from rlbook.exercises.hacking import (
-    HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_fraction_verifier, reference_fraction_reward,
+    HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_advantage_scale, check_fraction_verifier,
+    reference_fraction_reward,
 )
 from rlbook.tasks import extract_answer, get_task
 from rlbook.viz import hacking as viz
@@ -146,7 +148,8 @@ def test_advantage_scale_is_exact_for_a_finite_group_and_tends_to_the_limit():
     assert hacking.advantage_scale(p, G) == pytest.approx(2.505, abs=0.01)
     assert hacking.advantage_scale(p) == pytest.approx(1 / np.sqrt(p * (1 - p)))
     assert hacking.advantage_scale(0.3, 4000) == pytest.approx(hacking.advantage_scale(0.3), rel=0.01)
-    assert hacking.advantage_scale(0.0, 8) == hacking.advantage_scale(1.0) == 0.0
+    assert hacking.advantage_scale(0.0, 8) == pytest.approx(np.sqrt(7)) == hacking.advantage_scale(1.0, 8)
+    assert hacking.advantage_scale(0.0) == np.inf
     with pytest.raises(ValueError, match="group_size"):
         hacking.advantage_scale(0.5, 1)
     with pytest.raises(ValueError, match="p must"):
@@ -333,3 +336,29 @@ def test_checker_refuses_an_over_strict_verifier_and_accepts_a_canonical_form_co
 def test_checker_restores_eval():
     check_fraction_verifier(_through_eval)
     assert eval("1 + 1") == 2  # noqa: S307
+
+
+# --- the second exercise: c_G(p) ---------------------------------------------------------------------
+
+def _scale_by_enumeration(p, G):
+    """A reader's answer: the expected advantage of a pass minus that of a failure, K passes among the others."""
+    total = 0.0
+    for k in range(G):
+        weight = math.comb(G - 1, k) * p ** k * (1 - p) ** (G - 1 - k)
+        for mine in (1, 0):
+            m = (k + mine) / G
+            if 0 < m < 1:
+                total += weight * (mine - m) / math.sqrt(m * (1 - m)) * (1 if mine else -1)
+    return total
+
+
+@pytest.mark.parametrize("answer, verdict, said", [
+    (_scale_by_enumeration, True, "✓"),
+    (lambda p, G: hacking.advantage_scale(p), False, "large-group limit"),
+    (lambda p, G: 1 / 0, False, "ZeroDivisionError"),
+    (lambda p, G: "2.4", False, "one finite number"),
+    (lambda p, G: 1.0, False, "expected"),
+])
+def test_advantage_scale_checker(answer, verdict, said, capsys):
+    assert check_advantage_scale(answer) is verdict
+    assert said in capsys.readouterr().out
