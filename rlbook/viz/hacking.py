@@ -94,17 +94,21 @@ def plot_hack_counts(counts, *, ax=None):
     """Bars: how many completions of each run fall under each hack type.
 
     ``counts`` maps a run's label to a dict ``{hack type: count}`` (``rlbook.hacking.tally_hacks``);
-    "honest" and "fail" are left out, so the bars are the completions that passed only the lax check.
+    "honest" and "fail" are left out, so the bars are the completions that passed only the lax check;
+    so is a hack no run has (the title says which were empty).
     """
     if not counts:
         raise ValueError("counts must name at least one run")
-    hacks = [name for name in HACK_TYPES if name not in ("honest", "fail")]
+    hacks = [name for name in HACK_TYPES if name not in ("honest", "fail")
+             and any(by_type.get(name, 0) for by_type in counts.values())] or ["padding"]
     ax = ax or plt.subplots(figsize=(8, 3.6))[1]
     width = 0.8 / len(counts)
     positions = np.arange(len(hacks))
     for i, (label, by_type) in enumerate(counts.items()):
         ax.bar(positions + i * width, [by_type.get(name, 0) for name in hacks], width, label=label)
     ax.set_xticks(positions + 0.4 - width / 2, hacks, rotation=15)
-    ax.set(ylabel="completions", title="completions that pass only the lax verifier, by hack")
+    empty = [name for name in HACK_TYPES if name not in ("honest", "fail", *hacks)]
+    ax.set(ylabel="completions", title="completions that pass only the lax verifier, by hack"
+           + (f"\n(none in any run: {', '.join(empty)})" if empty else ""))
     ax.legend(fontsize=8)
     return ax
