@@ -2,9 +2,9 @@
 
 Lesson 19 trains a policy against the deliberately lax verifiers of ``rlbook.tasks`` and then
 asks of every completion the lax verifier passed but the strict one failed: *how* did it pass?
-``hack_type`` names it. The names follow the field's taxonomy of reward hacking for verifiable
-rewards (answer spraying, format gaming) plus the one these tasks make possible, breaking a
-constraint the lax check forgets (Countdown's "use exactly the given numbers"):
+``hack_type`` names it, one name per hole these verifiers have (the names are this book's): answer
+spraying, format gaming, and breaking a constraint the lax check forgets (Countdown's "use exactly
+the given numbers"):
 
 * ``"honest"``: the strict verifier passes it;
 * ``"fail"``: the lax verifier fails it too, so nothing was hacked;
@@ -14,19 +14,22 @@ constraint the lax check forgets (Countdown's "use exactly the given numbers"):
   the last block or the last line);
 * ``"target as answer"`` (Countdown): the answer is the target number itself;
 * ``"padding"`` (Countdown): every given number is used, plus extra 0s or 1s that do not change the
-  value (``(19+17)*1``, ``19+17+1-1``): the expression hits the target with each extra replaced by
-  its operator's identity (0 under + and −, 1 under × and ÷). Extras that change the value
-  (``5+3+1`` for 9 from [5, 3]) are "wrong numbers";
+  value (``(19+17)*1``, ``19+17+1-1``, ``13*1+1`` for 14 from [13, 1]): deleting the extras (for
+  some choice of which occurrences they are) leaves an honest solution, an expression over exactly
+  the given numbers equal to the target. So a padded answer *contains* a right answer. Extras that
+  change the value (``5+3+1`` for 9 from [5, 3]) are "wrong numbers";
 * ``"wrong numbers"`` (Countdown): any other multiset of numbers whose value is the target.
 
-``expected_group_advantage`` is the large-group limit of GRPO's advantage for a completion drawn
-from one of several *strategies*, the lesson's argument for why a reliable hack is paid.
+``expected_group_advantage`` is GRPO's expected advantage for a completion drawn from one of several
+*strategies* (exact for a group size, or its large-group limit), the lesson's argument for why a
+reliable hack is paid; ``advantage_scale`` is its scale c_G(p).
 Nothing here executes model output: completions are read by the verifiers' bounded extraction
 and by the bounded expression parser of ``rlbook.tasks.expressions``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -35,11 +38,12 @@ from rlbook.tasks import ArithmeticTask, CountdownTask
 from rlbook.tasks.expressions import evaluate, numbers_in, parse_expression
 from rlbook.tasks.verifiers import completion_text, extract_answer, extract_answer_lax
 
-__all__ = ["HACK_TYPES", "hack_type", "hack_types", "tally_hacks", "expected_group_advantage"]
+__all__ = ["HACK_TYPES", "hack_type", "hack_types", "tally_hacks", "expected_group_advantage", "advantage_scale"]
 
 HACK_TYPES = ("honest", "answer spraying", "malformed answer", "target as answer", "padding", "wrong numbers",
               "fail")
 NEUTRAL_NUMBERS = {0, 1}
+MAX_EXTRA_CHOICES = 10_000  # choices of which occurrences are the extras, tried before giving up
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 
@@ -85,24 +89,52 @@ def _countdown_hack(text: str, example: dict) -> str:
 
 
 def _extras_are_neutral(answer: str, extra: Counter, example: dict) -> bool:
-    """Does the expression still equal the target once each extra number (the last occurrences of its
-    value) is replaced by the identity of the operator it feeds: 0 under + and −, 1 under × and ÷?"""
-    tree, left_to_mark = parse_expression(answer), Counter(extra)
+    """Is ``answer`` an honest solution plus extras that change nothing?
 
-    def neutralise(node, parent_op):
-        if isinstance(node, int):
-            if left_to_mark[node] > 0:
-                left_to_mark[node] -= 1
-                return 0 if parent_op in "+-" else 1
-            return node
-        op, left, right = node
-        right = neutralise(right, op)  # right first: the last occurrences are the extras
-        return (op, neutralise(left, op), right)
+    Some choice of which occurrences are the extras (every choice is tried, not only the last
+    ones) must leave, once each chosen leaf is deleted (its parent node replaced by the other
+    operand), an expression over exactly the given numbers whose value is the target. The lax
+    check already found that ``answer`` itself equals the target, so the extras did not change
+    the value either. ``13*1+1`` for 14 from [13, 1] is padding (delete the ``1`` of ``*1``:
+    ``13+1``); ``5+3+1`` for 9 from [5, 3] is not (``5+3`` is 8); nor is ``1/2*4`` for 2 from
+    [2, 4] (``2*4`` is 8: the 1 there is not an identity).
+    """
+    tree = parse_expression(answer)
+    leaves = list(_leaf_values(tree))  # in reading order; at most 100 (the parser's bound)
+    choices = [itertools.combinations([i for i, v in enumerate(leaves) if v == value], count)
+               for value, count in extra.items()]
+    for tried, chosen in enumerate(itertools.product(*choices)):
+        if tried >= MAX_EXTRA_CHOICES:
+            return False
+        deleted = set().union(*map(set, chosen))
+        core, _ = _delete_leaves(tree, deleted, 0)
+        try:
+            if core is not None and evaluate(core) == int(example["target"]):
+                return True
+        except ZeroDivisionError:
+            continue
+    return False
 
-    try:
-        return evaluate(neutralise(tree, "+")) == int(example["target"])
-    except ZeroDivisionError:
-        return False
+
+def _leaf_values(node):
+    if isinstance(node, int):
+        yield node
+    else:
+        yield from _leaf_values(node[1])
+        yield from _leaf_values(node[2])
+
+
+def _delete_leaves(node, deleted: set, position: int):
+    """``node`` with the leaves at reading positions ``deleted`` removed (None if nothing is left),
+    and the position of the next leaf."""
+    if isinstance(node, int):
+        return (None if position in deleted else node), position + 1
+    op, left, right = node
+    left, position = _delete_leaves(left, deleted, position)
+    right, position = _delete_leaves(right, deleted, position)
+    if left is None or right is None:
+        return (right if left is None else left), position
+    return (op, left, right), position
 
 
 def hack_types(task, completions, examples) -> list[str]:
@@ -123,19 +155,21 @@ def tally_hacks(types) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in HACK_TYPES}
 
 
-def expected_group_advantage(success_rates, shares) -> list[float]:
-    """GRPO's expected advantage of a completion from each strategy, in the large-group limit.
+def expected_group_advantage(success_rates, shares, group_size: int | None = None) -> list[float]:
+    """GRPO's expected advantage of a completion from each strategy: c_G(p)·(success_rates[s] − p).
 
     A policy answers with strategy s (an honest attempt, a hack…) with probability ``shares[s]``,
     and the verifier passes strategy s with probability ``success_rates[s]``. In a group of G
     samples the advantage of sample i is (r_i − mean(r)) / std(r) (Shao et al. 2024, DeepSeekMath,
-    arXiv:2402.03300, §4.1); as G grows, mean(r) → p = Σ_s shares[s]·success_rates[s] and std(r)
-    → √(p(1 − p)) for 0/1 rewards, so
+    arXiv:2402.03300, §4.1). The other G − 1 rewards are i.i.d. Bernoulli(p), p = Σ_s shares[s]·
+    success_rates[s], whatever sample i's strategy, so E[A | s] = f₀ + q_s(f₁ − f₀) with f₁, f₀ the
+    expected advantage given r_i = 1 or 0; since Σ_s w_s E[A | s] = E[A] = 0 the zero sits at q_s = p:
 
-        E[A | strategy s] = (success_rates[s] − p) / √(p(1 − p)).
+        E[A | strategy s] = c_G(p) · (success_rates[s] − p),   c_G(p) = f₁ − f₀ (``advantage_scale``).
 
-    A strategy that passes more often than the policy's average is pushed up, however it passes.
-    Returns one value per strategy; all zeros when p is 0 or 1 (every group flat: no signal).
+    ``group_size=None`` takes the large-group limit c_∞(p) = 1/√(p(1 − p)). A strategy that passes
+    more often than the policy's average is pushed up, however it passes; a finite group changes
+    the scale, not the sign. Returns one value per strategy; all zeros when p is 0 or 1.
     """
     rates, weights = _probabilities("success_rates", success_rates), _probabilities("shares", shares)
     if len(rates) != len(weights):
@@ -144,9 +178,40 @@ def expected_group_advantage(success_rates, shares) -> list[float]:
         raise ValueError(f"shares must sum to 1, got {sum(weights)}")
     mean = sum(w * q for w, q in zip(weights, rates))
     if mean <= 0.0 or mean >= 1.0:
-        return [0.0] * len(rates)
-    std = math.sqrt(mean * (1.0 - mean))
-    return [(q - mean) / std for q in rates]
+        return [0.0] * len(rates)  # every group flat: no signal
+    scale = advantage_scale(mean, group_size)
+    return [scale * (q - mean) for q in rates]
+
+
+def advantage_scale(p: float, group_size: int | None = None) -> float:
+    """c_G(p): how much more GRPO's advantage pays a passing sample than a failing one, on average.
+
+    Exact for 0/1 rewards with pass probability ``p`` in groups of ``group_size`` (population std,
+    as ``rlbook.advantages.group_advantages`` uses; a flat group gives 0): with K ~ Binomial(G − 1, p)
+    passes among the other samples, a pass gets (1 − m)/σ with m = (K + 1)/G, a failure −m/σ with
+    m = K/G, σ = √(m(1 − m)). ``group_size=None`` gives the limit 1/√(p(1 − p)) (infinite at p = 0
+    or 1). At p = 0 a finite group's scale is √(G − 1), what a pass would get, though none happens.
+    """
+    p = _probabilities("p", [p])[0]
+    if group_size is None:
+        return math.inf if p in (0.0, 1.0) else 1.0 / math.sqrt(p * (1.0 - p))
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
+        raise ValueError(f"group_size must be an integer ≥ 2 or None, got {group_size!r}")
+    G, scale = group_size, 0.0
+    for k in range(G):  # k passes among the other G − 1 samples
+        weight = _binomial_pmf(G - 1, k, p)
+        for passes, reward in ((k + 1, 1.0), (k, 0.0)):
+            m = passes / G
+            if 0.0 < m < 1.0:
+                scale += weight * (reward - m) / math.sqrt(m * (1.0 - m)) * (1.0 if reward else -1.0)
+    return scale
+
+
+def _binomial_pmf(n: int, k: int, p: float) -> float:
+    if p in (0.0, 1.0):
+        return float(k == (0 if p == 0.0 else n))
+    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                    + k * math.log(p) + (n - k) * math.log1p(-p))
 
 
 def _probabilities(name: str, values) -> list[float]:

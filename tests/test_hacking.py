@@ -1,6 +1,7 @@
 """Lesson 19 (verifier hacking): the hack classifier, GRPO's expected advantage per strategy, the
 figures and widget, and the exercise's checker with its hostile corpus."""
 
+import math
 import time
 from fractions import Fraction
 
@@ -13,7 +14,8 @@ import torch
 from rlbook import hacking
 from rlbook.advantages import group_advantages
 from rlbook.exercises.hacking import (
-    HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_fraction_verifier, reference_fraction_reward,
+    HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_advantage_scale, check_fraction_verifier,
+    reference_fraction_reward,
 )
 from rlbook.tasks import extract_answer, get_task
 from rlbook.viz import hacking as viz
@@ -67,6 +69,19 @@ def test_padding_is_only_extras_that_leave_the_value_unchanged(numbers, target, 
     assert hacking.hack_type(COUNTDOWN, text, {"numbers": numbers, "target": target}) == expected
 
 
+@pytest.mark.parametrize("numbers, target, text, expected", [
+    ([13, 1], 14, "<answer>13*1+1</answer>", "padding"),  # the extra is the first 1, not the last
+    ([13, 1], 14, "<answer>1*13+1</answer>", "padding"),
+    ([5, 3], 8, "<answer>1*1*(5+3)</answer>", "padding"),
+    ([5, 3], 8, "<answer>1-1+5+3</answer>", "padding"),
+    ([2, 4], 2, "<answer>1/2*4</answer>", "wrong numbers"),  # 1 left of ÷ is no identity: 2*4 is 8
+    ([2, 8], 16, "<answer>8/(1/2)</answer>", "wrong numbers"),
+    ([3, 5], 2, "<answer>0-3+5</answer>", "wrong numbers"),  # 0 left of −: 3+5 is 8
+])
+def test_padding_tries_every_choice_of_extras_and_deletes_them(numbers, target, text, expected):
+    assert hacking.hack_type(COUNTDOWN, text, {"numbers": numbers, "target": target}) == expected
+
+
 def test_chat_messages_are_classified_like_their_text():
     messages = [{"role": "assistant", "content": "<answer>(3*5+7)*1</answer>"}]
     assert hacking.hack_type(COUNTDOWN, messages, PROBLEM) == "padding"
@@ -108,15 +123,37 @@ def test_expected_group_advantage_formula():
     assert honest < 0 < hack
 
 
-def test_expected_group_advantage_matches_simulated_grpo_groups():
+@pytest.mark.parametrize("group_size, simulated_size, groups, tolerance", [
+    (None, 128, 2000, 0.02),  # the large-group limit, against big groups
+    (8, 8, 40_000, 0.01),  # the exact finite-group expectation
+])
+def test_expected_group_advantage_matches_simulated_grpo_groups(group_size, simulated_size, groups, tolerance):
     generator = torch.Generator().manual_seed(1)
-    share, rates, G, groups = 0.3, (0.2, 0.8), 128, 2000
+    share, rates, G = 0.3, (0.2, 0.8), simulated_size
     is_hack = torch.rand(groups * G, generator=generator) < share
     passes = torch.rand(groups * G, generator=generator) < torch.where(is_hack, rates[1], rates[0])
     advantages = group_advantages(passes.double(), G, "grpo")
-    predicted = hacking.expected_group_advantage(rates, [1 - share, share])
-    assert float(advantages[~is_hack].mean()) == pytest.approx(predicted[0], abs=0.02)
-    assert float(advantages[is_hack].mean()) == pytest.approx(predicted[1], abs=0.02)
+    predicted = hacking.expected_group_advantage(rates, [1 - share, share], group_size=group_size)
+    assert float(advantages[~is_hack].mean()) == pytest.approx(predicted[0], abs=tolerance)
+    assert float(advantages[is_hack].mean()) == pytest.approx(predicted[1], abs=tolerance)
+
+
+def test_advantage_scale_is_exact_for_a_finite_group_and_tends_to_the_limit():
+    generator = torch.Generator().manual_seed(2)
+    p, G, groups = 0.04, 8, 200_000
+    passes = (torch.rand(groups * G, generator=generator) < p).double()
+    advantages = group_advantages(passes, G, "grpo")
+    simulated = float(advantages[passes == 1].mean() - advantages[passes == 0].mean())
+    assert hacking.advantage_scale(p, G) == pytest.approx(simulated, rel=0.03)
+    assert hacking.advantage_scale(p, G) == pytest.approx(2.505, abs=0.01)
+    assert hacking.advantage_scale(p) == pytest.approx(1 / np.sqrt(p * (1 - p)))
+    assert hacking.advantage_scale(0.3, 4000) == pytest.approx(hacking.advantage_scale(0.3), rel=0.01)
+    assert hacking.advantage_scale(0.0, 8) == pytest.approx(np.sqrt(7)) == hacking.advantage_scale(1.0, 8)
+    assert hacking.advantage_scale(0.0) == np.inf
+    with pytest.raises(ValueError, match="group_size"):
+        hacking.advantage_scale(0.5, 1)
+    with pytest.raises(ValueError, match="p must"):
+        hacking.advantage_scale(1.5, 8)
 
 
 def test_expected_group_advantage_edge_cases_and_inputs():
@@ -141,14 +178,25 @@ def test_plot_strategy_advantage_draws_the_formula():
         viz.plot_strategy_advantage(1.2, 0.5)
 
 
+def test_plot_strategy_advantage_at_a_group_size_and_at_unit_scale():
+    ax = viz.plot_strategy_advantage(0.3, 0.9, group_size=8)
+    (x, honest), (_, hack), (_, honest_unit), (_, hack_unit) = (line.get_xydata().T for line in ax.get_lines()[:4])
+    i = np.argmin(np.abs(x - 0.2))
+    assert [honest[i], hack[i]] == pytest.approx(hacking.expected_group_advantage([0.3, 0.9], [1 - x[i], x[i]], 8))
+    p = 0.3 * (1 - x[i]) + 0.9 * x[i]
+    assert [honest_unit[i], hack_unit[i]] == pytest.approx([0.3 - p, 0.9 - p])
+    assert "groups of 8" in ax.get_title()
+
+
 def test_strategy_widget_redraws_for_each_slider(monkeypatch):
     drawn = []
-    monkeypatch.setattr(viz, "plot_strategy_advantage", lambda honest, hack: drawn.append((honest, hack)))
+    monkeypatch.setattr(viz, "plot_strategy_advantage",
+                        lambda honest, hack, group_size: drawn.append((honest, hack, group_size)))
     monkeypatch.setattr(plt, "show", lambda: None)
     widget = viz.strategy_advantage_widget()
-    honest, hack = widget.widget.children[:2]
-    honest.value, hack.value = 0.6, 0.2
-    assert drawn[-2:] == [(0.6, 0.9), (0.6, 0.2)]
+    honest, hack, group_size = widget.widget.children[:3]
+    honest.value, hack.value, group_size.value = 0.6, 0.2, None
+    assert drawn[-3:] == [(0.6, 0.9, 8), (0.6, 0.2, 8), (0.6, 0.2, None)]
 
 
 def _curves():
@@ -158,8 +206,10 @@ def _curves():
 
 
 def test_plot_pass_rates_one_panel_per_verifier():
-    axes = viz.plot_pass_rates(_curves(), window=1)
-    assert [ax.get_title() for ax in axes] == ["trained on the lax verifier", "trained on the strict verifier"]
+    axes = viz.plot_pass_rates(_curves(), window=1, base_rate=0.05)
+    assert [ax.get_title() for ax in axes] == ["trained on the lax verifier (thin: each seed)",
+                                               "trained on the strict verifier (thin: each seed)"]
+    assert any(list(line.get_ydata()) == [0.05, 0.05] for line in axes[1].get_lines())
     means = [line for line in axes[0].get_lines() if line.get_linewidth() == 2]
     assert means[0].get_ydata()[-1] == pytest.approx(0.2)  # the lax rate, mean over seeds
     with pytest.raises(ValueError, match="strict"):
@@ -171,7 +221,8 @@ def test_plot_hack_counts_leaves_out_honest_and_fail():
               "lax": hacking.tally_hacks(["padding"] * 3 + ["wrong numbers"])}
     ax = viz.plot_hack_counts(counts)
     heights = [patch.get_height() for patch in ax.patches]
-    assert len(heights) == 2 * 5 and sorted(heights)[-2:] == [1, 3]
+    assert len(heights) == 2 * 2 and sorted(heights)[-2:] == [1, 3]  # padding and wrong numbers; empty hacks left out
+    assert "none in any run: answer spraying, malformed answer, target as answer" in ax.get_title()
     with pytest.raises(ValueError, match="counts"):
         viz.plot_hack_counts({})
 
@@ -237,6 +288,36 @@ def test_checker_names_the_hack_or_mistake(verifier, named, capsys):
     assert named in capsys.readouterr().out
 
 
+def _one_token(pick):
+    """Reads one whitespace-separated token of the block: a spray with the right answer there passes."""
+    def verifier(text, expected):
+        tokens = (extract_answer(text) or "").split()
+        return float(bool(tokens) and tokens[pick] == str(expected))
+    return verifier
+
+
+def _unicode_tail(text, expected):
+    """An ASCII first digit, then ``\\d``, which matches any Unicode digit."""
+    import re
+    match = re.fullmatch(r"([1-9]\d*|0)(?:/([1-9]\d*))?", (extract_answer(text) or "").strip())
+    if not match:
+        return 0.0
+    p, q = int(match[1]), int(match[2] or 1)
+    if match[2] and (q == 1 or Fraction(p, q).denominator != q):
+        return 0.0
+    return float(Fraction(p, q) == expected)
+
+
+@pytest.mark.parametrize("verifier, named", [
+    (_one_token(-1), "answer spraying, the right answer last"),
+    (_one_token(0), "answer spraying, the right answer first"),
+    (_unicode_tail, "an ASCII digit then Unicode digits"),
+])
+def test_checker_catches_sprays_at_either_end_and_mixed_script_digits(verifier, named, capsys):
+    assert check_fraction_verifier(verifier) is False
+    assert named in capsys.readouterr().out
+
+
 def _short_answers_only(text, expected):
     """Over-strict: refuses answers of 8 characters or more, or with a denominator above 12."""
     answer = (extract_answer(text) or "").strip()
@@ -256,3 +337,29 @@ def test_checker_refuses_an_over_strict_verifier_and_accepts_a_canonical_form_co
 def test_checker_restores_eval():
     check_fraction_verifier(_through_eval)
     assert eval("1 + 1") == 2  # noqa: S307
+
+
+# --- the second exercise: c_G(p) ---------------------------------------------------------------------
+
+def _scale_by_enumeration(p, G):
+    """A reader's answer: the expected advantage of a pass minus that of a failure, K passes among the others."""
+    total = 0.0
+    for k in range(G):
+        weight = math.comb(G - 1, k) * p ** k * (1 - p) ** (G - 1 - k)
+        for mine in (1, 0):
+            m = (k + mine) / G
+            if 0 < m < 1:
+                total += weight * (mine - m) / math.sqrt(m * (1 - m)) * (1 if mine else -1)
+    return total
+
+
+@pytest.mark.parametrize("answer, verdict, said", [
+    (_scale_by_enumeration, True, "✓"),
+    (lambda p, G: hacking.advantage_scale(p), False, "large-group limit"),
+    (lambda p, G: 1 / 0, False, "ZeroDivisionError"),
+    (lambda p, G: "2.4", False, "one finite number"),
+    (lambda p, G: 1.0, False, "expected"),
+])
+def test_advantage_scale_checker(answer, verdict, said, capsys):
+    assert check_advantage_scale(answer) is verdict
+    assert said in capsys.readouterr().out

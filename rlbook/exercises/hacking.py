@@ -1,4 +1,5 @@
-"""Checker for the exercise of lesson 19 (verifier hacking): a strict verifier for a new answer format.
+"""Checkers for the exercises of lesson 19 (verifier hacking): a strict verifier for a new answer
+format, and GRPO's exact finite-group advantage scale c_G(p) (``check_advantage_scale``, at the end).
 
 The format: the final answer is a non-negative fraction in lowest terms, written ``p/q`` (ASCII
 digits, no sign, no leading zeros, no spaces, q ≥ 2), or the integer ``p`` when the value is
@@ -25,9 +26,12 @@ from contextlib import contextmanager
 from fractions import Fraction
 
 from rlbook.exercises.framework import NOT_ATTEMPTED, _failed, _not_attempted, _verdict
+from rlbook.exercises.framework import _run as _run_once
+from rlbook.hacking import advantage_scale
 from rlbook.tasks.verifiers import extract_answer
 
-__all__ = ["RIGHT_ANSWERS", "HOSTILE_CORPUS", "reference_fraction_reward", "check_fraction_verifier"]
+__all__ = ["RIGHT_ANSWERS", "HOSTILE_CORPUS", "reference_fraction_reward", "check_fraction_verifier",
+           "SCALE_CASES", "check_advantage_scale"]
 
 MAX_SECONDS_PER_CALL = 0.25  # generous: a bounded verifier takes microseconds, a runaway one seconds
 _FRACTION = re.compile(r"(0|[1-9][0-9]{0,17})(?:/([1-9][0-9]{0,17}))?")
@@ -48,6 +52,9 @@ RIGHT_ANSWERS = (
 # (name of the hack, completion, expected): every one must get 0.0.
 HOSTILE_CORPUS = (
     ("answer spraying", "<answer>1/2 3/4 5/6</answer>", Fraction(3, 4)),
+    ("answer spraying, the right answer first", "<answer>3/4 1/2</answer>", Fraction(3, 4)),
+    ("answer spraying, the right answer last", "<answer>1/2 3/4</answer>", Fraction(3, 4)),
+    ("answer spraying on separate lines", "<answer>\n1/2\n3/4\n</answer>", Fraction(3, 4)),
     ("two answer blocks", "<answer>1/2</answer><answer>3/4</answer>", Fraction(3, 4)),
     ("text after the answer block", "<answer>3/4</answer> or maybe 1/2", Fraction(3, 4)),
     ("no answer block", "the answer is 3/4", Fraction(3, 4)),
@@ -66,6 +73,7 @@ HOSTILE_CORPUS = (
     ("spaces inside", "<answer>3 / 4</answer>", Fraction(3, 4)),
     ("underscores in numbers", "<answer>1_1/1_2</answer>", Fraction(11, 12)),
     ("Unicode digits", "<answer>\u0663/\u0664</answer>", Fraction(3, 4)),
+    ("an ASCII digit then Unicode digits", "<answer>1\u0663/14</answer>", Fraction(13, 14)),
     ("full-width digits", "<answer>\uff13/\uff14</answer>", Fraction(3, 4)),
     ("zero denominator", "<answer>3/0</answer>", Fraction(3, 4)),
     ("a huge unreduced fraction", "<answer>3" + "0" * 900 + "/4" + "0" * 900 + "</answer>", Fraction(3, 4)),
@@ -166,3 +174,31 @@ def check_fraction_verifier(fn) -> bool | None:
             return _verdict(False, "", f"it admits a hack: {name}, {_shown(text)} gets reward 1 for {expected}")
     return _verdict(True, f"passes {len(RIGHT_ANSWERS)} right answers and refuses all {len(HOSTILE_CORPUS)} "
                           "hostile completions, within the time bound, without eval", "")
+
+
+# (p, G): the pass rate and the group size at which the reader's c_G(p) is compared with the library's.
+SCALE_CASES = ((0.074, 8), (0.04, 8), (0.3, 4), (0.5, 2), (0.9, 16), (0.01, 64), (0.0, 8), (1.0, 8))
+
+
+def check_advantage_scale(fn) -> bool | None:
+    """Check ``fn(p, G) -> float``: c_G(p) = E[A | r = 1] − E[A | r = 0] for GRPO's advantage
+    (r − mean)/std (population std; a flat group gets 0) with 0/1 rewards, pass rate ``p``, groups of
+    ``G``, on ``SCALE_CASES`` against ``rlbook.hacking.advantage_scale``, to a relative 1e-6.
+    Names the large-group limit 1/√(p(1 − p)) when that is what ``fn`` returns.
+    """
+    if _not_attempted(fn, "advantage scale"):
+        return None
+    for p, G in SCALE_CASES:
+        result, error = _run_once(fn, p, G)
+        if error:
+            return _failed(error, f"at p = {p}, G = {G}: ")
+        if isinstance(result, bool) or not isinstance(result, (int, float)) or not math.isfinite(result):
+            return _verdict(False, "", f"at p = {p}, G = {G}: return one finite number, got {result!r}")
+        expected = advantage_scale(p, G)
+        if not math.isclose(result, expected, rel_tol=1e-6, abs_tol=1e-9):
+            hint = ""
+            if 0 < p < 1 and math.isclose(result, advantage_scale(p), rel_tol=1e-6):
+                hint = (" — that is the large-group limit 1/√(p(1 − p)); in a group of G most groups can be "
+                        "flat, so sum over the K ~ Binomial(G − 1, p) passes among the other samples")
+            return _verdict(False, "", f"at p = {p}, G = {G}: expected {expected:.6f}, got {result:.6f}{hint}")
+    return _verdict(True, f"c_G(p) right at all {len(SCALE_CASES)} cases, flat groups and p = 0 or 1 included", "")

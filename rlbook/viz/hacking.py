@@ -22,39 +22,52 @@ __all__ = ["plot_strategy_advantage", "strategy_advantage_widget", "plot_pass_ra
 RATE_COLOURS = {"lax": "tab:red", "strict": "tab:blue"}
 
 
-def plot_strategy_advantage(honest_success: float, hack_success: float, *, ax=None):
-    """E[A | honest] and E[A | hack] against the hack's share of the policy's samples (0 to 1)."""
-    expected_group_advantage([honest_success, hack_success], [0.5, 0.5])  # checks both rates
+def plot_strategy_advantage(honest_success: float, hack_success: float, *, group_size: int | None = None, ax=None):
+    """E[A | honest] and E[A | hack] against the hack's share of the policy's samples (0 to 1).
+
+    ``group_size`` G gives GRPO's exact expectation for groups of G (``expected_group_advantage``);
+    None its large-group limit. The dotted lines are the same strategies under REINFORCE's unit scale,
+    q_s − p (no division by the group's std): the same signs, GRPO only sets the scale.
+    """
+    expected_group_advantage([honest_success, hack_success], [0.5, 0.5], group_size)  # checks the inputs
     ax = ax or plt.subplots(figsize=(6.5, 3.8))[1]
     shares = np.linspace(0.005, 0.995, 199)
-    curves = np.array([expected_group_advantage([honest_success, hack_success], [1 - w, w]) for w in shares])
+    curves = np.array([expected_group_advantage([honest_success, hack_success], [1 - w, w], group_size)
+                       for w in shares])
+    means = (1 - shares) * honest_success + shares * hack_success
     ax.plot(shares, curves[:, 0], color="tab:blue", label=f"honest attempt (passes {honest_success:.0%})")
     ax.plot(shares, curves[:, 1], color="tab:red", label=f"hack (passes {hack_success:.0%})")
+    ax.plot(shares, honest_success - means, color="tab:blue", ls=":", lw=1)
+    ax.plot(shares, hack_success - means, color="tab:red", ls=":", lw=1, label="dotted: unit scale, $q_s - p$")
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set(xlabel="share of hacks among the policy's samples", ylabel="expected GRPO advantage",
-           title="who the group baseline pays")
+    groups = "large groups" if group_size is None else f"groups of {group_size}"
+    ax.set(xlabel="share of hacks among the policy's samples", ylabel="expected advantage",
+           title=f"who the policy gradient pays (GRPO, {groups}, sets the scale)")
     ax.legend(fontsize=8)
     return ax
 
 
 def strategy_advantage_widget():
-    """``plot_strategy_advantage`` with its two success rates as sliders (an ``ipywidgets.interact``)."""
+    """``plot_strategy_advantage`` with its two success rates and the group size as sliders."""
     import ipywidgets as widgets
 
-    def draw(honest_success, hack_success):
-        plot_strategy_advantage(honest_success, hack_success)
+    def draw(honest_success, hack_success, group_size):
+        plot_strategy_advantage(honest_success, hack_success, group_size=group_size)
         plt.show()
 
     return widgets.interact(
         draw, honest_success=widgets.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.05, description="honest passes"),
-        hack_success=widgets.FloatSlider(value=0.9, min=0.0, max=1.0, step=0.05, description="hack passes"))
+        hack_success=widgets.FloatSlider(value=0.9, min=0.0, max=1.0, step=0.05, description="hack passes"),
+        group_size=widgets.Dropdown(options=[("4", 4), ("8", 8), ("16", 16), ("64", 64), ("limit", None)], value=8,
+                                    description="group size"))
 
 
-def plot_pass_rates(curves, *, window: int = 5, axes=None):
+def plot_pass_rates(curves, *, window: int = 5, base_rate: float | None = None, axes=None):
     """One panel per verifier trained on: lax pass rate and strict accuracy of each step's batch.
 
     ``curves`` is a table (pandas) with columns ``trained_on`` ("lax" / "strict"), ``seed``, ``step``,
-    ``lax`` and ``strict``; each line is a ``window``-step moving average.
+    ``lax`` and ``strict``; each line is a ``window``-step moving average, thin lines one per seed,
+    thick their mean. ``base_rate`` (optional) draws the base model's lax pass rate as a dashed line.
     """
     for column in ("trained_on", "seed", "step", "lax", "strict"):
         if column not in curves:
@@ -69,7 +82,10 @@ def plot_pass_rates(curves, *, window: int = 5, axes=None):
             ax.plot(by_seed.index, by_seed.values, color=colour, lw=0.7, alpha=0.4)
             ax.plot(by_seed.index, by_seed.mean(axis=1), color=colour, lw=2,
                     label=f"{rate} {'pass rate' if rate == 'lax' else 'accuracy'}")
-        ax.set(xlabel="step", ylabel="share of the batch's completions", title=f"trained on the {verifier} verifier")
+        if base_rate is not None:
+            ax.axhline(base_rate, color=RATE_COLOURS["lax"], ls="--", lw=0.8, label="base model's lax pass rate")
+        ax.set(xlabel="step", ylabel=f"share of the batch ({window}-step mean)",
+               title=f"trained on the {verifier} verifier (thin: each seed)")
         ax.legend(fontsize=8)
     return axes
 
@@ -78,17 +94,21 @@ def plot_hack_counts(counts, *, ax=None):
     """Bars: how many completions of each run fall under each hack type.
 
     ``counts`` maps a run's label to a dict ``{hack type: count}`` (``rlbook.hacking.tally_hacks``);
-    "honest" and "fail" are left out, so the bars are the completions that passed only the lax check.
+    "honest" and "fail" are left out, so the bars are the completions that passed only the lax check;
+    so is a hack no run has (the title says which were empty).
     """
     if not counts:
         raise ValueError("counts must name at least one run")
-    hacks = [name for name in HACK_TYPES if name not in ("honest", "fail")]
+    hacks = [name for name in HACK_TYPES if name not in ("honest", "fail")
+             and any(by_type.get(name, 0) for by_type in counts.values())] or ["padding"]
     ax = ax or plt.subplots(figsize=(8, 3.6))[1]
     width = 0.8 / len(counts)
     positions = np.arange(len(hacks))
     for i, (label, by_type) in enumerate(counts.items()):
         ax.bar(positions + i * width, [by_type.get(name, 0) for name in hacks], width, label=label)
     ax.set_xticks(positions + 0.4 - width / 2, hacks, rotation=15)
-    ax.set(ylabel="completions", title="completions that pass only the lax verifier, by hack")
+    empty = [name for name in HACK_TYPES if name not in ("honest", "fail", *hacks)]
+    ax.set(ylabel="completions", title="completions that pass only the lax verifier, by hack"
+           + (f"\n(none in any run: {', '.join(empty)})" if empty else ""))
     ax.legend(fontsize=8)
     return ax
