@@ -179,3 +179,11 @@ def test_plot_ablation_bars_draws_one_dot_per_seed():
     assert len(fig.axes[0].get_lines()) == 4
     with pytest.raises(ValueError, match="points"):
         dapo_viz.plot_ablation_bars(table, ("pass@1",), points={"nope": seeds})
+
+
+def test_plot_clip_higher_counts_tokens_that_land_on_one_spot():
+    old = torch.tensor([[0.2, 0.2, 0.2, 0.9]])
+    new = torch.tensor([[0.3, 0.3, 0.3, 0.9]])
+    batch = {"old_logp": old.log(), "logp": new.log(), "advantages": torch.tensor([1.0]), "mask": torch.ones(1, 4)}
+    texts = [t.get_text() for t in dapo_viz.plot_clip_higher(0.2, 0.2, batch=batch).axes[1].texts]
+    assert "×3" in texts

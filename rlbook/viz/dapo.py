@@ -21,6 +21,8 @@ after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
@@ -197,6 +199,16 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
                         edgecolors="none", label=f"A > 0 tokens below the line ({int(below.sum())})")
         ax_prob.scatter(clamp(old_prob[above]), ratios[above].numpy(), s=28, color="tab:red",
                         edgecolors="black", linewidths=0.5, label=f"A > 0 tokens above it ({int(above.sum())})")
+        # Tokens that land on one spot (the same decision in several rows) would hide behind each other: count them.
+        spots = {}
+        for old_value, ratio in zip(old_prob[above].tolist(), ratios[above].tolist()):
+            key = (round(math.log(old_value), 1), round(ratio, 1))  # about one marker's width on the axes
+            spots.setdefault(key, []).append((old_value, ratio))
+        for members in spots.values():
+            if len(members) > 1:
+                spot = (min(max(members[0][0], low), high), max(ratio for _, ratio in members))
+                ax_prob.annotate(f"×{len(members)}", spot, xytext=(6, 4), textcoords="offset points", fontsize=8,
+                                 color="tab:red")
         if positive.any():
             top = max(top, float(ratios[positive].max()))
         stats = upclip_stats(batch, eps_high)
@@ -274,13 +286,16 @@ def plot_dynamic_sampling(frame, *, batch_size: int):
                  label="first round (before the filter)")
     ax_flat.plot(by_step.index, by_step["frac_zero_adv_groups_trained"], "o-", color="tab:green", ms=3,
                  label="trained batch (after)")
+    seeds = frame["seed"].nunique() if "seed" in frame.columns else 1
     ax_flat.set(xlabel="step", ylabel="fraction of groups", ylim=(-0.05, 1.05),
-                title="groups with zero advantage (all rewards equal)")
+                title="groups with zero advantage (all rewards equal)" if seeds == 1
+                else f"zero-advantage groups (mean of {seeds} seeds)")
     ax_flat.legend(fontsize=8)
     samples = batch_size + by_step["extra_samples"]
     ax_cost.bar(by_step.index, samples, color="tab:blue", alpha=0.6, label="sampled")
     ax_cost.axhline(batch_size, color="black", ls="--", lw=1, label=f"one round = {batch_size:g}")
-    ax_cost.set(xlabel="step", ylabel="completions sampled", title="the cost: extra rounds of sampling")
+    ax_cost.set(xlabel="step", ylabel="completions sampled",
+                title="the cost: extra rounds of sampling" if seeds == 1 else f"extra sampling (mean of {seeds} seeds)")
     ax_cost.legend(fontsize=8)
     for ax in (ax_flat, ax_cost):
         ax.grid(alpha=0.3)
