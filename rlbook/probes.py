@@ -114,19 +114,40 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
     This is what an off-policy PPO-style update does between two samplings (lesson 03): the first
     minibatch sees r = 1, later ones see ratios that have drifted. The minibatches come from
     shuffled passes over the batch (``rlbook.update.minibatch_plan``); the gradient is not clipped.
-    ``model`` is trained in place (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``.
+    ``model`` is trained in place (pass a copy). Returns ``{"old_logp", "logp", "advantages", "mask"}``
+    plus what the clip did while each row was in a minibatch (its ratio is scored just before the
+    update that trains it, the ratio that update's loss sees):
+
+    - ``clipped_high`` (B, T) bool: an A > 0 token whose ratio was above 1 + ε_high at the start of
+      at least one update that contained its row, so its own term gave no gradient in that update
+      (DAPO's "up-clipped" tokens, Yu et al. 2025, arXiv:2503.14476, §3.1 and Figure 3a);
+    - ``last_ratio`` (B, T): each token's ratio at the start of the last update that contained its row;
+    - ``updates_per_row`` (B,): how many of the updates contained each row.
     """
     check_int("updates", updates, minimum=1)
+    eps_high = check_positive("eps_high", eps_high, allow_zero=True)
     per_pass = math.ceil(len(rollout) / check_int("minibatch_size", minibatch_size, minimum=1))
     plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size, epochs=math.ceil(updates / per_pass),
                           generator=torch.Generator().manual_seed(seed))[:updates]
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    policy_update(model, optimizer, rollout, advantages, plan, max_grad_norm=None, variant="dapo",
-                  eps_low=eps_low, eps_high=eps_high)
+    old_logp = rollout.logprobs.detach()
+    mask = rollout.completion_mask > 0
+    token_advantages = advantages.unsqueeze(1).expand_as(old_logp) if advantages.dim() == 1 else advantages
+    clipped_high = torch.zeros_like(mask)
+    last_ratio = torch.full_like(old_logp, float("nan"))
+    updates_per_row = torch.zeros(len(rollout), dtype=torch.long)
+    for rows in plan:
+        with torch.no_grad():
+            ratio = (rollout_logprobs(model, rollout.select(rows)) - old_logp[rows]).exp()
+        clipped_high[rows] = clipped_high[rows] | (mask[rows] & (token_advantages[rows] > 0) & (ratio > 1 + eps_high))
+        last_ratio[rows] = ratio
+        updates_per_row[rows] += 1
+        policy_update(model, optimizer, rollout, advantages, [rows], max_grad_norm=None, variant="dapo",
+                      eps_low=eps_low, eps_high=eps_high)
     with torch.no_grad():
         logp = rollout_logprobs(model, rollout)
-    return {"old_logp": rollout.logprobs.detach(), "logp": logp, "advantages": advantages,
-            "mask": rollout.completion_mask.float()}
+    return {"old_logp": old_logp, "logp": logp, "advantages": advantages, "mask": rollout.completion_mask.float(),
+            "clipped_high": clipped_high, "last_ratio": last_ratio, "updates_per_row": updates_per_row}
 
 
 def one_step_logprob_change(model, rollout, advantages, mode: str, *, max_len: int, step_size: float = 0.02):

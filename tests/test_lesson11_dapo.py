@@ -115,6 +115,7 @@ def test_check_clip_mask_not_attempted(capsys):
 
 @pytest.mark.parametrize("wrong, words", [
     (lambda r, a, lo, hi: _correct(r, a, lo, lo), "both sides use ε_low"),
+    (lambda r, a, lo, hi: _correct(r, a, hi, hi), "both sides use ε_high"),
     (lambda r, a, lo, hi: _correct(r, a, hi, lo), "swapped"),
     (lambda r, a, lo, hi: (r > 1 + hi) | (r < 1 - lo), "sign of A is ignored"),
     (lambda r, a, lo, hi: ((a > 0) & (r < 1 - lo)) | ((a < 0) & (r > 1 + hi)), "wrong side"),
@@ -126,3 +127,63 @@ def test_check_clip_mask_not_attempted(capsys):
 def test_check_clip_mask_names_the_mistake(capsys, wrong, words):
     assert check_clip_mask(wrong) is False
     assert words in capsys.readouterr().out
+
+
+# --- the clip probe: what the clip did while each row was trained ----------------------------------
+
+def test_policy_after_updates_records_the_clip_while_each_row_is_trained(model_dir):
+    from rlbook.models import load_model
+    from rlbook.probes import policy_after_updates
+    from rlbook.rollout import sample
+
+    model, tokenizer = load_model(model_dir)
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=4, max_new_tokens=6, seed=0)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.0, 1.0, -1.0, -1.0])
+    batch = policy_after_updates(model, rollout, advantages, updates=4, minibatch_size=4, lr=3e-2,
+                                 eps_low=0.2, eps_high=0.0, seed=0)
+    mask = batch["mask"] > 0
+    assert batch["updates_per_row"].tolist() == [2] * 8          # two passes of two minibatches
+    assert torch.isfinite(batch["last_ratio"][mask]).all()
+    clipped = batch["clipped_high"]
+    assert not (clipped & ~mask).any() and not clipped[advantages < 0].any()   # only A > 0 tokens, only real ones
+    # a token past the line at its row's last update was clipped in that update
+    past = mask & (advantages > 0).unsqueeze(1) & (batch["last_ratio"] > 1.0)
+    assert past.any() and clipped[past].all()
+    with pytest.raises(ValueError, match="eps_high"):
+        policy_after_updates(model, rollout, advantages, eps_high=-0.1)
+
+
+def test_upclipped_tokens_lists_the_tokens_clipped_during_an_update():
+    batch = {**_batch(), "clipped_high": torch.tensor([[False, True, False], [False, False, False]]),
+             "last_ratio": torch.tensor([[1.5, 1.3, 1.0], [1.0, 1.0, 1.0]])}
+    table = dapo_viz.upclipped_tokens(batch, torch.zeros(2, 3, dtype=torch.long), _Decode(), 0.2)
+    assert table[["row", "position"]].values.tolist() == [[0, 0], [0, 1]]     # ended above, clipped in an update
+    assert table["ended_above"].tolist() == [True, False]
+    assert table["clipped_in_update"].tolist() == [False, True]
+    stats = dapo_viz.upclip_stats(batch, 0.2)
+    assert stats["clipped_in_update_count"] == 1
+    assert stats["clipped_in_update_median_old_prob"] == pytest.approx(0.5)
+
+
+class _Decode:
+    def decode(self, ids):
+        return "x"
+
+
+def test_plot_ablation_bars_draws_one_dot_per_seed():
+    import pandas as pd
+
+    table = pd.DataFrame({"pass@1": [0.5, 0.6]}, index=["a", "b"])
+    seeds = pd.Series([0.4, 0.6, 0.55, 0.65], index=pd.MultiIndex.from_tuples([("a", 0), ("a", 1), ("b", 0), ("b", 1)]))
+    fig = dapo_viz.plot_ablation_bars(table, ("pass@1",), points={"pass@1": seeds})
+    assert len(fig.axes[0].get_lines()) == 4
+    with pytest.raises(ValueError, match="points"):
+        dapo_viz.plot_ablation_bars(table, ("pass@1",), points={"nope": seeds})
+
+
+def test_plot_clip_higher_counts_tokens_that_land_on_one_spot():
+    old = torch.tensor([[0.2, 0.2, 0.2, 0.9]])
+    new = torch.tensor([[0.3, 0.3, 0.3, 0.9]])
+    batch = {"old_logp": old.log(), "logp": new.log(), "advantages": torch.tensor([1.0]), "mask": torch.ones(1, 4)}
+    texts = [t.get_text() for t in dapo_viz.plot_clip_higher(0.2, 0.2, batch=batch).axes[1].texts]
+    assert "×3" in texts

@@ -113,6 +113,8 @@ def _wrong_masks(ratio, advantages, eps_low: float, eps_high: float) -> dict[str
     return {
         "symmetric": (mask(eps_low, eps_low), "both sides use ε_low: the upper edge is 1 + ε_high (that is "
                                               "the point of clip-higher)"),
+        "symmetric_high": (mask(eps_high, eps_high), "both sides use ε_high: the lower edge is 1 − ε_low (DAPO "
+                                                     "raises only the upper one)"),
         "swapped": (mask(eps_high, eps_low), "ε_low and ε_high are swapped: the lower edge is 1 − ε_low, the "
                                              "upper 1 + ε_high"),
         "no_sign": ((ratio > 1 + eps_high) | (ratio < 1 - eps_low),

@@ -21,6 +21,8 @@ after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
@@ -96,11 +98,30 @@ def upclip_stats(batch: dict, eps_high: float) -> dict:
         "median_old_prob": float(chosen.median()) if chosen.numel() else float("nan"),
         "max_old_prob": float(chosen.max()) if chosen.numel() else float("nan"),
         "positive_median_old_prob": float(old_prob[positive].median()) if positive.any() else float("nan"),
+        **_clipped_in_update_stats(batch, old_prob),
     }
+
+
+def _clipped_in_update_stats(batch: dict, old_prob) -> dict:
+    """Counts of the tokens the upper clip switched off while their row was being trained (``batch["clipped_high"]``,
+    recorded by ``rlbook.probes.policy_after_updates``); empty when the batch has no such record."""
+    if "clipped_high" not in batch:
+        return {}
+    clipped = torch.as_tensor(batch["clipped_high"]).bool()
+    if clipped.shape != old_prob.shape:
+        raise ValueError(f"batch['clipped_high'] must have shape {tuple(old_prob.shape)}, got {tuple(clipped.shape)}")
+    chosen = old_prob[clipped]
+    return {"clipped_in_update_count": int(clipped.sum()),
+            "clipped_in_update_median_old_prob": float(chosen.median()) if chosen.numel() else float("nan"),
+            "clipped_in_update_max_old_prob": float(chosen.max()) if chosen.numel() else float("nan")}
 
 
 def upclipped_tokens(batch: dict, completion_ids, tokenizer, eps_high: float):
     """A table of the up-clipped tokens of ``batch``: one row per A > 0 token with π_θ > π_old (1 + ε_high).
+
+    When ``batch`` comes from ``rlbook.probes.policy_after_updates`` it also lists the tokens the clip
+    switched off during an update of their row (``clipped_high``), with columns ``ended_above``,
+    ``clipped_in_update`` and ``ratio_at_last_update`` (the ratio the row's last update saw).
 
     Columns: ``row`` and ``position`` in the batch, the ``token`` (decoded), ``old_prob``, ``new_prob``,
     ``ratio`` and ``advantage``; sorted by ``old_prob``. ``completion_ids`` is the batch's (B, T) tokens.
@@ -112,8 +133,13 @@ def upclipped_tokens(batch: dict, completion_ids, tokenizer, eps_high: float):
     completion_ids = torch.as_tensor(completion_ids)
     if tuple(completion_ids.shape) != tuple(mask.shape):
         raise ValueError(f"completion_ids must have shape {tuple(mask.shape)}, got {tuple(completion_ids.shape)}")
-    clipped = mask & (advantages > 0) & (new_prob > old_prob * (1 + eps_high))
-    rows, positions = clipped.nonzero(as_tuple=True)
+    ended_above = mask & (advantages > 0) & (new_prob > old_prob * (1 + eps_high))
+    in_update = torch.as_tensor(batch["clipped_high"]).bool() if "clipped_high" in batch else torch.zeros_like(mask)
+    rows, positions = (ended_above | in_update).nonzero(as_tuple=True)
+    extra = {} if "clipped_high" not in batch else {
+        "ended_above": ended_above[rows, positions].tolist(),
+        "clipped_in_update": in_update[rows, positions].tolist(),
+        "ratio_at_last_update": torch.as_tensor(batch["last_ratio"])[rows, positions].tolist()}
     table = pd.DataFrame({
         "row": rows.tolist(),
         "position": positions.tolist(),
@@ -122,6 +148,7 @@ def upclipped_tokens(batch: dict, completion_ids, tokenizer, eps_high: float):
         "new_prob": new_prob[rows, positions].tolist(),
         "ratio": (new_prob[rows, positions] / old_prob[rows, positions]).tolist(),
         "advantage": advantages[rows, positions].tolist(),
+        **extra,
     })
     return table.sort_values("old_prob", kind="stable").reset_index(drop=True)
 
@@ -172,6 +199,16 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
                         edgecolors="none", label=f"A > 0 tokens below the line ({int(below.sum())})")
         ax_prob.scatter(clamp(old_prob[above]), ratios[above].numpy(), s=28, color="tab:red",
                         edgecolors="black", linewidths=0.5, label=f"A > 0 tokens above it ({int(above.sum())})")
+        # Tokens that land on one spot (the same decision in several rows) would hide behind each other: count them.
+        spots = {}
+        for old_value, ratio in zip(old_prob[above].tolist(), ratios[above].tolist()):
+            key = (round(math.log(old_value), 1), round(ratio, 1))  # about one marker's width on the axes
+            spots.setdefault(key, []).append((old_value, ratio))
+        for members in spots.values():
+            if len(members) > 1:
+                spot = (min(max(members[0][0], low), high), max(ratio for _, ratio in members))
+                ax_prob.annotate(f"×{len(members)}", spot, xytext=(6, 4), textcoords="offset points", fontsize=8,
+                                 color="tab:red")
         if positive.any():
             top = max(top, float(ratios[positive].max()))
         stats = upclip_stats(batch, eps_high)
@@ -249,13 +286,16 @@ def plot_dynamic_sampling(frame, *, batch_size: int):
                  label="first round (before the filter)")
     ax_flat.plot(by_step.index, by_step["frac_zero_adv_groups_trained"], "o-", color="tab:green", ms=3,
                  label="trained batch (after)")
+    seeds = frame["seed"].nunique() if "seed" in frame.columns else 1
     ax_flat.set(xlabel="step", ylabel="fraction of groups", ylim=(-0.05, 1.05),
-                title="groups with zero advantage (all rewards equal)")
+                title="groups with zero advantage (all rewards equal)" if seeds == 1
+                else f"zero-advantage groups (mean of {seeds} seeds)")
     ax_flat.legend(fontsize=8)
     samples = batch_size + by_step["extra_samples"]
     ax_cost.bar(by_step.index, samples, color="tab:blue", alpha=0.6, label="sampled")
     ax_cost.axhline(batch_size, color="black", ls="--", lw=1, label=f"one round = {batch_size:g}")
-    ax_cost.set(xlabel="step", ylabel="completions sampled", title="the cost: extra rounds of sampling")
+    ax_cost.set(xlabel="step", ylabel="completions sampled",
+                title="the cost: extra rounds of sampling" if seeds == 1 else f"extra sampling (mean of {seeds} seeds)")
     ax_cost.legend(fontsize=8)
     for ax in (ax_flat, ax_cost):
         ax.grid(alpha=0.3)
@@ -263,16 +303,30 @@ def plot_dynamic_sampling(frame, *, batch_size: int):
     return fig
 
 
-def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect")):
-    """One horizontal bar chart per metric (column of ``table``, indexed by run label)."""
+def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect"), *, points=None):
+    """One horizontal bar chart per metric (column of ``table``, indexed by run label).
+
+    ``points``: optional ``{metric: Series indexed by (label, seed)}`` (e.g. ``AblationResult.per_run``), drawn
+    as one black dot per seed on its row's bar, so the spread between seeds shows beside the mean.
+    """
     metrics = list(metrics)
     missing = [m for m in metrics if m not in table.columns]
     if missing:
         raise ValueError(f"metrics {missing} are not columns of table (it has {list(table.columns)})")
+    points = dict(points or {})
+    unknown = sorted(set(points) - set(metrics))
+    if unknown:
+        raise ValueError(f"points has metrics {unknown} that are not in metrics {metrics}")
+    rows = {str(label): i for i, label in enumerate(table.index)}
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 0.6 + 0.4 * len(table)), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
-        ax.barh([str(label) for label in table.index], table[metric].to_numpy(dtype=float), color="tab:blue")
-        ax.set_title(metric, fontsize=10)
+        ax.barh(list(rows), table[metric].to_numpy(dtype=float), color="tab:blue")
+        if metric in points:
+            for (label, _seed), value in points[metric].items():
+                if str(label) not in rows:
+                    raise ValueError(f"points[{metric!r}] has label {label!r}, not a row of table")
+                ax.plot(float(value), rows[str(label)], "o", color="black", ms=3.5)
+        ax.set_title(metric + (" (dots: seeds)" if metric in points else ""), fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         ax.invert_yaxis()
     for ax in axes[0, 1:]:
