@@ -128,6 +128,54 @@ class AblationResult:
         table.index = pd.MultiIndex.from_tuples(table.index, names=["label", "seed"])
         return table
 
+    def paired_differences(self, baseline: str, *, clusters=None, pairs=None):
+        """Final held-out pass@1 of one configuration minus another's, seed by seed: a ``pandas.DataFrame``.
+
+        Runs of the same seed are scored on the same prompts with the same sampling seed, so they are
+        paired. ``pairs``: (a, b) label pairs, one row "a − b" each; default every other label against
+        ``baseline``. Columns: the per-seed differences ``seed s``; their ``mean`` and ``sd over seeds``;
+        a 95 % confidence interval ``CI low`` / ``CI high`` (Student's t with n − 1 degrees of freedom
+        over the n per-seed differences: the seeds are the unit of replication); ``eval SE``, the mean
+        over seeds of ``paired_pass_at_k_difference``'s SE clustered by prompt (``clusters``: one label
+        per held-out prompt), the part of the spread that evaluating on finitely many prompts adds;
+        ``separated``, ``compare_seeds``' verdict (≥ 3 seeds each, every seed of the higher above every
+        seed of the lower); and ``detectable``, ``minimum_detectable_difference`` at the pooled seed SD:
+        the gap these seeds would detect with 80 % probability. Needs at least 2 seeds.
+        """
+        import pandas as pd
+
+        from rlbook.evidence import (
+            _t_quantile, compare_seeds, minimum_detectable_difference, paired_pass_at_k_difference)
+
+        if not self.held_out_correct:
+            raise ValueError("no held-out evaluation: run_ablation(..., eval_dataset=...)")
+        if len(self.seeds) < 2:
+            raise ValueError(f"paired_differences needs at least 2 seeds, the result has {len(self.seeds)}")
+        if baseline not in self.held_out_correct:
+            raise ValueError(f"baseline must be one of {list(self.held_out_correct)}, got {baseline!r}")
+        pairs = [(label, baseline) for label in self.held_out_correct if label != baseline] if pairs is None else pairs
+        passes = self.held_out_table(clusters=clusters)["pass@1"]
+        n = len(self.seeds)
+        rows = {}
+        for a, b in pairs:
+            for label in (a, b):
+                if label not in self.held_out_correct:
+                    raise ValueError(f"pairs name {label!r}, not one of {list(self.held_out_correct)}")
+            pass_a, pass_b = passes.loc[a].to_numpy(), passes.loc[b].to_numpy()
+            differences = pass_a - pass_b
+            sd = float(differences.std(ddof=1))
+            half_width = _t_quantile(0.975, n - 1) * sd / np.sqrt(n)
+            higher, lower = (pass_a, pass_b) if differences.mean() > 0 else (pass_b, pass_a)
+            comparison = compare_seeds(higher, lower)
+            eval_se = [paired_pass_at_k_difference(x, y, 1, clusters=clusters)[1]
+                       for x, y in zip(self.held_out_correct[a], self.held_out_correct[b])]
+            rows[f"{a} − {b}"] = {**{f"seed {seed}": d for seed, d in zip(self.seeds, differences)},
+                                  "mean": differences.mean(), "sd over seeds": sd,
+                                  "CI low": differences.mean() - half_width, "CI high": differences.mean() + half_width,
+                                  "eval SE": float(np.mean(eval_se)), "separated": comparison.separated,
+                                  "detectable": minimum_detectable_difference(comparison.seed_sd, n, n)}
+        return pd.DataFrame.from_dict(rows, orient="index")
+
     def per_run(self, metric: str, *, last: int = 5):
         """Each run's mean of ``metric`` over its last ``last`` steps: a ``pandas.Series`` indexed by
         (label, seed), the input ``knob_effects`` compares configurations with."""

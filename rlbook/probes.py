@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -48,6 +48,7 @@ class OffPolicyBatch:
     ``old_logp`` (B, C) is the sampling policy's log-prob of each token; ``logps[k]`` (B, C) the
     same tokens' log-prob after k optimizer steps (``logps[0]`` equals ``old_logp`` up to float
     rounding). ``mask`` (B, C) marks completion tokens; ``rewards`` and ``advantages`` are (B,).
+    ``trained_rows[k]`` holds the rows step k + 1 was trained on (empty when not recorded).
     """
 
     texts: list[str]
@@ -56,6 +57,7 @@ class OffPolicyBatch:
     logps: list[torch.Tensor]
     rewards: torch.Tensor
     advantages: torch.Tensor
+    trained_rows: list[torch.Tensor] = field(default_factory=list)
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -103,7 +105,8 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
         with torch.no_grad():
             logps.append(rollout_logprobs(policy, rollout))
     return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
-                          logps=logps, rewards=rewards, advantages=advantages)
+                          logps=logps, rewards=rewards, advantages=advantages,
+                          trained_rows=[minibatches[step % len(minibatches)] for step in range(updates)])
 
 
 def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,

@@ -217,3 +217,39 @@ def test_bad_config_kwargs_names_the_argument(model_dir, task, config_kwargs):
     with pytest.raises(ValueError, match="config_kwargs"):
         run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False,
                      config_kwargs=config_kwargs)
+
+
+def test_paired_differences_pairs_runs_by_seed():
+    import numpy as np
+
+    from rlbook.ablation import AblationResult
+    from rlbook.evidence import compare_seeds, minimum_detectable_difference
+
+    def table(n_right):  # 4 prompts x 2 samples, n_right completions correct, filled prompt by prompt
+        flat = [1] * n_right + [0] * (8 - n_right)
+        return [flat[i:i + 2] for i in range(0, 8, 2)]
+
+    hand = AblationResult(seeds=(0, 1, 2), held_out_correct={
+        "base": [table(4), table(5), table(6)], "new": [table(6), table(6), table(7)]})
+    frame = hand.paired_differences("base")
+    assert list(frame.index) == ["new − base"]
+    row = frame.loc["new − base"]
+    differences = np.array([2, 1, 1]) / 8
+    assert [row[f"seed {s}"] for s in (0, 1, 2)] == pytest.approx(differences)
+    assert row["mean"] == pytest.approx(differences.mean())
+    assert row["sd over seeds"] == pytest.approx(differences.std(ddof=1))
+    half = 4.302653 * differences.std(ddof=1) / np.sqrt(3)  # t_{0.975, 2}
+    assert (row["CI low"], row["CI high"]) == pytest.approx((differences.mean() - half, differences.mean() + half),
+                                                            rel=1e-4)
+    comparison = compare_seeds([6 / 8, 6 / 8, 7 / 8], [4 / 8, 5 / 8, 6 / 8])
+    assert bool(row["separated"]) is comparison.separated is False  # 6/8 is not above 6/8
+    assert row["detectable"] == pytest.approx(minimum_detectable_difference(comparison.seed_sd, 3, 3))
+    assert 0 < row["eval SE"] < 1
+    swapped = hand.paired_differences("base", pairs=[("base", "new")])
+    assert swapped.loc["base − new", "mean"] == pytest.approx(-differences.mean())
+    with pytest.raises(ValueError, match="baseline"):
+        hand.paired_differences("nope")
+    with pytest.raises(ValueError, match="pairs"):
+        hand.paired_differences("base", pairs=[("new", "nope")])
+    with pytest.raises(ValueError, match="2 seeds"):
+        AblationResult(seeds=(0,), held_out_correct={"base": [table(4)]}).paired_differences("base")

@@ -28,6 +28,7 @@ WRONG_ANSWERS = [
     (check_gspo_sequence_ratio, lambda l, o, m: ((l - o).exp() * m).sum(1) / m.sum(1), "arithmetic mean"),
     (check_gspo_sequence_ratio, lambda l, o, m: torch.exp((l - o).mean(1)), "padding was included"),
     (check_gspo_sequence_ratio, lambda l, o, m: torch.exp(((l - o) * m).sum(1) / m.shape[1]), "padded width"),
+    (check_gspo_sequence_ratio, lambda l, o, m: torch.exp((l - o).sum(1) / m.sum(1)), "without the mask"),
     (check_gspo_sequence_ratio, lambda l, o, m: torch.exp(((o - l) * m).sum(1) / m.sum(1)), "upside down"),
     (check_gspo_sequence_ratio, lambda l, o, m: (l - o).exp(), "one ratio per sequence"),
     (check_gspo_sequence_ratio, lambda l, o, m: 1 / 0, "ZeroDivisionError"),
@@ -171,6 +172,13 @@ def _right_tokens(l, o, a, el, eh):
     return torch.where(a.unsqueeze(1) > 0, torch.minimum(lr, c), torch.maximum(lr, c))
 
 
+def sign_flip_gmpo(logp, old_logp, advantages, mask, eps_low, eps_high):
+    """GMPO's official code (callsys/GMPO): flip ℓ by sgn A, clamp to [−ε_low, ε_high], min, flip back."""
+    sign = torch.sign(advantages).unsqueeze(1)
+    flipped = sign * (logp - old_logp)
+    return _gmpo(sign * torch.minimum(flipped, flipped.clamp(-eps_low, eps_high)), mask)
+
+
 GMPO_WRONG = [
     (lambda l, o, a, m, el, eh: _gmpo(torch.minimum(l - o, (l - o).clamp(-el, eh)), m), "same side is clipped for both"),
     (lambda l, o, a, m, el, eh: _gmpo(torch.maximum(l - o, (l - o).clamp(-el, eh)), m), "same side is clipped for both"),
@@ -179,6 +187,10 @@ GMPO_WRONG = [
     (_ratio_space, "ratio space"),
     (lambda l, o, a, m, el, eh: right_gmpo(l, o, a, m, eh, el), "swapped: the log-ratio"),
     (lambda l, o, a, m, el, eh: _gmpo(l - o, m), "nothing is clipped"),
+    (lambda l, o, a, m, el, eh: sign_flip_gmpo(l, o, a, m, el, eh), "sign-flip trick"),
+    (lambda l, o, a, m, el, eh: _gmpo(torch.where(
+        torch.where(a.unsqueeze(1) > 0, (l - o) > eh, (l - o) < -el), torch.zeros_like(l), l - o), m), "dropped from the mean"),
+    (lambda l, o, a, m, el, eh: a * right_gmpo(l, o, a, m, el, eh), "A_i · ρ_i"),
     (_after_mean, "after the mean"),
     (lambda l, o, a, m, el, eh: (_right_tokens(l, o, a, el, eh).exp() * m).sum(1) / m.sum(1), "arithmetic mean"),
     (lambda l, o, a, m, el, eh: _right_tokens(l, o, a, el, eh).mean(1).exp(), "padding was included"),

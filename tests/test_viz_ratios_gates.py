@@ -30,6 +30,9 @@ def test_off_policy_batch_records_snapshots_and_leaves_the_model_alone(batch_and
     assert on_policy.abs().max() < 1e-4  # re-scoring before any step reproduces the sampling log-probs
     assert ((batch.logps[2] - batch.old_logp) * batch.mask).abs().max() > 1e-4  # the steps moved the policy
     assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
+    # two minibatches of 4 rows, one per step, together the whole batch
+    assert [len(rows) for rows in batch.trained_rows] == [4, 4]
+    assert sorted(torch.cat(batch.trained_rows).tolist()) == list(range(8))
 
 
 def test_off_policy_batch_validates_arguments():
@@ -58,6 +61,19 @@ def test_ratio_spread_plot_and_widget(batch_and_model):
     assert len(fig.axes) == 2 and fig.axes[0].get_xscale() == "log"
     with pytest.raises(ValueError, match="eps_token"):
         ratio_viz.plot_ratio_spread(batch, 1, eps_token=0)
+
+
+def test_gspo_clip_fraction_is_policy_losss_metric(batch_and_model):
+    batch, _, _ = batch_and_model
+    table = ratio_viz.clip_fraction_table(batch)
+    assert ratio_viz.gspo_clip_fraction(batch, 0, 1e-6) == 0.0  # on-policy nothing is clipped
+    assert ratio_viz.gspo_clip_fraction(batch, 1, 0.2, variant="grpo") == pytest.approx(table.loc[1, "clip grpo"])
+    wide, tight = ratio_viz.gspo_clip_fraction(batch, 1, 1.0), ratio_viz.gspo_clip_fraction(batch, 1, 1e-6)
+    assert 0.0 <= wide <= tight <= 1.0
+    with pytest.raises(ValueError, match="eps"):
+        ratio_viz.gspo_clip_fraction(batch, 1, 0.0)
+    with pytest.raises(ValueError, match="update"):
+        ratio_viz.gspo_clip_fraction(batch, batch.updates + 1, 0.1)
 
 
 def test_plot_histories_overlays_runs():

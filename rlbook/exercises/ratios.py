@@ -3,8 +3,9 @@
 ``check_gmpo_log_clip(fn)`` checks GMPO's sequence ratio with its per-token, sign-dependent clip
 in log space (Zhao et al. 2025, arXiv:2507.20673) against ``rlbook.ratios.gmpo_sequence_ratio``,
 on batches with token log-ratios beyond both bounds and advantages of both signs, and names the
-likely mistake (one side clipped for both signs, both sides clipped, the clip in ratio space, the
-clip after the mean, the arithmetic mean, padding counted).
+likely mistake (one side clipped for both signs, both sides clipped, the official code's sign flip
+with asymmetric bounds, clipped tokens dropped, the clip in ratio space, the clip after the mean, the
+arithmetic mean, padding counted).
 
 ``check_gspo_sequence_ratio(fn)`` runs the reader's ``fn(logp, old_logp, mask) -> (B,)`` on fixed
 batches whose padding holds garbage log-probs (as a real batch may), compares it with
@@ -52,6 +53,9 @@ def _sequence_ratio_mistakes(logp, old_logp, mask):
         "padding_included": (torch.exp(log_ratio.mean(dim=1)),
                              "padding was included: the mean runs over all T positions, garbage included. "
                              "Multiply the log-ratios by the mask and divide by |y_i| = mask.sum(1)."),
+        "unmasked_sum": (torch.exp(log_ratio.sum(dim=1) / lengths),
+                         "the log-ratios were summed without the mask: the padding's garbage log-probs entered the "
+                         "sum, though the length |y_i| = mask.sum(1) is right. Multiply by the mask before summing."),
         "divided_by_width": (torch.exp((log_ratio * mask).sum(dim=1) / mask.shape[1]),
                              "the masked sum was divided by the padded width T, not by each row's length "
                              "|y_i| = mask.sum(1): short answers get a ratio too close to 1."),
@@ -110,6 +114,8 @@ def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
     ratio = log_ratio.exp()
     ratio_space = pessimistic(ratio, ratio.clamp(1 - eps_low, 1 + eps_high), positive)
     right = pessimistic(log_ratio, clipped, positive)
+    sign_flip = pessimistic(log_ratio, torch.where(positive, clipped, log_ratio.clamp(-eps_high, eps_low)), positive)
+    clipped_token = torch.where(positive, log_ratio > eps_high, log_ratio < -eps_low)
     mean_log = (log_ratio * mask).sum(dim=1) / lengths
     after_mean = pessimistic(mean_log, mean_log.clamp(-eps_low, eps_high), advantages > 0)
     return {
@@ -128,6 +134,17 @@ def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
                        "both sides are clipped for every token: clip(ℓ, −ε_low, ε_high) alone is not pessimistic. "
                        "For A > 0 a token whose ratio fell keeps its (worse) log-ratio: take min(ℓ, clip(ℓ)); "
                        "for A ≤ 0, max(ℓ, clip(ℓ))."),
+        "sign_flip": (geometric(sign_flip),
+                      "right where A > 0 and at symmetric bounds, but a row with A ≤ 0 is clipped to [−ε_high, ε_low]. "
+                      "That is what the sign-flip trick of GMPO's official code does (multiply ℓ by sgn A, clamp to "
+                      "[−ε_low, ε_high], take the min, flip back); the code only uses a symmetric range, where the two "
+                      "agree. This book follows the paper's formula: clip(ℓ, −ε_low, ε_high) for both signs, then min "
+                      "for A > 0 and max for A ≤ 0."),
+        "drop_clipped": (geometric(torch.where(clipped_token, torch.zeros_like(log_ratio), right)),
+                         "the clipped tokens were dropped from the mean (their log-ratio set to 0): a clipped token "
+                         "keeps its clipped value, −ε_low or ε_high, in the mean; it loses only its gradient."),
+        "times_advantage": (advantages * geometric(right),
+                            "this is A_i · ρ_i, the objective: return ρ_i alone, the clipped geometric mean."),
         "ratio_space": (geometric(ratio_space.log()),
                         "the clip is in ratio space, r_t to [1 − ε_low, 1 + ε_high]: GMPO clips the log-ratio, "
                         "log r_t to [−ε_low, ε_high], i.e. r_t to [e^{−ε_low}, e^{ε_high}]."),

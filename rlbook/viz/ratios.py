@@ -27,6 +27,7 @@ from rlbook.probes import OffPolicyBatch
 __all__ = [
     "log_ratios",
     "clip_fraction_table",
+    "gspo_clip_fraction",
     "plot_clip_fractions",
     "plot_ratio_spread",
     "ratio_spread_widget",
@@ -66,6 +67,20 @@ def clip_fraction_table(batch: OffPolicyBatch) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("updates")
 
 
+def gspo_clip_fraction(batch: OffPolicyBatch, update: int, eps: float, *, variant: str = "gspo") -> float:
+    """``policy_loss``'s token clip fraction after ``update`` steps with the band ε_low = ε_high = ``eps``.
+
+    The fraction of completion tokens whose gradient the clip zeroes: pessimistic by the sign of the
+    advantage, never a token with A = 0. ``variant="grpo"`` gives GRPO's at the same ε on token ratios.
+    """
+    if not 0 <= update <= batch.updates:
+        raise ValueError(f"update must be in [0, {batch.updates}], got {update}")
+    eps = check_positive("eps", eps)
+    _, metrics = policy_loss(batch.logps[update], batch.old_logp, batch.advantages, batch.mask, variant=variant,
+                             eps_low=eps, eps_high=eps)
+    return float(metrics["clip_frac"])
+
+
 def plot_clip_fractions(table: pd.DataFrame):
     """Clip fraction of GRPO, GSPO and GMPO against the number of updates since sampling."""
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
@@ -88,15 +103,18 @@ def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: floa
 
     Left: histograms on a log axis, with the clip bands log(1 + ε) of PPO/GRPO (``eps_token``) and
     GSPO (``eps_sequence``) as vertical lines: whatever lies right of a line is outside its band.
-    Right: |log s_i| against the completion length |y_i|. Values below 1e-7 (ratios equal to 1 up
-    to float error) are drawn at 1e-7.
+    Right: |log s_i| against the completion length |y_i|, coloured by correctness (long answers here
+    are mostly correct scratchpads, so length and correctness go together). Values below 1e-7 (ratios
+    equal to 1 up to float error) are drawn at 1e-7, values above 10 in the last bin. "% outside"
+    counts |log| > log(1 + ε) on either side, whatever the sign of the advantage: it is not a clip
+    fraction (``gspo_clip_fraction`` and ``clip_fraction_table`` give those).
     """
     eps_token = check_positive("eps_token", eps_token)
     eps_sequence = check_positive("eps_sequence", eps_sequence)
     token, sequence = log_ratios(batch, update)
-    token, sequence = np.maximum(np.abs(token), FLOOR), np.maximum(np.abs(sequence), FLOOR)
+    token, sequence = np.clip(np.abs(token), FLOOR, 10), np.clip(np.abs(sequence), FLOOR, 10)
     bins = np.geomspace(FLOOR, 10, 57)
-    fig, (ax_hist, ax_len) = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, (ax_hist, ax_len) = plt.subplots(1, 2, figsize=(10, 3.9))
     ax_hist.hist(token, bins=bins, alpha=0.6, color="tab:blue", density=False,
                  weights=np.full(token.size, 1 / token.size), label=f"tokens |log r_t|  ({token.size})")
     ax_hist.hist(sequence, bins=bins, alpha=0.6, color="tab:red",
@@ -105,9 +123,9 @@ def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: floa
         outside = (token if name == "token band" else sequence) > np.log1p(eps)
         ax_hist.axvline(np.log1p(eps), color=colour, ls="--",
                         label=f"{name} log(1+{eps:.2g}): {outside.mean():.0%} outside")
-    ax_hist.set(xscale="log", xlabel="|log ratio|", ylabel="fraction")
+    ax_hist.set(xscale="log", xlabel="|log ratio|  (left bar: unchanged, |log| < 1e-7)", ylabel="fraction")
     ax_hist.set_title(f"after {update} update(s): spread of token vs sequence ratios", fontsize=10)
-    ax_hist.legend(fontsize=7.5, loc="upper left")
+    ax_hist.legend(fontsize=8, loc="upper left")
     lengths = batch.lengths.numpy()
     correct = batch.rewards.numpy() == 1
     ax_len.scatter(lengths[correct], sequence[correct], s=14, color="tab:green", label="correct")
@@ -115,8 +133,8 @@ def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: floa
     ax_len.axhline(np.log1p(eps_sequence), color="tab:red", ls="--", label="GSPO band")
     ax_len.axhline(np.log1p(eps_token), color="tab:blue", ls="--", label="token band")
     ax_len.set(yscale="log", xlabel="completion length |y_i| (tokens)", ylabel="|log s_i|")
-    ax_len.set_title("the sequence ratio is an average: long answers drift less", fontsize=10)
-    ax_len.legend(fontsize=7.5)
+    ax_len.set_title("|log s_i| against length (long answers: mostly correct scratchpads)", fontsize=10)
+    ax_len.legend(fontsize=8)
     for ax in (ax_hist, ax_len):
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
@@ -130,6 +148,9 @@ def ratio_spread_widget(batch: OffPolicyBatch):
     def draw(update, eps_sequence):
         plot_ratio_spread(batch, update, eps_sequence=eps_sequence)
         plt.show()
+        print(f"tokens clipped after {update} update(s): GSPO at ε = {eps_sequence:.2g} "
+              f"{gspo_clip_fraction(batch, update, eps_sequence):.3f}, GRPO at ε = 0.2 "
+              f"{gspo_clip_fraction(batch, update, 0.2, variant='grpo'):.3f}")
 
     return widgets.interact(
         draw,
