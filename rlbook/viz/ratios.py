@@ -16,6 +16,7 @@ returns it; end a notebook line with ``;`` so Jupyter shows it once.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 
@@ -133,8 +134,14 @@ def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: floa
     ax_len.axhline(np.log1p(eps_sequence), color="tab:red", ls="--", label="GSPO band")
     ax_len.axhline(np.log1p(eps_token), color="tab:blue", ls="--", label="token band")
     ax_len.set(yscale="log", xlabel="completion length |y_i| (tokens)", ylabel="|log s_i|")
-    ax_len.set_title("|log s_i| against length (long answers: mostly correct scratchpads)", fontsize=10)
+    ax_len.set_title("|log s_i| against length (long: mostly correct scratchpads)", fontsize=10)
     ax_len.legend(fontsize=8)
+    # Plain "1e-07" tick labels: matplotlib's default log labels are mathtext, whose one global parser
+    # failed once (a ParseException at char 0) while this widget was being redrawn in JupyterLab under load.
+    for axis in (ax_hist.xaxis, ax_len.yaxis):
+        axis.set_major_locator(mticker.LogLocator(base=10, numticks=6))
+        axis.set_major_formatter(mticker.LogFormatter())
+        axis.set_minor_formatter(mticker.NullFormatter())
     for ax in (ax_hist, ax_len):
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
