@@ -100,7 +100,7 @@ def _extras_are_neutral(answer: str, extra: Counter, example: dict) -> bool:
     [2, 4] (``2*4`` is 8: the 1 there is not an identity).
     """
     tree = parse_expression(answer)
-    leaves = list(_leaf_values(tree))  # in reading order; at most 100 (the parser's bound)
+    leaves = numbers_in(tree)  # in reading order, as _delete_leaves counts them; at most 100 (the parser's bound)
     choices = [itertools.combinations([i for i, v in enumerate(leaves) if v == value], count)
                for value, count in extra.items()]
     for tried, chosen in enumerate(itertools.product(*choices)):
@@ -114,14 +114,6 @@ def _extras_are_neutral(answer: str, extra: Counter, example: dict) -> bool:
         except ZeroDivisionError:
             continue
     return False
-
-
-def _leaf_values(node):
-    if isinstance(node, int):
-        yield node
-    else:
-        yield from _leaf_values(node[1])
-        yield from _leaf_values(node[2])
 
 
 def _delete_leaves(node, deleted: set, position: int):

@@ -19,6 +19,7 @@ from rlbook.tasks.expressions import (
     MAX_NESTING,
     ExpressionError,
     evaluate,
+    numbers_in,
     parse_expression,
     render,
 )
@@ -245,7 +246,7 @@ def test_countdown_strict_accepts_exactly_a_correct_use_of_the_numbers(tree):
     except ZeroDivisionError:
         assert countdown_reward(f"<answer>{text}</answer>", [1], 1) == 0.0
         return
-    numbers = list(_leaves(tree))
+    numbers = numbers_in(tree)
     if len(text) > MAX_EXPRESSION_CHARS or value.denominator != 1:
         return
     completion = f"<answer>{text}</answer>"
@@ -255,9 +256,3 @@ def test_countdown_strict_accepts_exactly_a_correct_use_of_the_numbers(tree):
     assert countdown_reward(completion, numbers, int(value) + 1, strict=False) == 0.0
 
 
-def _leaves(tree):
-    if isinstance(tree, int):
-        yield tree
-    else:
-        yield from _leaves(tree[1])
-        yield from _leaves(tree[2])
