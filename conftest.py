@@ -5,7 +5,8 @@ time that a busy machine could break (the design's "What a claim is"): it counts
 clock, or compares two timings taken in the same run. To keep that so, every lesson named in
 ``$RLBOOK_BUSY_LESSONS`` (default: 14 and 15, the ones that time their runs) is executed, under
 ``make test``, beside ``$RLBOOK_BUSY_PROCESSES`` processes that spin on a core each (default: one
-per core), started before its first cell and stopped after its last. A claim that holds only on an
+per core that no other pytest-xdist worker keeps busy, at least one), started before its first cell and
+stopped after its last. A claim that holds only on an
 idle machine fails there. ``RLBOOK_BUSY_LESSONS=`` (empty) turns it off.
 
 Under ``make test`` (pytest-xdist, one worker per core, a file whole per worker) the files go out
@@ -70,9 +71,15 @@ def _busy_lessons() -> set[str]:
 
 
 def _busy_process_count() -> int:
+    """Spinners to start: ``$RLBOOK_BUSY_PROCESSES``, or enough that every core is busy. Under pytest-xdist
+    each other worker keeps a core busy with its own tests, so one spinner per core they leave (at least
+    one): on 2 cores with 2 workers, the lesson, the other worker and one spinner share the two cores. A
+    spinner per core would, on top of that, halve the other worker's speed for the lesson's whole run."""
     setting = os.environ.get(BUSY_PROCESSES_ENV, "").strip()
     if not setting:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        other_workers = max(0, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) - 1)
+        return max(1, cores - other_workers)
     if not setting.isdigit():
         raise ValueError(f"{BUSY_PROCESSES_ENV} must be a non-negative integer, got {setting!r}")
     return int(setting)
