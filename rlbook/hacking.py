@@ -20,6 +20,11 @@ the given numbers"):
   change the value (``5+3+1`` for 9 from [5, 3]) are "wrong numbers";
 * ``"wrong numbers"`` (Countdown): any other multiset of numbers whose value is the target.
 
+``answer_shape`` says, for *any* Countdown completion, passing or not, which numbers its answer uses
+(exactly the given ones; the given ones plus 0s and 1s; other numbers; no expression): a strategy
+label that exists before the verifier is asked, so each shape's share and pass rate can be measured
+(lesson 19 reads why padding grew while wrong-number answers fell from them).
+
 ``expected_group_advantage`` is GRPO's expected advantage for a completion drawn from one of several
 *strategies* (exact for a group size, or its large-group limit), the lesson's argument for why a
 reliable hack is paid; ``advantage_scale`` is its scale c_G(p).
@@ -35,13 +40,15 @@ import re
 from collections import Counter
 
 from rlbook.tasks import ArithmeticTask, CountdownTask
-from rlbook.tasks.expressions import evaluate, numbers_in, parse_expression
+from rlbook.tasks.expressions import ExpressionError, evaluate, numbers_in, parse_expression
 from rlbook.tasks.verifiers import completion_text, extract_answer, extract_answer_lax
 
-__all__ = ["HACK_TYPES", "hack_type", "hack_types", "tally_hacks", "expected_group_advantage", "advantage_scale"]
+__all__ = ["HACK_TYPES", "ANSWER_SHAPES", "hack_type", "hack_types", "tally_hacks", "answer_shape",
+           "expected_group_advantage", "advantage_scale"]
 
 HACK_TYPES = ("honest", "answer spraying", "malformed answer", "target as answer", "padding", "wrong numbers",
               "fail")
+ANSWER_SHAPES = ("given numbers", "given numbers plus 0s/1s", "other numbers", "no expression")
 NEUTRAL_NUMBERS = {0, 1}
 MAX_EXTRA_CHOICES = 10_000  # choices of which occurrences are the extras, tried before giving up
 _DIGIT_RUN = re.compile(r"[0-9]+")
@@ -147,6 +154,33 @@ def tally_hacks(types) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in HACK_TYPES}
 
 
+def answer_shape(completion, example: dict) -> str:
+    """Which numbers the answer of a Countdown ``completion`` uses, whether or not it is right.
+
+    The answer is what the lax verifier reads (``extract_answer_lax``: the last answer block, else
+    the last line), parsed by the bounded expression parser. One of ``ANSWER_SHAPES``:
+    "given numbers" (exactly the given multiset, the only shape the strict verifier can pass),
+    "given numbers plus 0s/1s" (every given number, plus extra 0s or 1s: the shape of padding),
+    "other numbers" (a given number missing, reused, or a number not given: the shape of
+    "wrong numbers" and "target as answer"), "no expression" (nothing that parses). Unlike
+    ``hack_type``, which names only completions that pass, this labels the attempt, so a shape's
+    pass rate q_s can be measured: the q_s of ``expected_group_advantage``.
+    """
+    answer = extract_answer_lax(completion_text(completion))
+    if answer is None:
+        return "no expression"
+    try:
+        used = Counter(numbers_in(parse_expression(answer)))
+    except ExpressionError:
+        return "no expression"
+    given = Counter(int(n) for n in example["numbers"])
+    if used == given:
+        return "given numbers"
+    if not given - used and set(used - given) <= NEUTRAL_NUMBERS:
+        return "given numbers plus 0s/1s"
+    return "other numbers"
+
+
 def expected_group_advantage(success_rates, shares, group_size: int | None = None) -> list[float]:
     """GRPO's expected advantage of a completion from each strategy: c_G(p)·(success_rates[s] − p).
 
@@ -182,7 +216,9 @@ def advantage_scale(p: float, group_size: int | None = None) -> float:
     as ``rlbook.advantages.group_advantages`` uses; a flat group gives 0): with K ~ Binomial(G − 1, p)
     passes among the other samples, a pass gets (1 − m)/σ with m = (K + 1)/G, a failure −m/σ with
     m = K/G, σ = √(m(1 − m)). ``group_size=None`` gives the limit 1/√(p(1 − p)) (infinite at p = 0
-    or 1). At p = 0 a finite group's scale is √(G − 1), what a pass would get, though none happens.
+    or 1). The ends follow the same sum (the convention lesson 19's exercise states): at p = 0 a
+    finite group's scale is √(G − 1), what a lone pass would get against a flat group (0), though none
+    happens; at p = 1 likewise √(G − 1), a lone failure's −√(G − 1) against a flat group.
     """
     p = _probabilities("p", [p])[0]
     if group_size is None:

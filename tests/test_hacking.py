@@ -13,6 +13,7 @@ import torch
 
 from rlbook import hacking
 from rlbook.advantages import group_advantages
+from rlbook.exercises import hacking as exercise_hacking
 from rlbook.exercises.hacking import (
     HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_advantage_scale, check_fraction_verifier,
     reference_fraction_reward,
@@ -111,6 +112,31 @@ def test_classifier_checks_its_inputs():
         hacking.tally_hacks(["honest", "cheating"])
     with pytest.raises(ValueError, match="example"):
         hacking.hack_type(COUNTDOWN, "<answer>22</answer>", {"numbers": [3, 5, 7]})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<answer>(14+11)*1</answer>", "given numbers plus 0s/1s"),   # padded, and right
+    ("<answer>14*11*1</answer>", "given numbers plus 0s/1s"),     # the same shape, wrong: shapes ignore the value
+    ("<answer>14+11</answer>", "given numbers"),
+    ("<answer>11+14-0</answer>", "given numbers plus 0s/1s"),
+    ("<answer>25</answer>", "other numbers"),                     # target as answer
+    ("<answer>14+14</answer>", "other numbers"),                  # a number reused, one missing
+    ("<answer>14+11+2</answer>", "other numbers"),                # an extra that is not 0 or 1
+    ("the answer is\n14+11", "given numbers"),                    # the lax extraction: the last line
+    ("<answer>14+</answer>", "no expression"),
+    ("", "no expression"),
+])
+def test_answer_shape_labels_attempts_whether_or_not_they_pass(text, expected):
+    assert hacking.answer_shape(text, {"numbers": [14, 11], "target": 25}) == expected
+
+
+def test_answer_shape_of_a_passing_completion_agrees_with_its_hack_type():
+    two = get_task("countdown", n_numbers=2)
+    example = {"numbers": [14, 11], "target": 25, "question": "Using 14 11 make 25."}
+    for text, hack, shape in (("<answer>(14+11)*1</answer>", "padding", "given numbers plus 0s/1s"),
+                              ("<answer>25</answer>", "target as answer", "other numbers"),
+                              ("<answer>11+14</answer>", "honest", "given numbers")):
+        assert hacking.hack_type(two, text, example) == hack and hacking.answer_shape(text, example) == shape
 
 
 # --- GRPO's expected advantage per strategy -----------------------------------------------------------
@@ -359,6 +385,13 @@ def _scale_by_enumeration(p, G):
     (lambda p, G: 1 / 0, False, "ZeroDivisionError"),
     (lambda p, G: "2.4", False, "one finite number"),
     (lambda p, G: 1.0, False, "expected"),
+    # the convention at the ends, p = 0 and 1: √(G − 1), not the expected advantage 0 nor infinity
+    (lambda p, G: 0.0 if p in (0.0, 1.0) else _scale_by_enumeration(p, G), False, "expected *advantage*"),
+    (lambda p, G: hacking.advantage_scale(p) if p in (0.0, 1.0) else _scale_by_enumeration(p, G), False,
+     "infinite"),
+    (lambda p, G: math.sqrt(G - 1) if p in (0.0, 1.0) else _scale_by_enumeration(p, G), True, "✓"),
+    (lambda p, G: exercise_hacking._scale_variant(p, G, bessel=True), False, "population std"),
+    (lambda p, G: exercise_hacking._scale_variant(p, G, others=G), False, "G − 1"),
 ])
 def test_advantage_scale_checker(answer, verdict, said, capsys):
     assert check_advantage_scale(answer) is verdict

@@ -177,14 +177,59 @@ def check_fraction_verifier(fn) -> bool | None:
 
 
 # (p, G): the pass rate and the group size at which the reader's c_G(p) is compared with the library's.
-SCALE_CASES = ((0.074, 8), (0.04, 8), (0.3, 4), (0.5, 2), (0.9, 16), (0.01, 64), (0.0, 8), (1.0, 8))
+# The ends come last, so that a slip inside (0, 1) is named first: p = 0 and p = 1, where every group
+# is flat, are where conventions differ.
+SCALE_CASES = ((0.074, 8), (0.04, 8), (0.3, 4), (0.5, 2), (0.9, 16), (0.01, 64), (0.0, 8), (1.0, 8), (0.0, 2))
+
+
+def _scale_variant(p: float, G: int, *, others: int | None = None, bessel: bool = False) -> float:
+    """c_G(p) computed with one of two common slips: K ~ Binomial(``others``, p) passes among the
+    others instead of G − 1, or the sample (Bessel) std instead of the population std."""
+    others = G - 1 if others is None else others
+    total = 0.0
+    for k in range(others + 1):
+        weight = math.comb(others, k) * p ** k * (1 - p) ** (others - k)
+        for mine in (1, 0):
+            m = (k + mine) / G
+            if 0 < m < 1:
+                std = math.sqrt(m * (1 - m) * (G / (G - 1) if bessel else 1.0))
+                total += weight * (mine - m) / std * (1 if mine else -1)
+    return total
+
+
+def _scale_mistake(result: float, p: float, G: int) -> str:
+    """Name the likely mistake behind a wrong c_G(p), or ''."""
+    def close(value):
+        return math.isfinite(value) and math.isclose(result, value, rel_tol=1e-6, abs_tol=1e-9)
+
+    if p in (0.0, 1.0) and close(0.0):
+        return (" — 0 is the expected *advantage* E[A] at p = 0 or 1 (every group is flat), not the scale. "
+                "c_G(p) = E[A | r = 1] − E[A | r = 0] conditions on this sample's reward: at p = 0 the other "
+                "G − 1 all fail, so a pass would be alone and get √(G − 1), a failure sits in a flat group and "
+                "gets 0; the same sum over K ~ Binomial(G − 1, p) gives it, continuous in p")
+    if 0 < p < 1 and close(advantage_scale(p)):
+        return (" — that is the large-group limit 1/√(p(1 − p)); in a group of G most groups can be "
+                "flat, so sum over the K ~ Binomial(G − 1, p) passes among the other samples")
+    if close(_scale_variant(p, G, bessel=True)):
+        return (" — that uses the sample std (divide by G − 1); GRPO's advantage here, like "
+                "rlbook.advantages.group_advantages, uses the population std (divide by G)")
+    if close(_scale_variant(p, G, others=G)):
+        return (" — that draws K ~ Binomial(G, p) passes among the others; sample i is one of the G, so "
+                "the others are G − 1")
+    return ""
 
 
 def check_advantage_scale(fn) -> bool | None:
     """Check ``fn(p, G) -> float``: c_G(p) = E[A | r = 1] − E[A | r = 0] for GRPO's advantage
     (r − mean)/std (population std; a flat group gets 0) with 0/1 rewards, pass rate ``p``, groups of
     ``G``, on ``SCALE_CASES`` against ``rlbook.hacking.advantage_scale``, to a relative 1e-6.
-    Names the large-group limit 1/√(p(1 − p)) when that is what ``fn`` returns.
+
+    The convention at the ends: c_G(0) = c_G(1) = √(G − 1), the same sum over K ~ Binomial(G − 1, p)
+    evaluated there (the limit of c_G(p) as p → 0 or 1): conditioned on r_i = 1 at p = 0, sample i is
+    the group's lone pass; conditioned on r_i = 0 it sits in a flat group, advantage 0. The expected
+    advantage c_G(p)·(q_s − p) is still 0 there, since every q_s is 0 (or 1). Names the wrong
+    conventions (0, the expected advantage; an infinite or NaN scale, the large-group limit or 0/0)
+    and the usual slips (the large-group limit inside (0, 1), Bessel's std, Binomial(G, p)).
     """
     if _not_attempted(fn, "advantage scale"):
         return None
@@ -192,13 +237,16 @@ def check_advantage_scale(fn) -> bool | None:
         result, error = _run_once(fn, p, G)
         if error:
             return _failed(error, f"at p = {p}, G = {G}: ")
-        if isinstance(result, bool) or not isinstance(result, (int, float)) or not math.isfinite(result):
+        if isinstance(result, bool) or not isinstance(result, (int, float)):
             return _verdict(False, "", f"at p = {p}, G = {G}: return one finite number, got {result!r}")
+        if not math.isfinite(result):
+            hint = (" — at p = 0 or 1 the large-group limit 1/√(p(1 − p)) is infinite and 0/0 is NaN; a finite "
+                    "group's scale is finite: condition on this sample's reward and sum over the others"
+                    if p in (0.0, 1.0) else "")
+            return _verdict(False, "", f"at p = {p}, G = {G}: return one finite number, got {result!r}{hint}")
         expected = advantage_scale(p, G)
         if not math.isclose(result, expected, rel_tol=1e-6, abs_tol=1e-9):
-            hint = ""
-            if 0 < p < 1 and math.isclose(result, advantage_scale(p), rel_tol=1e-6):
-                hint = (" — that is the large-group limit 1/√(p(1 − p)); in a group of G most groups can be "
-                        "flat, so sum over the K ~ Binomial(G − 1, p) passes among the other samples")
-            return _verdict(False, "", f"at p = {p}, G = {G}: expected {expected:.6f}, got {result:.6f}{hint}")
-    return _verdict(True, f"c_G(p) right at all {len(SCALE_CASES)} cases, flat groups and p = 0 or 1 included", "")
+            return _verdict(False, "", f"at p = {p}, G = {G}: expected {expected:.6f}, got {result:.6f}"
+                                       f"{_scale_mistake(result, p, G)}")
+    return _verdict(True, f"c_G(p) right at all {len(SCALE_CASES)} cases, p = 0 and 1 included "
+                          "(c_G = √(G − 1) there: a lone pass against a flat group)", "")
