@@ -15,7 +15,11 @@ rising together. This module gives the lesson what it measures that on:
   reward weighting (the lesson's widget);
 * ``profile`` and ``length_decomposition``: each kind's share, mean length and accuracy, and the
   change of the mean length split exactly into a *mix* term (more of the longer kind) and a
-  *within* term (each kind itself longer);
+  *within* term (each kind itself longer); ``clustered_decomposition`` gives each term a standard
+  error from resampling the prompts, which two probes on the same prompts share;
+* ``first_decision_push``: the expected push on the first token's "open ``<think>``" logit under
+  GRPO's 1/|o| normaliser and under Dr.GRPO's constant one (zero, under both, without a reward gap);
+* ``format_constant_in_every_group``: whether a format reward is cancelled by every group's mean;
 * ``scratchpad_opening_probability``, ``opens_scratchpad`` and ``kl_mode_split``: whether a completion
   works its sum out is its first token's choice, so its probability is exact, and a policy's KL from
   another splits into what switching to (or from) the scratchpad costs and what changed inside it
@@ -35,6 +39,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import torch
 
 from rlbook._checks import check_bool, check_group_size, check_positive
@@ -47,7 +52,8 @@ from rlbook.tasks.arithmetic import addition_steps
 from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, format_reward, is_well_formed
 
 __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
-           "profile", "probe_profile", "length_decomposition", "scratchpad_token_id", "scratchpad_opening_probability",
+           "profile", "probe_profile", "length_decomposition", "clustered_decomposition", "first_decision_push",
+           "format_constant_in_every_group", "scratchpad_token_id", "scratchpad_opening_probability",
            "opens_scratchpad", "kl_mode_split", "success_conditioned_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
 
 KINDS = ("scratchpad", "direct", "malformed")
@@ -191,6 +197,105 @@ def length_decomposition(before: dict, after: dict, *, metric: str = "length") -
     total_after = sum(after[k]["share"] * after[k][metric] for k in KINDS if after[k]["share"] > 0)
     return {"before": total_before, "after": total_after, "change": total_after - total_before,
             "mix": mix, "within": within}
+
+
+def _kind_masks(texts) -> np.ndarray:
+    kinds = [completion_kind(_check_text("texts[i]", t)) for t in texts]
+    return np.array([[k == kind for k in kinds] for kind in KINDS], dtype=float)  # (kinds, samples)
+
+
+def clustered_decomposition(before, after, clusters, *, metric: str = "length", n_resamples: int = 2000,
+                            seed: int = 0) -> dict:
+    """``length_decomposition`` of two probes of the same samples' prompts, with standard errors from
+    resampling the prompts.
+
+    ``before`` and ``after``: (texts, lengths, correct) of each probe, one row per sample;
+    ``clusters``: the prompt of each sample, the same for both probes (``probe_profile`` samples the
+    same prompts in the same order). The terms' uncertainty comes from which prompts were drawn, and
+    both probes share them, so the prompts are resampled with replacement, both probes together (the
+    cluster bootstrap, e.g. Cameron & Miller, J. Human Resources 50(2), 2015, §VI), and each term
+    recomputed. Returns {"before", "after", "change", "mix", "within"} as ``length_decomposition``
+    gives them, and "{term}_se" for each, the resampled terms' standard deviation.
+    """
+    if metric not in ("length", "accuracy"):
+        raise ValueError(f"metric must be 'length' or 'accuracy', got {metric!r}")
+    check_positive("n_resamples", n_resamples)
+    sides = []
+    for name, side in (("before", before), ("after", after)):
+        if not isinstance(side, (tuple, list)) or len(side) != 3:
+            raise ValueError(f"{name} must be (texts, lengths, correct), got {type(side).__name__}")
+        texts, lengths, correct = side
+        values = np.asarray(lengths if metric == "length" else correct, dtype=float).reshape(-1)
+        if len(texts) != values.size:
+            raise ValueError(f"{name}: texts and {metric} must be of one length, got {len(texts)} and {values.size}")
+        sides.append((_kind_masks(texts), values))
+    labels = list(clusters)
+    if len(labels) != sides[0][1].size or len(labels) != sides[1][1].size:
+        raise ValueError(f"clusters must name the prompt of every sample of both probes ({sides[0][1].size}), "
+                         f"got {len(labels)}")
+    names = sorted(set(labels), key=labels.index)
+    if len(names) < 2:
+        raise ValueError("clusters must hold at least two prompts")
+    index = np.array([names.index(label) for label in labels])
+    rng = np.random.default_rng(seed)
+    counts = np.vstack([np.ones(len(names)),  # row 0: the sample as drawn
+                        rng.multinomial(len(names), np.full(len(names), 1 / len(names)), size=n_resamples)])
+    weights = counts[:, index]  # (1 + resamples, samples)
+    terms = []
+    for masks, values in sides:
+        kind_weight = weights @ masks.T  # (resamples, kinds)
+        share = kind_weight / weights.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = (weights @ (masks * values).T) / kind_weight
+        terms.append((share, mean))
+    (p, m), (p_new, m_new) = terms
+    m, m_new = np.where(p == 0, m_new, m), np.where(p_new == 0, m, m_new)
+    present = (p > 0) | (p_new > 0)
+    mix = np.where(present, (p_new - p) * m, 0.0).sum(axis=1)
+    within = np.where(present, p_new * (m_new - m), 0.0).sum(axis=1)
+    total = np.where(p > 0, p * m, 0.0).sum(axis=1)
+    total_new = np.where(p_new > 0, p_new * m_new, 0.0).sum(axis=1)
+    result = {"before": total, "after": total_new, "change": total_new - total, "mix": mix, "within": within}
+    return {**{k: float(v[0]) for k, v in result.items()},
+            **{f"{k}_se": float(v[1:].std(ddof=1)) for k, v in result.items()}}
+
+
+def first_decision_push(p: float, scratchpad_advantage: float, scratchpad_length: float, direct_length: float,
+                        *, normaliser: float | None = None) -> float:
+    """The expected gradient of the GRPO surrogate on the logit z of "open ``<think>``", p = σ(z).
+
+    A completion i puts A_i · w_i on its first token's log-probability, with w_i = 1/|o_i| under
+    GRPO's per-response mean and w_i = 1/L under Dr.GRPO's constant normaliser (Liu et al. 2025,
+    arXiv:2503.20783, §3). ∂ log π/∂z is 1 − p for ``<think>`` and −p for a direct answer, and the
+    group mean makes the advantages sum to zero, p·Ā_s + (1 − p)·Ā_d = 0, so with each kind's
+    advantage and length taken as uncorrelated (each kind at its mean length ℓ)::
+
+        1/|o|:  p·Ā_s·[(1 − p)/ℓ_s + p/ℓ_d]          1/L:  p·Ā_s / L.
+
+    Both are proportional to Ā_s, the scratchpad's mean advantage, which is zero when the reward
+    does not tell the two kinds apart: the normaliser rescales the reward's push, it does not make
+    one. ``normaliser`` None gives the 1/|o| push; a number L the constant one.
+    """
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
+    for name, value in (("scratchpad_length", scratchpad_length), ("direct_length", direct_length)):
+        check_positive(name, value)
+    if not math.isfinite(scratchpad_advantage):
+        raise ValueError(f"scratchpad_advantage must be finite, got {scratchpad_advantage!r}")
+    if normaliser is not None:
+        check_positive("normaliser", normaliser)
+        return p * scratchpad_advantage / normaliser
+    return p * scratchpad_advantage * ((1 - p) / scratchpad_length + p / direct_length)
+
+
+def format_constant_in_every_group(texts, group_size: int, *, think_required: bool = False) -> bool:
+    """True when every group's completions all earn the same format reward, so that the group mean
+    cancels it and the format weight cannot change any GRPO advantage."""
+    masks = _kind_masks(texts)
+    check_group_size("group_size", masks.shape[1], group_size)
+    formatted = masks[0] if think_required else 1 - masks[2]
+    groups = formatted.reshape(-1, group_size)
+    return bool((groups == groups[:, :1]).all())
 
 
 def scratchpad_token_id(tokenizer) -> int:

@@ -2,15 +2,18 @@
 scratchpad audit, the figures and the exercise checker."""
 
 import math
-
+import re
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from rlbook import reasoning as rz
-from rlbook.exercises.r1_zero import CASES, check_r1_zero_reward
+from rlbook.exercises.r1_zero import CASES, PROFILE_PAIRS, check_r1_zero_reward, check_within_term
 from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward
+from rlbook.tasks.verifiers import extract_answer
 from rlbook.viz import r1_zero as rz_viz
 
 TASK = ArithmeticTask(digits=3)
@@ -105,7 +108,8 @@ def test_figures_draw():
                            "length": [12, 20, 12, 22], "scratchpad": [0.25, 0.6, 0.25, 0.7]})
     assert len(rz_viz.plot_twin_curves(probes).axes) == 3
     profile = rz.profile(texts, [30, 6, 6, 6], [1, 0, 0, 1])
-    assert len(rz_viz.plot_length_accuracy_path(probes, profile).get_lines()) == 3
+    assert len(rz_viz.plot_length_accuracy_path(probes, profile).get_lines()) == 4  # line, its ends, 2 seeds
+    assert len(rz_viz.plot_length_accuracy_path(probes, profile, line_se=0.03).collections) == 1  # the band
     rz_viz.plot_length_decomposition({"a": {"mix": 10.0, "within": -0.5}, "b": {"mix": 8.0, "within": 1.0}})
     with pytest.raises(ValueError, match="probes"):
         rz_viz.plot_twin_curves(probes.drop(columns="length"))
@@ -138,6 +142,12 @@ def test_checker_accepts_the_reference_and_names_mistakes(capsys):
         "only to well-formed": lambda t, a, w: (arithmetic_reward(t, a) + w) * format_reward(t),
         "requires <think>": lambda t, a, w: arithmetic_reward(t, a) + w * float("<think>" in t and format_reward(t)),
         "partial": lambda t, a, w: arithmetic_reward(t, a) + w * format_reward(t, partial=True),
+        "last of several": lambda t, a, w: float(bool(blocks(t)) and blocks(t)[-1].strip() == a) + w * format_reward(t),
+        "text after the answer block": lambda t, a, w: (float(len(blocks(t)) == 1 and blocks(t)[0].strip() == a)
+                                                        + w * format_reward(t)),
+        "two answer blocks are not well formed": lambda t, a, w: arithmetic_reward(t, a) + w * float(
+            re.fullmatch(r"\s*(<think>.*?</think>)?\s*<answer>.*?</answer>\s*", t, re.S) is not None),
+        "'0623' is not '623'": lambda t, a, w: float(_as_int(t) == int(a)) + w * format_reward(t),
     }
     for phrase, fn in mistakes.items():
         assert check_r1_zero_reward(fn) is False
@@ -145,6 +155,125 @@ def test_checker_accepts_the_reference_and_names_mistakes(capsys):
     assert check_r1_zero_reward(lambda t, a, w: 7.0) is False
     assert "expected" in capsys.readouterr().out
     assert len(CASES) >= 6
+
+
+def blocks(text):
+    return re.findall(r"<answer>(.*?)</answer>", text, re.S)
+
+
+def _as_int(text):
+    found = extract_answer(text)
+    try:
+        return int(found.strip()) if found is not None else None
+    except ValueError:
+        return None
+
+
+def test_checker_accepts_hand_written_right_answers(capsys):
+    def by_hand(text, answer, w):
+        body = text.rstrip()
+        one_block = body.count("<answer>") == 1 and body.count("</answer>") == 1 and body.endswith("</answer>")
+        accuracy = float(one_block and body[body.index("<answer>") + 8:-9].strip() == answer)
+        return accuracy + w * float(rz.completion_kind(text) != "malformed")
+
+    assert check_r1_zero_reward(by_hand) is True
+    assert "matches" in capsys.readouterr().out
+
+
+def test_within_checker_accepts_the_reference_and_names_mistakes(capsys):
+    def right(before, after):
+        total = 0.0
+        for kind in rz.KINDS:
+            p, q = before[kind]["share"], after[kind]["share"]
+            if p > 0 and q > 0:
+                total += q * (after[kind]["length"] - before[kind]["length"])
+        return total
+
+    assert check_within_term(right) is True
+    assert check_within_term(lambda b, a: rz.length_decomposition(b, a)["within"]) is True
+    capsys.readouterr()
+
+    def weighted(before, after, base_shares=False, zero=False):
+        total = 0.0
+        for kind in rz.KINDS:
+            p, q = before[kind]["share"], after[kind]["share"]
+            length = 0.0 if (zero and p == 0) else before[kind]["length"]
+            length_new = 0.0 if (zero and q == 0) else after[kind]["length"]
+            if not zero and (p == 0 or q == 0):
+                continue
+            total += (p if base_shares else q) * (length_new - length)
+        return total
+
+    mistakes = {
+        "other exact split": lambda b, a: weighted(b, a, base_shares=True),
+        "whole change": lambda b, a: rz.length_decomposition(b, a)["change"],
+        "mix term": lambda b, a: rz.length_decomposition(b, a)["mix"],
+        "not length 0": lambda b, a: weighted(b, a, zero=True),
+        "NaN": lambda b, a: sum(a[k]["share"] * (a[k]["length"] - b[k]["length"]) for k in rz.KINDS),
+    }
+    for phrase, fn in mistakes.items():
+        assert check_within_term(fn) is False
+        assert phrase in capsys.readouterr().out, phrase
+    assert any(math.isnan(b[k]["length"]) or math.isnan(a[k]["length"]) for b, a in PROFILE_PAIRS for k in rz.KINDS)
+
+
+def test_clustered_decomposition_matches_the_point_split_and_its_se_the_clustered_one():
+    rng = np.random.default_rng(0)
+    prompts = np.repeat(np.arange(40), 4)
+    texts_before = [WORKED if u < 0.3 else DIRECT_WRONG for u in rng.random(160)]
+    texts_after = [WORKED if u < 0.9 else DIRECT_WRONG for u in rng.random(160)]
+    lengths_before = [30 if t == WORKED else 6 for t in texts_before]
+    lengths_after = [30 + int(rng.integers(0, 3)) if t == WORKED else 6 for t in texts_after]
+    correct_before = (rng.random(160) < np.where(np.array(texts_before) == WORKED, 0.9, 0.1)).astype(float)
+    correct_after = (rng.random(160) < np.where(np.array(texts_after) == WORKED, 0.9, 0.1)).astype(float)
+    before = (texts_before, lengths_before, correct_before)
+    after = (texts_after, lengths_after, correct_after)
+    for metric in ("length", "accuracy"):
+        found = rz.clustered_decomposition(before, after, prompts, metric=metric, n_resamples=400)
+        point = rz.length_decomposition(rz.profile(*before), rz.profile(*after), metric=metric)
+        for key in ("before", "after", "change", "mix", "within"):
+            assert found[key] == pytest.approx(point[key])
+            assert found[f"{key}_se"] >= 0
+    # one kind only: the within term is the change of that kind's mean, and its SE the clustered SE of a
+    # difference of two means over the same prompts
+    worked = [WORKED] * 160
+    one = rz.clustered_decomposition((worked, lengths_before, correct_before), (worked, lengths_before, correct_after),
+                                     prompts, metric="accuracy", n_resamples=4000)
+    per_prompt = (correct_after - correct_before).reshape(40, 4).mean(axis=1)
+    assert one["within"] == pytest.approx(per_prompt.mean())
+    assert one["within_se"] == pytest.approx(per_prompt.std(ddof=1) / np.sqrt(40), rel=0.15)
+    # identical probes: no change and no spread
+    same = rz.clustered_decomposition(before, before, prompts, n_resamples=50)
+    assert same["change"] == 0 and same["within_se"] == 0 and same["mix_se"] == 0
+    with pytest.raises(ValueError, match="clusters"):
+        rz.clustered_decomposition(before, after, prompts[:-1])
+    with pytest.raises(ValueError, match="metric"):
+        rz.clustered_decomposition(before, after, prompts, metric="entropy")
+
+
+def test_first_decision_push_is_zero_without_a_reward_gap_and_matches_a_batch():
+    assert rz.first_decision_push(0.3, 0.0, 30.0, 6.0) == 0.0
+    assert rz.first_decision_push(0.3, 0.0, 30.0, 6.0, normaliser=64) == 0.0
+    assert rz.first_decision_push(0.3, 0.5, 30.0, 6.0, normaliser=64) == pytest.approx(0.3 * 0.5 / 64)
+    # a batch whose kinds have fixed lengths and whose advantages sum to zero: the mean over the batch of
+    # A_i · w_i · ∂log π(first token)/∂z equals the formula
+    p, length_s, length_d = 0.25, 30.0, 6.0
+    is_scratchpad = torch.tensor([1.0, 0, 0, 0] * 4, dtype=torch.float64)
+    advantages = torch.where(is_scratchpad == 1, torch.tensor(1.2, dtype=torch.float64), torch.tensor(-0.4, dtype=torch.float64))
+    assert float(advantages.sum()) == pytest.approx(0.0)
+    dlogp = 1 - p - is_scratchpad.new_ones(()) + is_scratchpad  # 1 − p for <think>, −p otherwise
+    lengths = length_d + (length_s - length_d) * is_scratchpad
+    assert float((advantages / lengths * dlogp).mean()) == pytest.approx(rz.first_decision_push(p, 1.2, length_s, length_d))
+    assert float((advantages / 64 * dlogp).mean()) == pytest.approx(rz.first_decision_push(p, 1.2, length_s, length_d,
+                                                                                            normaliser=64))
+    with pytest.raises(ValueError, match="p must"):
+        rz.first_decision_push(1.5, 0.1, 30.0, 6.0)
+
+
+def test_format_constant_in_every_group():
+    assert rz.format_constant_in_every_group([WORKED, DIRECT_WRONG, WORKED, DIRECT_RIGHT], 2)
+    assert not rz.format_constant_in_every_group([WORKED, DIRECT_WRONG, WORKED, DIRECT_RIGHT], 2, think_required=True)
+    assert not rz.format_constant_in_every_group([WORKED, MALFORMED, WORKED, DIRECT_RIGHT], 2)
 
 
 def test_checker_errors(capsys):

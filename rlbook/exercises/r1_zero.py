@@ -1,4 +1,5 @@
-"""Checker for the exercise of lesson 17 (R1-Zero in miniature): the combined accuracy + format reward.
+"""Checkers for the exercises of lesson 17 (R1-Zero in miniature): the combined accuracy + format
+reward, and the within term of the length decomposition.
 
 The reader writes ``my_reward(text, answer, format_weight) -> float`` for an addition problem whose
 correct sum is the string ``answer``: accuracy (1 when the single final ``<answer>`` block holds
@@ -7,19 +8,32 @@ exactly ``answer``, the strict verifier) plus ``format_weight`` × format (1 for
 checker compares it with ``rlbook.reasoning.r1_zero_reward`` on completions chosen so that each
 common mistake gives a different number, and names the one it matches: the lax verifier, no
 format term, the weight on the wrong term, format paid only to right answers, accuracy paid only
-to well-formed answers, R1's think-required rule, the shaped (partial) format score.
+to well-formed answers, R1's think-required rule, the shaped (partial) format score, the last of
+several answer blocks, one answer block anywhere (text after it ignored), a format pattern that
+lets a lazy ``.*?`` swallow a second block, and a numeric comparison that lets "0623" be 623.
+
+``check_within_term``: the reader writes ``my_within(before, after)``, the within term
+Σ_k p'_k (ℓ'_k − ℓ_k) of ``rlbook.reasoning.length_decomposition`` between two profiles, a kind
+absent on one side contributing nothing. Named: the other exact split (base shares), the whole
+change, the mix term, and an absent kind's length read as 0.
 """
 
 from __future__ import annotations
 
+import math
+import re
+
 from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _one_number, _within
-from rlbook.reasoning import completion_kind, r1_zero_reward
+from rlbook.reasoning import KINDS, completion_kind, length_decomposition, r1_zero_reward
 from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward
+from rlbook.tasks.verifiers import extract_answer
 
-__all__ = ["CASES", "FORMAT_WEIGHTS", "reference_reward", "check_r1_zero_reward"]
+__all__ = ["CASES", "FORMAT_WEIGHTS", "reference_reward", "check_r1_zero_reward", "PROFILE_PAIRS", "reference_within",
+           "check_within_term"]
 
-# (completion, answer): right with and without working, wrong, right but malformed (text after
-# the answer block; two answer blocks), and a spray that only the lax verifier accepts.
+# (completion, answer): right with and without working, wrong, right but malformed (text before
+# the answer block; two answer blocks; text after it), a spray that only the lax verifier accepts,
+# and a leading zero.
 CASES = (
     ("<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>", "623"),
     ("<answer>623</answer>", "623"),
@@ -27,7 +41,11 @@ CASES = (
     ("<think>5+8=13</think> so <answer>623</answer>", "623"),
     ("<answer>6</answer><answer>623</answer>", "623"),
     ("<answer>623 624</answer>", "623"),
+    ("<answer>623</answer> I think", "623"),
+    ("<answer>0623</answer>", "623"),
 )
+ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.S)
+LAZY_FORMAT = re.compile(r"\s*(<think>.*?</think>)?\s*<answer>.*?</answer>\s*", re.S)
 FORMAT_WEIGHTS = (0.5, 0.2)
 TOLERANCE = 1e-9
 TASK = ArithmeticTask(digits=3)
@@ -41,6 +59,7 @@ def reference_reward(text: str, answer: str, format_weight: float) -> float:
 def _mistakes(text: str, answer: str, w: float) -> dict[str, tuple[float, str]]:
     accuracy = arithmetic_reward(text, answer)
     formatted = format_reward(text)
+    blocks = ANSWER_BLOCK.findall(text)
     return {
         "lax": (arithmetic_reward(text, answer, strict=False) + w * formatted,
                 "that is the lax verifier (the answer anywhere in the text); accuracy reads only the single final "
@@ -57,7 +76,26 @@ def _mistakes(text: str, answer: str, w: float) -> dict[str, tuple[float, str]]:
                            "format_reward, where a direct answer is well formed"),
         "partial": (accuracy + w * format_reward(text, partial=True),
                     "that is the shaped (partial) format score; use the 0/1 format_reward"),
+        "last_block": (float(bool(blocks) and blocks[-1].strip() == answer) + w * formatted,
+                       "accuracy reads the last of several <answer> blocks; with two blocks there is no single final "
+                       "answer, and the strict verifier gives 0"),
+        "any_single_block": (float(len(blocks) == 1 and blocks[0].strip() == answer) + w * formatted,
+                             "accuracy ignores text after the answer block; the block must end the completion "
+                             "(only whitespace may follow)"),
+        "lazy_format": (accuracy + w * float(LAZY_FORMAT.fullmatch(text) is not None),
+                        "the format check lets .*? run across '</answer><answer>': two answer blocks are not well "
+                        "formed (count the tags, or forbid a tag inside a block)"),
+        "numeric": (float(bool(_numeric_match(text, answer))) + w * formatted,
+                    "the answer is compared as a number; it must be the text exactly, so '0623' is not '623'"),
     }
+
+
+def _numeric_match(text: str, answer: str) -> bool:
+    content = extract_answer(text)
+    try:
+        return content is not None and int(content.strip()) == int(answer)
+    except ValueError:
+        return False
 
 
 def _where(text: str, answer: str, w: float) -> str:
@@ -79,6 +117,88 @@ check_r1_zero_reward = FunctionExercise(
     doc="""Check ``fn(text, answer, format_weight) -> float`` on ``CASES`` × ``FORMAT_WEIGHTS``.
 
     When it differs from the reference, the mistake whose numbers it matches on every case is
+    named. Prints a verdict; returns True / False, or None when ``fn`` is None or raises
+    ``NotImplementedError`` (not attempted yet).
+    """)
+
+
+# (before, after) profiles ({kind: {"share", "length"}}): the base → a trained policy; a kind that
+# appears only after training (malformed); a kind that vanishes (direct) while another grows.
+PROFILE_PAIRS = (
+    ({"scratchpad": {"share": 0.25, "length": 29.5}, "direct": {"share": 0.75, "length": 6.6},
+      "malformed": {"share": 0.0, "length": math.nan}},
+     {"scratchpad": {"share": 0.9, "length": 31.0}, "direct": {"share": 0.1, "length": 6.0},
+      "malformed": {"share": 0.0, "length": math.nan}}),
+    ({"scratchpad": {"share": 0.5, "length": 30.0}, "direct": {"share": 0.5, "length": 7.0},
+      "malformed": {"share": 0.0, "length": math.nan}},
+     {"scratchpad": {"share": 0.6, "length": 28.0}, "direct": {"share": 0.2, "length": 8.0},
+      "malformed": {"share": 0.2, "length": 60.0}}),
+    ({"scratchpad": {"share": 0.2, "length": 25.0}, "direct": {"share": 0.7, "length": 6.0},
+      "malformed": {"share": 0.1, "length": 50.0}},
+     {"scratchpad": {"share": 0.95, "length": 27.0}, "direct": {"share": 0.0, "length": math.nan},
+      "malformed": {"share": 0.05, "length": 40.0}}),
+)
+
+
+def reference_within(before: dict, after: dict) -> float:
+    """The within term of ``rlbook.reasoning.length_decomposition``."""
+    return length_decomposition(before, after)["within"]
+
+
+def _terms(before: dict, after: dict, *, absent_as_zero: bool = False) -> dict[str, float]:
+    sums = dict.fromkeys(("base_shares", "mix", "change", "zero_within"), 0.0)
+    for kind in KINDS:
+        p, p_new = before[kind]["share"], after[kind]["share"]
+        length, length_new = before[kind]["length"], after[kind]["length"]
+        zero, zero_new = (0.0 if p == 0 else length), (0.0 if p_new == 0 else length_new)
+        sums["zero_within"] += p_new * (zero_new - zero)
+        sums["change"] += p_new * zero_new - p * zero
+        length, length_new = (length_new if p == 0 else length), (length if p_new == 0 else length_new)
+        if p == 0 and p_new == 0:
+            continue
+        sums["base_shares"] += p * (length_new - length)
+        sums["mix"] += (p_new - p) * length
+    return sums
+
+
+def _within_mistakes(before: dict, after: dict) -> dict[str, tuple[float, str]]:
+    sums = _terms(before, after)
+    return {
+        "base_shares": (sums["base_shares"], "the length change is weighted by the base's shares p_k: that is the other "
+                                             "exact split (its mix priced at the trained lengths); here the mix is priced "
+                                             "at the base's lengths, so within uses the trained shares p'_k"),
+        "change": (sums["change"], "that is the whole change L' − L; the within term is only each kind's own change "
+                                   "of length, weighted by its trained share"),
+        "mix": (sums["mix"], "that is the mix term Σ (p'_k − p_k) ℓ_k; the within term is Σ p'_k (ℓ'_k − ℓ_k)"),
+        "absent_as_zero": (sums["zero_within"], "a kind absent on one side has no length (NaN), not length 0: it "
+                                                "contributes nothing to within (its whole effect is mix)"),
+    }
+
+
+def _no_nan(result, reference, before, after) -> str | None:
+    if math.isnan(float(result.reshape(-1)[0])):
+        return ("your within term is NaN: a kind absent on one side (share 0, length NaN) must contribute "
+                "nothing; skip it, or take its length from the other side")
+    return None
+
+
+def _pair_label(before: dict, after: dict) -> str:
+    def shares(side):
+        return ", ".join(f"{k} {side[k]['share']:g}" for k in KINDS)
+    return f"before ({shares(before)}) → after ({shares(after)})"
+
+
+check_within_term = FunctionExercise(
+    "check_within_term", what="within term",
+    cases=lambda: list(PROFILE_PAIRS), reference=reference_within, mistakes=_within_mistakes, label=_pair_label,
+    checks=(_one_number(label=_pair_label), _no_nan), close=_within(1e-6),
+    together=lambda *case: "all", across=True, or_first=True,
+    otherwise=lambda result, reference, *case, **counts: (f"{_pair_label(*case)}: expected {float(reference):.4f}, "
+                                                          f"got {float(result):.4f}"),
+    success=f"matches length_decomposition's within term on {len(PROFILE_PAIRS)} pairs of profiles",
+    doc="""Check ``fn(before, after) -> float``, the within term Σ_k p'_k (ℓ'_k − ℓ_k), on ``PROFILE_PAIRS``.
+
+    When it differs from the reference, the mistake whose numbers it matches on every pair is
     named. Prints a verdict; returns True / False, or None when ``fn`` is None or raises
     ``NotImplementedError`` (not attempted yet).
     """)

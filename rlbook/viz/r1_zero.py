@@ -18,7 +18,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rlbook.reasoning import OUTCOMES, mean_advantage_by_outcome
+from rlbook.reasoning import OUTCOMES, format_constant_in_every_group, mean_advantage_by_outcome
 
 __all__ = ["plot_advantage_by_outcome", "advantage_widget", "plot_twin_curves", "plot_length_accuracy_path",
            "plot_length_decomposition"]
@@ -43,11 +43,19 @@ def plot_advantage_by_outcome(texts, correct, group_size: int, *, accuracy_weigh
     ax.set(ylabel="mean GRPO advantage",
            title=f"reward = {accuracy_weight:g}·accuracy + {format_weight:g}·format"
                  f"{' (think required)' if think_required else ''}")
+    if format_weight > 0 and format_constant_in_every_group(texts, group_size, think_required=think_required):
+        ax.text(0.99, 0.97, "format is the same within every group:\nthe group mean cancels it", transform=ax.transAxes,
+                ha="right", va="top", fontsize=8, color="tab:red")
     return means
 
 
 def advantage_widget(texts, correct, group_size: int):
-    """``plot_advantage_by_outcome`` on one batch, with sliders for the two weights and the format rule."""
+    """``plot_advantage_by_outcome`` on one batch, with sliders for the two weights and the format rule.
+
+    It opens on R1's rule (format needs ``<think>``), where both sliders move the bars; under the
+    book's rule a batch with no malformed completion gives every completion the format reward, the
+    group mean cancels it, and the figure says so.
+    """
     from ipywidgets import Checkbox, FloatSlider, interact
 
     def draw(accuracy_weight, format_weight, think_required):
@@ -58,7 +66,7 @@ def advantage_widget(texts, correct, group_size: int):
     return interact(draw,
                     accuracy_weight=FloatSlider(value=1.0, min=0.0, max=2.0, step=0.1, description="w accuracy"),
                     format_weight=FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="w format"),
-                    think_required=Checkbox(value=False, description="format needs <think>"))
+                    think_required=Checkbox(value=True, description="format needs <think>"))
 
 
 def plot_twin_curves(probes, *, label: str = "seed"):
@@ -80,21 +88,31 @@ def plot_twin_curves(probes, *, label: str = "seed"):
     return fig
 
 
-def plot_length_accuracy_path(probes, base_profile: dict, *, label: str = "seed", ax=None):
+def plot_length_accuracy_path(probes, base_profile: dict, *, label: str = "seed", line_se: float | None = None,
+                              ax=None):
     """The probes as points (length, accuracy), and the line the base's profile predicts when only
-    the scratchpad share p moves: length = ℓ_d + p(ℓ_s − ℓ_d), accuracy = a_d + p(a_s − a_d)."""
+    the scratchpad share p moves: length = ℓ_d + p(ℓ_s − ℓ_d), accuracy = a_d + p(a_s − a_d), with its
+    ends (all direct, all scratchpad) marked. ``line_se``: the standard error of the base's scratchpad
+    accuracy a_s, drawn as a band of ± p · ``line_se`` around the line (its uncertainty at share p)."""
     scratch, direct = base_profile["scratchpad"], base_profile["direct"]
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = plt.subplots(figsize=(6.5, 4))
     shares = np.linspace(0, 1, 50)
-    ax.plot(direct["length"] + shares * (scratch["length"] - direct["length"]),
-            direct["accuracy"] + shares * (scratch["accuracy"] - direct["accuracy"]), "k--",
-            label="only the scratchpad share moves (base's per-kind length, accuracy)")
+    lengths = direct["length"] + shares * (scratch["length"] - direct["length"])
+    accuracy = direct["accuracy"] + shares * (scratch["accuracy"] - direct["accuracy"])
+    ax.plot(lengths, accuracy, "k--", label="only the scratchpad share moves")
+    if line_se is not None:
+        ax.fill_between(lengths, accuracy - shares * line_se, accuracy + shares * line_se, color="gray", alpha=0.25,
+                        label="± p · SE of the base's scratchpad accuracy")
+    ax.plot([lengths[0], lengths[-1]], [accuracy[0], accuracy[-1]], "ks", ms=6)
+    ax.annotate("all direct", (lengths[0], accuracy[0]), xytext=(6, -2), textcoords="offset points", fontsize=8)
+    ax.annotate("all scratchpad", (lengths[-1], accuracy[-1]), xytext=(-6, 8), textcoords="offset points",
+                fontsize=8, ha="right")
     for value, run in probes.groupby(label, sort=False):
-        ax.plot(run["length"], run["accuracy"], "o-", label=f"{label} {value}")
+        ax.plot(run["length"], run["accuracy"], "o-", ms=4, label=f"{label} {value}")
     ax.set(xlabel="mean response length (tokens)", ylabel="held-out accuracy", title="accuracy against length")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     return ax
 
 
@@ -109,10 +127,15 @@ def plot_length_decomposition(decompositions: dict, ax=None):
     mix = [decompositions[n]["mix"] for n in names]
     within = [decompositions[n]["within"] for n in names]
     ax.bar(x, mix, color="tab:blue", label="mix: more of the longer kind (the scratchpad)")
-    ax.bar(x, within, bottom=[min(m, 0) if w < 0 else m for m, w in zip(mix, within)], color="tab:orange",
-           label="within: each kind longer")
+    # the within term stacked on the mix: from the mix's top, up when positive, down when negative
+    ax.bar(x, within, bottom=mix, color="tab:orange", label="within: each kind longer")
+    for i, (m, w) in enumerate(zip(mix, within)):
+        ax.text(i, m + max(w, 0), f"mix {m:+.1f}\nwithin {w:+.1f}", ha="center", va="bottom", fontsize=8)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(x, names, fontsize=9)
+    top = max(m + max(w, 0) for m, w in zip(mix, within))
+    # headroom above the bars for their labels and, above those, the legend in one row
+    ax.set_ylim(min(0, min(m + min(w, 0) for m, w in zip(mix, within))), max(top, 0) * 1.5 + 1e-9)
     ax.set(ylabel="change of mean length (tokens)", title="where the length growth comes from")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", ncol=2)
     return ax
