@@ -139,13 +139,15 @@ class AblationResult:
         over seeds of ``paired_pass_at_k_difference``'s SE clustered by prompt (``clusters``: one label
         per held-out prompt), the part of the spread that evaluating on finitely many prompts adds;
         ``separated``, ``compare_seeds``' verdict (≥ 3 seeds each, every seed of the higher above every
-        seed of the lower); and ``detectable``, ``minimum_detectable_difference`` at the pooled seed SD:
-        the gap these seeds would detect with 80 % probability. Needs at least 2 seeds.
+        seed of the lower); and ``detectable``, ``paired_minimum_detectable_difference`` of the per-seed
+        differences: the gap a paired t-test on these seeds would detect with 80 % probability, the same
+        paired, t-based footing as the interval (an unpaired, normal-quantile figure would claim about twice
+        the power at 3 seeds). Needs at least 2 seeds.
         """
         import pandas as pd
 
         from rlbook.evidence import (
-            _t_quantile, compare_seeds, minimum_detectable_difference, paired_pass_at_k_difference)
+            _t_quantile, compare_seeds, paired_minimum_detectable_difference, paired_pass_at_k_difference)
 
         if not self.held_out_correct:
             raise ValueError("no held-out evaluation: run_ablation(..., eval_dataset=...)")
@@ -173,7 +175,7 @@ class AblationResult:
                                   "mean": differences.mean(), "sd over seeds": sd,
                                   "CI low": differences.mean() - half_width, "CI high": differences.mean() + half_width,
                                   "eval SE": float(np.mean(eval_se)), "separated": comparison.separated,
-                                  "detectable": minimum_detectable_difference(comparison.seed_sd, n, n)}
+                                  "detectable": paired_minimum_detectable_difference(differences)}
         return pd.DataFrame.from_dict(rows, orient="index")
 
     def per_run(self, metric: str, *, last: int = 5):

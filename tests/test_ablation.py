@@ -223,7 +223,7 @@ def test_paired_differences_pairs_runs_by_seed():
     import numpy as np
 
     from rlbook.ablation import AblationResult
-    from rlbook.evidence import compare_seeds, minimum_detectable_difference
+    from rlbook.evidence import compare_seeds
 
     def table(n_right):  # 4 prompts x 2 samples, n_right completions correct, filled prompt by prompt
         flat = [1] * n_right + [0] * (8 - n_right)
@@ -243,7 +243,9 @@ def test_paired_differences_pairs_runs_by_seed():
                                                             rel=1e-4)
     comparison = compare_seeds([6 / 8, 6 / 8, 7 / 8], [4 / 8, 5 / 8, 6 / 8])
     assert bool(row["separated"]) is comparison.separated is False  # 6/8 is not above 6/8
-    assert row["detectable"] == pytest.approx(minimum_detectable_difference(comparison.seed_sd, 3, 3))
+    # paired and t-based, like the interval: (t_{0.975, 2} + t_{0.8, 2}) · sd(differences) / √3, not the
+    # unpaired normal-quantile 2.80 · pooled sd · √(2/3)
+    assert row["detectable"] == pytest.approx((4.302653 + 1.060660) * differences.std(ddof=1) / np.sqrt(3), rel=1e-4)
     assert 0 < row["eval SE"] < 1
     swapped = hand.paired_differences("base", pairs=[("base", "new")])
     assert swapped.loc["base − new", "mean"] == pytest.approx(-differences.mean())

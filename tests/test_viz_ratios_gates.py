@@ -1,5 +1,6 @@
 """The figures, widgets and helpers of lessons 12 (GSPO/GMPO) and 13 (SAPO/CISPO)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -74,6 +75,22 @@ def test_gspo_clip_fraction_is_policy_losss_metric(batch_and_model):
         ratio_viz.gspo_clip_fraction(batch, 1, 0.0)
     with pytest.raises(ValueError, match="update"):
         ratio_viz.gspo_clip_fraction(batch, batch.updates + 1, 0.1)
+
+
+def test_gspo_clip_fraction_on_a_subset_of_responses(batch_and_model):
+    batch, _, _ = batch_and_model
+    even = np.arange(len(batch.texts)) % 2 == 0  # any split of the responses will do
+    tokens = batch.mask.sum(1).numpy()
+    whole = ratio_viz.gspo_clip_fraction(batch, 1, 1e-3)
+    parts = [ratio_viz.gspo_clip_fraction(batch, 1, 1e-3, rows=picked) for picked in (even, ~even)]
+    # the fraction is over tokens, so the whole batch's is the token-weighted mean of the two parts
+    weights = [tokens[even].sum(), tokens[~even].sum()]
+    assert whole == pytest.approx((parts[0] * weights[0] + parts[1] * weights[1]) / sum(weights), abs=1e-6)
+    assert ratio_viz.gspo_clip_fraction(batch, 1, 1e-3, rows=np.flatnonzero(even)) == pytest.approx(parts[0])
+    with pytest.raises(ValueError, match="no response"):
+        ratio_viz.gspo_clip_fraction(batch, 1, 1e-3, rows=np.zeros(len(batch.texts), dtype=bool))
+    with pytest.raises(ValueError, match="one entry per response"):
+        ratio_viz.gspo_clip_fraction(batch, 1, 1e-3, rows=np.ones(3, dtype=bool))
 
 
 def test_plot_histories_overlays_runs():

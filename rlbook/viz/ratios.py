@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
+import torch
 
 from rlbook._checks import check_positive
 from rlbook.losses import policy_loss
@@ -68,17 +69,27 @@ def clip_fraction_table(batch: OffPolicyBatch) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("updates")
 
 
-def gspo_clip_fraction(batch: OffPolicyBatch, update: int, eps: float, *, variant: str = "gspo") -> float:
+def gspo_clip_fraction(batch: OffPolicyBatch, update: int, eps: float, *, variant: str = "gspo",
+                       rows=None) -> float:
     """``policy_loss``'s token clip fraction after ``update`` steps with the band ε_low = ε_high = ``eps``.
 
     The fraction of completion tokens whose gradient the clip zeroes: pessimistic by the sign of the
     advantage, never a token with A = 0. ``variant="grpo"`` gives GRPO's at the same ε on token ratios.
+    ``rows``: a boolean mask or indices of the responses to count (default all of them).
     """
     if not 0 <= update <= batch.updates:
         raise ValueError(f"update must be in [0, {batch.updates}], got {update}")
     eps = check_positive("eps", eps)
-    _, metrics = policy_loss(batch.logps[update], batch.old_logp, batch.advantages, batch.mask, variant=variant,
-                             eps_low=eps, eps_high=eps)
+    picked = torch.arange(len(batch.texts)) if rows is None else torch.as_tensor(np.asarray(rows))
+    if picked.dtype == torch.bool:
+        if picked.shape != (len(batch.texts),):
+            raise ValueError(f"a boolean rows mask needs one entry per response ({len(batch.texts)}), "
+                             f"got shape {tuple(picked.shape)}")
+        picked = picked.nonzero(as_tuple=True)[0]
+    if picked.numel() == 0:
+        raise ValueError("rows selects no response")
+    _, metrics = policy_loss(batch.logps[update][picked], batch.old_logp[picked], batch.advantages[picked],
+                             batch.mask[picked], variant=variant, eps_low=eps, eps_high=eps)
     return float(metrics["clip_frac"])
 
 
