@@ -34,6 +34,7 @@ __all__ = [
     "OffPolicyBatch",
     "off_policy_batch",
     "policy_after_updates",
+    "clip_relief",
     "one_step_logprob_change",
     "first_token_probabilities",
     "sampled_token_entropies",
@@ -295,3 +296,53 @@ def _completion_log_policy(model, rollout, temperature: float) -> torch.Tensor:
 
 def _entropy(log_policy: torch.Tensor) -> torch.Tensor:
     return -(log_policy.exp() * log_policy).sum(-1)
+
+
+def clip_relief(low: dict, high: dict, group_size: int, completion_ids=None):
+    """The A > 0 decisions of one batch updated twice, under a smaller and a larger ε_high, side by side.
+
+    ``low`` and ``high``: two ``policy_after_updates`` results from the same rollout, advantages,
+    minibatch seed and learning rate, differing only in ε_high (DAPO's clip-higher, Yu et al. 2025,
+    arXiv:2503.14476, §3.1, eq. 10). Until some token first passes r = 1 + ε_high of the smaller
+    clip the two runs are identical; from then on they differ only through what that clip switched off.
+
+    A *decision* is one (prompt, position, token) whose context was sampled: the rows of one group
+    that share a prefix share that token's probability, so they are one decision, not several
+    (``group_size``: the rows of one prompt are contiguous; ``completion_ids``, (B, T), tells tokens
+    apart, otherwise π_old does). Returns a ``pandas.DataFrame``, one row per decision with
+    A > 0: ``prompt``, ``position``, ``old_prob``, ``rows`` (how many tokens it stands for),
+    ``log_ratio_low`` / ``log_ratio_high`` (log π_θ/π_old after the updates, the mean over its rows),
+    ``difference`` (high − low) and ``clipped_low`` (the smaller clip switched it off in some update).
+    """
+    import pandas as pd
+
+    group_size = check_int("group_size", group_size, minimum=1)
+    for name, batch in (("low", low), ("high", high)):
+        missing = {"old_logp", "logp", "advantages", "mask", "clipped_high"} - set(batch)
+        if missing:
+            raise ValueError(f"{name} must come from policy_after_updates; missing {sorted(missing)}")
+    if not torch.equal(low["old_logp"], high["old_logp"]) or not torch.equal(low["mask"], high["mask"]):
+        raise ValueError("low and high must be the same rollout updated twice (their old_logp and mask differ)")
+    mask = low["mask"] > 0
+    if mask.shape[0] % group_size:
+        raise ValueError(f"the batch has {mask.shape[0]} rows, not a multiple of group_size={group_size}")
+    advantages = low["advantages"]
+    token_advantages = advantages.unsqueeze(1).expand_as(mask) if advantages.dim() == 1 else advantages
+    positive = mask & (token_advantages > 0)
+    rows, positions = positive.nonzero(as_tuple=True)
+    old_logp = low["old_logp"][rows, positions]
+    tokens = (torch.as_tensor(completion_ids)[rows, positions] if completion_ids is not None
+              else torch.round(old_logp * 1e6).long())
+    table = pd.DataFrame({
+        "prompt": (rows // group_size).tolist(), "position": positions.tolist(), "token": tokens.tolist(),
+        "old_prob": old_logp.exp().tolist(),
+        "log_ratio_low": (low["logp"] - low["old_logp"])[rows, positions].tolist(),
+        "log_ratio_high": (high["logp"] - high["old_logp"])[rows, positions].tolist(),
+        "clipped_low": torch.as_tensor(low["clipped_high"]).bool()[rows, positions].tolist(),
+    })
+    table["context"] = old_logp.round(decimals=6).tolist()  # same prompt, position, token and π_old: one context
+    decisions = table.groupby(["prompt", "position", "token", "context"], sort=True).agg(
+        old_prob=("old_prob", "mean"), rows=("old_prob", "size"), log_ratio_low=("log_ratio_low", "mean"),
+        log_ratio_high=("log_ratio_high", "mean"), clipped_low=("clipped_low", "any"))
+    decisions = decisions.reset_index(level=["prompt", "position"]).reset_index(drop=True)
+    return decisions.assign(difference=decisions["log_ratio_high"] - decisions["log_ratio_low"])

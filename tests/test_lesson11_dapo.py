@@ -153,6 +153,49 @@ def test_policy_after_updates_records_the_clip_while_each_row_is_trained(model_d
         policy_after_updates(model, rollout, advantages, eps_high=-0.1)
 
 
+def _relief_pair():
+    """Two rows of one prompt (G = 2) sharing their first token, a third row of another prompt (G = 2 → 2 prompts)."""
+    old = torch.tensor([[0.3, 0.9], [0.3, 0.6], [0.5, 0.99], [0.4, 0.2]]).log()
+    mask = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    advantages = torch.tensor([1.0, 1.0, 1.0, -1.0])
+    low_new = torch.tensor([[0.36, 0.92], [0.36, 0.62], [0.55, 0.5], [0.3, 0.2]]).log()
+    high_new = torch.tensor([[0.39, 0.92], [0.39, 0.61], [0.55, 0.5], [0.3, 0.2]]).log()
+    clipped = torch.tensor([[True, False], [True, False], [False, False], [False, False]])
+    common = {"old_logp": old, "advantages": advantages, "mask": mask}
+    return ({**common, "logp": low_new, "clipped_high": clipped},
+            {**common, "logp": high_new, "clipped_high": torch.zeros_like(clipped)})
+
+
+def test_clip_relief_pairs_the_two_updates_decision_by_decision():
+    from rlbook.probes import clip_relief
+
+    low, high = _relief_pair()
+    ids = torch.tensor([[5, 6], [5, 7], [5, 6], [5, 6]])
+    table = clip_relief(low, high, 2, ids)
+    # A > 0 tokens: rows 0-2 (row 3 has A < 0; row 2's second token is padding). Rows 0 and 1 share
+    # their first token and its context: one decision standing for two rows.
+    assert len(table) == 4
+    first = table[(table["prompt"] == 0) & (table["position"] == 0)].iloc[0]
+    assert first["rows"] == 2 and bool(first["clipped_low"])
+    assert first["old_prob"] == pytest.approx(0.3)
+    assert first["difference"] == pytest.approx(np.log(0.39 / 0.36), rel=1e-5)
+    second = table[(table["prompt"] == 0) & (table["position"] == 1)]
+    assert sorted(second["difference"].round(6)) == pytest.approx(sorted([0.0, np.log(0.61 / 0.62)]), abs=1e-6)
+    assert table[table["prompt"] == 1]["difference"].abs().max() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_clip_relief_rejects_two_different_rollouts():
+    from rlbook.probes import clip_relief
+
+    low, high = _relief_pair()
+    with pytest.raises(ValueError, match="same rollout"):
+        clip_relief(low, {**high, "old_logp": high["old_logp"] + 0.1}, 2)
+    with pytest.raises(ValueError, match="policy_after_updates"):
+        clip_relief(low, {k: v for k, v in high.items() if k != "clipped_high"}, 2)
+    with pytest.raises(ValueError, match="multiple"):
+        clip_relief(low, high, 3)
+
+
 def test_upclipped_tokens_lists_the_tokens_clipped_during_an_update():
     batch = {**_batch(), "clipped_high": torch.tensor([[False, True, False], [False, False, False]]),
              "last_ratio": torch.tensor([[1.5, 1.3, 1.0], [1.0, 1.0, 1.0]])}

@@ -116,14 +116,35 @@ def test_dapo_figures_draw():
         dapo_viz.plot_ablation_bars(table, ("nope",))
 
 
+def _probed_batches():
+    """One batch 'updated' under three ε_high: the larger the clip, the further its A > 0 tokens rose."""
+    base = _batch()
+    return {eps: {**base, "logp": base["old_logp"] + (1 + eps) * (base["logp"] - base["old_logp"])}
+            for eps in (0.2, 0.28, 0.5)}
+
+
 @pytest.mark.parametrize("make", [lambda: agg_viz.token_weights_widget(max_len=16),
-                                  lambda: dapo_viz.clip_higher_widget(_batch())], ids=["token_weights", "clip_higher"])
+                                  lambda: dapo_viz.clip_higher_widget(_batch()),
+                                  lambda: dapo_viz.clip_higher_widget(batches=_probed_batches())],
+                         ids=["token_weights", "clip_higher", "clip_higher_probed"])
 def test_every_control_of_the_widgets_changes_the_figure(make):
     pytest.importorskip("ipywidgets")
     from test_widgets_respond import _drive
 
     recorder = _drive(make())  # fails on a raising draw or a control that changes nothing
     assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 2
+
+
+def test_the_probed_clip_widget_draws_the_batch_of_each_eps_high():
+    pytest.importorskip("ipywidgets")
+    batches = _probed_batches()
+    widget = dapo_viz.clip_higher_widget(batches=batches)
+    slider = widget.widget.kwargs_widgets[1]
+    assert [value for _, value in slider.options] == [0.2, 0.28, 0.5] and slider.value == 0.28
+    with pytest.raises(ValueError, match="not both"):
+        dapo_viz.clip_higher_widget(_batch(), batches=batches)
+    with pytest.raises(ValueError, match="non-empty"):
+        dapo_viz.clip_higher_widget(batches={})
 
 
 def test_the_trainer_logs_flat_groups_of_the_trained_batch():

@@ -227,19 +227,40 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
     return fig
 
 
-def clip_higher_widget(batch: dict | None = None):
-    """ε_low and ε_high as sliders over ``plot_clip_higher`` (on ``batch``'s tokens when given)."""
+def clip_higher_widget(batch: dict | None = None, *, batches: dict | None = None):
+    """ε_low and ε_high as sliders over ``plot_clip_higher``.
+
+    ``batches``: ``{ε_high: batch}``, one real batch per ε_high, each updated *under* that ε_high
+    (``rlbook.probes.policy_after_updates``): the ε_high slider then steps through those values and
+    shows the tokens where that clip left them, so moving it changes what happened to the tokens, not
+    only which fixed points lie above a line. ``batch``: one batch drawn under every ε_high (the line
+    moves, the tokens do not). ε_low moves the left panel's flat region only.
+    """
     import ipywidgets as widgets
 
-    def draw(eps_low, eps_high):
-        plot_clip_higher(eps_low, max(eps_high, eps_low), batch=batch)
+    if batch is not None and batches is not None:
+        raise ValueError("pass batch or batches, not both")
+    eps_low_slider = widgets.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_low")
+    if batches is None:
+        def draw(eps_low, eps_high):
+            plot_clip_higher(eps_low, max(eps_high, eps_low), batch=batch)
+            plt.show()
+
+        eps_high_slider = widgets.FloatSlider(value=0.28, min=0.0, max=1.0, step=0.01, description="ε_high")
+        return widgets.interact(draw, eps_low=eps_low_slider, eps_high=eps_high_slider)
+    if not isinstance(batches, dict) or not batches:
+        raise ValueError("batches must be a non-empty dict {eps_high: batch}")
+    values = sorted(check_positive("eps_high", float(eps), allow_zero=True) for eps in batches)
+    by_value = {float(eps): b for eps, b in batches.items()}
+
+    def draw_probed(eps_low, eps_high):
+        plot_clip_higher(min(eps_low, eps_high), eps_high, batch=by_value[eps_high])
         plt.show()
 
-    return widgets.interact(
-        draw,
-        eps_low=widgets.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_low"),
-        eps_high=widgets.FloatSlider(value=0.28, min=0.0, max=1.0, step=0.01, description="ε_high"),
-    )
+    start = min(values, key=lambda v: abs(v - 0.28))
+    eps_high_slider = widgets.SelectionSlider(options=[(f"{v:g}", v) for v in values], value=start,
+                                              description="ε_high")
+    return widgets.interact(draw_probed, eps_low=eps_low_slider, eps_high=eps_high_slider)
 
 
 def plot_clip_higher_bandit(runs: dict):
