@@ -7,7 +7,7 @@ the likely mistake: the pooled estimator Clip-Cov uses (centred on the batch's m
 the same with padding in the means, log π − H in place of log π + H (the sign of E_π[log π] = −H),
 no centring, A centred as well, padding left non-zero, the sign flipped.
 
-``check_entropy_change`` (a warm-up, kept for the assignments): the first-order entropy change of a
+``check_entropy_change`` (the lesson's earlier, one-line exercise; a warm-up): the first-order entropy change of a
 natural policy-gradient step on a softmax.
 
 The reader writes ``my_entropy_change(logits, advantages, lr) -> float``: for π = softmax(z) and the
