@@ -18,9 +18,26 @@ Models", arXiv:2505.22617, §3, for a tabular softmax):
 - natural policy gradient: Δz = η·A, and ΔH ≈ −η · Cov_π(log π(a), A(a)).
 
 A confident action with a positive advantage, or a rare one with a negative advantage, lowers
-the entropy; a rare action rewarded raises it. On a language model the same quantity is measured
-per token of a batch: the centred product (log π(y_t) − mean)·(A_t − mean) over the batch's
-tokens, whose mean is the batch covariance. The paper's two controls act on the tokens where it is
+the entropy; a rare action rewarded raises it.
+
+Which covariance. The law holds state by state: at a state s (a prompt and the tokens so far) the
+covariance is over the actions a ∼ π(·|s), centred on that state's own means, E_π[log π(·|s)] =
+−H(s). A batch of completions gives one sampled token y_t per visited state s_t and one advantage
+A_t, so two estimators are at hand:
+
+- **per state** (``state_covariance``): (log π(y_t|s_t) + H(s_t))·A_t, centred on the state's own
+  mean −H(s_t), which the full next-token distribution gives exactly. Given s_t its expectation is
+  Cov_{a∼π(·|s_t)}(log π(a|s_t), A(s_t, a)) whatever baseline A_t carries (E_π[log π + H] = 0 at
+  each state, so a constant in A drops out), so its mean over a batch estimates the law's term
+  averaged over the visited states;
+- **pooled** (``token_covariance``): (log π(y_t) − m_logp)·(A_t − m_A), centred on the batch's means
+  over all its tokens. This is the quantity Cui et al.'s controls select tokens by (§4; the
+  authors' code centres on the masked means of the micro-batch). Its mean is the per-state mean
+  plus a between-state term −Cov_tokens(H(s_t), A_t) (and −m_A·mean(log π + H), 0 when the
+  advantages average to 0): a batch where wrong completions pass through more uncertain states
+  reads as a more positive covariance, although no state's own covariance changed.
+
+The paper's two controls act on the tokens where it is
 largest: **Clip-Cov** drops the gradient of a random share of the tokens whose covariance lies in
 a band (1, 5) and that the PPO clip has not already stopped, and **KL-Cov** adds a KL penalty
 (|log π_θ − log π_old| weighted by a coefficient) on the top share of tokens by covariance (§4 of
@@ -52,6 +69,7 @@ __all__ = [
     "predicted_entropy_change",
     "policy_gradient_logit_step",
     "token_covariance",
+    "state_covariance",
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
@@ -102,6 +120,17 @@ def policy_gradient_logit_step(logits, advantages, lr: float, *, natural: bool =
     return lr * (centred if natural else p * centred)
 
 
+def _per_token(advantages, logp: torch.Tensor) -> torch.Tensor:
+    """``advantages`` (B,) per sequence or (B, C) per token, as (B, C) like ``logp``; detached."""
+    advantages = as_float_tensor("advantages", advantages).detach()
+    if advantages.dim() == 1:
+        if advantages.shape[0] != logp.shape[0]:
+            raise ValueError(f"advantages of shape (B,) must have B = {logp.shape[0]} rows, got {advantages.shape[0]}")
+        advantages = advantages[:, None].expand_as(logp)
+    check_same_shape(logp=logp, advantages=advantages)
+    return advantages
+
+
 def token_covariance(logp, advantages, mask) -> torch.Tensor:
     """Each token's centred product (log π(y_t) − m_logp)·(A_t − m_A), means over the masked tokens.
 
@@ -113,18 +142,34 @@ def token_covariance(logp, advantages, mask) -> torch.Tensor:
     logp = as_float_tensor("logp", logp).detach()
     mask = as_float_tensor("mask", mask)
     check_same_shape(logp=logp, mask=mask)
-    advantages = as_float_tensor("advantages", advantages).detach()
-    if advantages.dim() == 1:
-        if advantages.shape[0] != logp.shape[0]:
-            raise ValueError(f"advantages of shape (B,) must have B = {logp.shape[0]} rows, got {advantages.shape[0]}")
-        advantages = advantages[:, None].expand_as(logp)
-    check_same_shape(logp=logp, advantages=advantages)
+    advantages = _per_token(advantages, logp)
     count = mask.sum()
     if count <= 0:
         raise ValueError("mask must mark at least one token")
     mean_logp = (logp * mask).sum() / count
     mean_advantage = (advantages * mask).sum() / count
     return (logp - mean_logp) * (advantages - mean_advantage) * mask
+
+
+def state_covariance(logp, entropy, advantages, mask) -> torch.Tensor:
+    """Each token's per-state covariance estimate (log π(y_t|s_t) + H(s_t))·A_t; padding positions 0.
+
+    ``logp`` (B, C) are the sampled tokens' log-probs, ``entropy`` (B, C) the entropy of the full
+    next-token distribution at each position, ``advantages`` (B,) per sequence or (B, C) per token,
+    ``mask`` (B, C) the completion tokens. Centred on the state's own mean E_{a∼π(·|s_t)}[log π(a|s_t)]
+    = −H(s_t), not on a batch mean: given s_t its expectation over y_t ∼ π(·|s_t) is the covariance of
+    the law, Cov_{a∼π(·|s_t)}(log π(a|s_t), A(s_t, a)) (Cui et al. 2025, arXiv:2505.22617, §3, natural
+    policy gradient), and a baseline in A_t leaves it unbiased. ``token_covariance`` is the pooled
+    estimator the controls use; the module docstring gives the exact relation between the two.
+    """
+    logp = as_float_tensor("logp", logp).detach()
+    entropy = as_float_tensor("entropy", entropy).detach()
+    mask = as_float_tensor("mask", mask)
+    check_same_shape(logp=logp, entropy=entropy, mask=mask)
+    advantages = _per_token(advantages, logp)
+    if mask.sum() <= 0:
+        raise ValueError("mask must mark at least one token")
+    return (logp + entropy) * advantages * mask
 
 
 def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0, high: float = 5.0,

@@ -48,7 +48,7 @@ from rlbook.metrics import pass_at_k_per_prompt
 
 __all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
-           "detectable_bias", "MIN_SEEDS"]
+           "detectable_bias", "critical_correlation", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -220,6 +220,19 @@ def paired_minimum_detectable_difference(differences, *, power: float = 0.8) -> 
         raise ValueError(f"power must be a probability in [0.5, 1), got {power!r}")
     df = d.size - 1
     return (_t_quantile(0.975, df) + _t_quantile(power, df)) * float(d.std(ddof=1)) / math.sqrt(d.size)
+
+
+def critical_correlation(n: int, *, level: float = 0.05) -> float:
+    """The Pearson r that ``n`` paired values must exceed for a one-sided test of a positive
+    correlation at ``level``: r* = t / √(n − 2 + t²), t = Student's t quantile 1 − level with n − 2
+    degrees of freedom (the t-test of r under bivariate normal noise). E.g. 0.378 at n = 20, 5 %.
+    For a law that predicts the sign of a relation before the data are seen."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 3:
+        raise ValueError(f"n must be an int of at least 3 pairs, got {n!r}")
+    if not isinstance(level, (int, float)) or not 0 < level <= 0.5:
+        raise ValueError(f"level must be in (0, 0.5], got {level!r}")
+    t = _t_quantile(1 - level, n - 2)
+    return t / math.sqrt(n - 2 + t * t)
 
 
 def _t_quantile(q: float, df: int) -> float:

@@ -26,7 +26,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.advantages import group_advantages
-from rlbook.entropy import token_covariance
+from rlbook.entropy import state_covariance, token_covariance
 from rlbook.rollout import completion_forward, format_prompts, rollout_logprobs, sample
 from rlbook.update import minibatch_plan, policy_step, policy_update
 
@@ -255,6 +255,12 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
       token-level estimator of Cui et al. 2025 (arXiv:2505.22617, §4; the mean of
       ``token_covariance``), the natural-PG term of §3;
     - ``vanilla_cov``: the same covariance with π(y_t)·A_t, the vanilla-PG term of §3;
+    - ``state_cov``: the per-state estimate, mean_t (log π(y_t) + H(π_t))·A_t
+      (``rlbook.entropy.state_covariance``): each token centred on its own state's mean log-prob
+      −H(π_t), as the law has it, where ``natural_cov`` centres on the batch's mean;
+    - ``between_states``: −Cov_t(H(π_t), A_t) over the batch's tokens, and ``centring``:
+      −mean_t(A_t)·mean_t(log π(y_t) + H(π_t)); exactly, natural_cov = state_cov + between_states +
+      centring;
     - ``entropy_before``, ``entropy_after``: the mean token entropies.
 
     The law predicts ``measured`` ≈ −η·cov for an unknown effective step η > 0 (a network's logits
@@ -278,10 +284,18 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
     sampled = before.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
     per_token = advantages[:, None].expand_as(sampled)
     count = mask.sum()
-    return {"measured": float(((entropy_after - entropy_before) * mask).sum() / count),
-            "first_order": float((first_order * mask).sum() / count),
+
+    def mean(x):
+        return (x * mask).sum() / count
+
+    centred_logp = sampled + entropy_before
+    return {"measured": float(mean(entropy_after - entropy_before)),
+            "first_order": float(mean(first_order)),
             "natural_cov": float(token_covariance(sampled, per_token, mask).sum() / count),
             "vanilla_cov": float(token_covariance(sampled, sampled.exp() * per_token, mask).sum() / count),
+            "state_cov": float(state_covariance(sampled, entropy_before, per_token, mask).sum() / count),
+            "between_states": float(-mean((entropy_before - mean(entropy_before)) * (per_token - mean(per_token)))),
+            "centring": float(-mean(per_token) * mean(centred_logp)),
             "entropy_before": float((entropy_before * mask).sum() / count),
             "entropy_after": float((entropy_after * mask).sum() / count)}
 

@@ -328,3 +328,41 @@ def test_the_step_covariances_are_the_token_covariances_of_the_sampled_tokens():
         entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=0.1), rollout, advantages[:3])
     with pytest.raises(ValueError, match="temperature"):
         entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=0.1), rollout, advantages, temperature=0.0)
+
+
+def test_the_per_state_covariance_estimate_is_unbiased_for_the_law_at_each_state():
+    from rlbook.entropy import state_covariance
+
+    generator = torch.Generator().manual_seed(0)
+    z = torch.tensor([2.0, 0.5, 0.0, -1.0], dtype=torch.float64)
+    q = torch.tensor([1.0, 0.0, 2.0, -0.5], dtype=torch.float64)  # the return of each action at this state
+    log_p = torch.log_softmax(z, 0)
+    p = log_p.exp()
+    entropy = float(-(p * log_p).sum())
+    exact = float((p * (log_p + entropy) * (q - (p * q).sum())).sum())  # Cov_{a∼π}(log π(a), Q(a))
+    draws = torch.multinomial(p, 200_000, replacement=True, generator=generator)
+    for baseline in (0.0, 0.7):  # any baseline: E_π[log π + H] = 0 makes it drop out
+        estimate = state_covariance(log_p[draws][None], torch.full((1, draws.numel()), entropy),
+                                    (q[draws] - baseline)[None], torch.ones(1, draws.numel()))
+        assert float(estimate.mean()) == pytest.approx(exact, abs=0.01)
+    assert float(state_covariance(torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([1.0, -1.0]),
+                                  torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]))[0, 2]) == 0.0  # padding 0
+    for bad, match in (((torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2), torch.ones(2, 3)), "shape"),
+                       ((torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3)), "advantages"),
+                       ((torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.zeros(2, 3)), "mask")):
+        with pytest.raises(ValueError, match=match):
+            state_covariance(*bad)
+
+
+def test_the_pooled_covariance_is_the_per_state_one_plus_a_between_state_term():
+    import copy
+
+    from rlbook.probes import entropy_step_change
+
+    base, rollout, advantages = _tiny_rollout()
+    model = copy.deepcopy(base)
+    result = entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=1e-3), rollout, advantages,
+                                 variant="reinforce")
+    assert result["natural_cov"] == pytest.approx(result["state_cov"] + result["between_states"] + result["centring"],
+                                                  abs=1e-9)
+    assert result["between_states"] != pytest.approx(0.0, abs=1e-6)  # the two estimators differ here

@@ -201,3 +201,16 @@ def test_paired_minimum_detectable_difference_uses_t_quantiles():
         paired_minimum_detectable_difference([0.1])
     with pytest.raises(ValueError, match="power"):
         paired_minimum_detectable_difference(differences, power=1.2)
+
+
+def test_critical_correlation_matches_the_tables_of_r():
+    from rlbook.evidence import critical_correlation
+
+    assert critical_correlation(20) == pytest.approx(0.3783, abs=1e-3)  # one-tailed 5 %, df = 18
+    assert critical_correlation(12) == pytest.approx(0.4973, abs=1e-3)  # df = 10
+    assert critical_correlation(20, level=0.025) == pytest.approx(0.4438, abs=1e-3)  # = two-tailed 5 %
+    for bad in (2, 2.5, True):
+        with pytest.raises(ValueError, match="n must"):
+            critical_correlation(bad)
+    with pytest.raises(ValueError, match="level"):
+        critical_correlation(20, level=0.9)

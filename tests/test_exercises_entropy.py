@@ -51,3 +51,67 @@ def test_the_exact_change_is_named_not_taken_for_the_prediction(capsys):
 
     assert check_entropy_change(exact) is False
     assert "exact change" in capsys.readouterr().out
+
+
+# The per-state covariance estimate, the lesson's exercise.
+
+def _right_ways():
+    def masked(logp, entropy, advantages, mask):
+        return (logp + entropy) * advantages[:, None] * mask
+
+    def where(logp, entropy, advantages, mask):
+        return torch.where(mask > 0, (logp + entropy) * advantages.unsqueeze(1), torch.zeros_like(logp))
+
+    def float32(logp, entropy, advantages, mask):
+        return ((logp.float() + entropy.float()) * advantages.float()[:, None] * mask.float())
+
+    def loop(logp, entropy, advantages, mask):
+        out = torch.zeros_like(logp)
+        for i in range(logp.shape[0]):
+            for t in range(logp.shape[1]):
+                if mask[i, t]:
+                    out[i, t] = (logp[i, t] - (-entropy[i, t])) * advantages[i]
+        return out
+
+    return masked, where, float32, loop
+
+
+def test_every_right_way_to_write_the_per_state_estimate_passes(capsys):
+    from rlbook.exercises.entropy import check_state_covariance
+
+    for fn in _right_ways():
+        assert check_state_covariance(fn) is True, fn.__name__
+    assert capsys.readouterr().out.count("✓") == 4
+
+
+def test_the_per_state_checker_names_each_common_mistake(capsys):
+    from rlbook.entropy import token_covariance
+    from rlbook.exercises.entropy import check_state_covariance
+
+    def pooled(logp, entropy, advantages, mask):  # Clip-Cov's centring on the batch means
+        return token_covariance(logp, advantages, mask)
+
+    def minus_entropy(logp, entropy, advantages, mask):
+        return (logp - entropy) * advantages[:, None] * mask
+
+    def uncentred(logp, entropy, advantages, mask):
+        return logp * advantages[:, None] * mask
+
+    def centred_advantage(logp, entropy, advantages, mask):
+        per_token = advantages[:, None].expand_as(logp)
+        return (logp + entropy) * (per_token - (per_token * mask).sum() / mask.sum()) * mask
+
+    def padding(logp, entropy, advantages, mask):
+        return (logp + entropy) * advantages[:, None]
+
+    def sign(logp, entropy, advantages, mask):
+        return -(logp + entropy) * advantages[:, None] * mask
+
+    for fn, words in ((pooled, "pooled estimator Clip-Cov"), (minus_entropy, "log π − H"),
+                      (uncentred, "not centred"), (centred_advantage, "centred A"), (padding, "padding positions"),
+                      (sign, "sign is flipped")):
+        assert check_state_covariance(fn) is False
+        assert words in capsys.readouterr().out, fn.__name__
+    assert check_state_covariance(lambda *args: torch.zeros(2)) is False
+    assert "one value per token" in capsys.readouterr().out
+    assert check_state_covariance(None) is None

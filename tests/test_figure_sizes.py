@@ -59,7 +59,7 @@ def test_the_figures_that_were_one_strip_wider_than_the_column_now_fit_it():
                             "rewards/margins": 0.1 * steps, "logps/chosen": -20 - 0.1 * steps,
                             "logps/rejected": -20 - 0.2 * steps})
     law = pd.DataFrame({"measured": np.linspace(-0.02, 0.01, 8), "first_order": np.linspace(-0.02, 0.012, 8),
-                        "natural_cov": np.linspace(0.01, -0.01, 8)})
+                        "natural_cov": np.linspace(0.01, -0.01, 8), "state_cov": np.linspace(0.005, -0.002, 8)})
     correct = torch.arange(16 * 8).reshape(16, 8) % 3 == 0
     stages = pd.DataFrame({"pass@1": [0.3, 0.8], "pass@8": [0.6, 0.9], "format": [0.3, 0.9],
                            "gold preference": [-3.0, -1.0]}, index=["base", "1 · cold-start SFT"])

@@ -103,8 +103,30 @@ def test_the_step_law_figure():
     import pandas as pd
 
     steps = pd.DataFrame({"measured": [-0.01, 0.005, -0.02], "first_order": [-0.012, 0.004, -0.015],
-                          "natural_cov": [0.2, 0.1, 0.3]})
+                          "natural_cov": [0.2, 0.1, 0.3], "state_cov": [0.02, -0.01, 0.03]})
     fig = viz.plot_step_law(steps)
     assert len(fig.axes) == 4 and "r = +" in fig.axes[0].get_title()
+    labels = [text.get_text() for text in fig.axes[1].get_legend().get_texts()]
+    assert len(labels) == 2 and labels[0].startswith("−state_cov: r = +") and labels[1].startswith("−natural_cov")
+    assert len(viz.plot_step_law(steps, covariances=["natural_cov"]).axes[1].collections) == 1
     with pytest.raises(ValueError, match="vanilla_cov"):
-        viz.plot_step_law(steps, covariance="vanilla_cov")
+        viz.plot_step_law(steps, covariances=["vanilla_cov"])
+    with pytest.raises(ValueError, match="at least one"):
+        viz.plot_step_law(steps, covariances=[])
+
+
+def test_the_frontier_along_one_run_is_fitted_to_its_early_probes_only():
+    import pandas as pd
+
+    from rlbook.entropy import fit_entropy_frontier
+
+    probes = pd.DataFrame({"step": [0, 3, 6, 9, 12], "entropy": [0.3, 0.2, 0.12, 0.08, 0.07],
+                           "pass@1": [0.3, 0.45, 0.6, 0.5, 0.4], "se": [0.03] * 5})
+    fig = viz.plot_frontier_along_run(probes, fit_steps=3)
+    early = fit_entropy_frontier(probes["entropy"][:3].to_numpy(), probes["pass@1"][:3].to_numpy())
+    assert f"ceiling b − a = {early['ceiling']:.2f}" in fig.axes[0].get_title()
+    assert len(fig.axes) == 2  # the panel and its step colourbar
+    with pytest.raises(ValueError, match="fit_steps"):
+        viz.plot_frontier_along_run(probes, fit_steps=2)
+    with pytest.raises(ValueError, match="pass@1"):
+        viz.plot_frontier_along_run(probes.drop(columns="pass@1"), fit_steps=3)

@@ -1,4 +1,13 @@
-"""Checker for the exercise of lesson 16 (entropy collapse): the first-order entropy change of a
+"""Checkers for lesson 16 (entropy collapse).
+
+``check_state_covariance`` (the lesson's exercise): the per-state covariance estimate of each token of a
+batch, (log π(y_t|s_t) + H(s_t))·A_t with padding 0 (``rlbook.entropy.state_covariance``; Cui et al.
+2025, arXiv:2505.22617, §3), on small batches with padding and advantages whose mean is not 0, naming
+the likely mistake: the pooled estimator Clip-Cov uses (centred on the batch's means, ``token_covariance``),
+the same with padding in the means, log π − H in place of log π + H (the sign of E_π[log π] = −H),
+no centring, A centred as well, padding left non-zero, the sign flipped.
+
+``check_entropy_change`` (the lesson's earlier, one-line exercise; a warm-up): the first-order entropy change of a
 natural policy-gradient step on a softmax.
 
 The reader writes ``my_entropy_change(logits, advantages, lr) -> float``: for π = softmax(z) and the
@@ -15,10 +24,11 @@ from __future__ import annotations
 
 import torch
 
-from rlbook.entropy import entropy_change, policy_gradient_logit_step, predicted_entropy_change
+from rlbook.entropy import (entropy_change, policy_gradient_logit_step, predicted_entropy_change, state_covariance,
+                            token_covariance)
 from rlbook.exercises.framework import FunctionExercise
 
-__all__ = ["CASES", "reference_entropy_change", "check_entropy_change"]
+__all__ = ["CASES", "reference_entropy_change", "check_entropy_change", "STATE_CASES", "check_state_covariance"]
 
 # (logits, advantages, lr); the advantages' mean under π is not 0, so forgetting to centre shows.
 CASES = (
@@ -84,4 +94,74 @@ check_entropy_change = FunctionExercise(
 
     Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None
     or raises ``NotImplementedError`` (not attempted yet).
+    """)
+
+
+# (logp, entropy, advantages, mask): three completions of up to four tokens, the last ones padded; the
+# advantages' mean over the tokens is not 0 and the entropies differ, so each mistake shows.
+STATE_CASES = (
+    (((-0.05, -1.20, -0.01, -2.30), (-0.40, -0.02, 0.0, 0.0), (-0.90, -0.10, -0.03, 0.0)),
+     ((0.30, 1.10, 0.05, 1.60), (0.90, 0.10, 0.0, 0.0), (1.20, 0.40, 0.15, 0.0)),
+     (1.0, -0.5, 0.2),
+     ((1, 1, 1, 1), (1, 1, 0, 0), (1, 1, 1, 0))),
+    (((-0.70, -0.003, -1.60), (-0.02, -0.25, -0.60)),
+     ((0.65, 0.02, 1.30), (0.08, 0.70, 0.95)),
+     (-0.7, 1.3),
+     ((1, 1, 1), (1, 1, 0))),
+)
+
+
+def _state_cases():
+    return [tuple(torch.tensor(x, dtype=torch.float64) for x in case) for case in STATE_CASES]
+
+
+def _state_mistakes(logp, entropy, advantages, mask) -> dict[str, tuple[torch.Tensor, str]]:
+    per_token = advantages[:, None].expand_as(logp)
+    everywhere = torch.ones_like(mask)
+    count = mask.sum()
+    mean_advantage = (per_token * mask).sum() / count
+    return {
+        "pooled": (token_covariance(logp, advantages, mask),
+                   "that is the pooled estimator Clip-Cov and KL-Cov select by: (log π − batch mean)·(A − batch mean). "
+                   "The law is per state: centre each token's log π on its own state's mean, E_π[log π(·|s_t)] = −H(s_t)"),
+        "pooled_padding": (token_covariance(logp, advantages, everywhere) * mask,
+                           "centred on batch means that count the padding too — and the law centres on each state's "
+                           "own mean −H(s_t) anyway, not on a batch mean"),
+        "minus_entropy": ((logp - entropy) * per_token * mask,
+                          "log π − H: the state's mean log-prob is E_π[log π] = −H, so the centred log-prob is log π + H"),
+        "uncentred": (logp * per_token * mask,
+                      "log π·A is not centred: subtract the state's mean log-prob −H(s_t), i.e. use (log π + H)·A"),
+        "centred_advantage": ((logp + entropy) * (per_token - mean_advantage) * mask,
+                              "you centred A on its batch mean as well. In expectation that changes nothing (E_π[log π + H] "
+                              "= 0 at each state, so a constant in A drops out), but the exercise asks for A as given"),
+        "padding": ((logp + entropy) * per_token,
+                    "right on the completion tokens, but the padding positions (mask 0) must be 0"),
+        "sign": (-(logp + entropy) * per_token * mask,
+                 "the sign is flipped: the estimate is (log π + H)·A, positive for a likely token with A > 0"),
+    }
+
+
+def _batch(logp, entropy, advantages, mask) -> str:
+    return f"{tuple(logp.shape[:1])[0]} completions × {logp.shape[1]} positions, advantages {tuple(advantages.tolist())}"
+
+
+check_state_covariance = FunctionExercise(
+    "check_state_covariance",
+    what="per-state covariance estimate",
+    cases=_state_cases,
+    reference=state_covariance,
+    mistakes=_state_mistakes,
+    label=_batch,
+    checks=(lambda result, reference, *case: (f"return one value per token, shape {tuple(reference.shape)}, got "
+                                              f"{tuple(result.shape)}" if result.shape != reference.shape else None),),
+    wrong=lambda *case: f"({_batch(*case)}) ",
+    otherwise=lambda result, reference, *case: (f"{_batch(*case)}: expected {reference.tolist()}, "
+                                                f"got {result.tolist()}"),
+    success=f"matches (log π(y_t) + H(s_t))·A_t, padding 0, on {len(STATE_CASES)} batches",
+    doc="""Check ``fn(logp, entropy, advantages, mask) -> (B, C) tensor`` on ``STATE_CASES``.
+
+    ``logp`` (B, C): the sampled tokens' log-probs; ``entropy`` (B, C): the entropy of the full next-token
+    distribution at each position; ``advantages`` (B,): one per completion; ``mask`` (B, C): 1 on completion
+    tokens. Prints a verdict naming the likely mistake; returns True / False, or None when ``fn`` is None or
+    raises ``NotImplementedError`` (not attempted yet).
     """)

@@ -11,8 +11,10 @@
 - ``plot_controls``: one bar per control run configuration (mean over seeds, each seed a dot) for
   each metric: final entropy, held-out pass@1 and pass@k;
 - ``plot_step_law``: the covariance law step by step on a real run (``rlbook.probes.entropy_step_change``
-  per step): measured ΔH against the first-order prediction and against −Cov(log π, A), and all
-  three over the steps;
+  per step): measured ΔH against the first-order prediction and against −Cov(log π, A), per state
+  and pooled, and all over the steps;
+- ``plot_frontier_along_run``: one run's held-out (entropy, pass@1) in step order, with the frontier
+  fitted to its early probes only;
 - ``plot_entropy_frontier`` / ``entropy_frontier_widget``: (entropy, reward) points of runs, the
   fitted frontier R = −a·e^H + b (``rlbook.entropy.fit_entropy_frontier``) and its r²; the widget
   chooses which controls, seeds and steps enter the fit.
@@ -30,7 +32,7 @@ from rlbook.entropy import entropy_change, fit_entropy_frontier, policy_gradient
 
 __all__ = ["PRESETS", "softmax_step", "plot_softmax_step", "softmax_step_widget", "plot_first_order_error",
            "plot_collapse", "plot_token_entropy_histograms", "plot_controls", "plot_step_law",
-           "plot_entropy_frontier", "entropy_frontier_widget"]
+           "plot_frontier_along_run", "plot_entropy_frontier", "entropy_frontier_widget"]
 
 # Toy logits for the widget: a confident policy, a flat one, a two-way split.
 PRESETS = {
@@ -178,17 +180,20 @@ def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str =
     return fig
 
 
-def plot_step_law(steps, *, covariance: str = "natural_cov"):
+def plot_step_law(steps, *, covariances=("state_cov", "natural_cov")):
     """Three panels from a table with one row per training step (``entropy_step_change``'s keys):
-    measured ΔH against the first-order law with the step's own Δz (the line y = x), measured ΔH
-    against −``covariance`` (the batch covariance, known before the step; its scale η is unknown,
-    so no line) side by side, and below them the three over the steps (−covariance on its own axis)."""
-    for column in ("measured", "first_order", covariance):
+    measured ΔH against the first-order law with the step's own Δz (the line y = x); measured ΔH
+    against −covariance for each of ``covariances`` (known before the step; the law's scale η is
+    unknown, so no line; default the per-state estimate and the pooled batch one, each with its
+    Pearson r); and below them all over the steps (the covariances on their own axis)."""
+    covariances = list(covariances)
+    if not covariances:
+        raise ValueError("covariances must name at least one column")
+    for column in ("measured", "first_order", *covariances):
         if column not in steps:
             raise ValueError(f"steps must have a column {column!r}")
     measured = np.asarray(steps["measured"], dtype=float)
     first_order = np.asarray(steps["first_order"], dtype=float)
-    predicted = -np.asarray(steps[covariance], dtype=float)
     number = np.arange(1, len(measured) + 1)
     # The two scatters side by side and the steps below them at the column's full width (one strip of three
     # would be wider than the book's column: rlbook._figures).
@@ -200,22 +205,60 @@ def plot_step_law(steps, *, covariance: str = "natural_cov"):
     axes[0].set(xlabel="first order −Cov_π(log π, Δz) (nats)", ylabel="measured ΔH (nats)",
                 title=f"the law with the step's own Δz: r = {_pearson(first_order, measured):+.2f}")
     axes[0].legend(fontsize=8)
-    axes[1].scatter(predicted, measured, c=number, cmap="viridis", s=22)
+    markers, colours = ("o", "^", "s", "v"), ("tab:green", "tab:purple", "tab:brown", "tab:olive")
+    for i, column in enumerate(covariances):
+        predicted = -np.asarray(steps[column], dtype=float)
+        axes[1].scatter(predicted, measured, marker=markers[i % 4], color=colours[i % 4], s=22,
+                        label=f"−{column}: r = {_pearson(predicted, measured):+.2f}")
     axes[1].axhline(0, color="gray", lw=0.8)
     axes[1].axvline(0, color="gray", lw=0.8)
-    axes[1].set(xlabel=f"−{covariance} (before the step)", ylabel="measured ΔH (nats)",
-                title=f"the batch covariance: r = {_pearson(predicted, measured):+.2f}")
+    axes[1].set(xlabel="−covariance (before the step)", ylabel="measured ΔH (nats)", title="the covariance, known before")
+    axes[1].legend(fontsize=8)
     axes[2].plot(number, measured, "o-", color="tab:red", label="measured ΔH")
     axes[2].plot(number, first_order, "s--", color="tab:blue", label="first order")
     axes[2].axhline(0, color="gray", lw=0.8)
-    axes[2].set(xlabel="step", ylabel="nats", title="over the steps (colour: step)")
+    axes[2].set(xlabel="step", ylabel="nats", title="over the steps (left panel's colour: step)")
     twin = axes[2].twinx()
-    twin.plot(number, predicted, "^:", color="tab:green", label=f"−{covariance}")
-    twin.set_ylabel(f"−{covariance}", color="tab:green")
+    for i, column in enumerate(covariances):
+        twin.plot(number, -np.asarray(steps[column], dtype=float), marker=markers[i % 4], ls=":",
+                  color=colours[i % 4], label=f"−{column}")
+    twin.set_ylabel("−covariance")
     lines = axes[2].get_lines()[:2] + twin.get_lines()
     axes[2].legend(lines, [line.get_label() for line in lines], fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def plot_frontier_along_run(probes, *, fit_steps: int, ax=None):
+    """One run's held-out (entropy, pass@1) at its probes, joined in step order and coloured by step,
+    with the frontier R = −a·e^H + b (``rlbook.entropy.fit_entropy_frontier``) fitted to the first
+    ``fit_steps`` probes only and drawn over the whole entropy range: Cui et al.'s use of it, fit early
+    and read the rest off the curve. ``probes``: a table with ``step``, ``entropy``, ``pass@1`` and,
+    optionally, ``se`` (error bars). Returns the figure."""
+    for column in ("step", "entropy", "pass@1"):
+        if column not in probes:
+            raise ValueError(f"probes must have a column {column!r}")
+    if not 3 <= fit_steps <= len(probes):
+        raise ValueError(f"fit_steps must be between 3 and the {len(probes)} probes, got {fit_steps}")
+    h = np.asarray(probes["entropy"], dtype=float)
+    r = np.asarray(probes["pass@1"], dtype=float)
+    step = np.asarray(probes["step"], dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(COLUMN_IN * 0.75, 4.0))
+    ax.plot(h, r, "-", color="lightgray", lw=1, zorder=1)
+    if "se" in probes:
+        ax.errorbar(h, r, yerr=np.asarray(probes["se"], dtype=float), fmt="none", ecolor="gray", lw=0.8, zorder=1)
+    dots = ax.scatter(h, r, c=step, cmap="viridis", s=30, zorder=2)
+    ax.scatter(h[:fit_steps], r[:fit_steps], s=90, facecolors="none", edgecolors="black", zorder=3,
+               label=f"fitted: the first {fit_steps} probes")
+    fit = fit_entropy_frontier(h[:fit_steps], r[:fit_steps])
+    grid = np.linspace(min(h.min(), 0.0), h.max(), 100)
+    ax.plot(grid, -fit["a"] * np.exp(grid) + fit["b"], "k--", lw=1.2, label="R = −a·e^H + b (early fit)")
+    ax.set(xlabel="held-out mean token entropy H (nats)", ylabel="held-out pass@1",
+           title=f"along one run: early fit a = {fit['a']:.2f}, b = {fit['b']:.2f}, ceiling b − a = {fit['ceiling']:.2f}")
+    ax.figure.colorbar(dots, ax=ax, label="step")
+    ax.legend(fontsize=8)
+    return ax.figure
 
 
 def _pearson(x, y) -> float:
