@@ -159,7 +159,7 @@ several tokens at one ratio is marked ×n, so the legend's count can be read off
                        label=f"{name.upper()}: {int(zero.sum())} tokens with zero gradient")
             ax.scatter(ratio[rows][zero], values[zero], s=60, facecolors="none", edgecolors=COLOURS.get(name))
             # tokens often share a ratio (the same token in several responses): say how many each ring holds
-            ring_ratios, ring_counts = np.unique(np.round(np.log(ratio[rows][zero]), 2), return_counts=True)
+            ring_ratios, ring_counts = np.unique(np.round(np.log(ratio[rows][zero]), 1), return_counts=True)
             for log_ratio, count in zip(ring_ratios, ring_counts):
                 if count > 1:
                     ax.annotate(f"×{count}", (np.exp(log_ratio), 0.0), xytext=(0, 7), textcoords="offset points",
