@@ -399,8 +399,10 @@ def knob_effects(values, knobs: dict) -> "pandas.DataFrame":
     with n − 1 degrees of freedom), ``se`` the standard error of the gap it implies,
     seed_sd · √(1/n_with + 1/n_without), and ``z`` = gap / se. Needs at least one label with two
     or more seeds. The usual analysis of a two-level factorial design with replicates (Box, Hunter
-    & Hunter, *Statistics for Experimenters*, 2005, ch. 5); runs of the same seed share their
-    prompts, so the gaps are, if anything, less noisy than ``se`` says.
+    & Hunter, *Statistics for Experimenters*, 2005, ch. 5). ``se`` treats the runs as independent.
+    Runs of the same seed share their prompt order, but after the first update they sample different
+    completions, so their results need not be positively correlated: the gaps can be more or less
+    noisy than ``se`` says.
     """
     import pandas as pd
 

@@ -42,6 +42,7 @@ WRONG_ANSWERS = [
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tn, tp), "swapped"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: torch.cosh(tau(a, tp, tn) * (r - 1)) ** -2, "without the ½"),
     (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a + (a == 0), tp, tn), "A ≥ 0 is the slip"),
+    (check_sapo_gate_weight, lambda r, a, tp, tn: right_gate_weight(r, a, tp, tp), "τ_pos for every token"),
 ]
 
 
@@ -84,6 +85,8 @@ def test_gate_limit_accepts_every_right_form(right, capsys):
     (lambda r, a: r * ((r - 1).abs() <= 0.2).double(), "hard symmetric band"),
     (lambda r, a: r.clone(), "plain importance sampling"),
     (lambda r, a: torch.ones_like(r), "does not stay 1"),
+    (lambda r, a: torch.zeros_like(r), "g(1) = sech²(0) = 1"),
+    (lambda r, a: ((r - 1).abs() <= 0.2).double(), "indicator of PPO's band"),
     (lambda r, a: 1 / 0, "ZeroDivisionError"),
 ])
 def test_gate_limit_names_the_mistake(wrong, phrase, capsys):
@@ -113,6 +116,8 @@ def test_half_weight_temperature(answer, ok, phrase, capsys):
 
 @pytest.mark.parametrize("answer, ok, phrase", [
     (0.3679, True, "1/e"),
+    (0.37, True, "1/e"),
+    (0.36, False, "solve 1 + log π = 0"),
     (1 / math.e, True, "1/e"),
     (-1, False, "log p*"),
     (math.e, False, "that is e"),

@@ -134,3 +134,14 @@ def test_gate_weight_closed_forms():
             bad(0.0)
     with pytest.raises(ValueError, match="eps"):
         gate_viz.gate_readout(eps=-0.1)
+
+
+def test_plot_seed_pairs_draws_one_line_per_seed_and_configuration():
+    values = pd.DataFrame({"seed 0": [0.8, 0.7, 0.9], "seed 1": [0.85, 0.75, 0.8]}, index=["grpo", "sapo", "cispo"])
+    fig = gate_viz.plot_seed_pairs(values, "grpo")
+    ax = fig.axes[0]
+    assert len(ax.lines) == 4  # 2 configurations × 2 seeds
+    assert list(ax.lines[0].get_ydata()) == [0.8, 0.7]  # grpo's seed 0, then sapo's seed 0
+    assert ax.get_ylabel() == "held-out pass@1"
+    with pytest.raises(ValueError):
+        gate_viz.plot_seed_pairs(values, "ppo")

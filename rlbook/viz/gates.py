@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 from rlbook._checks import as_float_tensor, check_positive
@@ -140,7 +141,8 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
 
     ``ratio`` and ``advantages`` are 1-D over the tokens shown (A ≠ 0); ``coefficients`` maps a
     method to its w per token. Tokens a method gives exactly zero gradient are ringed; PPO's band
-    edges 1 ± ``eps`` are dashed, so the rings can be seen to lie outside the band.
+    edges 1 ± ``eps`` are dashed, so the rings can be seen to lie outside the band. A ring that holds
+several tokens at one ratio is marked ×n, so the legend's count can be read off the rings.
     """
     from matplotlib.ticker import FuncFormatter
 
@@ -156,14 +158,22 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
             ax.scatter(ratio[rows][~zero], values[~zero], s=10, alpha=0.6, color=COLOURS.get(name),
                        label=f"{name.upper()}: {int(zero.sum())} tokens with zero gradient")
             ax.scatter(ratio[rows][zero], values[zero], s=60, facecolors="none", edgecolors=COLOURS.get(name))
+            # tokens often share a ratio (the same token in several responses): say how many each ring holds
+            ring_ratios, ring_counts = np.unique(np.round(np.log(ratio[rows][zero]), 1), return_counts=True)
+            for log_ratio, count in zip(ring_ratios, ring_counts):
+                if count > 1:
+                    ax.annotate(f"×{count}", (np.exp(log_ratio), 0.0), xytext=(0, 7), textcoords="offset points",
+                                fontsize=7, ha="center", color=COLOURS.get(name))
         ax.set(xscale="log", xlabel="token ratio r_t (log scale)", ylabel="gradient coefficient w")
         ax.set_title(f"{int(rows.sum())} tokens with A {'> 0' if positive else '< 0'}", fontsize=10)
         ax.axvline(1, color="black", lw=0.6)
         for edge in (1 - eps, 1 + eps):
             ax.axvline(edge, color=COLOURS["ppo"], lw=0.8, ls=(0, (4, 3)))
-        ax.text(1 + eps, 0.97, f" 1 + ε = {1 + eps:g}", transform=ax.get_xaxis_transform(), fontsize=7, va="top")
+        label_box = dict(facecolor="white", alpha=0.85, lw=0, pad=1)  # legible over a point at the band's edge
+        ax.text(1 + eps, 0.97, f" 1 + ε = {1 + eps:g}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
+                bbox=label_box, zorder=5)
         ax.text(1 - eps, 0.97, f"1 − ε = {1 - eps:g} ", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
-                ha="right")
+                ha="right", bbox=label_box, zorder=5)
         ax.xaxis.set_major_formatter(FuncFormatter(_plain_tick))  # 0.001, 0.5, 2 rather than 10⁻³, 5×10⁻¹
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: _plain_tick(value) if _leading_digit(value) in (2, 5)
                                                    else ""))
@@ -172,3 +182,38 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
     fig.tight_layout()
     return fig
 
+
+
+def plot_seed_pairs(values, baseline: str, *, ylabel: str = "held-out pass@1"):
+    """One dot per seed for each configuration, joined by a line to the baseline's run with the same seed.
+
+    ``values`` is a DataFrame, one row per configuration (``baseline`` among them) and one column per
+    seed. Each other configuration gets a pair of columns (baseline, it); a seed's line slopes down
+    where that configuration ended below the baseline's run with the same seed. Lines that cross
+    show a pairing that does not hold (the seed's two runs do not rise and fall together).
+    """
+    import pandas as pd
+
+    if not isinstance(values, pd.DataFrame) or baseline not in values.index:
+        raise ValueError(f"values must be a DataFrame with a row {baseline!r}")
+    others = [label for label in values.index if label != baseline]
+    if not others:
+        raise ValueError("values needs at least one configuration besides the baseline")
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, 3.4))
+    seed_colours = plt.get_cmap("tab10")
+    ticks, tick_labels = [], []
+    for k, label in enumerate(others):
+        left, right = 3 * k, 3 * k + 1
+        for s, column in enumerate(values.columns):
+            pair = [float(values.loc[baseline, column]), float(values.loc[label, column])]
+            ax.plot([left, right], pair, "-o", color=seed_colours(s % 10), ms=4, lw=1,
+                    label=str(column) if k == 0 else None)
+        ticks += [left, right]
+        tick_labels += [baseline, label]
+    ax.set_xticks(ticks, tick_labels, fontsize=8, rotation=30, ha="right")
+    ax.set(ylabel=ylabel, xlabel="configuration, next to the baseline's runs with the same seeds")
+    ax.set_title(f"each seed against {baseline}'s run with the same seed", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7.5, loc="lower left")
+    fig.tight_layout()
+    return fig
