@@ -44,11 +44,11 @@ import torch
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.metrics import mean_pass_at_k
 from rlbook.rollout import sample
-from rlbook.tasks.reviews import ReviewTask, gold_reward, parse_review, random_review
+from rlbook.tasks.reviews import UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
-__all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "is_r1_formatted", "keep_first", "mixed_examples",
-           "rejection_samples", "save_stage", "stage_report"]
+__all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
+           "mixed_examples", "pair_kinds", "rejection_samples", "save_stage", "stage_report"]
 
 DOMAINS = ("reasoning", "general")
 
@@ -179,7 +179,9 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     (Chen et al.'s unbiased estimator), ``length`` (mean completion tokens), ``format`` (the share in
     R1's format, ``is_r1_formatted``). General (``n_samples`` samples for each of ``review_prompts``,
     when given): ``gold preference`` (the mean gold reward of the reviews, unparsable ones scoring
-    ``rlbook.tasks.reviews.UNPARSABLE``) and ``reviews parsed`` (the share that are reviews at all).
+    ``rlbook.tasks.reviews.UNPARSABLE``), ``reviews parsed`` (the share that are reviews at all) and
+    ``gold of parsed`` (the mean gold reward of the ones that parse; NaN when none does) — the two
+    parts ``gold_gain_split`` separates a change of the mean into.
     """
     check_int("n_samples", n_samples, minimum=1)
     check_int("k", k, minimum=1)
@@ -200,10 +202,52 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     if review_prompts is not None:
         reviews = sample(model, tokenizer, list(review_prompts), num_samples=n_samples,
                          max_new_tokens=review_max_new_tokens, seed=seed + 1)
-        report["gold preference"] = sum(map(gold_reward, reviews.texts)) / len(reviews.texts)
-        report["reviews parsed"] = sum(parse_review(t) is not None for t in reviews.texts) / len(reviews.texts)
+        golds = [gold_reward(t) for t in reviews.texts]
+        parsed = [g for g, t in zip(golds, reviews.texts) if parse_review(t) is not None]
+        report["gold preference"] = sum(golds) / len(golds)
+        report["reviews parsed"] = len(parsed) / len(golds)
+        report["gold of parsed"] = sum(parsed) / len(parsed) if parsed else float("nan")
     model.train(was_training)
     return report
+
+
+def gold_gain_split(before: dict, after: dict) -> dict:
+    """Split the change of the mean gold reward between two ``stage_report`` rows into its two sources.
+
+    A reply that does not parse as a review scores ``UNPARSABLE`` (−3), so the mean is
+    G = U + p·(q − U), with p the share that parse and q their mean gold reward. Its change splits
+    exactly (the midpoint, or Shapley, split of a product):
+    ΔG = Δp·(q̄ − U) **+** p̄·Δq, with p̄, q̄ the means of the two rows. The first term, ``parsing``, is
+    what more replies being reviews at all adds (format); the second, ``content``, is what better
+    reviews among those that parse add. When no reply parsed before, q has no value there, and the
+    whole change is parsing (q̄ is taken as the later q). Returns ``total``, ``parsing``, ``content``.
+    """
+    keys = ("gold preference", "reviews parsed", "gold of parsed")
+    for name, row in (("before", before), ("after", after)):
+        missing = [k for k in keys if k not in row]
+        if missing:
+            raise ValueError(f"{name} must be a stage_report row with review columns; missing {missing}")
+    p0, p1 = float(before["reviews parsed"]), float(after["reviews parsed"])
+    q0, q1 = float(before["gold of parsed"]), float(after["gold of parsed"])
+    if p0 == 0:
+        q0 = q1
+    if p1 == 0:
+        q1 = q0
+    if p0 == 0 and p1 == 0:
+        return {"total": 0.0, "parsing": 0.0, "content": 0.0}
+    parsing = (p1 - p0) * ((q0 + q1) / 2 - UNPARSABLE)
+    content = (p0 + p1) / 2 * (q1 - q0)
+    return {"total": parsing + content, "parsing": parsing, "content": content}
+
+
+def pair_kinds(pairs) -> list[str]:
+    """For each preference pair (a dataset or list of rows with ``chosen`` and ``rejected``): "both
+    reviews" when both completions parse as reviews (the pair differs in what the review says), "one
+    review" when only one does (a parse check alone orders it), "no review" when neither does."""
+    rows = [dict(row) for row in pairs] if not hasattr(pairs, "column_names") else [
+        {"chosen": c, "rejected": r} for c, r in zip(pairs["chosen"], pairs["rejected"])]
+    names = {2: "both reviews", 1: "one review", 0: "no review"}
+    return [names[(parse_review(row["chosen"]) is not None) + (parse_review(row["rejected"]) is not None)] for row in rows]
 
 
 def save_stage(model, tokenizer, folder) -> Path:

@@ -9,7 +9,7 @@ import torch
 from rlbook import pipeline as pl
 from rlbook.exercises.pipeline import CASES, _mistakes, check_keep_first, reference_keep
 from rlbook.models import add_lora, build_char_tokenizer, build_tiny_model, load_model
-from rlbook.tasks import ArithmeticTask
+from rlbook.tasks import ArithmeticTask, arithmetic_reward
 from rlbook.tasks.reviews import parse_review
 from rlbook.trainers import OnlineTrainer, preset
 from rlbook.viz import pipeline as pl_viz
@@ -132,11 +132,37 @@ def test_stage_report_keys_and_checks(tiny):
     with_reviews = pl.stage_report(model, tokenizer, TASK, held_out, review_prompts=["Review Up."], n_samples=2, k=2,
                                    max_new_tokens=8, review_max_new_tokens=8)
     assert with_reviews["gold preference"] == -3.0 and with_reviews["reviews parsed"] == 0.0  # random weights
+    assert with_reviews["gold of parsed"] != with_reviews["gold of parsed"]  # NaN: no review parsed
     assert not model.training
     with pytest.raises(ValueError, match="k must be at most"):
         pl.stage_report(model, tokenizer, TASK, held_out, n_samples=2, k=4)
     with pytest.raises(ValueError, match="held_out"):
         pl.stage_report(model, tokenizer, TASK, [], n_samples=2, k=1)
+
+
+def test_gold_gain_split_is_exact_and_attributes_each_source():
+    row = lambda p, q: {"reviews parsed": p, "gold of parsed": q, "gold preference": -3.0 + p * (q + 3.0)}  # noqa: E731
+    before, after = row(0.6, -1.0), row(0.8, 0.5)
+    split = pl.gold_gain_split(before, after)
+    assert split["total"] == pytest.approx(after["gold preference"] - before["gold preference"])
+    assert split["parsing"] + split["content"] == pytest.approx(split["total"])
+    assert pl.gold_gain_split(row(0.5, -1.0), row(0.5, 0.0))["parsing"] == 0.0  # same share: all content
+    only_parsing = pl.gold_gain_split(row(0.5, -1.0), row(0.9, -1.0))
+    assert only_parsing["content"] == 0.0 and only_parsing["parsing"] == pytest.approx(0.4 * 2.0)
+    from_none = pl.gold_gain_split({"reviews parsed": 0.0, "gold of parsed": float("nan"), "gold preference": -3.0},
+                                   row(0.5, -1.0))
+    assert from_none == {"total": pytest.approx(1.0), "parsing": pytest.approx(1.0), "content": 0.0}
+    with pytest.raises(ValueError, match="gold of parsed"):
+        pl.gold_gain_split({"gold preference": -3.0}, after)
+
+
+def test_pair_kinds():
+    review, other = "the plot was clever.", "<answer>12</answer>"
+    pairs = [{"chosen": review, "rejected": other}, {"chosen": review, "rejected": "the music was dull."},
+             {"chosen": other, "rejected": other}]
+    assert pl.pair_kinds(pairs) == ["one review", "both reviews", "no review"]
+    from datasets import Dataset
+    assert pl.pair_kinds(Dataset.from_list(pairs)) == ["one review", "both reviews", "no review"]
 
 
 def test_save_stage_round_trip(tiny, tmp_path):
@@ -156,8 +182,11 @@ def test_figures_draw():
                            for run in ("a", "b") for s in (0, 1) for step in (0, 5)])
     assert len(pl_viz.plot_rlvr_curves(curves)) == 2
     table = pd.DataFrame({"pass@1": [0.3, 0.8], "pass@8": [0.9, 1.0], "format": [0.3, 0.9],
-                          "gold preference": [-3.0, -1.0]}, index=["base", "stage"])
-    assert len(pl_viz.plot_stage_table(table)) == 3
+                          "gold preference": [-3.0, -1.0], "reviews parsed": [0.0, 0.7]}, index=["base", "stage"])
+    axes = pl_viz.plot_stage_table(table)
+    assert len(axes) == 3
+    widths = sorted(p.get_width() for p in axes[2].patches)
+    assert widths == pytest.approx([0.0, 2.0])  # the preference bars grow from -3: longer is better
     keepable = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
     axes = pl_viz.plot_rs_yield(keepable, 2)
     assert axes[0].get_title().startswith("n = 2")
@@ -165,6 +194,9 @@ def test_figures_draw():
         pl_viz.plot_rs_yield(keepable, 5)
     ax = pl_viz.plot_distillation(curves[curves.run == "a"], {0: 0.7, 1: 0.8}, base=0.2)
     assert ax.get_ylabel() == "held-out pass@1"
+    ax = pl_viz.plot_distillation(curves[curves.run == "a"], {"distilled": {0: 0.7, 1: 0.8}, "clean data": {0: 0.8, 1: 0.9}})
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("clean data" in t for t in labels) and any("distilled" in t for t in labels)
     with pytest.raises(ValueError, match="curves"):
         pl_viz.plot_rlvr_curves(pd.DataFrame({"step": [0]}))
     plt.close("all")
@@ -175,15 +207,25 @@ def test_rs_yield_widget_responds():
 
     recorder = _drive(pl_viz.rs_yield_widget(torch.tensor([[1, 0], [0, 0]])))  # the slider must change the figure
     assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 2
+    # two policies: the menu and the slider each change the figure
+    recorder = _drive(pl_viz.rs_yield_widget({"sure": torch.tensor([[1, 1], [1, 0]]), "unsure": torch.tensor([[1, 0], [0, 0]])}))
+    assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 3
 
 
 def test_exercise_checker_names_each_mistake(capsys):
     assert check_keep_first(reference_keep) is True
     for name, phrase in (("lax", "lax verifier"), ("no_format", "<think>"), ("no_accuracy", "wrong answer"),
-                         ("last", "last good sample")):
+                         ("last", "last good sample"), ("think_substring", "appears somewhere")):
         capsys.readouterr()
         assert check_keep_first(lambda s, a, name=name: _mistakes(s, a)[name][0]) is False
         assert phrase in capsys.readouterr().out
     assert check_keep_first(lambda s, a: list(s)) is False
     assert "not a list" in capsys.readouterr().out
+    # the slip a reader made: the strict verifier plus a substring test for <think> in place of the format
+    assert check_keep_first(lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0 and "<think>" in x), None)) is False
+    assert "appears somewhere" in capsys.readouterr().out
+    # right answers written other ways pass
+    assert check_keep_first(lambda s, a: next((x for x in s if pl.is_r1_formatted(x) and arithmetic_reward(x, a) == 1.0), None)) is True
+    assert check_keep_first(lambda s, a: [x for x in s if pl.keep_first([x], {"answer": a}, TASK)][0]
+                            if any(pl.keep_first([x], {"answer": a}, TASK) for x in s) else None) is True
     assert all(reference_keep(s, a) is None or pl.is_r1_formatted(reference_keep(s, a)) for s, a in CASES)

@@ -7,8 +7,9 @@ or None when there is none — what DeepSeek-R1's stage 3 keeps (arXiv:2501.1294
 responses, with mixed languages, long paragraphs and code blocks filtered out; here the format check
 stands for that readability filter). The checker compares it with ``rlbook.pipeline.keep_first`` on
 sample lists chosen so that each common mistake returns a different completion, and names the one
-it matches: the lax verifier, no format filter, the format filter without the accuracy one, the last
-right sample instead of the first, a list instead of one completion.
+it matches: the lax verifier, no format filter, a substring test for ``<think>`` in place of the
+format filter, the format filter without the accuracy one, the last right sample instead of the
+first, a list instead of one completion.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ DIRECT_RIGHT = "<answer>623</answer>"
 WRONG_WORKED = "<think>5+8=13\n4+7+1=12\n3+2=5</think><answer>523</answer>"
 SPRAY = "<think>5+8=13</think><answer>623 624</answer>"
 TRAILING = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer> done"
+PROSE_BETWEEN = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think> so the sum is <answer>623</answer>"  # strict-right, not R1's format
+UNCLOSED = "<think>5+8=13\n4+7+1=12\n3+2+1=6 <answer>623</answer>"  # strict-right, its <think> never closed
 
 # (samples, answer): each list separates some of the mistakes from the reference.
 CASES = (
@@ -34,6 +37,8 @@ CASES = (
     ([SPRAY, TRAILING, RIGHT_TOO], "623"),
     ([WRONG_WORKED, DIRECT_RIGHT], "623"),
     ([WRONG_WORKED, SPRAY], "623"),
+    ([PROSE_BETWEEN, UNCLOSED, RIGHT], "623"),
+    ([UNCLOSED, RIGHT_TOO], "623"),
     ([], "623"),
 )
 
@@ -51,6 +56,11 @@ def _mistakes(samples, answer) -> dict[str, tuple[object, str]]:
         "no_format": (_first(samples, strict),
                       "that keeps a right answer without its <think> working; stage 3 keeps only samples in R1's "
                       "format (rlbook.pipeline.is_r1_formatted)"),
+        "think_substring": (_first(samples, lambda s: strict(s) and "<think>" in s),
+                            "that checks only that '<think>' appears somewhere: a completion with text between "
+                            "</think> and <answer>, or a <think> never closed, passes that test; R1's format is the "
+                            "whole completion <think>…</think><answer>…</answer> and nothing else "
+                            "(rlbook.pipeline.is_r1_formatted)"),
         "no_accuracy": (_first(samples, is_r1_formatted),
                         "that keeps a well-formatted but wrong answer; the sample must also be right"),
         "last": (next((s for s in reversed(samples) if strict(s) and is_r1_formatted(s)), None),

@@ -6,9 +6,9 @@
   the review gold reward);
 - ``plot_rs_yield`` / ``rs_yield_widget``: rejection sampling's yield — the expected share of prompts
   that keep a sample when n are drawn (the unbiased pass@n of the keepable table), and each prompt's
-  chance of being kept, prompts sorted by difficulty; the widget's slider is n;
+  chance of being kept, prompts sorted by difficulty; the widget's slider is n, its menu the policy;
 - ``plot_distillation``: the small model's held-out pass@1 over RL steps against the same model
-  after SFT on the big policy's outputs.
+  after SFT on the big policy's outputs (and after any other SFT arm, such as clean data).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 from rlbook._figures import COLUMN_IN
 from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k
+from rlbook.tasks.reviews import UNPARSABLE
 
 __all__ = ["plot_distillation", "plot_rlvr_curves", "plot_rs_yield", "plot_stage_table", "rs_yield_widget"]
 
@@ -49,7 +50,9 @@ def plot_rlvr_curves(curves, *, axes=None):
 
 
 def plot_stage_table(table, *, k: int = 8, axes=None):
-    """``table``: a DataFrame indexed by stage with columns pass@1, pass@{k}, format and gold preference."""
+    """``table``: a DataFrame indexed by stage with columns pass@1, pass@{k}, format and gold preference
+    (and, optionally, reviews parsed, written beside each preference bar). The preference bars start
+    at −3, the score of a reply that is no review, so that a longer bar is a better-liked policy."""
     _check_columns("table", table, ("pass@1", f"pass@{k}", "format", "gold preference"))
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 0.5 * len(table) + 1.8), sharey=True)
@@ -60,9 +63,17 @@ def plot_stage_table(table, *, k: int = 8, axes=None):
     axes[1].barh(y, table["format"], color="tab:green")
     axes[1].set(xlim=(0, 1), xlabel="share in R1's format", title="format adherence")
     gold = table["gold preference"]
-    axes[2].barh(y, gold, color=["tab:purple" if g > -2.999 else "lightgray" for g in gold])
-    axes[2].axvline(-3.0, color="gray", lw=1, ls=":")
-    axes[2].set(xlabel="mean gold reward of its reviews (−3: none parses)", title="preference (general)")
+    # bars grow rightward from −3 (a reply that is no review): a longer bar is a better-liked policy
+    axes[2].barh(y, gold - UNPARSABLE, left=UNPARSABLE,
+                 color=["tab:purple" if g > UNPARSABLE + 1e-3 else "lightgray" for g in gold])
+    axes[2].axvline(UNPARSABLE, color="gray", lw=1)
+    axes[2].axvline(0.0, color="black", lw=0.8, ls=":")
+    if "reviews parsed" in getattr(table, "columns", ()):
+        for yi, g, parsed in zip(y, gold, table["reviews parsed"]):
+            axes[2].text(max(g, UNPARSABLE) + 0.08, yi, f"{parsed:.0%} reviews", va="center", fontsize=8)
+    axes[2].set(xlim=(UNPARSABLE - 0.1, max(1.0, float(np.nanmax(gold)) + 1.6)),
+                xlabel="mean gold reward of its replies\n(bar starts at −3, no review; longer = better liked)",
+                title="preference (general)")
     axes[0].set_yticks(y, table.index)
     for ax in axes:
         ax.grid(axis="x", alpha=0.3)
@@ -99,32 +110,53 @@ def plot_rs_yield(keepable, n: int, *, axes=None):
 
 
 def rs_yield_widget(keepable):
-    """``plot_rs_yield`` with a slider for n (1 … the samples per prompt of ``keepable``)."""
+    """``plot_rs_yield`` with a slider for n (1 … the samples per prompt) and, when ``keepable`` is a
+    dict ``{policy name: (P, N) table}``, a menu of policies: the yield curve of a policy that is
+    usually right saturates within a few samples, one that rarely is keeps climbing with n."""
     import ipywidgets as widgets
 
-    total = int(np.asarray(keepable).shape[1])
+    tables = dict(keepable) if isinstance(keepable, dict) else {"policy": keepable}
+    if not tables:
+        raise ValueError("keepable must be a (P, N) table or a non-empty dict of them")
+    total = min(int(np.asarray(t).shape[1]) for t in tables.values())
 
-    def draw(n):
-        plot_rs_yield(keepable, n)
+    def draw_one(n, policy):
+        axes = plot_rs_yield(tables[policy], n)
+        if len(tables) > 1:
+            axes[0].figure.suptitle(policy, fontsize=10)
         plt.show()
 
-    return widgets.interact(draw, n=widgets.IntSlider(value=1, min=1, max=total, description="n"))
+    controls = {"n": widgets.IntSlider(value=1, min=1, max=total, description="n")}
+    if len(tables) > 1:
+        controls["policy"] = widgets.Dropdown(options=list(tables), value=list(tables)[0], description="policy")
+        draw = draw_one
+    else:
+        def draw(n):
+            draw_one(n, list(tables)[0])
+    return widgets.interact(draw, **controls)
 
 
-def plot_distillation(rl_curves, distilled: dict, *, base: float | None = None, ax=None):
-    """``rl_curves``: a DataFrame with columns seed, step, pass@1 (RL on the small model); ``distilled``:
-    ``{seed: pass@1}`` of the small model after SFT on the big policy's outputs; ``base``: its pass@1
-    before either."""
+def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, ax=None):
+    """``rl_curves``: a DataFrame with columns seed, step, pass@1 (RL on the small model, one line per
+    seed); ``finals``: ``{arm: {seed: pass@1}}`` of the small model after each SFT arm (e.g. SFT on the
+    teacher's samples, SFT on clean data), drawn as one dashed line per seed in the arm's colour;
+    ``base``: its pass@1 before any. (A bare ``{seed: pass@1}`` is read as one arm, "distilled".)"""
     _check_columns("rl_curves", rl_curves, ("seed", "step", "pass@1"))
+    if finals and not isinstance(next(iter(finals.values())), dict):
+        finals = {"distilled (SFT on the teacher)": finals}
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.8))
     for i, (seed, rows) in enumerate(rl_curves.groupby("seed")):
-        color = RUN_COLORS[i % len(RUN_COLORS)]
-        ax.plot(rows["step"], rows["pass@1"], "-o", ms=3, color=color, label=f"RL on the small model, seed {seed}")
-        if seed in distilled:
-            ax.axhline(distilled[seed], color=color, ls="--", label=f"distilled (SFT on the teacher), seed {seed}")
+        ax.plot(rows["step"], rows["pass@1"], "-o", ms=3, color=RUN_COLORS[0], alpha=0.85,
+                label="RL on the small model (each seed)" if i == 0 else None)
+    styles = ("--", "-.", ":")
+    for j, (arm, by_seed) in enumerate(finals.items()):
+        color = RUN_COLORS[(j + 1) % len(RUN_COLORS)]
+        for i, value in enumerate(by_seed.values()):
+            ax.axhline(value, color=color, ls=styles[j % len(styles)], lw=1.4,
+                       label=f"{arm} (each seed)" if i == 0 else None)
     if base is not None:
-        ax.axhline(base, color="gray", ls=":", label="small model before either")
+        ax.axhline(base, color="gray", ls=":", label="small model before any")
     ax.set(xlabel="RL step on the small model", ylabel="held-out pass@1", ylim=(0, 1))
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
