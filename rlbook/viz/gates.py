@@ -142,7 +142,7 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
     ``ratio`` and ``advantages`` are 1-D over the tokens shown (A ≠ 0); ``coefficients`` maps a
     method to its w per token. Tokens a method gives exactly zero gradient are ringed; PPO's band
     edges 1 ± ``eps`` are dashed, so the rings can be seen to lie outside the band. A ring that holds
-several tokens at one ratio is marked ×n, so the legend's count can be read off the rings.
+    several tokens at one ratio is marked ×n, so the legend's count can be read off the rings.
     """
     from matplotlib.ticker import FuncFormatter
 
