@@ -108,24 +108,43 @@ def _description(control) -> str:
     return control.inner_text().replace("\u200b", "").strip().split("\n")[0] or control.get_attribute("class")
 
 
+def _settled_box(locator, page, *, tries: int = 20) -> dict:
+    """The element's bounding box once two reads 100 ms apart agree (the layout has stopped moving)."""
+    box = locator.bounding_box()
+    for _ in range(tries):
+        page.wait_for_timeout(100)
+        again = locator.bounding_box()
+        if again == box:
+            return box
+        box = again
+    return box
+
+
 def move(control, page) -> str:
     """Move ``control`` as a reader would; return what was done."""
     classes = control.get_attribute("class") or ""
     if "widget-slider" in classes or "widget-hslider" in classes:
         handle = control.locator(".noUi-handle").first
-        handle.scroll_into_view_if_needed()
         now, low, high = (float(handle.get_attribute(a)) for a in ("aria-valuenow", "aria-valuemin", "aria-valuemax"))
-        track, grip = control.locator(".noUi-target").first.bounding_box(), handle.bounding_box()
         to_low = high - now < now - low
-        start_x, y = grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2
-        end_x = track["x"] - 20 if to_low else track["x"] + track["width"] + 20  # past the end: the slider's bound
-        page.mouse.move(start_x, y)
-        page.mouse.down()
-        page.mouse.move(end_x, y, steps=8)
-        page.mouse.up()
-        moved_to = float(handle.get_attribute("aria-valuenow"))
         direction = "low" if to_low else "high"
-        assert moved_to != now, f"dragging the slider's handle to its {direction} end left it at {now}"
+        # JupyterLab renders a long notebook in windows and a neighbouring widget may still be redrawing,
+        # so the page can shift between reading the handle's place and pressing on it: read the place
+        # once it holds still, and drag again (as a reader would) if the first press missed the handle.
+        for _attempt in range(3):
+            handle.scroll_into_view_if_needed()
+            grip = _settled_box(handle, page)
+            track = control.locator(".noUi-target").first.bounding_box()
+            start_x, y = grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2
+            end_x = track["x"] - 20 if to_low else track["x"] + track["width"] + 20  # past the end: the slider's bound
+            page.mouse.move(start_x, y)
+            page.mouse.down()
+            page.mouse.move(end_x, y, steps=8)
+            page.mouse.up()
+            moved_to = float(handle.get_attribute("aria-valuenow"))
+            if moved_to != now:
+                break
+        assert moved_to != now, f"dragging the slider's handle to its {direction} end (3 tries) left it at {now}"
         return f"slider dragged with the mouse to its {direction} end ({now:g} -> {moved_to:g})"
     if "widget-dropdown" in classes:
         select = control.locator("select")
