@@ -70,6 +70,19 @@ def worked_check(condition: bool, statement: str, detail: str = "", *, basis: st
     print(f"= {statement}{shown} [{basis.strip()}, shown as a worked check]")
 
 
+def gap(value: float, *, floor: float = 1e-12) -> str:
+    """A difference that an identity makes zero, as text: ``"< 1e-12"`` when it is rounding, else ``f"{value:.1e}"``.
+
+    The last bits of a float64 sum depend on the CPU's order of operations, so a stored output that
+    printed ``5.6e-17`` on one machine prints ``6.2e-17`` on another; below ``floor`` the digits carry
+    no information and a lesson whose outputs are compared (nbval) prints the bound instead.
+    """
+    value = abs(float(value))
+    if floor <= 0:
+        raise ValueError(f"floor must be positive, got {floor!r}")
+    return f"< {floor:.0e}" if value < floor else f"{value:.1e}"
+
+
 def size_banner() -> None:
     """Print the run size this notebook runs at and how to change it."""
     print(f"RLBOOK_SIZE={size()} — set RLBOOK_SIZE=full (default) or ci before starting Jupyter to change it.")

@@ -26,3 +26,14 @@ def test_a_worked_check_of_a_sampler_says_so_instead_of_true_by_construction(cap
     assert "true by construction" not in out
     with pytest.raises(ValueError, match="basis"):
         worked_check(True, "x", basis=" ")
+
+
+def test_gap_prints_rounding_as_its_bound_and_a_real_difference_as_itself():
+    from rlbook.notebook import gap
+
+    assert gap(5.6e-17) == gap(-6.2e-17) == "< 1e-12"
+    assert gap(0.0) == "< 1e-12"
+    assert gap(3.2e-4) == "3.2e-04"
+    assert gap(2e-9, floor=1e-6) == "< 1e-06"
+    with pytest.raises(ValueError, match="floor"):
+        gap(1.0, floor=0)

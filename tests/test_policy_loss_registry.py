@@ -244,8 +244,11 @@ def test_a_sequence_advantage_variant_refuses_per_token_advantages_by_its_entry(
 # Two steps of every preset on arith-base (3 prompts x 4 completions, or 6 x 1 for the single-sample
 # presets; two epochs, minibatches of 4 for the presets that split the batch, lr 1e-3, seed 3), recorded
 # with the dispatch tables of commit 8061315: each step's loss, clip fraction and gradient norm, and the
-# L1 norm of the weights' change. On one machine the numbers are identical; the tolerance only absorbs
-# another machine's floating-point order.
+# L1 norm of the weights' change. On one machine the numbers are identical. Another CPU sums in another
+# floating-point order: the first step agrees to about 1e-5 (measured on an AMD EPYC against the recording
+# machine), but the second step samples from the updated weights, so a last-bit difference can flip a sampled
+# token or a clipped one (PPO's second clip fraction moved 5 % that way). The first step is therefore held to
+# 1e-4, and the second step and the weights' change only to the size a real change in a loss would exceed.
 BEFORE_THE_REGISTRY = {
     "cispo": {"loss": [-0.12806637849, -0.000888583890628], "clip_frac": [0.00387596897781, 0.00282506179065],
         "grad_norm": [2.51258442799, 0.210121666702], "weight_change": 2913.95377152},
@@ -292,7 +295,11 @@ def golden_run(name: str) -> dict:
 def test_each_preset_gives_the_numbers_it_gave_before_the_registry(name):
     got, want = golden_run(name), BEFORE_THE_REGISTRY[name]
     for key, values in want.items():
-        assert got[key] == pytest.approx(values, rel=1e-6, abs=1e-9), key
+        if key == "weight_change":
+            assert got[key] == pytest.approx(values, rel=1e-2), key
+            continue
+        assert got[key][0] == pytest.approx(values[0], rel=1e-4, abs=1e-7), f"{key}, first step"
+        assert got[key][1] == pytest.approx(values[1], rel=0.1, abs=1e-3), f"{key}, second step"
 
 
 # --- the README's example -------------------------------------------------------------------------

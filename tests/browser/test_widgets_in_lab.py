@@ -120,6 +120,21 @@ def _settled_box(locator, page, *, tries: int = 20) -> dict:
     return box
 
 
+def _wait_until_drawn(widget, page, *, quiet_s: float = 0.5) -> None:
+    """Wait until the widget's figure has stopped changing: a slider drag sends several values, and on a
+    busy machine their redraws can still arrive after the first one; the next control is moved only once
+    the figure holds still with the kernel idle, so each move's redraw is its own."""
+    deadline = time.monotonic() + REDRAW_S
+    images = widget.images()
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(quiet_s * 1000)
+        wait_kernel_idle(page, timeout_s=REDRAW_S)
+        again = widget.images()
+        if again == images:
+            return
+        images = again
+
+
 def move(control, page) -> str:
     """Move ``control`` as a reader would; return what was done."""
     classes = control.get_attribute("class") or ""
@@ -196,6 +211,7 @@ def test_every_widget_control_redraws_the_figure_in_jupyterlab(lesson, widget_ce
                 raise AssertionError(f"{lesson.name} cell {lesson_index}: {action} on {name!r} did not redraw the "
                                      f"figure within {REDRAW_S} s") from error
             wait_kernel_idle(page, timeout_s=REDRAW_S)
+            _wait_until_drawn(widget, page)
             assert not widget.errors(), f"{lesson.name}: {action} on {name!r} raised:\n" + "\n".join(widget.errors())
             print(f"{lesson.stem} cell {lesson_index}: {action} on {name!r} redrew the figure "
                   f"at {time.monotonic() - start:.0f} s"
