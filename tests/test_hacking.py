@@ -367,15 +367,16 @@ def test_checker_restores_eval():
 
 # --- the second exercise: c_G(p) ---------------------------------------------------------------------
 
-def _scale_by_enumeration(p, G):
-    """A reader's answer: the expected advantage of a pass minus that of a failure, K passes among the others."""
+def _scale_by_enumeration(p, G, eps=0.0):
+    """A reader's answer: the expected advantage of a pass minus that of a failure, K passes among the others
+    (``eps`` added to the std, as ``group_advantages`` (1e-6) and TRL (1e-4) do)."""
     total = 0.0
     for k in range(G):
         weight = math.comb(G - 1, k) * p ** k * (1 - p) ** (G - 1 - k)
         for mine in (1, 0):
             m = (k + mine) / G
             if 0 < m < 1:
-                total += weight * (mine - m) / math.sqrt(m * (1 - m)) * (1 if mine else -1)
+                total += weight * (mine - m) / (math.sqrt(m * (1 - m)) + eps) * (1 if mine else -1)
     return total
 
 
@@ -396,3 +397,58 @@ def _scale_by_enumeration(p, G):
 def test_advantage_scale_checker(answer, verdict, said, capsys):
     assert check_advantage_scale(answer) is verdict
     assert said in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-4])
+def test_advantage_scale_checker_accepts_an_eps_stabilised_std(eps, capsys):
+    assert check_advantage_scale(lambda p, G: _scale_by_enumeration(p, G, eps)) is True
+
+
+def test_advantage_scale_checker_names_the_pass_only_slip_and_the_cap(capsys):
+    assert check_advantage_scale(lambda p, G: hacking.advantage_scale(p, G) * (1 - p)) is False
+    assert "E[A | r = 1] = c_G(p)(1 − p)" in capsys.readouterr().out
+    assert check_advantage_scale(lambda p, G: hacking.advantage_scale(p)) is False
+    said = capsys.readouterr().out
+    assert "√(G − 1)" in said and "most groups can be flat" not in said
+
+
+def test_named_slips_lie_outside_the_tolerance():
+    # every slip the checker names differs from the exact scale by more than SCALE_REL_TOL at the first case
+    p, G = exercise_hacking.SCALE_CASES[0]
+    exact = hacking.advantage_scale(p, G)
+    for slip in (exercise_hacking._scale_variant(p, G, bessel=True), exercise_hacking._scale_variant(p, G, others=G),
+                 exact * (1 - p), hacking.advantage_scale(p)):
+        assert abs(slip - exact) > 10 * exercise_hacking.SCALE_REL_TOL * exact
+
+
+def test_fraction_checker_lists_every_hack_admitted(capsys):
+    assert check_fraction_verifier(_value_only) is False
+    said = capsys.readouterr().out
+    assert "fraction not in lowest terms" in said and "it also admits" in said
+    for name in ("a plus sign", "leading zeros", "underscores in numbers", "Unicode digits"):
+        assert name in said
+
+
+def test_plot_advantage_scale_draws_each_group_size_below_the_limit():
+    ax = viz.plot_advantage_scale((4, 8))
+    finite, limit = ax.lines[0], ax.lines[-1]
+    assert len(ax.lines) == 3
+    assert finite.get_ydata()[0] == pytest.approx(math.sqrt(3))
+    middle = np.argmin(abs(finite.get_xdata() - 0.5))
+    assert finite.get_ydata()[middle] < hacking.advantage_scale(0.5)
+    assert max(limit.get_ydata()) > max(finite.get_ydata())
+    with pytest.raises(ValueError):
+        viz.plot_advantage_scale((1,))
+    plt.close("all")
+
+
+def test_plot_hack_counts_as_shares_and_base_strict_line():
+    ax = viz.plot_hack_counts({"a": {"padding": 5}, "b": {"padding": 10}}, totals={"a": 10, "b": 40})
+    heights = sorted(bar.get_height() for bar in ax.patches)
+    assert heights == pytest.approx([0.25, 0.5])
+    assert any("n = 40" in text.get_text() for text in ax.get_legend().get_texts())
+    with pytest.raises(ValueError):
+        viz.plot_hack_counts({"a": {"padding": 5}}, totals={"b": 10})
+    axes = viz.plot_pass_rates(_curves(), window=1, base_rate=0.05, base_strict=0.2)
+    assert any(line.get_ydata()[0] == 0.2 for line in axes[0].lines)
+    plt.close("all")

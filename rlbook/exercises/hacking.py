@@ -10,8 +10,8 @@ for a right answer in that format, else 0.0, for any string.
 
 The checker runs it on right answers (all must get 1) and on a hostile corpus (all must get 0:
 the hacks a lax check admits, strings written for an ``eval``, huge numbers, deep nesting, Unicode
-digits…), with ``eval`` and ``exec`` switched off and a time bound on every call, and names the
-first hack the verifier admits, or the right answer an over-strict one refuses (long answers, large
+digits…), with ``eval`` and ``exec`` switched off and a time bound on every call, and names every
+hack the verifier admits, or the right answer an over-strict one refuses (long answers, large
 denominators, newlines inside the block). ``reference_fraction_reward`` is a verifier that passes; so
 is comparing the stripped answer with ``str(expected)``, the canonical form.
 """
@@ -31,7 +31,7 @@ from rlbook.hacking import advantage_scale
 from rlbook.tasks.verifiers import extract_answer
 
 __all__ = ["RIGHT_ANSWERS", "HOSTILE_CORPUS", "reference_fraction_reward", "check_fraction_verifier",
-           "SCALE_CASES", "check_advantage_scale"]
+           "SCALE_CASES", "SCALE_REL_TOL", "check_advantage_scale"]
 
 MAX_SECONDS_PER_CALL = 0.25  # generous: a bounded verifier takes microseconds, a runaway one seconds
 _FRACTION = re.compile(r"(0|[1-9][0-9]{0,17})(?:/([1-9][0-9]{0,17}))?")
@@ -154,7 +154,8 @@ def _shown(text: str) -> str:
 def check_fraction_verifier(fn) -> bool | None:
     """Check ``fn(text, expected) -> float`` on ``RIGHT_ANSWERS`` and ``HOSTILE_CORPUS``.
 
-    Prints a verdict naming the first hack the verifier admits (or the right answer it refuses);
+    Prints a verdict naming the first hack the verifier admits and listing the others it admits (or
+    the first right answer it refuses);
     returns True / False, or None when ``fn`` is None or still raises ``NotImplementedError``.
     """
     if _not_attempted(fn, "fraction verifier"):
@@ -166,12 +167,17 @@ def check_fraction_verifier(fn) -> bool | None:
         if error or reward != 1.0:
             return _verdict(False, "", f"on the right answer {_shown(text)} (expected {expected}): "
                                        f"{error or f'reward {reward}, expected 1.0'}")
+    admitted = []
     for name, text, expected in HOSTILE_CORPUS:
         reward, error = _run(fn, text, expected)
         if error:
             return _verdict(False, "", f"on {name} {_shown(text)}: {error}")
         if reward != 0.0:
-            return _verdict(False, "", f"it admits a hack: {name}, {_shown(text)} gets reward 1 for {expected}")
+            admitted.append((name, text, expected))
+    if admitted:
+        (name, text, expected), rest = admitted[0], admitted[1:]
+        others = f"; it also admits {len(rest)} more: " + ", ".join(name for name, _, _ in rest) if rest else ""
+        return _verdict(False, "", f"it admits a hack: {name}, {_shown(text)} gets reward 1 for {expected}{others}")
     return _verdict(True, f"passes {len(RIGHT_ANSWERS)} right answers and refuses all {len(HOSTILE_CORPUS)} "
                           "hostile completions, within the time bound, without eval", "")
 
@@ -180,6 +186,12 @@ def check_fraction_verifier(fn) -> bool | None:
 # The ends come last, so that a slip inside (0, 1) is named first: p = 0 and p = 1, where every group
 # is flat, are where conventions differ.
 SCALE_CASES = ((0.074, 8), (0.04, 8), (0.3, 4), (0.5, 2), (0.9, 16), (0.01, 64), (0.0, 8), (1.0, 8), (0.0, 2))
+
+
+# The relative tolerance of the comparison: wide enough for a std stabilised with an eps (as
+# rlbook.advantages.group_advantages, eps = 1e-6, or TRL's 1e-4, shift c_G(p) by under 1e-3 at SCALE_CASES),
+# narrow enough to tell every named slip apart (the nearest, K ~ Binomial(G, p), is off by over 1%).
+SCALE_REL_TOL = 1e-3
 
 
 def _scale_variant(p: float, G: int, *, others: int | None = None, bessel: bool = False) -> float:
@@ -208,8 +220,12 @@ def _scale_mistake(result: float, p: float, G: int) -> str:
                 "G − 1 all fail, so a pass would be alone and get √(G − 1), a failure sits in a flat group and "
                 "gets 0; the same sum over K ~ Binomial(G − 1, p) gives it, continuous in p")
     if 0 < p < 1 and close(advantage_scale(p)):
-        return (" — that is the large-group limit 1/√(p(1 − p)); in a group of G most groups can be "
-                "flat, so sum over the K ~ Binomial(G − 1, p) passes among the other samples")
+        return (" — that is the large-group limit 1/√(p(1 − p)); in a finite group a pass raises the group's "
+                "mean to at least 1/G, which caps a lone pass's advantage at √(G − 1) (flat groups, which give 0, "
+                "matter less), so sum over the K ~ Binomial(G − 1, p) passes among the other samples")
+    if 0 < p < 1 and close(advantage_scale(p, G) * (1 - p)):
+        return (" — that is E[A | r = 1] = c_G(p)(1 − p), a pass's expected advantage alone; the scale is the "
+                "gap E[A | r = 1] − E[A | r = 0], and a failure's expected advantage is −c_G(p)·p")
     if close(_scale_variant(p, G, bessel=True)):
         return (" — that uses the sample std (divide by G − 1); GRPO's advantage here, like "
                 "rlbook.advantages.group_advantages, uses the population std (divide by G)")
@@ -222,7 +238,8 @@ def _scale_mistake(result: float, p: float, G: int) -> str:
 def check_advantage_scale(fn) -> bool | None:
     """Check ``fn(p, G) -> float``: c_G(p) = E[A | r = 1] − E[A | r = 0] for GRPO's advantage
     (r − mean)/std (population std; a flat group gets 0) with 0/1 rewards, pass rate ``p``, groups of
-    ``G``, on ``SCALE_CASES`` against ``rlbook.hacking.advantage_scale``, to a relative 1e-6.
+    ``G``, on ``SCALE_CASES`` against ``rlbook.hacking.advantage_scale``, to a relative
+    ``SCALE_REL_TOL`` (1e-3: an eps added to the std, as in ``group_advantages``, passes).
 
     The convention at the ends: c_G(0) = c_G(1) = √(G − 1), the same sum over K ~ Binomial(G − 1, p)
     evaluated there (the limit of c_G(p) as p → 0 or 1): conditioned on r_i = 1 at p = 0, sample i is
@@ -245,7 +262,7 @@ def check_advantage_scale(fn) -> bool | None:
                     if p in (0.0, 1.0) else "")
             return _verdict(False, "", f"at p = {p}, G = {G}: return one finite number, got {result!r}{hint}")
         expected = advantage_scale(p, G)
-        if not math.isclose(result, expected, rel_tol=1e-6, abs_tol=1e-9):
+        if not math.isclose(result, expected, rel_tol=SCALE_REL_TOL, abs_tol=1e-9):
             return _verdict(False, "", f"at p = {p}, G = {G}: expected {expected:.6f}, got {result:.6f}"
                                        f"{_scale_mistake(result, p, G)}")
     return _verdict(True, f"c_G(p) right at all {len(SCALE_CASES)} cases, p = 0 and 1 included "

@@ -7,7 +7,9 @@
   strict accuracy of their training batches step by step (mean over seeds, each seed thin), one
   panel per verifier trained on;
 - ``plot_hack_counts``: completions counted by hack type (``rlbook.hacking.HACK_TYPES``), one group
-  of bars per run.
+  of bars per run (or their shares, given each run's number of completions);
+- ``plot_advantage_scale``: GRPO's scale c_G(p) (``rlbook.hacking.advantage_scale``) against the pass
+  rate p for several group sizes, beside the large-group limit 1/√(p(1 − p)).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rlbook.hacking import HACK_TYPES, expected_group_advantage
+from rlbook.hacking import HACK_TYPES, advantage_scale, expected_group_advantage
 
-__all__ = ["plot_strategy_advantage", "strategy_advantage_widget", "plot_pass_rates", "plot_hack_counts"]
+__all__ = ["plot_strategy_advantage", "strategy_advantage_widget", "plot_pass_rates", "plot_hack_counts",
+           "plot_advantage_scale"]
 
 RATE_COLOURS = {"lax": "tab:red", "strict": "tab:blue"}
 
@@ -62,12 +65,14 @@ def strategy_advantage_widget():
                                     description="group size"))
 
 
-def plot_pass_rates(curves, *, window: int = 5, base_rate: float | None = None, axes=None):
+def plot_pass_rates(curves, *, window: int = 5, base_rate: float | None = None, base_strict: float | None = None,
+                    axes=None):
     """One panel per verifier trained on: lax pass rate and strict accuracy of each step's batch.
 
     ``curves`` is a table (pandas) with columns ``trained_on`` ("lax" / "strict"), ``seed``, ``step``,
     ``lax`` and ``strict``; each line is a ``window``-step moving average, thin lines one per seed,
-    thick their mean. ``base_rate`` (optional) draws the base model's lax pass rate as a dashed line.
+    thick their mean. ``base_rate`` and ``base_strict`` (optional) draw the base model's lax pass rate
+    and its strict accuracy as dashed lines in their colours.
     """
     for column in ("trained_on", "seed", "step", "lax", "strict"):
         if column not in curves:
@@ -84,18 +89,21 @@ def plot_pass_rates(curves, *, window: int = 5, base_rate: float | None = None, 
                     label=f"{rate} {'pass rate' if rate == 'lax' else 'accuracy'}")
         if base_rate is not None:
             ax.axhline(base_rate, color=RATE_COLOURS["lax"], ls="--", lw=0.8, label="base model's lax pass rate")
+        if base_strict is not None:
+            ax.axhline(base_strict, color=RATE_COLOURS["strict"], ls="--", lw=0.8, label="base model's strict accuracy")
         ax.set(xlabel="step", ylabel=f"share of the batch ({window}-step mean)",
                title=f"trained on the {verifier} verifier (thin: each seed)")
         ax.legend(fontsize=8)
     return axes
 
 
-def plot_hack_counts(counts, *, ax=None):
+def plot_hack_counts(counts, *, totals=None, ax=None):
     """Bars: how many completions of each run fall under each hack type.
 
     ``counts`` maps a run's label to a dict ``{hack type: count}`` (``rlbook.hacking.tally_hacks``);
     "honest" and "fail" are left out, so the bars are the completions that passed only the lax check;
-    so is a hack no run has (the title says which were empty).
+    so is a hack no run has (the title says which were empty). ``totals`` (optional) maps each label
+    to its number of completions: the bars are then shares of it, and the legend gives each n.
     """
     if not counts:
         raise ValueError("counts must name at least one run")
@@ -104,11 +112,36 @@ def plot_hack_counts(counts, *, ax=None):
     ax = ax or plt.subplots(figsize=(8, 3.6))[1]
     width = 0.8 / len(counts)
     positions = np.arange(len(hacks))
+    if totals is not None and (set(totals) != set(counts) or any(n <= 0 for n in totals.values())):
+        raise ValueError("totals must give a positive number of completions for every run in counts")
     for i, (label, by_type) in enumerate(counts.items()):
-        ax.bar(positions + i * width, [by_type.get(name, 0) for name in hacks], width, label=label)
+        n = 1 if totals is None else totals[label]
+        ax.bar(positions + i * width, [by_type.get(name, 0) / n for name in hacks], width,
+               label=label if totals is None else f"{label} (n = {n})")
     ax.set_xticks(positions + 0.4 - width / 2, hacks, rotation=15)
     empty = [name for name in HACK_TYPES if name not in ("honest", "fail", *hacks)]
-    ax.set(ylabel="completions", title="completions that pass only the lax verifier, by hack"
+    ax.set(ylabel="completions" if totals is None else "share of the run's completions",
+           title="completions that pass only the lax verifier, by hack"
            + (f"\n(none in any run: {', '.join(empty)})" if empty else ""))
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_advantage_scale(group_sizes=(2, 4, 8, 16, 64), *, ax=None):
+    """GRPO's scale c_G(p) = E[A | r = 1] − E[A | r = 0] against the pass rate p, one line per group size.
+
+    The dashed line is the large-group limit 1/√(p(1 − p)) (``rlbook.hacking.advantage_scale``
+    with no group size); a finite group's scale stays below it and reaches √(G − 1) at p = 0 and 1.
+    """
+    if not group_sizes or any(not isinstance(G, int) or G < 2 for G in group_sizes):
+        raise ValueError(f"group_sizes must be integers of at least 2, got {group_sizes!r}")
+    ax = ax or plt.subplots(figsize=(6, 3.6))[1]
+    rates = np.linspace(0.0, 1.0, 201)
+    for G in group_sizes:
+        ax.plot(rates, [advantage_scale(float(p), G) for p in rates], lw=1.5, label=f"G = {G}")
+    inside = rates[(rates > 0.02) & (rates < 0.98)]
+    ax.plot(inside, [advantage_scale(float(p)) for p in inside], color="black", ls="--", lw=1, label="limit 1/√(p(1 − p))")
+    ax.set(xlabel="pass rate p of the prompt", ylabel="c_G(p)", ylim=(0, None),
+           title="GRPO's scale: what a pass gets over a failure, in expectation")
     ax.legend(fontsize=8)
     return ax
