@@ -50,6 +50,8 @@ class OffPolicyBatch:
     same tokens' log-prob after k optimizer steps (``logps[0]`` equals ``old_logp`` up to float
     rounding). ``mask`` (B, C) marks completion tokens; ``rewards`` and ``advantages`` are (B,).
     ``trained_rows[k]`` holds the rows step k + 1 was trained on (empty when not recorded).
+    ``rescored_logp`` (B, C), when recorded, is the sampling policy's log-prob of each token computed
+    with its weights cast to another dtype (a bf16 inference engine's view of the same policy).
     """
 
     texts: list[str]
@@ -59,6 +61,7 @@ class OffPolicyBatch:
     rewards: torch.Tensor
     advantages: torch.Tensor
     trained_rows: list[torch.Tensor] = field(default_factory=list)
+    rescored_logp: torch.Tensor | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -73,7 +76,7 @@ class OffPolicyBatch:
 
 def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: int = 8, updates: int = 4,
                      minibatch_size: int = 32, lr: float = 2e-4, variant: str = "grpo", max_new_tokens: int = 64,
-                     seed: int = 0) -> OffPolicyBatch:
+                     seed: int = 0, rescore_dtype: torch.dtype | None = None) -> OffPolicyBatch:
     """Sample a batch from ``model`` and record how its tokens' log-probs move over ``updates`` steps.
 
     A copy of ``model`` is trained (the given model is left as it is): the batch is shuffled into
@@ -82,6 +85,11 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
     minimises ``policy_loss(variant=...)`` on the next minibatch, cycling through them. After each step the whole batch is re-scored.
     Prompts are ``task``'s training prompts; advantages are GRPO's group advantages of
     ``task.reward``.
+
+    ``rescore_dtype`` (e.g. ``torch.bfloat16``): also score the sampled tokens with a copy of the
+    sampling policy cast to that dtype, before any step, into ``rescored_logp`` (float32). Its gap
+    to ``old_logp`` is the training-inference mismatch of a sampler that runs in lower precision
+    than the trainer (GSPO, Zheng et al. 2025, arXiv:2507.18071, §5.4).
     """
     check_int("n_prompts", n_prompts, minimum=1)
     check_int("group_size", group_size, minimum=2)
@@ -100,6 +108,9 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
                                  generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         logps = [rollout_logprobs(policy, rollout)]
+        rescored = None
+        if rescore_dtype is not None:
+            rescored = rollout_logprobs(copy.deepcopy(policy).to(rescore_dtype), rollout).float()
     for step in range(updates):
         rows = minibatches[step % len(minibatches)]
         policy_step(policy, optimizer, rollout, rows, advantages[rows], max_grad_norm=1.0, variant=variant)
@@ -107,7 +118,8 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
             logps.append(rollout_logprobs(policy, rollout))
     return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
                           logps=logps, rewards=rewards, advantages=advantages,
-                          trained_rows=[minibatches[step % len(minibatches)] for step in range(updates)])
+                          trained_rows=[minibatches[step % len(minibatches)] for step in range(updates)],
+                          rescored_logp=rescored)
 
 
 def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,

@@ -36,6 +36,20 @@ def test_off_policy_batch_records_snapshots_and_leaves_the_model_alone(batch_and
     assert sorted(torch.cat(batch.trained_rows).tolist()) == list(range(8))
 
 
+def test_off_policy_batch_rescores_in_another_dtype():
+    model, tokenizer = load_model("arith-base")
+    task = get_task("arithmetic", digits=3)
+    plain = probes.off_policy_batch(model, tokenizer, task, n_prompts=1, group_size=2, updates=0, max_new_tokens=16, seed=1)
+    assert plain.rescored_logp is None
+    batch = probes.off_policy_batch(model, tokenizer, task, n_prompts=1, group_size=2, updates=0, max_new_tokens=16,
+                                    seed=1, rescore_dtype=torch.bfloat16)
+    assert batch.rescored_logp.dtype == torch.float32 and batch.rescored_logp.shape == batch.old_logp.shape
+    gap = ((batch.rescored_logp - batch.old_logp) * batch.mask).abs()
+    assert 0 < gap.max() < 1.0  # bf16 rounding moves the log-probs, but only a little
+    assert torch.equal(plain.old_logp, batch.old_logp)  # the sampled tokens and their fp32 log-probs are unchanged
+    assert next(model.parameters()).dtype == torch.float32
+
+
 def test_off_policy_batch_validates_arguments():
     with pytest.raises(ValueError, match="updates"):
         probes.off_policy_batch(None, None, None, updates=-1)

@@ -3,7 +3,7 @@
 ``check_gmpo_log_clip(fn)`` checks GMPO's sequence ratio with its per-token, sign-dependent clip
 in log space (Zhao et al. 2025, arXiv:2507.20673) against ``rlbook.ratios.gmpo_sequence_ratio``,
 on batches with token log-ratios beyond both bounds and advantages of both signs, and names the
-likely mistake (one side clipped for both signs, both sides clipped, the official code's sign flip
+likely mistake (one side clipped for both signs, both sides clipped, the original oat-based script's sign flip
 with asymmetric bounds, clipped tokens dropped, the clip in ratio space, the clip after the mean, the
 arithmetic mean, padding counted).
 
@@ -136,9 +136,10 @@ def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
                        "for A ≤ 0, max(ℓ, clip(ℓ))."),
         "sign_flip": (geometric(sign_flip),
                       "right where A > 0 and at symmetric bounds, but a row with A ≤ 0 is clipped to [−ε_high, ε_low]. "
-                      "That is what the sign-flip trick of GMPO's official code does (multiply ℓ by sgn A, clamp to "
-                      "[−ε_low, ε_high], take the min, flip back); the code only uses a symmetric range, where the two "
-                      "agree. This book follows the paper's formula: clip(ℓ, −ε_low, ε_high) for both signs, then min "
+                      "That is what the sign-flip trick of GMPO's original oat-based script (callsys/GMPO) does "
+                      "(multiply ℓ by sgn A, clamp to [−ε_low, ε_high], take the min, flip back); that script only uses a "
+                      "symmetric range, where the two agree (verl's geo_mean loss clamps before the flip and matches the "
+                      "paper). This book follows the paper's formula: clip(ℓ, −ε_low, ε_high) for both signs, then min "
                       "for A > 0 and max for A ≤ 0."),
         "drop_clipped": (geometric(torch.where(clipped_token, torch.zeros_like(log_ratio), right)),
                          "the clipped tokens were dropped from the mean (their log-ratio set to 0): a clipped token "
