@@ -291,13 +291,15 @@ def _verl_dynamic_sampling(config: OnlineConfig) -> dict:
 
     rlbook drops groups whose rewards, as the advantages see them (verifier + format + overlong, minus the
     KL when it is in the reward), are all equal: verl's metric ``seq_final_reward`` (the summed
-    ``token_level_rewards``). rlbook samples ``prompts_per_step`` prompts a round and at most
+    ``token_level_rewards``); with ``dynamic_sampling="correct"`` it drops groups whose correctness is all
+    equal, verl's metric ``acc`` (DAPO's 0 < #correct < G). rlbook samples ``prompts_per_step`` prompts a round and at most
     ``max_resample_rounds`` extra rounds; verl counts generation batches, the first included. When the
     rounds run out rlbook trains on the groups it has, where verl's recipe stops with an error.
     """
     if not config.dynamic_sampling:
         return {"algorithm.filter_groups.enable": False}
-    return {"algorithm.filter_groups.enable": True, "algorithm.filter_groups.metric": "seq_final_reward",
+    return {"algorithm.filter_groups.enable": True, "algorithm.filter_groups.metric":
+            "acc" if config.dynamic_sampling == "correct" else "seq_final_reward",
             "algorithm.filter_groups.max_num_gen_batches": config.max_resample_rounds + 1,
             "data.gen_batch_size": config.prompts_per_step}
 

@@ -10,6 +10,7 @@ __all__ = [
     "soft_overlong_penalty",
     "combine_rewards",
     "dynamic_sampling_mask",
+    "reward_only_groups",
     "advantage_filter_mask",
     "add_advantage_noise",
 ]
@@ -82,6 +83,26 @@ def dynamic_sampling_mask(rewards, group_size: int) -> torch.Tensor:
     groups = rewards.view(-1, group_size)
     varied = groups.max(dim=1).values != groups.min(dim=1).values
     return varied.repeat_interleave(group_size)
+
+
+def reward_only_groups(rewards, correct, group_size: int) -> torch.Tensor:
+    """True for the groups that a filter on ``rewards`` keeps and DAPO's filter on ``correct`` drops.
+
+    DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476, eq. 11) keeps a group when
+    0 < #correct < G. A filter on the total reward (correctness plus, say, the soft overlong
+    penalty) also keeps a group whose answers are all right (or all wrong) but differ in the penalty;
+    the group-normalised advantage (r − mean)/std then turns that length-only spread into unit-scale
+    advantages. Returns a (n_groups,) bool tensor: the correctness of the group is all equal and its
+    rewards are not. ``rewards`` and ``correct`` are (B,) with groups contiguous.
+    """
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,))
+    correct = as_float_tensor("correct", correct, ndim=(1,))
+    if correct.shape != rewards.shape:
+        raise ValueError(f"correct must have shape {tuple(rewards.shape)}, got {tuple(correct.shape)}")
+    group_size = check_group_size("group_size", rewards.shape[0], group_size)
+    varied_reward = dynamic_sampling_mask(rewards, group_size).view(-1, group_size)[:, 0]
+    varied_correct = dynamic_sampling_mask(correct, group_size).view(-1, group_size)[:, 0]
+    return varied_reward & ~varied_correct
 
 
 def advantage_filter_mask(advantages, *, tol: float = 1e-6) -> torch.Tensor:

@@ -132,6 +132,28 @@ def test_dynamic_sampling_trains_on_varied_groups_only(tokenizer, dataset, monke
         assert dynamic_sampling_mask(rewards, 2).all(), "a zero-variance group reached the update"
 
 
+def test_dynamic_sampling_on_correctness_drops_groups_the_penalty_alone_varies(tokenizer, dataset, monkeypatch):
+    def never_right(text, example):
+        return 0.0
+
+    # every answer is wrong, so every group is flat in correctness; the penalty on the last 6 of 8 tokens
+    # still tells answers of different lengths apart, so a filter on the reward would keep those groups
+    settings = dict(reward=never_right, group_size=3, prompts_per_step=2, overlong=(8, 6), max_resample_rounds=2)
+    on_reward = make_trainer(tokenizer, dataset, "dapo", **settings).train(3, progress=False)
+    assert sum(on_reward.column("frac_reward_only_groups")) > 0, "the penalty should vary some group"
+    assert sum(on_reward.column("trained_samples")) > 0
+    on_correct = make_trainer(tokenizer, dataset, "dapo", dynamic_sampling="correct", **settings)
+    history = on_correct.train(3, progress=False)
+    # the first round of the first step is the same sample in both runs (no update has happened yet)
+    assert history.column("frac_reward_only_groups")[0] == on_reward.column("frac_reward_only_groups")[0]
+    assert sum(history.column("trained_samples")) == 0 and all(0 <= f <= 1 for f in
+                                                                history.column("frac_overlong_penalised"))
+    with pytest.raises(ValueError, match="verifier"):
+        OnlineTrainer(build_tiny_model(tokenizer, shape="test"), tokenizer, None,
+                      tiny_config("dapo", dynamic_sampling="correct"), train_dataset=dataset,
+                      reward_model=lambda prompts, completions: [0.0] * len(completions))
+
+
 def test_same_seed_same_history(tokenizer, dataset):
     def run():
         rows = make_trainer(tokenizer, dataset, "dapo", epochs=2, minibatch_size=3, advantage_noise=0.1,

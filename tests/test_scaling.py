@@ -511,3 +511,9 @@ def test_one_step_of_memory_is_measured_in_a_fresh_process_and_peaks_above_the_l
         scaling.measure_step_memory("arith-base", "arithmetic", config, device="tpu")
     with pytest.raises(ValueError, match="model_name"):
         scaling.measure_step_memory("", "arithmetic", config)
+
+
+def test_verl_dynamic_sampling_on_correctness_is_filter_groups_on_acc():
+    overrides = scaling.verl_overrides(preset("dapo", dynamic_sampling="correct"))
+    assert overrides["algorithm.filter_groups.enable"] is True
+    assert overrides["algorithm.filter_groups.metric"] == "acc"

@@ -10,6 +10,7 @@ from rlbook.shaping import (
     advantage_filter_mask,
     combine_rewards,
     dynamic_sampling_mask,
+    reward_only_groups,
     soft_overlong_penalty,
 )
 
@@ -93,3 +94,14 @@ def test_advantage_noise_has_the_requested_spread():
 def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_reward_only_groups_are_flat_in_correctness_but_not_in_reward():
+    correct = torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    penalty = torch.tensor([0.0, -0.1, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0])
+    only = reward_only_groups(correct + penalty, correct, 4)
+    # all right with one penalised answer: kept on reward only; mixed: kept by both; all wrong with a
+    # penalty: kept on reward only; all right, no penalty: flat for both
+    assert only.tolist() == [True, False, True, False]
+    with pytest.raises(ValueError, match="shape"):
+        reward_only_groups(correct, correct[:8], 4)

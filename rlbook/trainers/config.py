@@ -33,6 +33,9 @@ __all__ = ["ADVANTAGE_ESTIMATORS", "GROUP_ESTIMATORS", "OnlineConfig", "PRESETS"
 ADVANTAGE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "none")
 GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo")
 KL_PLACEMENTS = ("loss", "reward")
+# What dynamic sampling tests for a flat group (``True`` means "reward"): the total reward the
+# advantages see, or the verifier's correctness (DAPO's constraint 0 < #correct < G, eq. 11).
+DYNAMIC_SAMPLING_ON = ("reward", "correct")
 # Knobs of policy_loss that a config may override; each must be one the variant uses. A registered
 # variant's other knobs go in ``loss_knobs``.
 LOSS_KNOBS = ("eps_low", "eps_high", "dual_clip", "tau_pos", "tau_neg", "aggregation")
@@ -64,7 +67,9 @@ class OnlineConfig:
     Rewards: the verifier's reward plus ``format_reward_weight`` × the format reward, plus DAPO's
     soft overlong penalty when ``overlong`` = (max_len, cache_len).
     Batch filters: ``dynamic_sampling`` (DAPO: resample prompts, at most ``max_resample_rounds``
-    extra rounds, until no group in the batch has all-equal rewards), ``advantage_filter`` (drop
+    extra rounds, until no group in the batch has all-equal rewards; ``True`` or ``"reward"`` tests
+    the total reward the advantages see, ``"correct"`` tests the verifier's correctness, DAPO's
+    0 < #correct < G, so a group told apart only by a length penalty is dropped), ``advantage_filter`` (drop
     completions with |A| ≤ tol from the update), ``advantage_noise`` (σ of Gaussian noise added
     to the advantages).
     ``lora``: train LoRA adapters of this rank instead of all weights. ``seed``: the run's seed.
@@ -101,7 +106,7 @@ class OnlineConfig:
     kl_cov_coef: float = 1.0
     format_reward_weight: float = 0.0
     overlong: tuple[int, int] | None = None
-    dynamic_sampling: bool = False
+    dynamic_sampling: bool | str = False
     max_resample_rounds: int = 4
     advantage_filter: float | None = None
     advantage_noise: float = 0.0
@@ -171,8 +176,9 @@ class OnlineConfig:
         if self.advantage in GROUP_ESTIMATORS and self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 for the group baseline {self.advantage!r}, "
                              f"got {self.group_size}")
-        if not isinstance(self.dynamic_sampling, bool):
-            raise ValueError(f"dynamic_sampling must be a bool, got {self.dynamic_sampling!r}")
+        if not isinstance(self.dynamic_sampling, bool) and self.dynamic_sampling not in DYNAMIC_SAMPLING_ON:
+            raise ValueError(f"dynamic_sampling must be a bool or one of {DYNAMIC_SAMPLING_ON}, "
+                             f"got {self.dynamic_sampling!r}")
         if self.dynamic_sampling and self.group_size < 2:
             raise ValueError("group_size must be >= 2 for dynamic_sampling (it filters groups with equal rewards)")
         check_int("max_resample_rounds", self.max_resample_rounds, minimum=0)

@@ -8,7 +8,8 @@ A step of ``OnlineTrainer``, each stage one short method:
    reward, reward model and DAPO's soft overlong penalty (``rlbook.shaping``); the per-token KL to
    the frozen reference when there is one (``rlbook.kl``).
 3. **Dynamic sampling** (DAPO): while some group has all-equal rewards, sample more prompts and
-   keep only groups with varied rewards, for at most ``max_resample_rounds`` extra rounds.
+   keep only groups with varied rewards (or, with ``dynamic_sampling="correct"``, varied
+   correctness, DAPO's 0 < #correct < G), for at most ``max_resample_rounds`` extra rounds.
 4. **Advantages**: a group baseline, REINFORCE++'s batch whitening, A = R, or a critic with GAE
    (``rlbook.advantages``); the KL goes into the reward here when ``kl_placement="reward"``.
    Then the advantage filter and advantage noise (``rlbook.shaping``).
@@ -58,6 +59,7 @@ from rlbook.shaping import (
     advantage_filter_mask,
     combine_rewards,
     dynamic_sampling_mask,
+    reward_only_groups,
     soft_overlong_penalty,
 )
 from rlbook.tasks.verifiers import format_reward
@@ -159,6 +161,9 @@ class OnlineTrainer:
         self.gae_fn, self.critic_targets_fn = gae_fn, critic_targets_fn
         self.tokenizer = tokenizer
         self.task, self.verifier = _verifier_of(task_or_reward, reward_model)
+        if config.dynamic_sampling == "correct" and self.verifier is None:
+            raise ValueError('dynamic_sampling="correct" needs a verifier (a task or a reward function) to tell '
+                             "right answers from wrong")
         self.reward_model = reward_model
         self.gold_reward = gold_reward
         self.examples = self._training_examples(train_dataset)
@@ -283,8 +288,10 @@ class OnlineTrainer:
         return self._sample_and_score()
 
     def _varied_rows(self, scored: ScoredBatch) -> torch.Tensor:
-        """Indices of the rows whose group's rewards (as the advantages see them) are not all equal."""
-        return dynamic_sampling_mask(self._sequence_rewards(scored), self.config.group_size).nonzero().squeeze(1)
+        """Indices of the rows whose group's rewards (as the advantages see them) are not all equal;
+        with ``dynamic_sampling="correct"``, whose group's correctness is not all equal (DAPO's filter)."""
+        values = scored.correct if self.config.dynamic_sampling == "correct" else self._sequence_rewards(scored)
+        return dynamic_sampling_mask(values, self.config.group_size).nonzero().squeeze(1)
 
     def _sample_and_score(self, policy=None) -> ScoredBatch:
         """Draw ``prompts_per_step`` prompts, sample G completions each with ``policy`` (default: the
@@ -480,6 +487,20 @@ class OnlineTrainer:
         }
         if scored.gold is not None:
             metrics["gold_reward"] = scored.gold.mean().item()
+        if self.config.overlong is not None:
+            metrics.update(self._overlong_metrics(scored))
+        return metrics
+
+    def _overlong_metrics(self, scored: ScoredBatch) -> dict:
+        """With the soft overlong penalty on: the share of answers it penalises (``frac_overlong_penalised``)
+        and the share of groups whose rewards vary only through it (``frac_reward_only_groups``: all
+        right or all wrong, yet not flat, so a filter on the reward keeps them and DAPO's drops them)."""
+        max_len, cache_len = self.config.overlong
+        penalty = soft_overlong_penalty(scored.rollout.completion_lengths.cpu(), max_len, cache_len)
+        metrics = {"frac_overlong_penalised": (penalty != 0).float().mean().item()}
+        if self.config.group_size > 1 and len(scored.examples) and not scored.correct.isnan().any():
+            only = reward_only_groups(self._sequence_rewards(scored).cpu(), scored.correct.cpu(), self.config.group_size)
+            metrics["frac_reward_only_groups"] = only.float().mean().item()
         return metrics
 
     def _flat_group_fraction(self, scored: ScoredBatch) -> float:

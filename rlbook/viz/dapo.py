@@ -173,7 +173,7 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
     for sign, colour in ((1.0, "tab:green"), (-1.0, "tab:red")):
         objective = -clipped_surrogate(ratio, torch.full_like(ratio, sign), eps_low=eps_low, eps_high=eps_high)
         ax_obj.plot(ratio.numpy(), objective.numpy(), color=colour, lw=2, label=f"A = {sign:+.0f}")
-    ax_obj.axvspan(1 - eps_low, 1 + eps_high, color="0.85", alpha=0.6, label="trust region")
+    ax_obj.axvspan(1 - eps_low, 1 + eps_high, color="0.85", alpha=0.6, label="clip range")
     for edge in (1 - eps_low, 1 + eps_high):
         ax_obj.axvline(edge, color="black", lw=0.8, ls=":")
     ax_obj.set(xlabel="ratio r = π_θ / π_old", ylabel="objective min(rA, clip(r)A)",
