@@ -53,6 +53,7 @@ from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, form
 
 __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
            "profile", "probe_profile", "length_decomposition", "clustered_decomposition", "first_decision_push",
+           "normaliser_push_ratio",
            "format_constant_in_every_group", "scratchpad_token_id", "scratchpad_opening_probability",
            "opens_scratchpad", "kl_mode_split", "success_conditioned_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
 
@@ -165,7 +166,7 @@ def probe_profile(model, tokenizer, examples, verifier, *, n_samples: int = 4, m
     return profile(rollout.texts, rollout.completion_lengths, correct), rollout, correct
 
 
-def length_decomposition(before: dict, after: dict, *, metric: str = "length") -> dict:
+def length_decomposition(before: dict, after: dict, *, metric: str = "length", shares: str = "after") -> dict:
     """Split the change of the mean length between two ``probe_profile`` results into mix and within terms.
 
     With p_k the share and ℓ_k the mean length of kind k, L = Σ_k p_k ℓ_k and exactly::
@@ -177,9 +178,16 @@ def length_decomposition(before: dict, after: dict, *, metric: str = "length") -
     Returns {"before", "after", "change", "mix", "within"} in tokens. ``metric="accuracy"`` splits the
     change of the overall accuracy (pass@1) the same way: mix = more of the kinds that are often right,
     within = each kind itself more or less often right.
+
+    ``shares="before"`` gives the other exact split, which weighs the within term by the base's shares
+    and prices the mix at the trained lengths (or accuracies)::
+
+        L' − L = Σ_k (p'_k − p_k) ℓ'_k + Σ_k p_k (ℓ'_k − ℓ_k).
     """
     if metric not in ("length", "accuracy"):
         raise ValueError(f"metric must be 'length' or 'accuracy', got {metric!r}")
+    if shares not in ("after", "before"):
+        raise ValueError(f"shares must be 'after' or 'before', got {shares!r}")
     for name, side in (("before", before), ("after", after)):
         if not isinstance(side, dict) or any(k not in side for k in KINDS):
             raise ValueError(f"{name} must be a profile (a dict with the kinds {KINDS}), got {side!r:.80}")
@@ -191,8 +199,8 @@ def length_decomposition(before: dict, after: dict, *, metric: str = "length") -
         length_new = length if p_new == 0 else length_new
         if p == 0 and p_new == 0:
             continue
-        mix += (p_new - p) * length
-        within += p_new * (length_new - length)
+        mix += (p_new - p) * (length if shares == "after" else length_new)
+        within += (p_new if shares == "after" else p) * (length_new - length)
     total_before = sum(before[k]["share"] * before[k][metric] for k in KINDS if before[k]["share"] > 0)
     total_after = sum(after[k]["share"] * after[k][metric] for k in KINDS if after[k]["share"] > 0)
     return {"before": total_before, "after": total_after, "change": total_after - total_before,
@@ -286,6 +294,26 @@ def first_decision_push(p: float, scratchpad_advantage: float, scratchpad_length
         check_positive("normaliser", normaliser)
         return p * scratchpad_advantage / normaliser
     return p * scratchpad_advantage * ((1 - p) / scratchpad_length + p / direct_length)
+
+
+def normaliser_push_ratio(p: float, scratchpad_length: float, direct_length: float, *,
+                          constant: float | None = None) -> float:
+    """The first-decision push under GRPO's 1/|o| over the push under a constant normaliser 1/L.
+
+    The ratio of the two ``first_decision_push`` formulas, [(1 − p)/ℓ_s + p/ℓ_d] · L, which does not
+    depend on the reward (its Ā_s cancels). ``constant`` None takes L = the mean length at share p,
+    p·ℓ_s + (1 − p)·ℓ_d: the constant that gives the batch's tokens the same total weight as 1/|o|
+    does on average, so the ratio measures 1/|o|'s reweighting of short against long completions
+    and not a global rescale (Liu et al. 2025, arXiv:2503.20783, §3, use the budget L instead, which
+    makes every 1/|o| weight at least 1/L). An optimiser like AdamW, with gradient clipping, largely
+    divides a global rescale out, so neither ratio is a step size.
+    """
+    if constant is None:
+        if not 0 <= p <= 1:
+            raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
+        constant = p * scratchpad_length + (1 - p) * direct_length
+    return (first_decision_push(p, 1.0, scratchpad_length, direct_length)
+            / first_decision_push(p, 1.0, scratchpad_length, direct_length, normaliser=constant))
 
 
 def format_constant_in_every_group(texts, group_size: int, *, think_required: bool = False) -> bool:

@@ -110,6 +110,9 @@ def test_figures_draw():
     profile = rz.profile(texts, [30, 6, 6, 6], [1, 0, 0, 1])
     assert len(rz_viz.plot_length_accuracy_path(probes, profile).get_lines()) == 4  # line, its ends, 2 seeds
     assert len(rz_viz.plot_length_accuracy_path(probes, profile, line_se=0.03).collections) == 1  # the band
+    both = rz_viz.plot_length_accuracy_path(probes, profile, line_se=0.03, direct_se=0.02).collections[0]
+    widths = np.ptp(both.get_paths()[0].vertices[:, 1])  # the band's height spans both ends' SEs
+    assert widths > 2 * 0.02 - 1e-9
     rz_viz.plot_length_decomposition({"a": {"mix": 10.0, "within": -0.5}, "b": {"mix": 8.0, "within": 1.0}})
     with pytest.raises(ValueError, match="probes"):
         rz_viz.plot_twin_curves(probes.drop(columns="length"))
@@ -139,6 +142,7 @@ def test_checker_accepts_the_reference_and_names_mistakes(capsys):
         "format term is missing": lambda t, a, w: arithmetic_reward(t, a),
         "wrong term": lambda t, a, w: w * arithmetic_reward(t, a) + format_reward(t),
         "only to right answers": lambda t, a, w: arithmetic_reward(t, a) * (1 + w),
+        "paid only to right answers": lambda t, a, w: arithmetic_reward(t, a) * (1 + w * format_reward(t)),
         "only to well-formed": lambda t, a, w: (arithmetic_reward(t, a) + w) * format_reward(t),
         "requires <think>": lambda t, a, w: arithmetic_reward(t, a) + w * float("<think>" in t and format_reward(t)),
         "partial": lambda t, a, w: arithmetic_reward(t, a) + w * format_reward(t, partial=True),
@@ -368,3 +372,34 @@ def test_the_scratchpad_is_the_first_tokens_decision_and_its_probability_matches
 
     with pytest.raises(ValueError, match="tokenizer"):
         rz.scratchpad_token_id(Splits())
+
+
+def test_normaliser_push_ratio_against_the_budget_and_the_mean_length():
+    # at the base's profile: (0.742/29.5 + 0.258/6.6) × 64 ≈ 4.1, and × the mean length 12.5 ≈ 0.80
+    p, length_s, length_d = 0.258, 29.5, 6.6
+    bracket = (1 - p) / length_s + p / length_d
+    assert rz.normaliser_push_ratio(p, length_s, length_d, constant=64) == pytest.approx(bracket * 64)
+    mean_length = p * length_s + (1 - p) * length_d
+    assert rz.normaliser_push_ratio(p, length_s, length_d) == pytest.approx(bracket * mean_length)
+    assert rz.normaliser_push_ratio(p, length_s, length_d) < 1 < rz.normaliser_push_ratio(0.97, length_s, length_d)
+    assert rz.normaliser_push_ratio(0.5, 10.0, 10.0) == pytest.approx(1.0)  # equal lengths: no reweighting
+    with pytest.raises(ValueError, match="probability"):
+        rz.normaliser_push_ratio(1.5, length_s, length_d)
+
+
+def test_both_splits_are_exact_and_differ():
+    before = {"scratchpad": {"share": 0.25, "length": 29.5, "accuracy": 0.92},
+              "direct": {"share": 0.75, "length": 6.6, "accuracy": 0.06},
+              "malformed": {"share": 0.0, "length": math.nan, "accuracy": math.nan}}
+    after = {"scratchpad": {"share": 0.97, "length": 29.0, "accuracy": 0.90},
+             "direct": {"share": 0.03, "length": 6.0, "accuracy": 0.0},
+             "malformed": {"share": 0.0, "length": math.nan, "accuracy": math.nan}}
+    for metric in ("length", "accuracy"):
+        trained, base = (rz.length_decomposition(before, after, metric=metric, shares=s) for s in ("after", "before"))
+        for split in (trained, base):
+            assert split["mix"] + split["within"] == pytest.approx(split["change"])
+        assert trained["within"] != pytest.approx(base["within"])
+    base = rz.length_decomposition(before, after, metric="accuracy", shares="before")
+    assert base["within"] == pytest.approx(0.25 * (0.90 - 0.92) + 0.75 * (0.0 - 0.06))
+    with pytest.raises(ValueError, match="shares"):
+        rz.length_decomposition(before, after, shares="mean")

@@ -3,7 +3,7 @@ reward, and the within term of the length decomposition.
 
 The reader writes ``my_reward(text, answer, format_weight) -> float`` for an addition problem whose
 correct sum is the string ``answer``: accuracy (1 when the single final ``<answer>`` block holds
-exactly ``answer``, the strict verifier) plus ``format_weight`` × format (1 for a well-formed
+exactly ``answer``, whitespace around it aside: the strict verifier) plus ``format_weight`` × format (1 for a well-formed
 ``[<think>…</think>]<answer>…</answer>``), as in DeepSeek-AI 2025 (arXiv:2501.12948, §2.2.2). The
 checker compares it with ``rlbook.reasoning.r1_zero_reward`` on completions chosen so that each
 common mistake gives a different number, and names the one it matches: the lax verifier, no
@@ -33,7 +33,7 @@ __all__ = ["CASES", "FORMAT_WEIGHTS", "reference_reward", "check_r1_zero_reward"
 
 # (completion, answer): right with and without working, wrong, right but malformed (text before
 # the answer block; two answer blocks; text after it), a spray that only the lax verifier accepts,
-# and a leading zero.
+# a leading zero, and whitespace inside the block (ignored around the number).
 CASES = (
     ("<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>", "623"),
     ("<answer>623</answer>", "623"),
@@ -43,6 +43,7 @@ CASES = (
     ("<answer>623 624</answer>", "623"),
     ("<answer>623</answer> I think", "623"),
     ("<answer>0623</answer>", "623"),
+    ("<answer> 623 </answer>", "623"),
 )
 ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.S)
 LAZY_FORMAT = re.compile(r"\s*(<think>.*?</think>)?\s*<answer>.*?</answer>\s*", re.S)
@@ -68,6 +69,9 @@ def _mistakes(text: str, answer: str, w: float) -> dict[str, tuple[float, str]]:
         "swapped": (w * accuracy + formatted, "the weight is on the wrong term: accuracy + format_weight × format"),
         "format_if_right": (accuracy * (1 + w), "format is paid only to right answers; it is its own term, "
                                                 "earned by any well-formed completion"),
+        "format_if_right_formed": (accuracy * (1 + w * formatted),
+                                   "format is paid only to right answers; it is its own term, earned by any "
+                                   "well-formed completion, right or wrong"),
         "accuracy_if_formed": (accuracy * formatted + w * formatted,
                                "accuracy is paid only to well-formed answers; the strict verifier reads the final "
                                "answer block whatever comes before it, and format is scored separately"),

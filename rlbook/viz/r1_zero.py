@@ -89,11 +89,13 @@ def plot_twin_curves(probes, *, label: str = "seed"):
 
 
 def plot_length_accuracy_path(probes, base_profile: dict, *, label: str = "seed", line_se: float | None = None,
-                              ax=None):
+                              ax=None, direct_se: float | None = None):
     """The probes as points (length, accuracy), and the line the base's profile predicts when only
     the scratchpad share p moves: length = ℓ_d + p(ℓ_s − ℓ_d), accuracy = a_d + p(a_s − a_d), with its
     ends (all direct, all scratchpad) marked. ``line_se``: the standard error of the base's scratchpad
-    accuracy a_s, drawn as a band of ± p · ``line_se`` around the line (its uncertainty at share p)."""
+    accuracy a_s, drawn as a band of ± p · ``line_se`` around the line (its uncertainty at share p);
+    with ``direct_se`` (the SE of the direct answers' accuracy a_d) the band is
+    ± √((p · line_se)² + ((1 − p) · direct_se)²), both ends' uncertainty (taken as independent)."""
     scratch, direct = base_profile["scratchpad"], base_profile["direct"]
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 4))
@@ -102,8 +104,10 @@ def plot_length_accuracy_path(probes, base_profile: dict, *, label: str = "seed"
     accuracy = direct["accuracy"] + shares * (scratch["accuracy"] - direct["accuracy"])
     ax.plot(lengths, accuracy, "k--", label="only the scratchpad share moves")
     if line_se is not None:
-        ax.fill_between(lengths, accuracy - shares * line_se, accuracy + shares * line_se, color="gray", alpha=0.25,
-                        label="± p · SE of the base's scratchpad accuracy")
+        band = shares * line_se if direct_se is None else np.hypot(shares * line_se, (1 - shares) * direct_se)
+        ax.fill_between(lengths, accuracy - band, accuracy + band, color="gray", alpha=0.25,
+                        label=("± p · SE of the base's scratchpad accuracy" if direct_se is None else
+                               "± SE of the line (the base's accuracy of each kind)"))
     ax.plot([lengths[0], lengths[-1]], [accuracy[0], accuracy[-1]], "ks", ms=6)
     ax.annotate("all direct", (lengths[0], accuracy[0]), xytext=(6, -2), textcoords="offset points", fontsize=8)
     ax.annotate("all scratchpad", (lengths[-1], accuracy[-1]), xytext=(-6, 8), textcoords="offset points",
