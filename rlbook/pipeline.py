@@ -181,7 +181,10 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     when given): ``gold preference`` (the mean gold reward of the reviews, unparsable ones scoring
     ``rlbook.tasks.reviews.UNPARSABLE``), ``reviews parsed`` (the share that are reviews at all) and
     ``gold of parsed`` (the mean gold reward of the ones that parse; NaN when none does) — the two
-    parts ``gold_gain_split`` separates a change of the mean into.
+    parts ``gold_gain_split`` separates a change of the mean into. Each mean comes with its standard
+    error clustered by prompt (samples of one prompt share it): ``pass@1 SE`` is the standard deviation
+    of the per-problem pass rates over √(problems); ``gold SE`` the same over the distinct review
+    prompts (repeated prompts pooled into one cluster; NaN with a single distinct prompt).
     """
     check_int("n_samples", n_samples, minimum=1)
     check_int("k", k, minimum=1)
@@ -196,19 +199,34 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
                      max_new_tokens=max_new_tokens, seed=seed)
     correct = torch.tensor([task.reward(t, rows[i // n_samples]) == 1.0 for i, t in enumerate(rollout.texts)])
     correct = correct.view(len(rows), n_samples)
-    report = {"pass@1": mean_pass_at_k(correct, 1), f"pass@{k}": mean_pass_at_k(correct, k),
+    report = {"pass@1": mean_pass_at_k(correct, 1), "pass@1 SE": _cluster_se(correct.float().mean(1).tolist()),
+              f"pass@{k}": mean_pass_at_k(correct, k),
               "length": rollout.completion_lengths.float().mean().item(),
               "format": sum(map(is_r1_formatted, rollout.texts)) / len(rollout.texts)}
     if review_prompts is not None:
-        reviews = sample(model, tokenizer, list(review_prompts), num_samples=n_samples,
+        review_prompts = list(review_prompts)
+        reviews = sample(model, tokenizer, review_prompts, num_samples=n_samples,
                          max_new_tokens=review_max_new_tokens, seed=seed + 1)
         golds = [gold_reward(t) for t in reviews.texts]
         parsed = [g for g, t in zip(golds, reviews.texts) if parse_review(t) is not None]
         report["gold preference"] = sum(golds) / len(golds)
+        by_prompt = {}
+        for i, g in enumerate(golds):
+            by_prompt.setdefault(review_prompts[i // n_samples], []).append(g)
+        report["gold SE"] = _cluster_se([sum(v) / len(v) for v in by_prompt.values()])
         report["reviews parsed"] = len(parsed) / len(golds)
         report["gold of parsed"] = sum(parsed) / len(parsed) if parsed else float("nan")
     model.train(was_training)
     return report
+
+
+def _cluster_se(cluster_means) -> float:
+    """The standard error of a mean over equal-sized clusters: sd of the cluster means / √(clusters)."""
+    m = len(cluster_means)
+    if m < 2:
+        return float("nan")
+    mu = sum(cluster_means) / m
+    return (sum((x - mu) ** 2 for x in cluster_means) / (m - 1) / m) ** 0.5
 
 
 def gold_gain_split(before: dict, after: dict) -> dict:
