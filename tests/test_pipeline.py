@@ -135,6 +135,7 @@ def test_stage_report_keys_and_checks(tiny):
     assert with_reviews["gold preference"] == -3.0 and with_reviews["reviews parsed"] == 0.0  # random weights
     assert with_reviews["gold of parsed"] != with_reviews["gold of parsed"]  # NaN: no review parsed
     assert with_reviews["gold SE"] != with_reviews["gold SE"]  # NaN: one distinct prompt, one cluster
+    assert with_reviews["parsed SE"] != with_reviews["parsed SE"]
     assert not model.training
     with pytest.raises(ValueError, match="k must be at most"):
         pl.stage_report(model, tokenizer, TASK, held_out, n_samples=2, k=4)
@@ -248,4 +249,15 @@ def test_checker_names_the_lax_and_well_formed_slips(capsys):
     well = lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0 and is_well_formed(x)), None)  # noqa: E731
     assert check_keep_first(well) is False
     assert "is_well_formed" in capsys.readouterr().out
+
+
+def test_solver_agreement():
+    rows = TASK.dataset(4, seed=1, split="train")
+    exact = pl.cold_start_data(TASK, 4, seed=1)
+    assert pl.solver_agreement(exact, rows, TASK) == 1.0
+    prompt, completion = exact[0]
+    altered = [(prompt, completion.replace("</think>", "\n</think>"))] + exact[1:]
+    assert pl.solver_agreement(altered, rows, TASK) == pytest.approx(len(exact[1:]) / len(exact))
+    with pytest.raises(ValueError):
+        pl.solver_agreement([], rows, TASK)
 
