@@ -214,11 +214,11 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
         report["gold preference"] = sum(golds) / len(golds)
         by_prompt = {}
         for i, g in enumerate(golds):
-            by_prompt.setdefault(review_prompts[i // n_samples], []).append(g)
+            by_prompt.setdefault(repr(review_prompts[i // n_samples]), []).append(g)
         report["gold SE"] = _cluster_se([sum(v) / len(v) for v in by_prompt.values()])
         parsed_by_prompt = {}
         for i, t in enumerate(reviews.texts):
-            parsed_by_prompt.setdefault(review_prompts[i // n_samples], []).append(parse_review(t) is not None)
+            parsed_by_prompt.setdefault(repr(review_prompts[i // n_samples]), []).append(parse_review(t) is not None)
         report["parsed SE"] = _cluster_se([sum(v) / len(v) for v in parsed_by_prompt.values()])
         report["reviews parsed"] = len(parsed) / len(golds)
         report["gold of parsed"] = sum(parsed) / len(parsed) if parsed else float("nan")

@@ -136,6 +136,10 @@ def test_stage_report_keys_and_checks(tiny):
     assert with_reviews["gold of parsed"] != with_reviews["gold of parsed"]  # NaN: no review parsed
     assert with_reviews["gold SE"] != with_reviews["gold SE"]  # NaN: one distinct prompt, one cluster
     assert with_reviews["parsed SE"] != with_reviews["parsed SE"]
+    chat = [[{"role": "user", "content": "Review Up."}], [{"role": "user", "content": "Review Babe."}]]  # ReviewTask's prompts
+    with_chat = pl.stage_report(model, tokenizer, TASK, held_out, review_prompts=chat, n_samples=2, k=2,
+                                max_new_tokens=8, review_max_new_tokens=8)
+    assert with_chat["gold SE"] == 0.0 and with_chat["parsed SE"] == 0.0  # two films, both all −3
     assert not model.training
     with pytest.raises(ValueError, match="k must be at most"):
         pl.stage_report(model, tokenizer, TASK, held_out, n_samples=2, k=4)
