@@ -24,10 +24,11 @@ This module holds the pieces of that pipeline that are not already trainers of t
   chains of thought);
 * ``general_data``: the non-reasoning SFT data — review requests answered by the review corpus;
 * ``rejection_samples``: stage 3's sampling — n samples per prompt, keep a right, well-formatted one;
+  ``solver_agreement``: the share of kept samples whose working is exactly the task's own solution;
 * ``mixed_examples`` and ``MixedReward``: stage 4's prompt mix and its routed reward (the verifier
   for reasoning prompts, a reward model for general ones);
 * ``stage_report``: one row of the lesson's stage-by-stage table (held-out pass@1 / pass@k, length,
-  format adherence, the review gold reward) and ``save_stage``: a stage's policy, saved with
+  format adherence, the review gold reward, with standard errors clustered by prompt) and ``save_stage``: a stage's policy, saved with
   ``save_pretrained`` so that ``rlbook.models.load_model(folder)`` loads it.
 
 Simplified on purpose: one small task (three-digit addition) stands for "reasoning" and one small
@@ -48,7 +49,7 @@ from rlbook.tasks.reviews import UNPARSABLE, ReviewTask, gold_reward, parse_revi
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
 __all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
-           "mixed_examples", "pair_kinds", "rejection_samples", "save_stage", "stage_report"]
+           "mixed_examples", "pair_kinds", "rejection_samples", "save_stage", "solver_agreement", "stage_report"]
 
 DOMAINS = ("reasoning", "general")
 
@@ -181,7 +182,11 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     when given): ``gold preference`` (the mean gold reward of the reviews, unparsable ones scoring
     ``rlbook.tasks.reviews.UNPARSABLE``), ``reviews parsed`` (the share that are reviews at all) and
     ``gold of parsed`` (the mean gold reward of the ones that parse; NaN when none does) — the two
-    parts ``gold_gain_split`` separates a change of the mean into.
+    parts ``gold_gain_split`` separates a change of the mean into. Each mean comes with its standard
+    error clustered by prompt (samples of one prompt share it): ``pass@1 SE`` is the standard deviation
+    of the per-problem pass rates over √(problems); ``gold SE`` the same over the distinct review
+    prompts (repeated prompts pooled into one cluster; NaN with a single distinct prompt), and
+    ``parsed SE`` for the share that parse, clustered the same way.
     """
     check_int("n_samples", n_samples, minimum=1)
     check_int("k", k, minimum=1)
@@ -196,19 +201,50 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
                      max_new_tokens=max_new_tokens, seed=seed)
     correct = torch.tensor([task.reward(t, rows[i // n_samples]) == 1.0 for i, t in enumerate(rollout.texts)])
     correct = correct.view(len(rows), n_samples)
-    report = {"pass@1": mean_pass_at_k(correct, 1), f"pass@{k}": mean_pass_at_k(correct, k),
+    report = {"pass@1": mean_pass_at_k(correct, 1), "pass@1 SE": _cluster_se(correct.float().mean(1).tolist()),
+              f"pass@{k}": mean_pass_at_k(correct, k),
               "length": rollout.completion_lengths.float().mean().item(),
               "format": sum(map(is_r1_formatted, rollout.texts)) / len(rollout.texts)}
     if review_prompts is not None:
-        reviews = sample(model, tokenizer, list(review_prompts), num_samples=n_samples,
+        review_prompts = list(review_prompts)
+        reviews = sample(model, tokenizer, review_prompts, num_samples=n_samples,
                          max_new_tokens=review_max_new_tokens, seed=seed + 1)
         golds = [gold_reward(t) for t in reviews.texts]
         parsed = [g for g, t in zip(golds, reviews.texts) if parse_review(t) is not None]
         report["gold preference"] = sum(golds) / len(golds)
+        by_prompt = {}
+        for i, g in enumerate(golds):
+            by_prompt.setdefault(repr(review_prompts[i // n_samples]), []).append(g)
+        report["gold SE"] = _cluster_se([sum(v) / len(v) for v in by_prompt.values()])
+        parsed_by_prompt = {}
+        for i, t in enumerate(reviews.texts):
+            parsed_by_prompt.setdefault(repr(review_prompts[i // n_samples]), []).append(parse_review(t) is not None)
+        report["parsed SE"] = _cluster_se([sum(v) / len(v) for v in parsed_by_prompt.values()])
         report["reviews parsed"] = len(parsed) / len(golds)
         report["gold of parsed"] = sum(parsed) / len(parsed) if parsed else float("nan")
     model.train(was_training)
     return report
+
+
+def solver_agreement(pairs, examples, task) -> float:
+    """The share of kept ``(prompt, completion)`` pairs (``rejection_samples``' output on ``examples``)
+    whose completion is exactly the task's own worked solution (``task.solution(example,
+    style="scratchpad")``). The filter checks only the final answer and the format, so a kept sample
+    can carry working that differs from the solver's — a wrong step, or only a different layout."""
+    by_prompt = {repr(e["prompt"]): e for e in (dict(row) for row in examples)}
+    if not pairs:
+        raise ValueError("pairs must hold at least one kept sample")
+    same = [completion == task.solution(by_prompt[repr(prompt)], style="scratchpad") for prompt, completion in pairs]
+    return sum(same) / len(same)
+
+
+def _cluster_se(cluster_means) -> float:
+    """The standard error of a mean over equal-sized clusters: sd of the cluster means / √(clusters)."""
+    m = len(cluster_means)
+    if m < 2:
+        return float("nan")
+    mu = sum(cluster_means) / m
+    return (sum((x - mu) ** 2 for x in cluster_means) / (m - 1) / m) ** 0.5
 
 
 def gold_gain_split(before: dict, after: dict) -> dict:

@@ -127,12 +127,19 @@ def test_stage_report_keys_and_checks(tiny):
     model, tokenizer = tiny
     held_out = TASK.dataset(3, seed=7, split="test")
     report = pl.stage_report(model, tokenizer, TASK, held_out, n_samples=4, k=2, max_new_tokens=8)
-    assert set(report) == {"pass@1", "pass@2", "length", "format"}
+    assert set(report) == {"pass@1", "pass@1 SE", "pass@2", "length", "format"}
+    assert report["pass@1 SE"] >= 0
     assert 0 <= report["pass@1"] <= report["pass@2"] <= 1
     with_reviews = pl.stage_report(model, tokenizer, TASK, held_out, review_prompts=["Review Up."], n_samples=2, k=2,
                                    max_new_tokens=8, review_max_new_tokens=8)
     assert with_reviews["gold preference"] == -3.0 and with_reviews["reviews parsed"] == 0.0  # random weights
     assert with_reviews["gold of parsed"] != with_reviews["gold of parsed"]  # NaN: no review parsed
+    assert with_reviews["gold SE"] != with_reviews["gold SE"]  # NaN: one distinct prompt, one cluster
+    assert with_reviews["parsed SE"] != with_reviews["parsed SE"]
+    chat = [[{"role": "user", "content": "Review Up."}], [{"role": "user", "content": "Review Babe."}]]  # ReviewTask's prompts
+    with_chat = pl.stage_report(model, tokenizer, TASK, held_out, review_prompts=chat, n_samples=2, k=2,
+                                max_new_tokens=8, review_max_new_tokens=8)
+    assert with_chat["gold SE"] == 0.0 and with_chat["parsed SE"] == 0.0  # two films, both all −3
     assert not model.training
     with pytest.raises(ValueError, match="k must be at most"):
         pl.stage_report(model, tokenizer, TASK, held_out, n_samples=2, k=4)
@@ -229,3 +236,32 @@ def test_exercise_checker_names_each_mistake(capsys):
     assert check_keep_first(lambda s, a: [x for x in s if pl.keep_first([x], {"answer": a}, TASK)][0]
                             if any(pl.keep_first([x], {"answer": a}, TASK) for x in s) else None) is True
     assert all(reference_keep(s, a) is None or pl.is_r1_formatted(reference_keep(s, a)) for s, a in CASES)
+
+
+def test_cluster_se():
+    # sd of the cluster means over √clusters: means 0 and 1 → sd √0.5, SE √0.5 / √2 = 0.5
+    assert pl._cluster_se([0.0, 1.0]) == pytest.approx(0.5)
+    assert pl._cluster_se([0.3, 0.3, 0.3]) == 0.0
+    assert pl._cluster_se([0.5]) != pl._cluster_se([0.5])  # NaN: one cluster
+
+
+def test_checker_names_the_lax_and_well_formed_slips(capsys):
+    from rlbook.tasks.verifiers import is_well_formed
+    lax = lambda s, a: next((x for x in s if arithmetic_reward(x, a, strict=False) == 1.0 and pl.is_r1_formatted(x)), None)  # noqa: E731
+    assert check_keep_first(lax) is False
+    assert "lax verifier" in capsys.readouterr().out
+    well = lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0 and is_well_formed(x)), None)  # noqa: E731
+    assert check_keep_first(well) is False
+    assert "is_well_formed" in capsys.readouterr().out
+
+
+def test_solver_agreement():
+    rows = TASK.dataset(4, seed=1, split="train")
+    exact = pl.cold_start_data(TASK, 4, seed=1)
+    assert pl.solver_agreement(exact, rows, TASK) == 1.0
+    prompt, completion = exact[0]
+    altered = [(prompt, completion.replace("</think>", "\n</think>"))] + exact[1:]
+    assert pl.solver_agreement(altered, rows, TASK) == pytest.approx(len(exact[1:]) / len(exact))
+    with pytest.raises(ValueError):
+        pl.solver_agreement([], rows, TASK)
+

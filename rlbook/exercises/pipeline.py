@@ -7,7 +7,8 @@ or None when there is none — what DeepSeek-R1's stage 3 keeps (arXiv:2501.1294
 responses, with mixed languages, long paragraphs and code blocks filtered out; here the format check
 stands for that readability filter). The checker compares it with ``rlbook.pipeline.keep_first`` on
 sample lists chosen so that each common mistake returns a different completion, and names the one
-it matches: the lax verifier, no format filter, a substring test for ``<think>`` in place of the
+it matches: the lax verifier (with or without the right format filter), ``is_well_formed`` (the
+format reward's test) in place of ``is_r1_formatted``, no format filter, a substring test for ``<think>`` in place of the
 format filter, the format filter without the accuracy one, the last right sample instead of the
 first, a list instead of one completion.
 """
@@ -15,7 +16,7 @@ first, a list instead of one completion.
 from __future__ import annotations
 
 from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
-from rlbook.pipeline import is_r1_formatted, keep_first
+from rlbook.pipeline import is_r1_formatted, is_well_formed, keep_first
 from rlbook.tasks import ArithmeticTask, arithmetic_reward
 
 __all__ = ["CASES", "check_keep_first"]
@@ -53,6 +54,12 @@ def _mistakes(samples, answer) -> dict[str, tuple[object, str]]:
         "lax": (_first(samples, lambda s: arithmetic_reward(s, answer, strict=False) == 1.0 and "<think>" in s),
                 "that keeps answers only the lax verifier accepts (the sum anywhere in the text); use the strict "
                 "verifier: the single final <answer> block, exactly"),
+        "lax_formatted": (_first(samples, lambda s: arithmetic_reward(s, answer, strict=False) == 1.0 and is_r1_formatted(s)),
+                          "that uses the lax verifier (the sum anywhere in the answer, e.g. '623 624'); the format "
+                          "filter is right, but use the strict verifier: the single final <answer> block, exactly"),
+        "well_formed": (_first(samples, lambda s: strict(s) and is_well_formed(s)),
+                        "that uses is_well_formed, the format *reward's* test, which pays a bare <answer>…</answer> "
+                        "too; stage 3 keeps only samples with the <think> working (rlbook.pipeline.is_r1_formatted)"),
         "no_format": (_first(samples, strict),
                       "that keeps a right answer without its <think> working; stage 3 keeps only samples in R1's "
                       "format (rlbook.pipeline.is_r1_formatted)"),

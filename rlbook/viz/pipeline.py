@@ -51,20 +51,24 @@ def plot_rlvr_curves(curves, *, axes=None):
 
 def plot_stage_table(table, *, k: int = 8, axes=None):
     """``table``: a DataFrame indexed by stage with columns pass@1, pass@{k}, format and gold preference
-    (and, optionally, reviews parsed, written beside each preference bar). The preference bars start
+    (and, optionally, reviews parsed, written beside each preference bar, and ``pass@1 SE`` / ``gold SE``,
+    drawn as ± 2 SE error bars). The preference bars start
     at −3, the score of a reply that is no review, so that a longer bar is a better-liked policy."""
     _check_columns("table", table, ("pass@1", f"pass@{k}", "format", "gold preference"))
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 0.5 * len(table) + 1.8), sharey=True)
     y = np.arange(len(table))[::-1]
-    axes[0].barh(y, table["pass@1"], color="tab:blue")
+    se = table["pass@1 SE"] if "pass@1 SE" in table else None  # ± 2 SE (clustered by problem) when given
+    axes[0].barh(y, table["pass@1"], color="tab:blue", xerr=None if se is None else 2 * se, ecolor="black", capsize=2)
     axes[0].plot(table[f"pass@{k}"], y, "k|", ms=14, mew=2)
-    axes[0].set(xlim=(0, 1.02), xlabel="held-out addition", title=f"accuracy (bar: pass@1, tick: pass@{k})")
+    axes[0].set(xlim=(0, 1.02), xlabel="held-out addition pass@1", title=f"accuracy (bar: pass@1, tick: pass@{k})")
     axes[1].barh(y, table["format"], color="tab:green")
     axes[1].set(xlim=(0, 1), xlabel="share in R1's format", title="format adherence")
     gold = table["gold preference"]
     # bars grow rightward from −3 (a reply that is no review): a longer bar is a better-liked policy
-    axes[2].barh(y, gold - UNPARSABLE, left=UNPARSABLE,
+    gold_se = table["gold SE"] if "gold SE" in table else None
+    axes[2].barh(y, gold - UNPARSABLE, left=UNPARSABLE, xerr=None if gold_se is None else 2 * gold_se.fillna(0),
+                 ecolor="black", capsize=2,
                  color=["tab:purple" if g > UNPARSABLE + 1e-3 else "lightgray" for g in gold])
     axes[2].axvline(UNPARSABLE, color="gray", lw=1)
     axes[2].axvline(0.0, color="black", lw=0.8, ls=":")
@@ -156,7 +160,7 @@ def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, ax=
             ax.axhline(value, color=color, ls=styles[j % len(styles)], lw=1.4,
                        label=f"{arm} (each seed)" if i == 0 else None)
     if base is not None:
-        ax.axhline(base, color="gray", ls=":", label="small model before any")
+        ax.axhline(base, color="gray", ls=":", label="small model before any training")
     ax.set(xlabel="RL step on the small model", ylabel="held-out pass@1", ylim=(0, 1))
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
