@@ -27,11 +27,14 @@ import torch
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.advantages import group_advantages
 from rlbook.entropy import state_covariance, token_covariance
+from rlbook.losses.registry import Surrogate, policy_loss_variant, register_policy_loss
+from rlbook.ratios import coefficient_disagreement, token_ratio
 from rlbook.rollout import completion_forward, format_prompts, rollout_logprobs, sample
 from rlbook.update import minibatch_plan, policy_step, policy_update
 
 __all__ = [
     "OffPolicyBatch",
+    "register_disagreement_variant",
     "off_policy_batch",
     "policy_after_updates",
     "clip_relief",
@@ -372,3 +375,30 @@ def clip_relief(low: dict, high: dict, group_size: int, completion_ids=None):
         log_ratio_high=("log_ratio_high", "mean"), clipped_low=("clipped_low", "any"))
     decisions = decisions.reset_index(level=["prompt", "position"]).reset_index(drop=True)
     return decisions.assign(difference=decisions["log_ratio_high"] - decisions["log_ratio_low"])
+
+
+def register_disagreement_variant(variant: str, **disagreement) -> str:
+    """Register ``<variant>_measured``: ``variant``'s loss unchanged, logging ``coefficient_disagreement``.
+
+    Each minibatch's metrics gain the ``coef_*`` counts (tokens, cispo_differs, sapo_differs, mass,
+    cispo_mass_moved, sapo_mass_moved) of ``rlbook.ratios.coefficient_disagreement``, with
+    ``disagreement``'s ε, cap, τ and tolerance) on the ratios and advantages this run trains on, so a
+    run can say on how many of its tokens the three losses would have given a different gradient.
+    The trainer averages them over a step's minibatches: divide the means, not the shares. Returns the
+    new variant's name (registered again, the same, if it exists: a notebook cell run twice). Worker
+    processes forked after this call (``rlbook.parallel``) inherit it.
+    """
+    entry = policy_loss_variant(variant)
+    name = f"{variant}_measured"
+
+    def measured(logp, old_logp, advantages, mask, **knobs):
+        result = entry.fn(logp, old_logp, advantages, mask, **knobs)
+        result = result if isinstance(result, Surrogate) else Surrogate(result)
+        counts = coefficient_disagreement(token_ratio(logp, old_logp), advantages, mask, **disagreement)
+        return result._replace(metrics={**(result.metrics or {}), **counts})
+
+    register_policy_loss(name, measured, aggregation=entry.aggregation, defaults=entry.defaults, kl=entry.kl,
+                         formula=entry.formula, paper=entry.paper,
+                         doc=f"{entry.doc} (logging coefficient_disagreement)",
+                         sequence_advantages=entry.sequence_advantages, overwrite=True)
+    return name

@@ -22,6 +22,7 @@ from rlbook._checks import as_float_tensor, check_positive, check_same_shape
 from rlbook.aggregation import response_mask
 
 __all__ = [
+    "coefficient_disagreement",
     "token_ratio",
     "gspo_sequence_ratio",
     "gspo_token_ratio",
@@ -198,3 +199,49 @@ def _check_broadcast(**tensors: torch.Tensor) -> None:
     except RuntimeError as err:
         message = f"{name_b} of shape {tuple(b.shape)} does not broadcast against {name_a} {tuple(a.shape)}"
         raise ValueError(message) from err
+
+
+def coefficient_disagreement(ratio, advantages, mask, *, eps: float = 0.2, cap: float = 1.2, tau_pos: float = 1.0,
+                             tau_neg: float = 1.05, tolerance: float = 0.05) -> dict[str, float]:
+    """On which tokens would GRPO's clip, SAPO's gate and CISPO's cap give a different gradient?
+
+    Every method's token gradient is w(r)·A·∇log π_θ (lesson 13); only the coefficient differs:
+
+    - GRPO / PPO (Schulman et al. 2017, arXiv:1707.06347, eq. 7): w = r, but 0 when A > 0 and
+      r > 1+ε, or A < 0 and r < 1−ε (the clip's flat side);
+    - SAPO (Gao et al. 2025, arXiv:2511.20347, the soft gate): w = r·sech²(τ(r−1)/2), τ = τ_pos if
+      A > 0 else τ_neg;
+    - CISPO (MiniMax 2025, arXiv:2506.13585, eq. 4–5, no lower bound): w = min(r, cap).
+
+    ``ratio``, ``advantages`` ((B, T), or (B,) per response) and ``mask`` are one minibatch's. Counted are
+    the response tokens with A ≠ 0 (the ones with a gradient): ``coef_tokens``; those on which
+    |w_CISPO − w_GRPO| > ``tolerance`` (``coef_cispo_differs``) and |w_SAPO − w_GRPO| > ``tolerance``
+    (``coef_sapo_differs``), the tolerance a share of the on-policy weight w(1) = 1; and the gradient mass
+    Σ|A| (``coef_mass``) and Σ|Δw|·|A| of each pair (``coef_cispo_mass_moved``, ``coef_sapo_mass_moved``).
+    Counts, not shares, so that minibatches can be pooled (the on-policy first one has r = 1 and adds no
+    disagreement). The weights are the three closed forms whatever loss the run trained with.
+    """
+    check_positive("eps", eps)
+    check_positive("cap", cap)
+    check_positive("tolerance", tolerance)
+    ratio = as_float_tensor("ratio", ratio).detach()
+    advantages = torch.as_tensor(advantages, dtype=ratio.dtype).detach()
+    if advantages.dim() == 1 and ratio.dim() == 2:
+        advantages = advantages.unsqueeze(1).expand_as(ratio)
+    mask = response_mask(mask).to(torch.bool)
+    check_same_shape(ratio=ratio, advantages=advantages, mask=mask)
+    live = mask & (advantages != 0)
+    positive = advantages > 0
+    clipped = (positive & (ratio > 1 + eps)) | (~positive & (ratio < 1 - eps))
+    w_grpo = torch.where(clipped, torch.zeros_like(ratio), ratio)
+    tau = torch.where(positive, torch.full_like(ratio, tau_pos), torch.full_like(ratio, tau_neg))
+    w_sapo = ratio / torch.cosh(tau * (ratio - 1) / 2) ** 2
+    w_cispo = ratio.clamp(max=cap)
+    size = advantages.abs()
+    cispo_gap, sapo_gap = (w_cispo - w_grpo).abs(), (w_sapo - w_grpo).abs()
+    return {"coef_tokens": float(live.sum()),
+            "coef_cispo_differs": float((live & (cispo_gap > tolerance)).sum()),
+            "coef_sapo_differs": float((live & (sapo_gap > tolerance)).sum()),
+            "coef_mass": float((size * live).sum()),
+            "coef_cispo_mass_moved": float((cispo_gap * size * live).sum()),
+            "coef_sapo_mass_moved": float((sapo_gap * size * live).sum())}

@@ -175,3 +175,48 @@ def test_gmpo_token_weights_bad_input_names_the_argument():
         gmpo_token_weights(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3))
     with pytest.raises(ValueError, match="eps_high"):
         gmpo_token_weights(torch.zeros(1, 3), torch.zeros(1, 3), torch.ones(1), torch.ones(1, 3), eps_high=-0.1)
+
+
+def test_coefficient_disagreement_counts_both_sides_of_the_band():
+    from rlbook.ratios import coefficient_disagreement
+    # A > 0: r = 1 (all agree), 1.5 (GRPO 0, CISPO 1.2), 0.667 (inside GRPO's live side: all ≈ r)
+    # A < 0: r = 1, 2 (GRPO 2, CISPO 1.2), 0.2 (GRPO 0, CISPO 0.2); a padded and an A = 0 row count nowhere
+    ratio = torch.tensor([[1.0, 1.5, 2 / 3], [1.0, 2.0, 0.2], [3.0, 3.0, 3.0]])
+    advantages = torch.tensor([1.0, -1.0, 0.0])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 1], [1, 1, 1]])
+    counts = coefficient_disagreement(ratio, advantages, mask, eps=0.2, cap=1.2)
+    assert counts["coef_tokens"] == 6
+    assert counts["coef_cispo_differs"] == 3
+    assert counts["coef_mass"] == 6
+    assert counts["coef_cispo_mass_moved"] == pytest.approx(1.2 + 0.8 + 0.2)
+    # SAPO at τ ≈ 1 tracks w = r at r = 2/3 (|Δw| < 0.05) but not where GRPO's w is 0 or far from 1
+    sapo_w = lambda r, tau: r / math.cosh(tau * (r - 1) / 2) ** 2
+    assert abs(sapo_w(2 / 3, 1.0) - 2 / 3) < 0.05
+    assert counts["coef_sapo_differs"] == 3
+    masked = coefficient_disagreement(ratio, advantages, torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]]))
+    assert masked["coef_tokens"] == 3 and masked["coef_cispo_differs"] == 1
+
+
+def test_coefficient_disagreement_is_zero_on_policy():
+    from rlbook.ratios import coefficient_disagreement
+    counts = coefficient_disagreement(torch.ones(4, 5), torch.randn(4), torch.ones(4, 5))
+    assert counts["coef_cispo_differs"] == counts["coef_sapo_differs"] == 0
+    assert counts["coef_cispo_mass_moved"] == counts["coef_sapo_mass_moved"] == 0
+
+
+def test_register_disagreement_variant_keeps_the_loss_and_logs_counts():
+    from rlbook.losses import policy_loss
+    from rlbook.losses.registry import unregister_policy_loss
+    from rlbook.probes import register_disagreement_variant
+    name = register_disagreement_variant("cispo", cap=1.2)
+    try:
+        logp = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.4, 0.4, 0.1]])).requires_grad_()
+        old = torch.log(torch.tensor([[0.5, 0.2, 0.3], [0.4, 0.2, 0.5]]))
+        advantages, mask = torch.tensor([1.0, -1.0]), torch.ones(2, 3)
+        plain, plain_metrics = policy_loss(logp, old, advantages, mask, variant="cispo", eps_high=0.2)
+        loss, metrics = policy_loss(logp, old, advantages, mask, variant=name, eps_high=0.2)
+        assert torch.equal(loss, plain) and metrics["clip_frac"] == plain_metrics["clip_frac"]
+        assert metrics["coef_tokens"] == 6 and metrics["coef_cispo_differs"] == 3
+        assert register_disagreement_variant("cispo", cap=1.2) == name  # a cell run twice
+    finally:
+        unregister_policy_loss(name)

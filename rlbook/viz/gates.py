@@ -160,20 +160,21 @@ def plot_token_coefficients(ratio, advantages, coefficients: dict[str, torch.Ten
             ax.scatter(ratio[rows][zero], values[zero], s=60, facecolors="none", edgecolors=COLOURS.get(name))
             # tokens often share a ratio (the same token in several responses): say how many each ring holds
             ring_ratios, ring_counts = np.unique(np.round(np.log(ratio[rows][zero]), 1), return_counts=True)
-            for log_ratio, count in zip(ring_ratios, ring_counts):
-                if count > 1:
-                    ax.annotate(f"×{count}", (np.exp(log_ratio), 0.0), xytext=(0, 7), textcoords="offset points",
-                                fontsize=7, ha="center", color=COLOURS.get(name))
+            crowded = [(log_ratio, count) for log_ratio, count in zip(ring_ratios, ring_counts) if count > 1]
+            for k, (log_ratio, count) in enumerate(crowded):  # staggered in height, so neighbours do not overprint
+                ax.annotate(f"×{count}", (np.exp(log_ratio), 0.0), xytext=(0, 7 + 9 * (k % 3)),
+                            textcoords="offset points", fontsize=7, ha="center", color=COLOURS.get(name))
         ax.set(xscale="log", xlabel="token ratio r_t (log scale)", ylabel="gradient coefficient w")
         ax.set_title(f"{int(rows.sum())} tokens with A {'> 0' if positive else '< 0'}", fontsize=10)
         ax.axvline(1, color="black", lw=0.6)
         for edge in (1 - eps, 1 + eps):
             ax.axvline(edge, color=COLOURS["ppo"], lw=0.8, ls=(0, (4, 3)))
-        label_box = dict(facecolor="white", alpha=0.85, lw=0, pad=1)  # legible over a point at the band's edge
+        # the edge labels sit under the points (zorder 0.5), so a token at the band's edge stays visible
+        label_box = dict(facecolor="white", alpha=0.6, lw=0, pad=1)
         ax.text(1 + eps, 0.97, f" 1 + ε = {1 + eps:g}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
-                bbox=label_box, zorder=5)
+                bbox=label_box, zorder=0.5)
         ax.text(1 - eps, 0.97, f"1 − ε = {1 - eps:g} ", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
-                ha="right", bbox=label_box, zorder=5)
+                ha="right", bbox=label_box, zorder=0.5)
         ax.xaxis.set_major_formatter(FuncFormatter(_plain_tick))  # 0.001, 0.5, 2 rather than 10⁻³, 5×10⁻¹
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: _plain_tick(value) if _leading_digit(value) in (2, 5)
                                                    else ""))
