@@ -59,6 +59,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import torch
 
 from rlbook._checks import as_float_tensor, check_same_shape
@@ -73,6 +75,7 @@ __all__ = [
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
+    "frontier_prediction_se",
 ]
 
 
@@ -220,20 +223,48 @@ def kl_cov_mask(covariance, mask, *, fraction: float = 2e-3) -> torch.Tensor:
     return chosen.view_as(covariance)
 
 
+def _frontier_points(entropy, reward) -> tuple[torch.Tensor, torch.Tensor]:
+    """(entropy, reward) as flat float64 tensors of one length, at least 3 points (a pandas column is copied, as
+    its array may be read-only)."""
+    entropy, reward = (x if isinstance(x, torch.Tensor) else torch.tensor(np.array(x, dtype=np.float64))
+                       for x in (entropy, reward))
+    h = as_float_tensor("entropy", entropy).to(torch.float64).flatten()
+    r = as_float_tensor("reward", reward).to(torch.float64).flatten()
+    check_same_shape(entropy=h, reward=r)
+    if h.numel() < 3:
+        raise ValueError(f"entropy and reward need at least 3 points to fit two coefficients, got {h.numel()}")
+    return h, r
+
+
 def fit_entropy_frontier(entropy, reward) -> dict[str, float]:
     """Least-squares fit of R = −a·e^H + b over paired (entropy, reward) points (Cui et al. 2025, §2).
 
     Returns ``a``, ``b``, the predicted reward at zero entropy ``ceiling`` = b − a, and ``r2``, the
     fraction of the reward's variance the fit explains (0 when the reward does not vary).
     """
-    h = as_float_tensor("entropy", entropy).to(torch.float64).flatten()
-    r = as_float_tensor("reward", reward).to(torch.float64).flatten()
-    check_same_shape(entropy=h, reward=r)
-    if h.numel() < 3:
-        raise ValueError(f"entropy and reward need at least 3 points to fit two coefficients, got {h.numel()}")
+    h, r = _frontier_points(entropy, reward)
     design = torch.stack([-h.exp(), torch.ones_like(h)], dim=1)
     solution = torch.linalg.lstsq(design, r[:, None]).solution.squeeze(1)
     a, b = float(solution[0]), float(solution[1])
     residual = float(((design @ solution - r) ** 2).sum())
     spread = float(((r - r.mean()) ** 2).sum())
     return {"a": a, "b": b, "ceiling": b - a, "r2": 1.0 - residual / spread if spread > 0 else 0.0}
+
+
+def frontier_prediction_se(entropy, reward, at_entropy) -> torch.Tensor:
+    """Standard error of predicting a *new* point's reward at ``at_entropy`` from the fit of R = −a·e^H + b to
+    (entropy, reward) (``fit_entropy_frontier``): the ordinary least-squares prediction SE
+    s·√(1 + x₀ᵀ(XᵀX)⁻¹x₀), with x₀ = (−e^{H₀}, 1) and s² = RSS / (n − 2) the residual variance (any textbook
+    on linear regression, e.g. Seber & Lee, *Linear Regression Analysis*, §5.3). It counts both the fitted
+    curve's own uncertainty (large when H₀ lies outside the fitted range) and the points' scatter about it,
+    which already holds their sampling noise. Needs at least 3 points.
+    """
+    h, r = _frontier_points(entropy, reward)
+    at = as_float_tensor("at_entropy", torch.tensor(np.array(at_entropy, dtype=np.float64))
+                         if not isinstance(at_entropy, torch.Tensor) else at_entropy).to(torch.float64).flatten()
+    design = torch.stack([-h.exp(), torch.ones_like(h)], dim=1)
+    solution = torch.linalg.lstsq(design, r[:, None]).solution.squeeze(1)
+    variance = float(((design @ solution - r) ** 2).sum()) / (h.numel() - 2)
+    new = torch.stack([-at.exp(), torch.ones_like(at)], dim=1)
+    leverage = (new @ torch.linalg.inv(design.T @ design) * new).sum(1)
+    return (variance * (1.0 + leverage)).sqrt()

@@ -48,7 +48,7 @@ from rlbook.metrics import pass_at_k_per_prompt
 
 __all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
-           "detectable_bias", "critical_correlation", "MIN_SEEDS"]
+           "detectable_bias", "critical_correlation", "paired_sign_test", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -220,6 +220,23 @@ def paired_minimum_detectable_difference(differences, *, power: float = 0.8) -> 
         raise ValueError(f"power must be a probability in [0.5, 1), got {power!r}")
     df = d.size - 1
     return (_t_quantile(0.975, df) + _t_quantile(power, df)) * float(d.std(ddof=1)) / math.sqrt(d.size)
+
+
+def paired_sign_test(differences) -> float:
+    """One-sided exact sign test: the chance of at least as many positive paired differences as observed
+    if each were positive or negative with probability ½ (no effect, differences symmetric about 0).
+
+    ``differences``: one a − b per seed, runs of the same seed paired; exact ties (0) are dropped, as
+    the test prescribes (e.g. Conover, *Practical Nonparametric Statistics*, §3.4). Returns
+    P(Binomial(n, ½) ≥ k) for k positives among n non-zero differences; 5 of 5 gives 1/32 ≈ 0.031.
+    It uses only the signs, so one wild seed cannot carry it.
+    """
+    d = _values("differences", differences)
+    d = d[d != 0]
+    if d.size == 0:
+        raise ValueError("differences must hold at least one non-zero value")
+    n, k = int(d.size), int((d > 0).sum())
+    return sum(math.comb(n, j) for j in range(k, n + 1)) / 2 ** n
 
 
 def critical_correlation(n: int, *, level: float = 0.05) -> float:

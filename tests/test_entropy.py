@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlbook.entropy import (
-    clip_cov_mask, entropy_change, fit_entropy_frontier, kl_cov_mask, policy_gradient_logit_step,
+    clip_cov_mask, entropy_change, fit_entropy_frontier, frontier_prediction_se, kl_cov_mask, policy_gradient_logit_step,
     predicted_entropy_change, softmax_entropy, token_covariance,
 )
 
@@ -103,6 +103,22 @@ def test_the_frontier_fit_recovers_known_coefficients():
     fit = fit_entropy_frontier(h, -0.7 * h.exp() + 1.5)
     assert fit["a"] == pytest.approx(0.7) and fit["b"] == pytest.approx(1.5)
     assert fit["ceiling"] == pytest.approx(0.8) and fit["r2"] == pytest.approx(1.0)
+
+
+def test_frontier_prediction_se_is_the_ols_prediction_interval_and_grows_outside_the_fitted_range():
+    import pandas as pd
+    h = pd.Series([0.08, 0.12, 0.20, 0.25])  # a pandas column: read-only array, no warning
+    r = pd.Series([0.40, 0.50, 0.45, 0.62])
+    x = np.stack([-np.exp(h), np.ones(4)], 1)
+    beta, rss = np.linalg.lstsq(x, r, rcond=None)[:2]
+    s2 = float(rss[0]) / 2
+    x0 = np.array([-np.exp(0.05), 1.0])
+    expected = np.sqrt(s2 * (1 + x0 @ np.linalg.inv(x.T @ x) @ x0))
+    se = frontier_prediction_se(h, r, [0.05, 0.16])
+    assert float(se[0]) == pytest.approx(expected, rel=1e-9)
+    assert float(se[0]) > float(se[1])  # outside the fitted range the curve is less certain
+    exact = frontier_prediction_se(h, -0.7 * np.exp(h) + 1.5, [0.05])
+    assert float(exact[0]) == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.mark.parametrize("call, name", [

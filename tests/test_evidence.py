@@ -214,3 +214,13 @@ def test_critical_correlation_matches_the_tables_of_r():
             critical_correlation(bad)
     with pytest.raises(ValueError, match="level"):
         critical_correlation(20, level=0.9)
+
+
+def test_the_paired_sign_test_is_the_binomial_tail_and_drops_ties():
+    from rlbook.evidence import paired_sign_test
+    assert paired_sign_test([0.03, 0.05, 0.05, 0.001, 0.04]) == pytest.approx(1 / 32)
+    assert paired_sign_test([0.03, -0.05, 0.05, 0.001, 0.04]) == pytest.approx(6 / 32)
+    assert paired_sign_test([0.03, 0.0, 0.05]) == pytest.approx(1 / 4)  # the tie is dropped: 2 of 2
+    assert paired_sign_test([-1.0, -2.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="non-zero"):
+        paired_sign_test([0.0, 0.0])

@@ -101,6 +101,9 @@ def test_the_per_state_checker_names_each_common_mistake(capsys):
         per_token = advantages[:, None].expand_as(logp)
         return (logp + entropy) * (per_token - (per_token * mask).sum() / mask.sum()) * mask
 
+    def completion_centred(logp, entropy, advantages, mask):  # the commonest way to "centre A"
+        return (logp + entropy) * (advantages - advantages.mean())[:, None] * mask
+
     def padding(logp, entropy, advantages, mask):
         return (logp + entropy) * advantages[:, None]
 
@@ -108,7 +111,8 @@ def test_the_per_state_checker_names_each_common_mistake(capsys):
         return -(logp + entropy) * advantages[:, None] * mask
 
     for fn, words in ((pooled, "pooled estimator Clip-Cov"), (minus_entropy, "log π − H"),
-                      (uncentred, "not centred"), (centred_advantage, "centred A"), (padding, "padding positions"),
+                      (uncentred, "not centred"), (centred_advantage, "centred A"),
+                      (completion_centred, "mean over the completions"), (padding, "padding positions"),
                       (sign, "sign is flipped")):
         assert check_state_covariance(fn) is False
         assert words in capsys.readouterr().out, fn.__name__

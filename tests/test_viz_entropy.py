@@ -32,6 +32,8 @@ def test_figures_draw():
         viz.plot_first_order_error([1.0, 0.0], [1.0, 0.0], [0.1])
     probes = {"step": [0, 5], "decision": [0.3, 0.9], "pass@1": [0.3, 0.5], "pass@8": [0.9, 0.7]}
     assert len(viz.plot_collapse([0.4, 0.3, 0.1], probes).axes) == 3
+    with_se = viz.plot_collapse([0.4, 0.3, 0.1], {**probes, "pass@1 SE": [0.05, 0.04], "pass@8 SE": [0.03, 0.06]})
+    assert [t.get_text() for t in with_se.axes[2].get_legend().get_texts()] == ["pass@1 (±1 SE)", "pass@8 (±1 SE)"]
     with pytest.raises(ValueError, match="pass@8"):
         viz.plot_collapse([0.4], {"step": [0], "decision": [0.3], "pass@1": [0.3]})
     fig = viz.plot_token_entropy_histograms(torch.rand(50), torch.rand(50) * 0.1)
@@ -47,6 +49,7 @@ def test_controls_figure():
                          "pass@1": [0.4, 0.5, 0.3, 0.4], "pass@8": [0.7, 0.8, 0.7, 0.9]})
     fig = viz.plot_controls(runs)
     assert len(fig.axes) == 3 and len(fig.axes[0].patches) == 2
+    assert viz.plot_controls(runs, units={"entropy": "nats"}).axes[0].get_ylabel() == "nats"
     with pytest.raises(ValueError, match="pass@8"):
         viz.plot_controls(runs.drop(columns="pass@8"))
 
@@ -105,9 +108,9 @@ def test_the_step_law_figure():
     steps = pd.DataFrame({"measured": [-0.01, 0.005, -0.02], "first_order": [-0.012, 0.004, -0.015],
                           "natural_cov": [0.2, 0.1, 0.3], "state_cov": [0.02, -0.01, 0.03]})
     fig = viz.plot_step_law(steps)
-    assert len(fig.axes) == 4 and "r = +" in fig.axes[0].get_title()
-    labels = [text.get_text() for text in fig.axes[1].get_legend().get_texts()]
-    assert len(labels) == 2 and labels[0].startswith("−state_cov: r = +") and labels[1].startswith("−natural_cov")
+    assert len(fig.axes) == 5 and "r = +" in fig.axes[0].get_title()  # law, one per covariance, steps + its twin
+    assert fig.axes[1].get_xlabel().startswith("−state_cov") and fig.axes[2].get_xlabel().startswith("−natural_cov")
+    assert fig.axes[1].get_title().startswith("r = +") and fig.axes[1].texts[0].get_text() == "first step"
     assert len(viz.plot_step_law(steps, covariances=["natural_cov"]).axes[1].collections) == 1
     with pytest.raises(ValueError, match="vanilla_cov"):
         viz.plot_step_law(steps, covariances=["vanilla_cov"])

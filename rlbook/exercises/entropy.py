@@ -5,7 +5,7 @@ batch, (log π(y_t|s_t) + H(s_t))·A_t with padding 0 (``rlbook.entropy.state_co
 2025, arXiv:2505.22617, §3), on small batches with padding and advantages whose mean is not 0, naming
 the likely mistake: the pooled estimator Clip-Cov uses (centred on the batch's means, ``token_covariance``),
 the same with padding in the means, log π − H in place of log π + H (the sign of E_π[log π] = −H),
-no centring, A centred as well, padding left non-zero, the sign flipped.
+no centring, A centred as well (on its token-weighted or its per-completion mean), padding left non-zero, the sign flipped.
 
 ``check_entropy_change`` (the lesson's earlier, one-line exercise; a warm-up): the first-order entropy change of a
 natural policy-gradient step on a softmax.
@@ -134,6 +134,10 @@ def _state_mistakes(logp, entropy, advantages, mask) -> dict[str, tuple[torch.Te
         "centred_advantage": ((logp + entropy) * (per_token - mean_advantage) * mask,
                               "you centred A on its batch mean as well. In expectation that changes nothing (E_π[log π + H] "
                               "= 0 at each state, so a constant in A drops out), but the exercise asks for A as given"),
+        "completion_centred_advantage": ((logp + entropy) * (per_token - advantages.mean()) * mask,
+                                         "you centred A on its mean over the completions, (A − mean(A)). In expectation "
+                                         "that changes nothing (E_π[log π + H] = 0 at each state, so a constant in A "
+                                         "drops out), but the exercise asks for A as given"),
         "padding": ((logp + entropy) * per_token,
                     "right on the completion tokens, but the padding positions (mask 0) must be 0"),
         "sign": (-(logp + entropy) * per_token * mask,

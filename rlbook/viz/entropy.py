@@ -120,7 +120,8 @@ def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token
     step), the probed decision's probability, and held-out pass@1 / pass@``k``.
 
     ``probes`` is a table (a DataFrame or dict of lists) with columns ``step``, ``decision``,
-    ``pass@1`` and ``pass@k``.
+    ``pass@1`` and ``pass@k``; where it also has ``pass@1 SE`` / ``pass@k SE`` (standard errors), the
+    pass@k panel draws them as ±1 SE bars.
     """
     entropy = as_float_tensor("entropy", entropy, ndim=(1,)).numpy()
     for column in ("step", "decision", "pass@1", f"pass@{k}"):
@@ -131,10 +132,12 @@ def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token
     axes[0].set(xlabel="step", ylabel="nats", title="mean token entropy of the batch", ylim=(0, None))
     steps = np.asarray(probes["step"])
     axes[1].plot(steps, np.asarray(probes["decision"]), "o-", color="tab:purple")
-    axes[1].set(xlabel="step", ylim=(0, 1.02), title=decision + ", held-out prompts")
-    axes[2].plot(steps, np.asarray(probes["pass@1"]), "o-", label="pass@1")
-    axes[2].plot(steps, np.asarray(probes[f"pass@{k}"]), "s-", label=f"pass@{k}")
-    axes[2].set(xlabel="step", ylim=(0, 1.02), title="held-out pass@k")
+    axes[1].set(xlabel="step", ylabel="probability", ylim=(0, 1.02), title=decision + ", held-out prompts")
+    for metric, marker in (("pass@1", "o-"), (f"pass@{k}", "s-")):
+        se = np.asarray(probes[f"{metric} SE"], dtype=float) if f"{metric} SE" in probes else None
+        axes[2].errorbar(steps, np.asarray(probes[metric], dtype=float), yerr=se, fmt=marker, capsize=2,
+                         label=metric + (" (±1 SE)" if se is not None else ""))
+    axes[2].set(xlabel="step", ylabel="share of prompts", ylim=(0, 1.02), title="held-out pass@k")
     axes[2].legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -159,14 +162,16 @@ def plot_token_entropy_histograms(early, late, *, labels=("early", "late"), ax=N
     return ax.figure
 
 
-def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str = "control"):
+def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str = "control", units=None):
     """One panel per metric: a bar per ``label`` value (the mean over its runs) and a dot per run.
 
-    ``runs`` is a DataFrame with one row per run, a column ``label`` and one per metric.
+    ``runs`` is a DataFrame with one row per run, a column ``label`` and one per metric; ``units``
+    (optional) maps a metric to its y-axis label.
     """
     for column in (label, *metrics):
         if column not in runs:
             raise ValueError(f"runs must have a column {column!r}")
+    units = dict(units or {})
     names = list(dict.fromkeys(runs[label]))
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.6), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
@@ -176,6 +181,8 @@ def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str =
             ax.scatter(np.full(len(values), i), values, color="black", s=12, zorder=3)
         ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=8)
         ax.set(title=metric, ylim=(0, None))
+        if metric in units:
+            ax.set_ylabel(units[metric])
     fig.tight_layout()
     return fig
 
@@ -183,9 +190,10 @@ def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str =
 def plot_step_law(steps, *, covariances=("state_cov", "natural_cov")):
     """Three panels from a table with one row per training step (``entropy_step_change``'s keys):
     measured ΔH against the first-order law with the step's own Δz (the line y = x); measured ΔH
-    against −covariance for each of ``covariances`` (known before the step; the law's scale η is
-    unknown, so no line; default the per-state estimate and the pooled batch one, each with its
-    Pearson r); and below them all over the steps (the covariances on their own axis)."""
+    against −covariance, one panel (and x-scale) for each of ``covariances`` (known before the step; the
+    law's scale η is unknown, so no line; default the per-state estimate and the pooled batch one, each
+    with its Pearson r, coloured by step, the first step labelled); and below them all over the steps
+    (the covariances on their own axis)."""
     covariances = list(covariances)
     if not covariances:
         raise ValueError("covariances must name at least one column")
@@ -195,36 +203,39 @@ def plot_step_law(steps, *, covariances=("state_cov", "natural_cov")):
     measured = np.asarray(steps["measured"], dtype=float)
     first_order = np.asarray(steps["first_order"], dtype=float)
     number = np.arange(1, len(measured) + 1)
-    # The two scatters side by side and the steps below them at the column's full width (one strip of three
-    # would be wider than the book's column: rlbook._figures).
-    fig, panels = plt.subplot_mosaic([["law", "covariance"], ["steps", "steps"]], figsize=(COLUMN_IN, 6.6))
-    axes = [panels["law"], panels["covariance"], panels["steps"]]
+    # The scatters side by side, one per covariance on its own x-scale (their ranges differ tenfold), and the
+    # steps below them at the column's full width (rlbook._figures).
+    top = ["law", *covariances]
+    fig, panels = plt.subplot_mosaic([top, ["steps"] * len(top)], figsize=(COLUMN_IN, 6.6))
+    axes = [panels["law"], *(panels[c] for c in covariances), panels["steps"]]
     reach = max(np.abs(measured).max(), np.abs(first_order).max(), 1e-6) * 1.1
     axes[0].plot([-reach, reach], [-reach, reach], "k--", lw=1, label="y = x")
     axes[0].scatter(first_order, measured, c=number, cmap="viridis", s=22)
-    axes[0].set(xlabel="first order −Cov_π(log π, Δz) (nats)", ylabel="measured ΔH (nats)",
-                title=f"the law with the step's own Δz: r = {_pearson(first_order, measured):+.2f}")
+    axes[0].set(xlabel="first order −Cov_π(log π, Δz)", ylabel="measured ΔH (nats)",
+                title=f"own Δz: r = {_pearson(first_order, measured):+.2f}")
     axes[0].legend(fontsize=8)
     markers, colours = ("o", "^", "s", "v"), ("tab:green", "tab:purple", "tab:brown", "tab:olive")
     for i, column in enumerate(covariances):
         predicted = -np.asarray(steps[column], dtype=float)
-        axes[1].scatter(predicted, measured, marker=markers[i % 4], color=colours[i % 4], s=22,
-                        label=f"−{column}: r = {_pearson(predicted, measured):+.2f}")
-    axes[1].axhline(0, color="gray", lw=0.8)
-    axes[1].axvline(0, color="gray", lw=0.8)
-    axes[1].set(xlabel="−covariance (before the step)", ylabel="measured ΔH (nats)", title="the covariance, known before")
-    axes[1].legend(fontsize=8)
-    axes[2].plot(number, measured, "o-", color="tab:red", label="measured ΔH")
-    axes[2].plot(number, first_order, "s--", color="tab:blue", label="first order")
-    axes[2].axhline(0, color="gray", lw=0.8)
-    axes[2].set(xlabel="step", ylabel="nats", title="over the steps (left panel's colour: step)")
-    twin = axes[2].twinx()
+        ax = axes[1 + i]
+        ax.scatter(predicted, measured, marker=markers[i % 4], c=number, cmap="viridis", s=22,
+                   edgecolors=colours[i % 4])
+        ax.annotate("first step", (predicted[0], measured[0]), fontsize=7, xytext=(4, -8), textcoords="offset points")
+        ax.axhline(0, color="gray", lw=0.8)
+        ax.axvline(0, color="gray", lw=0.8)
+        ax.set(xlabel=f"−{column} (before the step)", title=f"r = {_pearson(predicted, measured):+.2f}")
+    steps_ax = axes[-1]
+    steps_ax.plot(number, measured, "o-", color="tab:red", label="measured ΔH")
+    steps_ax.plot(number, first_order, "s--", color="tab:blue", label="first order")
+    steps_ax.axhline(0, color="gray", lw=0.8)
+    steps_ax.set(xlabel="step", ylabel="nats", title="over the steps (left panel's colour: step)")
+    twin = steps_ax.twinx()
     for i, column in enumerate(covariances):
         twin.plot(number, -np.asarray(steps[column], dtype=float), marker=markers[i % 4], ls=":",
                   color=colours[i % 4], label=f"−{column}")
     twin.set_ylabel("−covariance")
-    lines = axes[2].get_lines()[:2] + twin.get_lines()
-    axes[2].legend(lines, [line.get_label() for line in lines], fontsize=8, loc="lower right")
+    lines = steps_ax.get_lines()[:2] + twin.get_lines()
+    steps_ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 
