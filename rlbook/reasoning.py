@@ -491,3 +491,51 @@ def _sum_the_lines_compute(lines: list[str]) -> str | None:
             return None
         totals.append(total)
     return (totals[-1] + "".join(t[-1] for t in reversed(totals[:-1]))).lstrip("0") or "0"
+
+
+def paired_ratio_difference(numerators_a, denominators_a, numerators_b, denominators_b) -> tuple[float, float]:
+    """``(r_a − r_b, se)``: the change of a ratio of totals between two runs scored on the same clusters.
+
+    Each array holds one total per cluster (e.g. per held-out problem: its right worked answers and its
+    worked answers), the i-th entries of all four measured on the same cluster, so the two ratios
+    r = Σ numerators / Σ denominators are paired and their errors correlated. The SE is the delta
+    method clustered by the unit: each cluster's linearised contribution to r_a minus its contribution
+    to r_b, e_i = (x_ai − r_a y_ai)/ȳ_a − (x_bi − r_b y_bi)/ȳ_b, and se = sd(e)/√n (the paired form of
+    ``rlbook.evidence.ratio_se``; Cochran 1977, Sampling Techniques, §6.3). Needs two clusters and
+    non-zero denominators' totals.
+    """
+    arrays = [np.asarray(v, dtype=float).ravel() for v in (numerators_a, denominators_a, numerators_b, denominators_b)]
+    if len({a.size for a in arrays}) != 1:
+        raise ValueError(f"all four arrays must hold one total per cluster, got sizes {[a.size for a in arrays]}")
+    if arrays[0].size < 2:
+        raise ValueError("need at least two clusters")
+    x_a, y_a, x_b, y_b = arrays
+    if y_a.mean() == 0 or y_b.mean() == 0:
+        raise ValueError("denominators must not total zero")
+    r_a, r_b = x_a.mean() / y_a.mean(), x_b.mean() / y_b.mean()
+    linear = (x_a - r_a * y_a) / y_a.mean() - (x_b - r_b * y_b) / y_b.mean()
+    return float(r_a - r_b), float(linear.std(ddof=1) / math.sqrt(linear.size))
+
+
+def critic_fit(history, *, window: int = 3) -> dict:
+    """Did a PPO critic learn? Its logged ``value_loss`` over the first and last ``window`` steps of a run,
+    against the loss a constant value would get over the last ``window`` steps.
+
+    ``value_loss`` is ½ mean over tokens of (V − G)² (``rlbook.losses.policy.value_loss``). With one 0/1
+    terminal reward, γ = 1 and a small KL penalty, every token's return G is close to the response's reward
+    R, so the best constant V = mean reward p scores ½ p(1 − p) (the variance of a Bernoulli): a critic below
+    that predicts something about R from the prefix. Returns ``first``, ``last`` (mean value_loss),
+    ``constant`` (½ p(1 − p) at the last steps' mean reward p) and ``ratio`` = last / constant.
+    """
+    rows = list(history)
+    window = int(window)
+    if window < 1 or len(rows) < window:
+        raise ValueError(f"need at least window={window} ≥ 1 steps, got {len(rows)}")
+    if any("value_loss" not in row for row in rows):
+        raise ValueError("the history has no value_loss: not a run with a critic")
+    loss = [float(row["value_loss"]) for row in rows]
+    reward = float(np.mean([float(row["reward"]) for row in rows[-window:]]))
+    constant = 0.5 * reward * (1 - reward)
+    last = float(np.mean(loss[-window:]))
+    return {"first": float(np.mean(loss[:window])), "last": last, "constant": constant,
+            "ratio": last / constant if constant > 0 else math.nan}

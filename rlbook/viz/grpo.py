@@ -55,7 +55,10 @@ def plot_group_advantages(n_correct: int = 3, group_size: int = 4):
         right.plot(ks, right_answer, "o-", color=colour, ms=4, label=label)
         right.plot(ks, wrong_answer, "s--", color=colour, ms=4)
     left.axhline(0, color="black", lw=0.8)
-    left.set_xticks(range(group_size), [f"r={int(r)}" for r in rewards.tolist()], fontsize=8)
+    if group_size <= 16:
+        left.set_xticks(range(group_size), [f"r={int(r)}" for r in rewards.tolist()], fontsize=8)
+    else:  # too many samples to label one by one
+        left.set(xlabel=f"sample (the first {n_correct} right, r = 1)")
     left.set(ylabel="advantage A_i", title=f"one group: {n_correct} right out of G = {group_size}")
     left.legend(fontsize=7)
     right.axhline(0, color="black", lw=0.8)
