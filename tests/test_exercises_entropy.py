@@ -107,12 +107,19 @@ def test_the_per_state_checker_names_each_common_mistake(capsys):
     def padding(logp, entropy, advantages, mask):
         return (logp + entropy) * advantages[:, None]
 
+    def half_pooled(logp, entropy, advantages, mask):  # log π on the batch mean, A left raw
+        return (logp - (logp * mask).sum() / mask.sum()) * advantages[:, None] * mask
+
+    def completion_centred_logp(logp, entropy, advantages, mask):  # "its own state" read as its completion
+        return (logp - (logp * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True)) * advantages[:, None] * mask
+
     def sign(logp, entropy, advantages, mask):
         return -(logp + entropy) * advantages[:, None] * mask
 
     for fn, words in ((pooled, "pooled estimator Clip-Cov"), (minus_entropy, "log π − H"),
                       (uncentred, "not centred"), (centred_advantage, "centred A"),
                       (completion_centred, "mean over the completions"), (padding, "padding positions"),
+                      (half_pooled, "half the pooled"), (completion_centred_logp, "completion's mean log-prob"),
                       (sign, "sign is flipped")):
         assert check_state_covariance(fn) is False
         assert words in capsys.readouterr().out, fn.__name__

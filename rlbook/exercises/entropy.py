@@ -127,6 +127,12 @@ def _state_mistakes(logp, entropy, advantages, mask) -> dict[str, tuple[torch.Te
         "pooled_padding": (token_covariance(logp, advantages, everywhere) * mask,
                            "centred on batch means that count the padding too — and the law centres on each state's "
                            "own mean −H(s_t) anyway, not on a batch mean"),
+        "half_pooled": ((logp - (logp * mask).sum() / count) * per_token * mask,
+                        "you centred log π on the batch's mean log-prob and left A as given: that is half the pooled "
+                        "estimator. The law centres each token on its own state's mean, E_π[log π(·|s_t)] = −H(s_t)"),
+        "completion_centred": ((logp - ((logp * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True))) * per_token * mask,
+                               "you centred log π on its completion's mean log-prob. A completion passes through many "
+                               "states; \"its own state\" is the position s_t, whose mean log-prob is −H(s_t)"),
         "minus_entropy": ((logp - entropy) * per_token * mask,
                           "log π − H: the state's mean log-prob is E_π[log π] = −H, so the centred log-prob is log π + H"),
         "uncentred": (logp * per_token * mask,
