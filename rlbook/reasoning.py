@@ -517,15 +517,48 @@ def paired_ratio_difference(numerators_a, denominators_a, numerators_b, denomina
     return float(r_a - r_b), float(linear.std(ddof=1) / math.sqrt(linear.size))
 
 
-def critic_fit(history, *, window: int = 3) -> dict:
+def constant_critic_value_loss(lengths, rewards, lam: float, *, counts=None) -> float:
+    """The logged ``value_loss`` of the best constant critic V ≡ c under GAE λ-return targets, γ = 1.
+
+    Setting (the PPO trainer's ``_gae_advantages`` + ``rlbook.losses.policy.value_loss``): response i has
+    T_i tokens at positions t = 0 … T_i − 1 and one reward r_i on its last token; V_{T_i} = 0 (it ended).
+    With V ≡ c, GAE (Schulman et al. 2015, arXiv:1506.02438, eq. 16) gives δ_t = 0 for t < T_i − 1 and
+    δ_{T_i−1} = r_i − c, so A_t = λ^{T_i−1−t}(r_i − c) and the target is G^λ_t = A_t + c. The loss is ½ the
+    mean over all the batch's tokens ("token_mean") of (c − G^λ_t)²:
+
+        L(c) = ½ Σ_i w_i (r_i − c)² / Σ_i T_i,    w_i = Σ_{k=0}^{T_i−1} λ^{2k} = (1 − λ^{2T_i}) / (1 − λ²),
+
+    minimised at c* = Σ w_i r_i / Σ w_i. Only at λ = 1 (Monte Carlo returns, w_i = T_i) is this the
+    Bernoulli ½ p(1 − p); at λ < 1 every token before the last is damped, so the constant scores far less.
+    (A KL penalty in the per-token reward is left out: it adds small per-token terms.) ``counts``
+    (default 1 each) repeats response i ``counts[i]`` times, or in those proportions. Returns L(c*).
+    """
+    lengths = np.asarray(lengths, dtype=float).ravel()
+    rewards = np.asarray(rewards, dtype=float).ravel()
+    counts = np.ones_like(lengths) if counts is None else np.asarray(counts, dtype=float).ravel()
+    if not (lengths.shape == rewards.shape == counts.shape) or lengths.size == 0 or (lengths < 1).any() \
+            or (counts < 0).any() or counts.sum() <= 0:
+        raise ValueError("need equally many lengths (each ≥ 1), rewards and counts (≥ 0, not all 0), at least one")
+    lam = float(lam)
+    if not 0 <= lam <= 1:
+        raise ValueError(f"lam must be in [0, 1], got {lam}")
+    weights = counts * (lengths if lam == 1 else (1 - lam ** (2 * lengths)) / (1 - lam ** 2))
+    best = float(np.sum(weights * rewards) / np.sum(weights))
+    return float(0.5 * np.sum(weights * (rewards - best) ** 2) / np.sum(counts * lengths))
+
+
+def critic_fit(history, *, window: int = 3, lam: float | None = None) -> dict:
     """Did a PPO critic learn? Its logged ``value_loss`` over the first and last ``window`` steps of a run,
     against the loss a constant value would get over the last ``window`` steps.
 
-    ``value_loss`` is ½ mean over tokens of (V − G)² (``rlbook.losses.policy.value_loss``). With one 0/1
-    terminal reward, γ = 1 and a small KL penalty, every token's return G is close to the response's reward
-    R, so the best constant V = mean reward p scores ½ p(1 − p) (the variance of a Bernoulli): a critic below
-    that predicts something about R from the prefix. Returns ``first``, ``last`` (mean value_loss),
-    ``constant`` (½ p(1 − p) at the last steps' mean reward p) and ``ratio`` = last / constant.
+    ``value_loss`` is ½ mean over tokens of (V − G)² (``rlbook.losses.policy.value_loss``). By default the
+    comparator is ½ p(1 − p) at the last steps' mean reward p: the best constant's loss against Monte Carlo
+    returns (G = R on every token, 0/1 terminal reward, γ = 1). The trainer's targets are GAE λ-returns,
+    though; pass the run's ``lam`` and the comparator is ``constant_critic_value_loss`` per step (mean
+    over the last ``window``), with every right answer taken at the step's ``length_correct`` and every
+    wrong one at ``length_incorrect`` (the per-answer lengths are not logged; w(T) is concave, so this
+    slightly over-states the constant's loss when lengths vary within a kind). Returns ``first``,
+    ``last`` (mean value_loss), ``constant`` and ``ratio`` = last / constant.
     """
     rows = list(history)
     window = int(window)
@@ -534,8 +567,18 @@ def critic_fit(history, *, window: int = 3) -> dict:
     if any("value_loss" not in row for row in rows):
         raise ValueError("the history has no value_loss: not a run with a critic")
     loss = [float(row["value_loss"]) for row in rows]
-    reward = float(np.mean([float(row["reward"]) for row in rows[-window:]]))
-    constant = 0.5 * reward * (1 - reward)
+    if lam is None:
+        reward = float(np.mean([float(row["reward"]) for row in rows[-window:]]))
+        constant = 0.5 * reward * (1 - reward)
+    else:
+        per_step = []
+        for row in rows[-window:]:
+            p = float(row["reward"])  # a kind with no answers this step has no length (NaN): leave it out
+            kinds = [(share, float(row[key]), r) for share, key, r in
+                     ((p, "length_correct", 1.0), (1 - p, "length_incorrect", 0.0)) if share > 0]
+            shares, lengths, rewards = zip(*kinds)
+            per_step.append(constant_critic_value_loss(lengths, rewards, lam, counts=shares))
+        constant = float(np.mean(per_step))
     last = float(np.mean(loss[-window:]))
     return {"first": float(np.mean(loss[:window])), "last": last, "constant": constant,
             "ratio": last / constant if constant > 0 else math.nan}
