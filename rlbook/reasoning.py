@@ -52,7 +52,8 @@ from rlbook.tasks.arithmetic import addition_steps
 from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, format_reward, is_well_formed
 
 __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
-           "profile", "probe_profile", "length_decomposition", "clustered_decomposition", "first_decision_push",
+           "profile", "probe_profile", "length_decomposition", "clustered_decomposition", "first_token_kl_by_prompt",
+           "first_decision_push",
            "normaliser_push_ratio",
            "format_constant_in_every_group", "scratchpad_token_id", "scratchpad_opening_probability",
            "opens_scratchpad", "kl_mode_split", "success_conditioned_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
@@ -213,7 +214,7 @@ def _kind_masks(texts) -> np.ndarray:
 
 
 def clustered_decomposition(before, after, clusters, *, metric: str = "length", n_resamples: int = 2000,
-                            seed: int = 0) -> dict:
+                            seed: int = 0, keep=None) -> dict:
     """``length_decomposition`` of two probes of the same samples' prompts, with standard errors from
     resampling the prompts.
 
@@ -224,19 +225,31 @@ def clustered_decomposition(before, after, clusters, *, metric: str = "length", 
     cluster bootstrap, e.g. Cameron & Miller, J. Human Resources 50(2), 2015, §VI), and each term
     recomputed. Returns {"before", "after", "change", "mix", "within"} as ``length_decomposition``
     gives them, and "{term}_se" for each, the resampled terms' standard deviation.
+
+    ``keep``: optionally (keep_before, keep_after), one 0/1 per sample of each probe; only the kept
+    samples are decomposed (e.g. the wrong answers, ``correct == 0``: the split of their mean length),
+    while the prompts are still resampled whole, so the two probes may keep different samples.
     """
     if metric not in ("length", "accuracy"):
         raise ValueError(f"metric must be 'length' or 'accuracy', got {metric!r}")
     check_positive("n_resamples", n_resamples)
+    if keep is not None and (not isinstance(keep, (tuple, list)) or len(keep) != 2):
+        raise ValueError(f"keep must be (keep_before, keep_after), got {type(keep).__name__}")
     sides = []
-    for name, side in (("before", before), ("after", after)):
+    for i, (name, side) in enumerate((("before", before), ("after", after))):
         if not isinstance(side, (tuple, list)) or len(side) != 3:
             raise ValueError(f"{name} must be (texts, lengths, correct), got {type(side).__name__}")
         texts, lengths, correct = side
         values = np.asarray(lengths if metric == "length" else correct, dtype=float).reshape(-1)
         if len(texts) != values.size:
             raise ValueError(f"{name}: texts and {metric} must be of one length, got {len(texts)} and {values.size}")
-        sides.append((_kind_masks(texts), values))
+        kept = None
+        if keep is not None:
+            kept = np.asarray(keep[i], dtype=float).reshape(-1)
+            if kept.size != values.size or not np.isin(kept, (0.0, 1.0)).all() or not kept.any():
+                raise ValueError(f"keep[{i}] must be 0/1, one per sample of {name} ({values.size}), "
+                                 f"keeping at least one")
+        sides.append((_kind_masks(texts) * (1.0 if kept is None else kept), values, kept))
     labels = list(clusters)
     if len(labels) != sides[0][1].size or len(labels) != sides[1][1].size:
         raise ValueError(f"clusters must name the prompt of every sample of both probes ({sides[0][1].size}), "
@@ -250,10 +263,11 @@ def clustered_decomposition(before, after, clusters, *, metric: str = "length", 
                         rng.multinomial(len(names), np.full(len(names), 1 / len(names)), size=n_resamples)])
     weights = counts[:, index]  # (1 + resamples, samples)
     terms = []
-    for masks, values in sides:
+    for masks, values, kept in sides:
         kind_weight = weights @ masks.T  # (resamples, kinds)
-        share = kind_weight / weights.sum(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
+            total_weight = weights.sum(axis=1, keepdims=True) if kept is None else (weights @ kept)[:, None]
+            share = kind_weight / total_weight
             mean = (weights @ (masks * values).T) / kind_weight
         terms.append((share, mean))
     (p, m), (p_new, m_new) = terms
@@ -265,7 +279,32 @@ def clustered_decomposition(before, after, clusters, *, metric: str = "length", 
     total_new = np.where(p_new > 0, p_new * m_new, 0.0).sum(axis=1)
     result = {"before": total, "after": total_new, "change": total_new - total, "mix": mix, "within": within}
     return {**{k: float(v[0]) for k, v in result.items()},
-            **{f"{k}_se": float(v[1:].std(ddof=1)) for k, v in result.items()}}
+            **{f"{k}_se": float(np.nanstd(v[1:], ddof=1)) for k, v in result.items()}}
+
+
+def first_token_kl_by_prompt(logprobs, reference_logprobs, mask, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each prompt's k3 KL to the reference on its samples' first tokens, and on all their tokens.
+
+    ``logprobs`` and ``reference_logprobs``: (B, C) log-probabilities of the sampled tokens under the
+    policy that sampled them and under the reference; ``mask``: (B, C), 1 on completion tokens; the B
+    rows are prompts' groups of ``group_size``, contiguous. Per token k3 = π_ref/π − log(π_ref/π) − 1
+    (Schulman 2020, ``rlbook.kl.k3``), an unbiased estimate of KL(π‖π_ref) at that state. Returns
+    (first, total): (P,) sums over each prompt's group. The first token's share of the KL is
+    Σ first / Σ total, and ``rlbook.evidence.ratio_se(first, total)`` its SE clustered by prompt
+    (where a completion chooses whether to open ``<think>``, lessons 08 and 17).
+    """
+    from rlbook.kl import k3
+
+    logprobs, reference_logprobs = torch.as_tensor(logprobs), torch.as_tensor(reference_logprobs)
+    mask = torch.as_tensor(mask).to(logprobs.dtype)
+    if logprobs.ndim != 2 or logprobs.shape != reference_logprobs.shape or logprobs.shape != mask.shape:
+        raise ValueError(f"logprobs, reference_logprobs and mask must be one (B, C) shape, got "
+                         f"{tuple(logprobs.shape)}, {tuple(reference_logprobs.shape)}, {tuple(mask.shape)}")
+    group_size = check_group_size("group_size", logprobs.shape[0], group_size)
+    per_token = k3(logprobs, reference_logprobs) * mask
+    first = per_token[:, 0].reshape(-1, group_size).sum(1)
+    total = per_token.reshape(-1, group_size, per_token.shape[1]).sum((1, 2))
+    return first.double().numpy(), total.double().numpy()
 
 
 def first_decision_push(p: float, scratchpad_advantage: float, scratchpad_length: float, direct_length: float,

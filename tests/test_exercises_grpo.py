@@ -51,6 +51,8 @@ def test_group_advantages_accepts_right_answers(answer, capsys):
     (_grouped(_centred), "did not divide"),
     # groups read as interleaved rows: on the first batch this coincides with the whole-batch answer
     (lambda r, g: _interleaved_grpo(r, g), "`view(G, -1)`"),
+    # the right rows, the wrong axis: μ and σ over dim 0 of view(-1, G)
+    (_grouped(lambda x: (x - x.mean(0, keepdim=True)) / (x.std(0, correction=0, keepdim=True) + 1e-8)), "wrong axis"),
     # group mean, whole-batch σ: on the first batch it coincides with Bessel's σ
     (lambda r, g: torch.where(_flat(r, g), 0.0, _grouped(_centred)(r, g) / r.std(correction=0)), "whole batch's σ"),
     (lambda r, g: group_advantages(r, g, "rloo"), "RLOO"),

@@ -403,3 +403,59 @@ def test_both_splits_are_exact_and_differ():
     assert base["within"] == pytest.approx(0.25 * (0.90 - 0.92) + 0.75 * (0.0 - 0.06))
     with pytest.raises(ValueError, match="shares"):
         rz.length_decomposition(before, after, shares="mean")
+
+
+def test_clustered_decomposition_of_kept_samples_matches_the_profile_of_those_samples():
+    rng = np.random.default_rng(1)
+    prompts = np.repeat(np.arange(30), 4)
+    texts_before = [WORKED if u < 0.3 else DIRECT_WRONG for u in rng.random(120)]
+    texts_after = [WORKED if u < 0.8 else DIRECT_WRONG for u in rng.random(120)]
+    lengths_before = np.array([30 if t == WORKED else 6 for t in texts_before], dtype=float)
+    lengths_after = np.array([29 if t == WORKED else 7 for t in texts_after], dtype=float)
+    correct_before = (rng.random(120) < np.where(np.array(texts_before) == WORKED, 0.9, 0.1)).astype(float)
+    correct_after = (rng.random(120) < np.where(np.array(texts_after) == WORKED, 0.9, 0.1)).astype(float)
+    wrong_before, wrong_after = correct_before == 0, correct_after == 0
+    found = rz.clustered_decomposition((texts_before, lengths_before, correct_before),
+                                       (texts_after, lengths_after, correct_after), prompts, n_resamples=300,
+                                       keep=(wrong_before, wrong_after))
+    point = rz.length_decomposition(
+        rz.profile([t for t, w in zip(texts_before, wrong_before) if w], lengths_before[wrong_before],
+                   correct_before[wrong_before]),
+        rz.profile([t for t, w in zip(texts_after, wrong_after) if w], lengths_after[wrong_after],
+                   correct_after[wrong_after]))
+    for key in ("before", "after", "change", "mix", "within"):
+        assert found[key] == pytest.approx(point[key])
+        assert found[f"{key}_se"] > 0
+    # keeping everything is the plain decomposition, resample for resample
+    everything = np.ones(120)
+    plain = rz.clustered_decomposition((texts_before, lengths_before, correct_before),
+                                       (texts_after, lengths_after, correct_after), prompts, n_resamples=100)
+    kept = rz.clustered_decomposition((texts_before, lengths_before, correct_before),
+                                      (texts_after, lengths_after, correct_after), prompts, n_resamples=100,
+                                      keep=(everything, everything))
+    assert kept == pytest.approx(plain)
+    with pytest.raises(ValueError, match="keep"):
+        rz.clustered_decomposition((texts_before, lengths_before, correct_before),
+                                   (texts_after, lengths_after, correct_after), prompts, keep=(wrong_before,))
+    with pytest.raises(ValueError, match="keep"):
+        rz.clustered_decomposition((texts_before, lengths_before, correct_before),
+                                   (texts_after, lengths_after, correct_after), prompts,
+                                   keep=(wrong_before[:-1], wrong_after))
+
+
+def test_first_token_kl_by_prompt_sums_k3_per_group():
+    logprobs = torch.log(torch.tensor([[0.5, 0.9, 0.9], [0.8, 0.5, 1.0], [0.2, 0.9, 1.0], [0.9, 0.9, 0.9]]))
+    reference = torch.log(torch.tensor([[0.25, 0.9, 0.9], [0.8, 0.25, 1.0], [0.6, 0.9, 1.0], [0.9, 0.9, 0.9]]))
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 0, 0]])
+    first, total = rz.first_token_kl_by_prompt(logprobs, reference, mask, 2)
+
+    def k3(p, q):  # π = p, π_ref = q
+        return q / p - math.log(q / p) - 1
+
+    assert first == pytest.approx([k3(0.5, 0.25) + 0.0, k3(0.2, 0.6) + 0.0])
+    assert total == pytest.approx([k3(0.5, 0.25) + k3(0.5, 0.25), k3(0.2, 0.6)])
+    assert (first <= total + 1e-12).all()
+    with pytest.raises(ValueError, match="group_size"):
+        rz.first_token_kl_by_prompt(logprobs, reference, mask, 3)
+    with pytest.raises(ValueError, match="shape"):
+        rz.first_token_kl_by_prompt(logprobs, reference[:, :2], mask, 2)

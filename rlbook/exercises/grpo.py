@@ -69,6 +69,13 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
         "rows_of_n": (group_advantages(rewards, rewards.numel() // group_size, "grpo"),
                       "your groups are the wrong rows: `view(G, -1)` makes G rows of n_prompts rewards each; each "
                       "prompt's G samples are *contiguous*, so reshape with `view(-1, G)` (one row per prompt)."),
+        "columns": (torch.where(groups.std(0, correction=0, keepdim=True) > 0,
+                                (groups - groups.mean(0, keepdim=True))
+                                / groups.std(0, correction=0, keepdim=True).clamp_min(1e-12),
+                                torch.zeros_like(groups)).reshape(-1),
+                    "you took μ and σ along the wrong axis: `view(-1, G)` puts one prompt per *row*, so the "
+                    "group statistics are `mean(dim=1)` and `std(dim=1, correction=0)`; `dim=0` compares the "
+                    "j-th samples of different prompts with each other."),
         "interleaved": (group_advantages(interleaved, group_size, "grpo")[undo],
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* "
                         "(rows 0…G−1 are the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
