@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 
-from rlbook.runtime import size
+from rlbook.runtime import is_ci, size
 
 
 def show_source(obj) -> None:
@@ -52,6 +52,23 @@ def check_claim(condition: bool, claim: str, evidence: str = "", *, n: str | Non
     if not condition:
         raise AssertionError(f"claim not shown by this run: {claim}{detail}{brackets}")
     print(f"✓ {claim}{detail}{brackets}")
+
+
+def claim_at_full_size(condition: bool, claim: str, evidence: str, why_not_at_ci: str, **support) -> None:
+    """``check_claim`` at the full size; at the CI size (``RLBOOK_SIZE=ci``) the same numbers, printed as a report.
+
+    For a claim whose effect needs the full run (more steps, more held-out problems) to show: ``make
+    test`` still executes the cell and prints whether it ``holds`` or is ``not shown`` at the small size,
+    with ``why_not_at_ci`` saying why it is not asserted there; ``make execute`` (full size) asserts it,
+    so the stored lesson carries the ✓. ``support`` is ``check_claim``'s n / uncertainty / threshold.
+    """
+    if not isinstance(why_not_at_ci, str) or not why_not_at_ci.strip():
+        raise ValueError(f"why_not_at_ci must say why the claim is not asserted at the CI size, got {why_not_at_ci!r}")
+    if is_ci():
+        print(f"report at the CI size ({why_not_at_ci}): {claim} — {'holds' if condition else 'not shown'} "
+              f"({evidence})")
+    else:
+        check_claim(condition, claim, evidence, **support)
 
 
 def worked_check(condition: bool, statement: str, detail: str = "", *, basis: str = "true by construction") -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbook.notebook import check_claim, worked_check
+from rlbook.notebook import check_claim, claim_at_full_size, worked_check
 
 
 def test_a_claim_that_holds_is_printed_and_one_that_does_not_fails(capsys):
@@ -37,3 +37,18 @@ def test_gap_prints_rounding_as_its_bound_and_a_real_difference_as_itself():
     assert gap(2e-9, floor=1e-6) == "< 1e-06"
     with pytest.raises(ValueError, match="floor"):
         gap(1.0, floor=0)
+
+
+def test_a_full_size_claim_is_asserted_at_full_size_and_reported_at_the_ci_size(capsys, monkeypatch):
+    monkeypatch.setenv("RLBOOK_SIZE", "full")
+    claim_at_full_size(True, "the share rises", "0.2 → 0.9", "12 steps are too few", n="3 seeds")
+    assert capsys.readouterr().out.startswith("✓ the share rises (0.2 → 0.9) [3 seeds]")
+    with pytest.raises(AssertionError, match="the share rises"):
+        claim_at_full_size(False, "the share rises", "0.2 → 0.2", "12 steps are too few")
+    monkeypatch.setenv("RLBOOK_SIZE", "ci")
+    claim_at_full_size(False, "the share rises", "0.2 → 0.2", "12 steps are too few", n="3 seeds")
+    out = capsys.readouterr().out
+    assert out.startswith("report at the CI size (12 steps are too few): the share rises — not shown (0.2 → 0.2)")
+    assert "✓" not in out
+    with pytest.raises(ValueError, match="why_not_at_ci"):
+        claim_at_full_size(True, "the share rises", "", " ")
