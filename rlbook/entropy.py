@@ -76,6 +76,7 @@ __all__ = [
     "kl_cov_mask",
     "fit_entropy_frontier",
     "frontier_prediction_se",
+    "fork_entropy_split",
 ]
 
 
@@ -206,9 +207,10 @@ def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0,
 
 
 def kl_cov_mask(covariance, mask, *, fraction: float = 2e-3) -> torch.Tensor:
-    """KL-Cov's selection: the top ``fraction`` of masked tokens by covariance (at least one when
+    """KL-Cov's selection: the top ⌊``fraction`` × the masked tokens⌋ by covariance (at least one when
     ``fraction`` > 0), which get a KL penalty (True = penalised; Cui et al. 2025, §4,
-    k = 2e-3 by default there)."""
+    k = 2e-3 by default there). Floor, as Clip-Cov's count and as the authors' code
+    (``max(1, int(n · k))`` in ``compute_policy_loss_kl_cov``)."""
     covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
     check_same_shape(covariance=covariance, mask=mask)
     if not 0.0 <= fraction <= 1.0:
@@ -217,10 +219,45 @@ def kl_cov_mask(covariance, mask, *, fraction: float = 2e-3) -> torch.Tensor:
     valid = (mask > 0).flatten()
     total = int(valid.sum())
     if fraction > 0 and total:
-        count = max(1, round(fraction * total))
+        count = max(1, math.floor(fraction * total))
         scores = covariance.flatten().masked_fill(~valid, -math.inf)
         chosen[scores.topk(count).indices] = True
     return chosen.view_as(covariance)
+
+
+def fork_entropy_split(probabilities, fork) -> dict[str, torch.Tensor]:
+    """Split the entropy of each row of ``probabilities`` (N, V) at a named fork: the tokens ``fork``
+    (e.g. the ids of ``<think>`` and ``<answer>``) against all the others. Per row, with m the mass
+    outside the fork, q = π(·|fork) the distribution within it and o = π(·|outside), the chain rule of
+    entropy (Cover & Thomas, *Elements of Information Theory*, Thm 2.2.1, grouping) gives exactly
+
+        H(π) = H_b(m) + (1 − m)·H(q) + m·H(o),    H_b(m) = −m log m − (1 − m) log(1 − m).
+
+    Returns (N,) float64 tensors: ``entropy`` H(π); ``outside`` m; ``within`` H(q), the entropy of the
+    fork read as a choice among its own tokens (for two tokens the binary entropy of the first's share);
+    ``which_side`` H_b(m); ``outside_entropy`` H(o) (0 where m = 0). Concavity bounds the mean of a
+    two-token ``within`` by the binary entropy of the mean share (≤ ln 2); mass outside the fork adds to
+    H(π) on top of it.
+    """
+    p = as_float_tensor("probabilities", probabilities).to(torch.float64)
+    if p.dim() != 2:
+        raise ValueError(f"probabilities must be (N, V), got shape {tuple(p.shape)}")
+    if (p < 0).any() or not torch.allclose(p.sum(1), torch.ones(p.shape[0], dtype=torch.float64), atol=1e-6):
+        raise ValueError("probabilities must be non-negative rows that sum to 1")
+    ids = torch.as_tensor(fork, dtype=torch.long).flatten()
+    if ids.numel() < 2 or ids.unique().numel() != ids.numel() or (ids < 0).any() or (ids >= p.shape[1]).any():
+        raise ValueError(f"fork must name at least two distinct token ids below {p.shape[1]}, got {ids.tolist()}")
+
+    def plogp(x):
+        return torch.where(x > 0, x * x.clamp_min(1e-300).log(), torch.zeros_like(x))
+
+    inside = torch.zeros(p.shape[1], dtype=torch.bool)
+    inside[ids] = True
+    m = p[:, ~inside].sum(1).clamp(0.0, 1.0)
+    q = p[:, inside] / (1 - m).clamp_min(1e-300)[:, None]
+    o = p[:, ~inside] / m.clamp_min(1e-300)[:, None]
+    return {"entropy": -plogp(p).sum(1), "outside": m, "within": -plogp(q).sum(1),
+            "which_side": -plogp(m) - plogp(1 - m), "outside_entropy": torch.where(m > 0, -plogp(o).sum(1), 0.0)}
 
 
 def _frontier_points(entropy, reward) -> tuple[torch.Tensor, torch.Tensor]:

@@ -41,6 +41,7 @@ __all__ = [
     "one_step_logprob_change",
     "first_token_probabilities",
     "sampled_token_entropies",
+    "answer_spread",
     "entropy_step_change",
 ]
 
@@ -240,17 +241,52 @@ def first_token_probabilities(model, tokenizer, prompts, *, temperature: float =
 
 @torch.no_grad()
 def sampled_token_entropies(model, tokenizer, prompts, *, num_samples: int = 4, max_new_tokens: int = 64,
-                            temperature: float = 1.0, seed: int = 0) -> torch.Tensor:
+                            temperature: float = 1.0, seed: int = 0, return_prompt_index: bool = False):
     """The entropy (nats) of the policy's next-token distribution at every token of completions it
     samples: ``num_samples`` per prompt at ``temperature``, the entropy of softmax(z / temperature)
     at each completion position, returned flat (1-D, padding left out). Its mean is the "token
     entropy" a trainer logs, here measured on prompts of one's choosing (held-out ones, at one
-    temperature for every run being compared).
+    temperature for every run being compared). With ``return_prompt_index``, returns
+    ``(entropies, prompt_index)``: the index into ``prompts`` of each token's prompt, the cluster label a
+    standard error of the mean needs (``rlbook.evidence.clustered_se``), since a prompt's tokens are not
+    independent draws.
     """
+    if not isinstance(return_prompt_index, bool):
+        raise ValueError(f"return_prompt_index must be a bool, got {return_prompt_index!r}")
     rollout = sample(model, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens,
                      temperature=temperature, seed=seed)
     _, entropy = rollout_logprobs(model, rollout, temperature=temperature, return_entropy=True)
-    return entropy[rollout.completion_mask > 0].detach().double().cpu()
+    kept = rollout.completion_mask > 0
+    entropies = entropy[kept].detach().double().cpu()
+    if not return_prompt_index:
+        return entropies
+    rows = torch.arange(kept.shape[0], device=kept.device)[:, None].expand_as(kept)
+    return entropies, (rows[kept] // num_samples).cpu()
+
+
+def answer_spread(texts, num_samples: int) -> list[dict]:
+    """How spread the final answers of each prompt's samples are: ``texts`` hold ``num_samples``
+    completions per prompt, prompt-major (as ``rollout.sample`` returns them). Per prompt: ``distinct``,
+    the number of different final answers (``rlbook.tasks.verifiers.extract_answer``; a completion with
+    no well-formed answer counts as one more kind, "none"), ``modal_share``, the share of samples that
+    give the most common one, and ``answered``, how many samples have a well-formed answer. One
+    answer repeated (modal share near 1) is a policy narrowed onto it; many distinct ones are not.
+    """
+    from collections import Counter
+
+    from rlbook.tasks.verifiers import extract_answer
+
+    check_int("num_samples", num_samples, minimum=1)
+    texts = list(texts)
+    if not texts or len(texts) % num_samples:
+        raise ValueError(f"texts must hold num_samples = {num_samples} completions per prompt, got {len(texts)}")
+    rows = []
+    for start in range(0, len(texts), num_samples):
+        answers = [extract_answer(t) for t in texts[start:start + num_samples]]
+        counts = Counter("none" if a is None else a.strip() for a in answers)
+        rows.append({"distinct": len(counts), "modal_share": max(counts.values()) / num_samples,
+                     "answered": sum(a is not None for a in answers)})
+    return rows
 
 
 def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size: int | None = None,

@@ -202,7 +202,7 @@ def test_kl_cov_adds_the_absolute_log_ratio_on_the_top_covariance_tokens():
     plain_logp, old, advantages, mask, plain_loss, _ = _gradient()
     logp, *_, loss, metrics = _gradient(cov_control="kl_cov", cov_fraction=0.1, kl_cov_coef=2.0)
     chosen = kl_cov_mask(token_covariance(logp, advantages, mask), mask, fraction=0.1)
-    assert int(chosen.sum()) == round(0.1 * float(mask.sum()))
+    assert int(chosen.sum()) == max(1, int(0.1 * float(mask.sum())))  # floor, as the authors' code
     penalty = 2.0 * ((logp - old).abs() * chosen).detach()
     # grpo averages each response's tokens, then the responses
     expected = plain_loss.item() + float(((penalty * mask).sum(1) / mask.sum(1)).mean())
@@ -260,6 +260,24 @@ def test_first_token_probabilities_and_sampled_entropies():
     assert entropies.dim() == 1 and len(entropies) > 0 and bool((entropies >= 0).all())
     assert torch.equal(entropies, sampled_token_entropies(model, tokenizer, prompts[:1], num_samples=2,
                                                           max_new_tokens=8, seed=1))
+    flat, index = sampled_token_entropies(model, tokenizer, prompts, num_samples=2, max_new_tokens=8, seed=1,
+                                          return_prompt_index=True)
+    assert flat.shape == index.shape and set(index.tolist()) <= {0, 1} and bool((index[1:] >= index[:-1]).all())
+    assert torch.equal(flat, sampled_token_entropies(model, tokenizer, prompts, num_samples=2, max_new_tokens=8, seed=1))
+
+
+def test_answer_spread_counts_distinct_final_answers_per_prompt():
+    from rlbook.probes import answer_spread
+
+    texts = ["<answer>12</answer>", "<think>1+1</think><answer>12</answer>", "<answer> 12 </answer>", "no answer",
+             "<answer>1</answer>", "<answer>2</answer>", "<answer>3</answer>", "<answer>4</answer>"]
+    first, second = answer_spread(texts, 4)
+    assert first == {"distinct": 2, "modal_share": 0.75, "answered": 3}
+    assert second == {"distinct": 4, "modal_share": 0.25, "answered": 4}
+    with pytest.raises(ValueError, match="texts"):
+        answer_spread(texts[:3], 4)
+    with pytest.raises(ValueError, match="num_samples"):
+        answer_spread(texts, 0)
 
 
 def test_clip_cov_draws_from_the_run_seed_not_the_global_generator():
@@ -382,3 +400,35 @@ def test_the_pooled_covariance_is_the_per_state_one_plus_a_between_state_term():
     assert result["natural_cov"] == pytest.approx(result["state_cov"] + result["between_states"] + result["centring"],
                                                   abs=1e-9)
     assert result["between_states"] != pytest.approx(0.0, abs=1e-6)  # the two estimators differ here
+
+
+def test_kl_cov_counts_its_tokens_by_floor_as_the_authors_code():
+    cov = torch.arange(17, dtype=torch.float32)[None, :]
+    mask = torch.ones_like(cov)
+    assert int(kl_cov_mask(cov, mask, fraction=0.1).sum()) == 1  # ⌊1.7⌋, where round would give 2
+    assert int(kl_cov_mask(cov, mask, fraction=0.01).sum()) == 1  # at least one
+    assert kl_cov_mask(cov, mask, fraction=0.1)[0, 16]
+
+
+def test_the_fork_split_is_the_chain_rule_and_two_way_forks_obey_concavity():
+    from rlbook.entropy import fork_entropy_split
+
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(6, 9, dtype=torch.float64) * 2, dim=1)
+    probs[0] = 0.0
+    probs[0, 2], probs[0, 5] = 0.3, 0.7  # nothing outside the fork
+    split = fork_entropy_split(probs, [2, 5])
+    full = -(probs * probs.clamp_min(1e-300).log()).sum(1)
+    torch.testing.assert_close(split["entropy"], full)
+    rebuilt = split["which_side"] + (1 - split["outside"]) * split["within"] + split["outside"] * split["outside_entropy"]
+    torch.testing.assert_close(rebuilt, full)
+    assert split["outside"][0] == 0 and split["entropy"][0] == pytest.approx(
+        -(0.3 * math.log(0.3) + 0.7 * math.log(0.7)))
+    share = probs[:, 2] / (probs[:, 2] + probs[:, 5])
+    mean_share = float(share.mean())
+    binary = -(mean_share * math.log(mean_share) + (1 - mean_share) * math.log(1 - mean_share))
+    assert float(split["within"].mean()) <= binary + 1e-12 <= math.log(2) + 1e-12
+    for bad, name in ((probs[0], "probabilities"), (probs * 2, "probabilities"), ([2], "fork"), ([2, 2], "fork"),
+                      ([2, 99], "fork")):
+        with pytest.raises(ValueError, match=name):
+            fork_entropy_split(probs if name == "fork" else bad, bad if name == "fork" else [2, 5])

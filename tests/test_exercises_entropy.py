@@ -116,11 +116,18 @@ def test_the_per_state_checker_names_each_common_mistake(capsys):
     def sign(logp, entropy, advantages, mask):
         return -(logp + entropy) * advantages[:, None] * mask
 
+    def vanilla(logp, entropy, advantages, mask):  # the π-weighted (vanilla-PG) form
+        return logp.exp() * (logp + entropy) * advantages[:, None] * mask
+
+    def recentred(logp, entropy, advantages, mask):  # per state, then centred on the batch again
+        centred = logp + entropy
+        return (centred - (centred * mask).sum() / mask.sum()) * advantages[:, None] * mask
+
     for fn, words in ((pooled, "pooled estimator Clip-Cov"), (minus_entropy, "log π − H"),
                       (uncentred, "not centred"), (centred_advantage, "centred A"),
                       (completion_centred, "mean over the completions"), (padding, "padding positions"),
                       (half_pooled, "half the pooled"), (completion_centred_logp, "completion's mean log-prob"),
-                      (sign, "sign is flipped")):
+                      (sign, "sign is flipped"), (vanilla, "vanilla-PG form"), (recentred, "again on its batch mean")):
         assert check_state_covariance(fn) is False
         assert words in capsys.readouterr().out, fn.__name__
     assert check_state_covariance(lambda *args: torch.zeros(2)) is False

@@ -133,3 +133,12 @@ def test_the_frontier_along_one_run_is_fitted_to_its_early_probes_only():
         viz.plot_frontier_along_run(probes, fit_steps=2)
     with pytest.raises(ValueError, match="pass@1"):
         viz.plot_frontier_along_run(probes.drop(columns="pass@1"), fit_steps=3)
+
+
+def test_penalising_flips_the_cases_the_paper_names():
+    # a likely action penalised raises the entropy; a rare one penalised lowers it (Cui et al. 2025, §3)
+    likely = viz.softmax_step(viz.PRESETS["confident"], 0, 0.5, advantage=-1.0)
+    rare = viz.softmax_step(viz.PRESETS["confident"], 4, 0.5, advantage=-1.0)
+    assert likely["exact"] > 0 > rare["exact"]
+    with pytest.raises(ValueError, match="advantage"):
+        viz.softmax_step(viz.PRESETS["confident"], 0, 0.5, advantage=0.0)

@@ -5,7 +5,8 @@ batch, (log π(y_t|s_t) + H(s_t))·A_t with padding 0 (``rlbook.entropy.state_co
 2025, arXiv:2505.22617, §3), on small batches with padding and advantages whose mean is not 0, naming
 the likely mistake: the pooled estimator Clip-Cov uses (centred on the batch's means, ``token_covariance``),
 the same with padding in the means, log π − H in place of log π + H (the sign of E_π[log π] = −H),
-no centring, A centred as well (on its token-weighted or its per-completion mean), padding left non-zero, the sign flipped.
+no centring, A centred as well (on its token-weighted or its per-completion mean), the vanilla weighting π(y_t)·(log π + H)·A,
+log π + H centred again on its batch mean, padding left non-zero, the sign flipped.
 
 ``check_entropy_change`` (the lesson's earlier, one-line exercise; a warm-up): the first-order entropy change of a
 natural policy-gradient step on a softmax.
@@ -144,6 +145,12 @@ def _state_mistakes(logp, entropy, advantages, mask) -> dict[str, tuple[torch.Te
                                          "you centred A on its mean over the completions, (A − mean(A)). In expectation "
                                          "that changes nothing (E_π[log π + H] = 0 at each state, so a constant in A "
                                          "drops out), but the exercise asks for A as given"),
+        "vanilla": (logp.exp() * (logp + entropy) * per_token * mask,
+                    "you weighted each token by π(y_t): that is the vanilla-PG form Cov(log π, π·A). The exercise asks "
+                    "for the natural-PG estimate the controls are built on, (log π + H)·A with no π factor"),
+        "recentred": ((logp + entropy - ((logp + entropy) * mask).sum() / count) * per_token * mask,
+                      "you centred log π + H again on its batch mean. Each token is already centred on its own "
+                      "state's mean (−H(s_t)); a second, batch-wide centring brings the between-state term back"),
         "padding": ((logp + entropy) * per_token,
                     "right on the completion tokens, but the padding positions (mask 0) must be 0"),
         "sign": (-(logp + entropy) * per_token * mask,

@@ -42,38 +42,47 @@ PRESETS = {
 }
 
 
-def softmax_step(logits, action: int, lr: float, *, natural: bool = False) -> dict:
-    """One policy-gradient step with advantage +1 on ``action`` and 0 elsewhere (centred under π by
-    ``policy_gradient_logit_step``): the logit change, π before and after, the exact ΔH and the
-    first-order prediction −Cov_π(log π, Δz)."""
+def softmax_step(logits, action: int, lr: float, *, natural: bool = False, advantage: float = 1.0) -> dict:
+    """One policy-gradient step with advantage ``advantage`` (default +1; −1 penalises) on ``action``
+    and 0 elsewhere (centred under π by ``policy_gradient_logit_step``): the logit change, π before and
+    after, the exact ΔH and the first-order prediction −Cov_π(log π, Δz)."""
     z = torch.as_tensor(logits, dtype=torch.float64)
     if z.dim() != 1 or z.numel() < 2:
         raise ValueError(f"logits must be a 1-D vector of at least 2 actions, got shape {tuple(z.shape)}")
     if not isinstance(action, (int, np.integer)) or not 0 <= action < z.numel():
         raise ValueError(f"action must be an index in [0, {z.numel()}), got {action!r}")
+    if not np.isfinite(advantage) or advantage == 0:
+        raise ValueError(f"advantage must be a finite non-zero number, got {advantage!r}")
     advantages = torch.zeros_like(z)
-    advantages[action] = 1.0
+    advantages[action] = float(advantage)
     delta = policy_gradient_logit_step(z, advantages, lr, natural=natural)
     return {"delta": delta, "before": torch.softmax(z, 0), "after": torch.softmax(z + delta, 0),
             "exact": entropy_change(z, delta), "predicted": predicted_entropy_change(z, delta)}
 
 
-def plot_softmax_step(preset: str = "confident", action: int = 0, lr: float = 1.0, *, natural: bool = False, ax=None):
-    """Bars of π before and after one step that rewards ``action`` under the toy logits ``preset``
-    (a key of ``PRESETS``), titled with the exact ΔH and the covariance prediction."""
+def plot_softmax_step(preset: str = "confident", action: int = 0, lr: float = 1.0, *, natural: bool = False,
+                      advantage: float = 1.0, ax=None):
+    """Bars of π before and after one step that rewards (``advantage`` > 0) or penalises (< 0)
+    ``action`` under the toy logits ``preset`` (a key of ``PRESETS``), titled with the exact ΔH and the
+    covariance prediction."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    step = softmax_step(PRESETS[preset], action, lr, natural=natural)
+    step = softmax_step(PRESETS[preset], action, lr, natural=natural, advantage=advantage)
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 3.4))
     x = np.arange(len(PRESETS[preset]))
     ax.bar(x - 0.2, step["before"].numpy(), width=0.4, color="tab:gray", label="π before")
     ax.bar(x + 0.2, step["after"].numpy(), width=0.4, color="tab:blue", label="π after")
-    ax.bar(action + 0.2, float(step["after"][action]), width=0.4, color="tab:orange", label="rewarded action")
+    ax.bar(action + 0.2, float(step["after"][action]), width=0.4, color="tab:orange",
+           label="rewarded action" if advantage > 0 else "penalised action")
+    change = float(step["after"][action] - step["before"][action])
+    ax.annotate(f"Δπ = {change:+.4f}", (action + 0.2, float(step["after"][action])), xytext=(0, 4),
+                textcoords="offset points", ha="center", fontsize=8, color="tab:orange")
     ax.set_xticks(x, [f"a{i}" for i in x])
     kind = "natural η·A" if natural else "vanilla η·π·A"
     ax.set(ylim=(0, 1.05), ylabel="probability",
-           title=f"{preset}, reward a{action}, {kind}, η = {lr:g}\n"
+           title=f"{preset}, {'reward' if advantage > 0 else 'penalise'} a{action} (A = {advantage:+g}), {kind}, "
+                 f"η = {lr:g}\n"
                  f"exact ΔH = {step['exact']:+.4f}   −Cov(log π, Δz) = {step['predicted']:+.4f} nats")
     ax.legend(fontsize=8)
     return ax.figure
@@ -83,13 +92,15 @@ def softmax_step_widget():
     """``plot_softmax_step`` with its knobs (an ``ipywidgets.interact``)."""
     import ipywidgets as widgets
 
-    def draw(preset, action, lr, natural):
-        plot_softmax_step(preset, action, lr, natural=natural)
+    def draw(preset, action, advantage, lr, natural):
+        plot_softmax_step(preset, action, lr, natural=natural, advantage=advantage)
         plt.show()
 
     return widgets.interact(
         draw, preset=widgets.Dropdown(options=list(PRESETS), value="confident", description="logits"),
-        action=widgets.IntSlider(value=0, min=0, max=len(PRESETS["confident"]) - 1, description="rewarded"),
+        action=widgets.IntSlider(value=0, min=0, max=len(PRESETS["confident"]) - 1, description="action"),
+        advantage=widgets.Dropdown(options=[("+1 (reward)", 1.0), ("−1 (penalise)", -1.0)], value=1.0,
+                                   description="advantage"),
         lr=widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1, step=0.1, description="η"),
         natural=widgets.Checkbox(value=False, description="natural PG (Δz = η·A)"))
 
@@ -137,7 +148,8 @@ def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token
         se = np.asarray(probes[f"{metric} SE"], dtype=float) if f"{metric} SE" in probes else None
         axes[2].errorbar(steps, np.asarray(probes[metric], dtype=float), yerr=se, fmt=marker, capsize=2,
                          label=metric + (" (±1 SE)" if se is not None else ""))
-    axes[2].set(xlabel="step", ylabel="share of prompts", ylim=(0, 1.02), title="held-out pass@k")
+    axes[2].set(xlabel="step", ylabel="pass@k, mean over prompts", ylim=(0, 1.02),
+                title=f"held-out pass@1 (a prompt's share right), pass@{k}")
     axes[2].legend(fontsize=8)
     fig.tight_layout()
     return fig
