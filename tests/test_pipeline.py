@@ -204,6 +204,13 @@ def test_figures_draw():
     ax = pl_viz.plot_distillation(curves[curves.run == "a"], {"distilled": {0: 0.7, 1: 0.8}, "clean data": {0: 0.8, 1: 0.9}})
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("clean data" in t for t in labels) and any("distilled" in t for t in labels)
+    ax = pl_viz.plot_distillation(curves[curves.run == "a"], {"distilled": {0: 0.7, 1: 0.8}}, rl_finals={0: 0.4, 1: 0.45},
+                                  probe_label="probes of 4 problems")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("final evaluation" in t for t in labels) and any("probes of 4 problems" in t for t in labels)
+    marks = [line for line in ax.get_lines() if line.get_linestyle() == "None"]
+    assert sorted(v for line in marks for v in line.get_ydata()) == pytest.approx([0.4, 0.45, 0.7, 0.8])
+    assert min(x for line in marks for x in line.get_xdata()) > 5  # drawn right of the last RL step
     with pytest.raises(ValueError, match="curves"):
         pl_viz.plot_rlvr_curves(pd.DataFrame({"step": [0]}))
     plt.close("all")

@@ -140,11 +140,15 @@ def rs_yield_widget(keepable):
     return widgets.interact(draw, **controls)
 
 
-def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, ax=None):
+def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_finals: dict | None = None,
+                      probe_label: str = "probes", ax=None):
     """``rl_curves``: a DataFrame with columns seed, step, pass@1 (RL on the small model, one line per
-    seed); ``finals``: ``{arm: {seed: pass@1}}`` of the small model after each SFT arm (e.g. SFT on the
-    teacher's samples, SFT on clean data), drawn as one dashed line per seed in the arm's colour;
-    ``base``: its pass@1 before any. (A bare ``{seed: pass@1}`` is read as one arm, "distilled".)"""
+    seed, from the probes ``probe_label`` names); ``finals``: ``{arm: {seed: pass@1}}`` of the small model
+    after each SFT arm (e.g. SFT on the teacher's samples, SFT on clean data), each seed drawn as a
+    marker in the arm's colour to the right of the curves (an SFT arm has no RL step), the seeds spread
+    sideways so that none hides another; ``rl_finals``: ``{seed: pass@1}`` of the RL arm measured the
+    way the SFT arms were (the same held-out set), drawn the same way; ``base``: its pass@1 before any
+    training. (A bare ``{seed: pass@1}`` is read as one arm, "distilled".)"""
     _check_columns("rl_curves", rl_curves, ("seed", "step", "pass@1"))
     if finals and not isinstance(next(iter(finals.values())), dict):
         finals = {"distilled (SFT on the teacher)": finals}
@@ -152,16 +156,20 @@ def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, ax=
         _, ax = plt.subplots(figsize=(8, 3.8))
     for i, (seed, rows) in enumerate(rl_curves.groupby("seed")):
         ax.plot(rows["step"], rows["pass@1"], "-o", ms=3, color=RUN_COLORS[0], alpha=0.85,
-                label="RL on the small model (each seed)" if i == 0 else None)
-    styles = ("--", "-.", ":")
-    for j, (arm, by_seed) in enumerate(finals.items()):
-        color = RUN_COLORS[(j + 1) % len(RUN_COLORS)]
-        for i, value in enumerate(by_seed.values()):
-            ax.axhline(value, color=color, ls=styles[j % len(styles)], lw=1.4,
-                       label=f"{arm} (each seed)" if i == 0 else None)
+                label=f"RL on the small model, {probe_label} (each seed)" if i == 0 else None)
+    last = float(rl_curves["step"].max())
+    gap = max(last, 1.0) * 0.08
+    arms = ([("RL, end: the final evaluation", rl_finals, RUN_COLORS[0], "s")] if rl_finals else []) + [
+        (arm, by_seed, RUN_COLORS[(j + 1) % len(RUN_COLORS)], "D") for j, (arm, by_seed) in enumerate(finals.items())]
+    for j, (arm, by_seed, color, marker) in enumerate(arms):
+        x = last + gap * (j + 1)
+        values = list(by_seed.values())
+        spread = [x + gap * 0.25 * (i - (len(values) - 1) / 2) for i in range(len(values))]
+        ax.plot(spread, values, marker, ms=6, color=color, ls="none", label=f"{arm} (each seed)")
     if base is not None:
         ax.axhline(base, color="gray", ls=":", label="small model before any training")
-    ax.set(xlabel="RL step on the small model", ylabel="held-out pass@1", ylim=(0, 1))
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set(xlabel="RL step on the small model (markers on the right: each arm's final evaluation)",
+           ylabel="held-out pass@1", ylim=(0, 1))
+    ax.legend(loc="lower right", fontsize=7)
     ax.grid(alpha=0.3)
     return ax
