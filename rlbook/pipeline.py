@@ -182,7 +182,10 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     when given): ``gold preference`` (the mean gold reward of the reviews, unparsable ones scoring
     ``rlbook.tasks.reviews.UNPARSABLE``), ``reviews parsed`` (the share that are reviews at all) and
     ``gold of parsed`` (the mean gold reward of the ones that parse; NaN when none does) — the two
-    parts ``gold_gain_split`` separates a change of the mean into. Each mean comes with its standard
+    parts ``gold_gain_split`` separates a change of the mean into — and ``reviews in answer format``
+    (the share of review replies that are ``is_well_formed``: the arithmetic ``<answer>`` format, which
+    a trainer's ``format_reward_weight`` pays on every prompt, review requests included, although
+    such a reply never parses as a review). Each mean comes with its standard
     error clustered by prompt (samples of one prompt share it): ``pass@1 SE`` is the standard deviation
     of the per-problem pass rates over √(problems); ``gold SE`` the same over the distinct review
     prompts (repeated prompts pooled into one cluster; NaN with a single distinct prompt), and
@@ -222,6 +225,7 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
         report["parsed SE"] = _cluster_se([sum(v) / len(v) for v in parsed_by_prompt.values()])
         report["reviews parsed"] = len(parsed) / len(golds)
         report["gold of parsed"] = sum(parsed) / len(parsed) if parsed else float("nan")
+        report["reviews in answer format"] = sum(map(is_well_formed, reviews.texts)) / len(reviews.texts)
     model.train(was_training)
     return report
 

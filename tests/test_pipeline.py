@@ -136,6 +136,7 @@ def test_stage_report_keys_and_checks(tiny):
     assert with_reviews["gold of parsed"] != with_reviews["gold of parsed"]  # NaN: no review parsed
     assert with_reviews["gold SE"] != with_reviews["gold SE"]  # NaN: one distinct prompt, one cluster
     assert with_reviews["parsed SE"] != with_reviews["parsed SE"]
+    assert 0.0 <= with_reviews["reviews in answer format"] <= 1.0
     chat = [[{"role": "user", "content": "Review Up."}], [{"role": "user", "content": "Review Babe."}]]  # ReviewTask's prompts
     with_chat = pl.stage_report(model, tokenizer, TASK, held_out, review_prompts=chat, n_samples=2, k=2,
                                 max_new_tokens=8, review_max_new_tokens=8)
