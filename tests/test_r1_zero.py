@@ -104,6 +104,11 @@ def test_figures_draw():
     texts = [WORKED, DIRECT_WRONG, DIRECT_WRONG, DIRECT_RIGHT]
     means = rz_viz.plot_advantage_by_outcome(texts, [1, 0, 0, 1], 4)
     assert means["scratchpad, right"] > 0
+    _, ax = plt.subplots()
+    rz_viz.plot_advantage_by_outcome(texts, [1, 0, 0, 1], 4, ax=ax, ylim=(-3, 3))
+    assert ax.get_ylim() == (-3, 3)
+    labels = [t.get_text() for t in ax.texts]
+    assert any(label.endswith("n = 2") for label in labels) and any(label.endswith("n = 1") for label in labels)
     probes = pd.DataFrame({"seed": [0, 0, 1, 1], "step": [0, 10, 0, 10], "accuracy": [0.3, 0.6, 0.3, 0.7],
                            "length": [12, 20, 12, 22], "scratchpad": [0.25, 0.6, 0.25, 0.7]})
     assert len(rz_viz.plot_twin_curves(probes).axes) == 3
@@ -113,7 +118,11 @@ def test_figures_draw():
     both = rz_viz.plot_length_accuracy_path(probes, profile, line_se=0.03, direct_se=0.02).collections[0]
     widths = np.ptp(both.get_paths()[0].vertices[:, 1])  # the band's height spans both ends' SEs
     assert widths > 2 * 0.02 - 1e-9
-    rz_viz.plot_length_decomposition({"a": {"mix": 10.0, "within": -0.5}, "b": {"mix": 8.0, "within": 1.0}})
+    ax = rz_viz.plot_length_decomposition({"a": {"mix": 10.0, "within": -0.5}, "b": {"mix": 8.0, "within": 1.0}})
+    ax = ax if hasattr(ax, "patches") else plt.gca()
+    within_bars = ax.patches[2:]  # a negative within term is drawn below zero, a positive one on the mix's top
+    assert within_bars[0].get_y() == pytest.approx(0.0) and within_bars[0].get_height() == pytest.approx(-0.5)
+    assert within_bars[1].get_y() == pytest.approx(8.0)
     with pytest.raises(ValueError, match="probes"):
         rz_viz.plot_twin_curves(probes.drop(columns="length"))
     plt.close("all")
@@ -459,3 +468,29 @@ def test_first_token_kl_by_prompt_sums_k3_per_group():
         rz.first_token_kl_by_prompt(logprobs, reference, mask, 3)
     with pytest.raises(ValueError, match="shape"):
         rz.first_token_kl_by_prompt(logprobs, reference[:, :2], mask, 2)
+
+
+def test_push_checker_accepts_the_formula_and_names_mistakes(capsys):
+    from rlbook.exercises.r1_zero import check_first_decision_push
+
+    def right(p, a, ls, ld):
+        return p * a * ((1 - p) / ls + p / ld)
+
+    assert check_first_decision_push(right) is True
+    wrong = {
+        "scratchpads' part alone": lambda p, a, ls, ld: p * a * (1 - p) / ls,
+        "wrong sign": lambda p, a, ls, ld: p * a * ((1 - p) / ls - p / ld),
+        "carries a factor p": lambda p, a, ls, ld: a * ((1 - p) / ls + p / ld),
+        "lengths are swapped": lambda p, a, ls, ld: p * a * ((1 - p) / ld + p / ls),
+        "constant normaliser": lambda p, a, ls, ld: p * a / (p * ls + (1 - p) * ld),
+    }
+    for phrase, fn in wrong.items():
+        capsys.readouterr()
+        assert check_first_decision_push(fn) is False
+        out = capsys.readouterr().out
+        assert phrase in out and "✗" in out, (phrase, out)
+
+    def stub(p, a, ls, ld):
+        raise NotImplementedError
+
+    assert check_first_decision_push(stub) is None

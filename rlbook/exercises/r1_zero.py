@@ -16,6 +16,13 @@ lets a lazy ``.*?`` swallow a second block, and a numeric comparison that lets "
 Σ_k p'_k (ℓ'_k − ℓ_k) of ``rlbook.reasoning.length_decomposition`` between two profiles, a kind
 absent on one side contributing nothing. Named: the other exact split (base shares), the whole
 change, the mix term, and an absent kind's length read as 0.
+
+``check_first_decision_push``: the reader writes ``my_push(p, scratchpad_advantage, scratchpad_length,
+direct_length)``, GRPO's expected push on the logit of "open ``<think>``" under its 1/|o| normaliser,
+p·Ā_s·[(1 − p)/ℓ_s + p/ℓ_d] (``rlbook.reasoning.first_decision_push``; Liu et al. 2025,
+arXiv:2503.20783, §3, for the normaliser). Named: the direct answers' term left out, its sign
+flipped (their advantage is negative, and so is ∂ log π/∂z for them), the probability p of each
+kind left out, the two lengths swapped, and a constant normaliser (the mean length) in place of 1/|o|.
 """
 
 from __future__ import annotations
@@ -24,12 +31,12 @@ import math
 import re
 
 from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _one_number, _within
-from rlbook.reasoning import KINDS, completion_kind, length_decomposition, r1_zero_reward
+from rlbook.reasoning import KINDS, completion_kind, first_decision_push, length_decomposition, r1_zero_reward
 from rlbook.tasks import ArithmeticTask, arithmetic_reward, format_reward
 from rlbook.tasks.verifiers import extract_answer
 
 __all__ = ["CASES", "FORMAT_WEIGHTS", "reference_reward", "check_r1_zero_reward", "PROFILE_PAIRS", "reference_within",
-           "check_within_term"]
+           "check_within_term", "PUSH_CASES", "check_first_decision_push"]
 
 # (completion, answer): right with and without working, wrong, right but malformed (text before
 # the answer block; two answer blocks; text after it), a spray that only the lax verifier accepts,
@@ -204,5 +211,50 @@ check_within_term = FunctionExercise(
 
     When it differs from the reference, the mistake whose numbers it matches on every pair is
     named. Prints a verdict; returns True / False, or None when ``fn`` is None or raises
+    ``NotImplementedError`` (not attempted yet).
+    """)
+
+
+# (p, Ā_s, ℓ_s, ℓ_d): the base's share and lengths (about those of arith-base), and three others
+PUSH_CASES = ((0.258, 0.8, 29.5, 6.6), (0.5, 1.2, 30.0, 7.0), (0.9, 0.3, 28.0, 6.0), (0.1, 2.0, 25.0, 8.0))
+
+
+def _push_mistakes(p: float, advantage: float, scratchpad_length: float, direct_length: float) -> dict:
+    mean_length = p * scratchpad_length + (1 - p) * direct_length
+    return {
+        "scratchpad_only": (p * advantage * (1 - p) / scratchpad_length,
+                            "that is the scratchpads' part alone: the direct answers push z too, since their mean "
+                            "advantage Ā_d = −p·Ā_s/(1 − p) is set by the group mean"),
+        "direct_sign": (p * advantage * ((1 - p) / scratchpad_length - p / direct_length),
+                        "the direct answers' term has the wrong sign: their advantage is negative and their "
+                        "∂ log π/∂z = −p is negative too, so it adds to the push"),
+        "no_share": (advantage * ((1 - p) / scratchpad_length + p / direct_length),
+                     "each kind is drawn with its probability (p and 1 − p): the expected push carries a factor p"),
+        "lengths_swapped": (p * advantage * ((1 - p) / direct_length + p / scratchpad_length),
+                            "the lengths are swapped: a scratchpad's first token is weighed by 1/ℓ_s, a direct "
+                            "answer's by 1/ℓ_d"),
+        "constant": (p * advantage / mean_length,
+                     "that is the push under a constant normaliser L (here the mean length): under GRPO's 1/|o| "
+                     "each kind's first token is weighed by its own length"),
+    }
+
+
+def _push_label(p: float, advantage: float, scratchpad_length: float, direct_length: float) -> str:
+    return f"p = {p:g}, Ā_s = {advantage:g}, ℓ_s = {scratchpad_length:g}, ℓ_d = {direct_length:g}"
+
+
+check_first_decision_push = FunctionExercise(
+    "check_first_decision_push", what="push",
+    cases=lambda: list(PUSH_CASES), reference=lambda *case: first_decision_push(*case), mistakes=_push_mistakes,
+    label=_push_label, checks=(_one_number(label=_push_label),), close=_within(1e-9),
+    together=lambda *case: "all", across=True, or_first=True,
+    otherwise=lambda result, reference, *case, **counts: (f"{_push_label(*case)}: expected {float(reference):.6f}, "
+                                                          f"got {float(result):.6f}"),
+    success=f"matches first_decision_push (GRPO's 1/|o|) on {len(PUSH_CASES)} cases",
+    doc="""Check ``fn(p, scratchpad_advantage, scratchpad_length, direct_length) -> float``, GRPO's expected
+    first-token push p·Ā_s·[(1 − p)/ℓ_s + p/ℓ_d], on ``PUSH_CASES``.
+
+    When it differs from the reference, the mistake whose numbers it matches on every case is named.
+    Prints a verdict; returns True / False, or None when ``fn`` is None or raises
     ``NotImplementedError`` (not attempted yet).
     """)

@@ -14,11 +14,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rlbook.reasoning import OUTCOMES, format_constant_in_every_group, mean_advantage_by_outcome
+from rlbook.reasoning import OUTCOMES, format_constant_in_every_group, mean_advantage_by_outcome, outcome_of
 
 __all__ = ["plot_advantage_by_outcome", "advantage_widget", "plot_twin_curves", "plot_length_accuracy_path",
            "plot_length_decomposition"]
@@ -27,17 +28,25 @@ OUTCOME_COLOURS = ("tab:green", "tab:olive", "tab:blue", "tab:gray", "tab:red")
 
 
 def plot_advantage_by_outcome(texts, correct, group_size: int, *, accuracy_weight: float = 1.0,
-                              format_weight: float = 0.5, think_required: bool = False, ax=None) -> dict:
-    """Bars of the mean GRPO advantage of each outcome in the batch; returns the numbers drawn."""
+                              format_weight: float = 0.5, think_required: bool = False, ax=None,
+                              ylim: tuple | None = None) -> dict:
+    """Bars of the mean GRPO advantage of each outcome in the batch, each labelled with its number of
+    completions (n); ``ylim`` fixes the y-axis (the widget's, so bars compare across slider positions).
+    Returns the numbers drawn."""
     means = mean_advantage_by_outcome(texts, correct, group_size, accuracy_weight=accuracy_weight,
                                       format_weight=format_weight, think_required=think_required)
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 3.4))
     values = [0.0 if math.isnan(means[o]) else means[o] for o in OUTCOMES]
+    counts = Counter(outcome_of(t, bool(c)) for t, c in zip(texts, [float(c) for c in correct]))
     ax.bar(range(len(OUTCOMES)), values, color=OUTCOME_COLOURS)
     for i, name in enumerate(OUTCOMES):
-        ax.text(i, values[i], "absent" if math.isnan(means[name]) else f"{values[i]:+.2f}", ha="center",
-                va="bottom" if values[i] >= 0 else "top", fontsize=9)
+        ax.text(i, values[i], "absent" if math.isnan(means[name]) else f"{values[i]:+.2f}\nn = {counts[name]}",
+                ha="center", va="bottom" if values[i] >= 0 else "top", fontsize=9)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    else:  # room for the two-line labels above and below the bars
+        ax.margins(y=0.3)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(OUTCOMES)), [o.replace(", ", "\n") for o in OUTCOMES], fontsize=9)
     ax.set(ylabel="mean GRPO advantage",
@@ -59,8 +68,10 @@ def advantage_widget(texts, correct, group_size: int):
     from ipywidgets import Checkbox, FloatSlider, interact
 
     def draw(accuracy_weight, format_weight, think_required):
+        # a fixed axis: |A| ≤ √(G − 1) under GRPO's population σ (one completion against G − 1), with room for labels
+        bound = math.sqrt(group_size - 1) + 0.8
         plot_advantage_by_outcome(texts, correct, group_size, accuracy_weight=accuracy_weight,
-                                  format_weight=format_weight, think_required=think_required)
+                                  format_weight=format_weight, think_required=think_required, ylim=(-bound, bound))
         plt.show()
 
     return interact(draw,
@@ -131,15 +142,18 @@ def plot_length_decomposition(decompositions: dict, ax=None):
     mix = [decompositions[n]["mix"] for n in names]
     within = [decompositions[n]["within"] for n in names]
     ax.bar(x, mix, color="tab:blue", label="mix: more of the longer kind (the scratchpad)")
-    # the within term stacked on the mix: from the mix's top, up when positive, down when negative
-    ax.bar(x, within, bottom=mix, color="tab:orange", label="within: each kind longer")
+    # a positive within term stacked on the mix; a negative one drawn below zero, where it subtracts
+    ax.bar(x, within, bottom=[m if w >= 0 else 0.0 for m, w in zip(mix, within)], color="tab:orange",
+           label="within: each kind's own change")
     for i, (m, w) in enumerate(zip(mix, within)):
         ax.text(i, m + max(w, 0), f"mix {m:+.1f}\nwithin {w:+.1f}", ha="center", va="bottom", fontsize=8)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(x, names, fontsize=9)
     top = max(m + max(w, 0) for m, w in zip(mix, within))
     # headroom above the bars for their labels and, above those, the legend in one row
-    ax.set_ylim(min(0, min(m + min(w, 0) for m, w in zip(mix, within))), max(top, 0) * 1.5 + 1e-9)
+    # and room below zero for a negative within term (at least a twentieth of the height, so it shows)
+    bottom = min(0.0, *within, *(m for m in mix))
+    ax.set_ylim(bottom - (0.05 * max(top, 0) if min(within) < 0 else 0.0), max(top, 0) * 1.5 + 1e-9)
     ax.set(ylabel="change of mean length (tokens)", title="where the length growth comes from")
     ax.legend(fontsize=8, loc="upper center", ncol=2)
     return ax
