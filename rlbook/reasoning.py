@@ -53,6 +53,7 @@ from rlbook.tasks.verifiers import THINK_CLOSE, THINK_OPEN, extract_answer, form
 
 __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of", "mean_advantage_by_outcome",
            "profile", "probe_profile", "length_decomposition", "clustered_decomposition", "first_token_kl_by_prompt",
+           "exact_first_token_kl_by_prompt",
            "first_decision_push",
            "normaliser_push_ratio",
            "format_constant_in_every_group", "scratchpad_token_id", "scratchpad_opening_probability",
@@ -214,7 +215,7 @@ def _kind_masks(texts) -> np.ndarray:
 
 
 def clustered_decomposition(before, after, clusters, *, metric: str = "length", n_resamples: int = 2000,
-                            seed: int = 0, keep=None) -> dict:
+                            seed: int = 0, keep=None, shares: str = "after") -> dict:
     """``length_decomposition`` of two probes of the same samples' prompts, with standard errors from
     resampling the prompts.
 
@@ -229,9 +230,16 @@ def clustered_decomposition(before, after, clusters, *, metric: str = "length", 
     ``keep``: optionally (keep_before, keep_after), one 0/1 per sample of each probe; only the kept
     samples are decomposed (e.g. the wrong answers, ``correct == 0``: the split of their mean length),
     while the prompts are still resampled whole, so the two probes may keep different samples.
+
+    ``shares``: which exact split, as in ``length_decomposition``: "after" prices the within term at
+    the new shares (the mix at the old means), "before" at the old shares (the mix at the new means).
+    The two are the index-number choice of Laspeyres vs Paasche; their average is the symmetric
+    (Shapley) split, also exact.
     """
     if metric not in ("length", "accuracy"):
         raise ValueError(f"metric must be 'length' or 'accuracy', got {metric!r}")
+    if shares not in ("after", "before"):
+        raise ValueError(f"shares must be 'after' or 'before', got {shares!r}")
     check_positive("n_resamples", n_resamples)
     if keep is not None and (not isinstance(keep, (tuple, list)) or len(keep) != 2):
         raise ValueError(f"keep must be (keep_before, keep_after), got {type(keep).__name__}")
@@ -273,8 +281,8 @@ def clustered_decomposition(before, after, clusters, *, metric: str = "length", 
     (p, m), (p_new, m_new) = terms
     m, m_new = np.where(p == 0, m_new, m), np.where(p_new == 0, m, m_new)
     present = (p > 0) | (p_new > 0)
-    mix = np.where(present, (p_new - p) * m, 0.0).sum(axis=1)
-    within = np.where(present, p_new * (m_new - m), 0.0).sum(axis=1)
+    mix = np.where(present, (p_new - p) * (m if shares == "after" else m_new), 0.0).sum(axis=1)
+    within = np.where(present, (p_new if shares == "after" else p) * (m_new - m), 0.0).sum(axis=1)
     total = np.where(p > 0, p * m, 0.0).sum(axis=1)
     total_new = np.where(p_new > 0, p_new * m_new, 0.0).sum(axis=1)
     result = {"before": total, "after": total_new, "change": total_new - total, "mix": mix, "within": within}
@@ -301,10 +309,47 @@ def first_token_kl_by_prompt(logprobs, reference_logprobs, mask, group_size: int
         raise ValueError(f"logprobs, reference_logprobs and mask must be one (B, C) shape, got "
                          f"{tuple(logprobs.shape)}, {tuple(reference_logprobs.shape)}, {tuple(mask.shape)}")
     group_size = check_group_size("group_size", logprobs.shape[0], group_size)
-    per_token = k3(logprobs, reference_logprobs) * mask
+    return _first_and_total(k3(logprobs, reference_logprobs) * mask, group_size)
+
+
+def _first_and_total(per_token, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) sums over each prompt's group of a (B, C) per-token quantity: on the first token, on all."""
     first = per_token[:, 0].reshape(-1, group_size).sum(1)
     total = per_token.reshape(-1, group_size, per_token.shape[1]).sum((1, 2))
     return first.double().numpy(), total.double().numpy()
+
+
+def exact_first_token_kl_by_prompt(policy, reference, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                   group_size: int, *, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """``first_token_kl_by_prompt`` with the exact KL at each sampled state instead of the k3 sample.
+
+    At every position t of every sampled completion (the prefix the policy actually reached), the
+    full next-token distributions of ``policy`` (π) and ``reference`` give
+    KL(π‖π_ref | prefix) = Σ_v π(v) (log π(v) − log π_ref(v)), summed over the vocabulary (the
+    quantity k3 estimates from the one sampled token; Schulman 2020). Summed over positions this is
+    a per-sample estimate of the sequence KL whose only randomness is the sampled prefixes (the
+    Rao-Blackwellised form), and at the first position, where the prefix is the prompt, it is exact.
+    Rows as in a Rollout (left-padded prompts, right-padded completions), in contiguous groups of
+    ``group_size`` per prompt. Returns (first, total): (P,) sums over each prompt's group.
+    """
+    from rlbook.rollout import _SharedPrompts
+
+    mask = torch.as_tensor(completion_mask)
+    if mask.ndim != 2 or tuple(completion_ids.shape) != tuple(mask.shape):
+        raise ValueError(f"completion_ids and completion_mask must be one (B, C) shape, got "
+                         f"{tuple(completion_ids.shape)}, {tuple(mask.shape)}")
+    group_size = check_group_size("group_size", mask.shape[0], group_size)
+    check_positive("batch_size", batch_size)
+    per_token = torch.zeros(mask.shape, dtype=torch.float64)
+    with torch.no_grad():  # each distinct prompt run once per model, as in ``completion_logprobs``
+        prompts = _SharedPrompts(policy, prompt_ids, prompt_mask)
+        reference_prompts = _SharedPrompts(reference, prompt_ids, prompt_mask)
+        for rows in torch.arange(mask.shape[0]).split(batch_size):
+            args = (rows, completion_ids[rows], completion_mask[rows])
+            logp = torch.log_softmax(prompts.completion_logits(*args).double(), dim=-1)
+            ref_logp = torch.log_softmax(reference_prompts.completion_logits(*args).double(), dim=-1)
+            per_token[rows] = (logp.exp() * (logp - ref_logp)).sum(-1) * mask[rows].double()
+    return _first_and_total(per_token, group_size)
 
 
 def first_decision_push(p: float, scratchpad_advantage: float, scratchpad_length: float, direct_length: float,

@@ -1,6 +1,7 @@
 """Lesson 17 (R1-Zero in miniature): the reward, completion kinds, the length decomposition, the
 scratchpad audit, the figures and the exercise checker."""
 
+import copy
 import math
 import re
 
@@ -258,6 +259,16 @@ def test_clustered_decomposition_matches_the_point_split_and_its_se_the_clustere
     # identical probes: no change and no spread
     same = rz.clustered_decomposition(before, before, prompts, n_resamples=50)
     assert same["change"] == 0 and same["within_se"] == 0 and same["mix_se"] == 0
+    # the other exact split: the point terms of length_decomposition(shares="before"), and the two splits agree
+    # on the change
+    for metric in ("length", "accuracy"):
+        other = rz.clustered_decomposition(before, after, prompts, metric=metric, n_resamples=100, shares="before")
+        point = rz.length_decomposition(rz.profile(*before), rz.profile(*after), metric=metric, shares="before")
+        for key in ("change", "mix", "within"):
+            assert other[key] == pytest.approx(point[key])
+        assert other["mix"] + other["within"] == pytest.approx(other["change"])
+    with pytest.raises(ValueError, match="shares"):
+        rz.clustered_decomposition(before, after, prompts, shares="mean")
     with pytest.raises(ValueError, match="clusters"):
         rz.clustered_decomposition(before, after, prompts[:-1])
     with pytest.raises(ValueError, match="metric"):
@@ -494,3 +505,33 @@ def test_push_checker_accepts_the_formula_and_names_mistakes(capsys):
         raise NotImplementedError
 
     assert check_first_decision_push(stub) is None
+
+
+def test_exact_first_token_kl_sums_the_vocabulary_and_k3_estimates_it():
+    from rlbook.models import load_model
+    from rlbook.rollout import completion_forward, sample
+
+    model, tokenizer = load_model("arith-base")
+    policy = copy.deepcopy(model)
+    with torch.no_grad():
+        for parameter in policy.parameters():
+            parameter.add_(0.02 * torch.randn_like(parameter, generator=torch.Generator().manual_seed(0)))
+    prompts = [[{"role": "user", "content": f"What is {a}+{b}?"}] for a, b in ((345, 278), (101, 909))]
+    rollout = sample(policy, tokenizer, prompts, num_samples=64, max_new_tokens=8, seed=0)
+    tensors = (rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask)
+    first, total = rz.exact_first_token_kl_by_prompt(policy, model, *tensors, 64, batch_size=50)
+    # by hand at position 0 of row 0: Σ_v π (log π − log π_ref)
+    with torch.no_grad():
+        p = torch.log_softmax(completion_forward(policy, *(t[:1] for t in tensors))[0, 0].double(), -1)
+        q = torch.log_softmax(completion_forward(model, *(t[:1] for t in tensors))[0, 0].double(), -1)
+    # same prompt on every row; the cached prompt pass differs from the plain one by float32 rounding
+    assert first[0] == pytest.approx(64 * float((p.exp() * (p - q)).sum()), rel=1e-4)
+    assert (first >= 0).all() and (first <= total + 1e-12).all()
+    # k3 on the sampled tokens estimates the same sum: the two agree within the sampling noise
+    with torch.no_grad():
+        from rlbook.rollout import completion_logprobs
+        reference_logp = completion_logprobs(model, *tensors)
+    k3_first, _ = rz.first_token_kl_by_prompt(rollout.logprobs, reference_logp, rollout.completion_mask, 64)
+    assert k3_first.sum() == pytest.approx(first.sum(), rel=0.5)
+    with pytest.raises(ValueError, match="group_size"):
+        rz.exact_first_token_kl_by_prompt(policy, model, *tensors, 3)
