@@ -138,7 +138,7 @@ def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token
     for column in ("step", "decision", "pass@1", f"pass@{k}"):
         if column not in probes:
             raise ValueError(f"probes must have a column {column!r}")
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    fig, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 3.4))
     axes[0].plot(np.arange(1, len(entropy) + 1), entropy, color="tab:red")
     axes[0].set(xlabel="step", ylabel="nats", title="mean token entropy of the batch", ylim=(0, None))
     steps = np.asarray(probes["step"])
