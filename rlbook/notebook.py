@@ -16,15 +16,36 @@ import inspect
 from rlbook.runtime import is_ci, size
 
 
-def show_source(obj) -> None:
-    """Display the source of a library function or class, syntax-highlighted in Jupyter."""
+def show_source(obj, *, excerpt: tuple[str, str] | None = None) -> None:
+    """Display the source of a library function or class, syntax-highlighted in Jupyter.
+
+    ``excerpt=(first, last)`` shows only the lines from the first that contains ``first`` to the first
+    line after it that contains ``last``, under a comment naming the function and the lines shown: the
+    few lines of a long function that a lesson is about. A marker not found is a ``ValueError`` (the
+    function changed, and the lesson should say what it shows now).
+    """
     source = inspect.getsource(obj)
+    if excerpt is not None:
+        source = _excerpt(source, obj, *excerpt)
     try:
         from IPython.display import Code, display
     except ImportError:  # outside Jupyter: plain text
         print(source)
         return
     display(Code(source, language="python"))
+
+
+def _excerpt(source: str, obj, first: str, last: str) -> str:
+    """The lines of ``source`` from the first containing ``first`` through the next containing ``last``."""
+    lines = source.splitlines()
+    start = next((i for i, line in enumerate(lines) if first in line), None)
+    end = None if start is None else next((i for i in range(start, len(lines)) if last in lines[i]), None)
+    if start is None or end is None:
+        missing = first if start is None else last
+        raise ValueError(f"excerpt marker {missing!r} not found in the source of {obj.__qualname__}")
+    name = f"{obj.__module__}.{obj.__qualname__}"
+    header = f"# {name}, lines {start + 1}–{end + 1} of {len(lines)}\n"
+    return header + "\n".join(lines[start:end + 1]) + "\n"
 
 
 def check_claim(condition: bool, claim: str, evidence: str = "", *, n: str | None = None,

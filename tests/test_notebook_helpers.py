@@ -52,3 +52,16 @@ def test_a_full_size_claim_is_asserted_at_full_size_and_reported_at_the_ci_size(
     assert "✓" not in out
     with pytest.raises(ValueError, match="why_not_at_ci"):
         claim_at_full_size(True, "the share rises", "", " ")
+
+
+def test_show_source_shows_an_excerpt_under_a_header_and_refuses_a_missing_marker(capsys):
+    from rlbook.losses import policy_loss
+    from rlbook.notebook import show_source
+
+    show_source(policy_loss, excerpt=("surrogate_value = aggregate", "loss = aggregate(per_token"))
+    shown = capsys.readouterr().out.strip().splitlines()  # outside Jupyter the source is printed
+    assert shown[0].startswith("# rlbook.losses.policy.policy_loss, lines ")
+    assert "surrogate_value = aggregate" in shown[1] and "loss = aggregate(per_token" in shown[-1]
+    assert any("_kl_term" in line for line in shown) and not any("def policy_loss" in line for line in shown)
+    with pytest.raises(ValueError, match="not found"):
+        show_source(policy_loss, excerpt=("no such line", "return"))
