@@ -75,3 +75,81 @@ def test_group_advantages_names_the_mistake(answer, phrase, capsys):
 def test_rloo_checker(answer, phrase, capsys):
     assert check_rloo_advantages(answer) is (phrase == "match")
     assert phrase in capsys.readouterr().out
+
+
+# --- lesson 08's second exercise: GRPO's loss, eq. 3 ---------------------------------------------------------
+from rlbook.exercises.grpo import GRPO_LOSS_MISTAKES, check_grpo_loss  # noqa: E402
+
+
+def _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """A reader's right answer, written from eq. 3 and eq. 4 without the library."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
+@pytest.mark.parametrize("answer", [
+    _eq3,
+    lambda *args: _eq3(*(a.float() if isinstance(a, torch.Tensor) else a for a in args)),  # in float32
+    # the same loss through the library, as a reader may check their own
+    lambda logp, old, ref, adv, mask, eps, beta: __import__("rlbook").losses.policy_loss(
+        logp, old, adv, mask, variant="grpo", eps_low=eps, eps_high=eps, ref_logp=ref, beta=beta)[0],
+])
+def test_grpo_loss_accepts_right_answers(answer, capsys):
+    assert check_grpo_loss(answer) is True
+    assert "matches policy_loss" in capsys.readouterr().out
+
+
+def _token_mean(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """The most common slip: one mean over all the batch's tokens (DAPO's / PPO's average)."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -((surrogate - beta * k3) * mask).sum() / mask.sum()
+
+
+def _no_clip(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    ratio = torch.exp(logp - old_logp)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((ratio * advantages[:, None] - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
+def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, -beta)
+
+
+@pytest.mark.parametrize("answer, phrase", [
+    (_token_mean, "all the batch's tokens at once"),
+    (_no_clip, "there is no clip"),
+    (_kl_rewarded, "wrong sign"),
+    (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, mask, eps, 0.0), "KL term is missing"),
+    (lambda logp, old, ref, adv, mask, eps, beta: -_eq3(logp, old, ref, adv, mask, eps, beta), "return the loss −J"),
+    (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, torch.ones_like(mask), eps, beta),
+     "expected the loss"),  # padding treated as tokens: junk values, no named mistake fits
+    (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp.detach(), old, ref, adv, mask, eps, beta),
+     "no gradient reaches logp"),
+    (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, mask, 0.2, beta), "uses 0.2"),
+    (lambda *args: torch.zeros(3), "one number"),
+    (lambda *args: 1 / 0, "ZeroDivisionError"),
+])
+def test_grpo_loss_names_the_mistake(answer, phrase, capsys):
+    assert check_grpo_loss(answer) is False
+    assert phrase in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(GRPO_LOSS_MISTAKES))
+def test_every_known_grpo_loss_mistake_is_rejected_and_named_as_itself(name, capsys):
+    wrong, hint = GRPO_LOSS_MISTAKES[name]
+    assert check_grpo_loss(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_grpo_loss_not_attempted(capsys):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check_grpo_loss(stub) is None and check_grpo_loss(None) is None
+    assert "Not attempted" in capsys.readouterr().out

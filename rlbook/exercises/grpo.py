@@ -1,4 +1,4 @@
-"""Checker for the exercise of lesson 08 (GRPO): the reader writes GRPO's group advantages.
+"""Checkers for the exercises of lesson 08 (GRPO): the reader writes GRPO's group advantages, then its loss.
 
 ``check_group_advantages(fn)`` runs ``fn(rewards, group_size)`` on fixed batches (B = n_prompts × G
 rewards, each prompt's G contiguous, one group with all rewards equal) and compares it with
@@ -6,6 +6,15 @@ rewards, each prompt's G contiguous, one group with all rewards equal) and compa
 σ (divide by G), and 0 for a zero-variance group. When the answer differs, it tries the usual
 mistakes and names the one the answer matches. It returns True / False, or None when the exercise is
 not attempted yet (``None``, or a function that raises ``NotImplementedError``).
+
+``check_grpo_loss(fn)`` checks ``fn(logp, old_logp, ref_logp, advantages, mask, eps, beta)``, the loss
+−J_GRPO of Shao et al. 2024 (arXiv:2402.03300), §4.1, eq. 3: PPO's clipped term per token, minus β·k3
+per token (eq. 4), averaged over each response's own tokens (1/|o_i|) and then over the responses
+(1/G). It compares the value *and* the gradient with respect to ``logp`` with ``rlbook.losses.policy_loss``
+(``variant="grpo"``) on padded batches of unequal lengths, and names the usual mistakes: a whole-batch
+token mean (DAPO's and PPO's average), no 1/|o_i|, padding counted in |o_i|, no clip, max for min, the
+KL's sign, the KL's direction, k1 for k3, the KL averaged outside the per-response mean, a detached ratio
+or KL, the objective returned for the loss, and hard-coded ε or β.
 """
 
 from __future__ import annotations
@@ -15,9 +24,12 @@ import sys
 import torch
 
 from rlbook.advantages import batch_normalize, group_advantages
+from rlbook.aggregation import aggregate
 from rlbook.exercises.framework import FunctionExercise
+from rlbook.kl import k1, k3
+from rlbook.losses import policy_loss
 
-__all__ = ["check_group_advantages", "GROUP_CASES"]
+__all__ = ["check_group_advantages", "GROUP_CASES", "check_grpo_loss", "grpo_loss_cases"]
 
 DTYPE = torch.float64
 # (rewards, G): binary groups, a flat group (all right), a flat group of zeros, graded rewards.
@@ -145,4 +157,185 @@ check_group_advantages = advantage_exercise(
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
     the exercise is not attempted yet (``fn`` is None or raises ``NotImplementedError``).
+    """)
+
+
+# ----------------------------------------------------------------------------------------------
+# GRPO's loss, eq. 3: −(1/G) Σ_i (1/|o_i|) Σ_t [min(r A_i, clip(r, 1 ± ε) A_i) − β k3]
+
+# (lengths, advantages, ε, β): responses of unequal lengths, so every averaging differs; advantages of both
+# signs and a zero; the second batch changes ε and β, so a hard-coded 0.2 or 0.04 shows.
+LOSS_SETTINGS = (((7, 3, 5, 2), (1.2, -0.8, 0.0, -1.5), 0.2, 0.04),
+                 ((4, 8, 1, 6, 8), (0.6, -1.1, 1.7, -0.4, 0.9), 0.1, 0.3))
+
+
+def grpo_loss_cases() -> list[tuple]:
+    """The checker's inputs ``(logp, old_logp, ref_logp, advantages, mask, eps, beta)``, float64 (seeded).
+
+    Ratios π_θ/π_old spread over (0.5, 1.6), past both clip bounds; π_ref away from π_θ on both sides;
+    padded positions (mask 0) hold finite junk, as a real batch's padding does.
+    """
+    generator = torch.Generator().manual_seed(8)
+    cases = []
+    for lengths, advantages, eps, beta in LOSS_SETTINGS:
+        shape = (len(lengths), max(lengths))
+        mask = (torch.arange(shape[1]) < torch.tensor(lengths)[:, None]).to(DTYPE)
+        old_logp = -0.1 - 2.5 * torch.rand(shape, generator=generator, dtype=DTYPE)
+        log_ratio = torch.empty(shape, dtype=DTYPE).uniform_(-0.7, 0.47, generator=generator)
+        logp = (old_logp + log_ratio).clamp(max=-0.01)
+        ref_logp = logp + torch.empty(shape, dtype=DTYPE).uniform_(-1.0, 1.0, generator=generator)
+        junk = mask == 0
+        logp[junk], old_logp[junk], ref_logp[junk] = 0.5, -3.0, -6.0
+        cases.append((logp, old_logp, ref_logp, torch.tensor(advantages, dtype=DTYPE), mask, eps, beta))
+    return cases
+
+
+def _reference_grpo_loss(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    loss, _ = policy_loss(logp, old_logp, advantages, mask, variant="grpo", eps_low=eps, eps_high=eps,
+                          ref_logp=ref_logp, beta=beta, kl_estimator="k3")
+    return loss
+
+
+def _value_and_gradient(loss_fn):
+    """``loss_fn`` as a function returning [loss, ∂loss/∂logp (flattened)]: the checker compares both.
+
+    A result that is not one number is returned as it is (the shape check names it); a loss with no
+    gradient to ``logp`` gets a NaN gradient (the gradient check names it)."""
+    def both(logp, *rest):
+        logp = logp.detach().clone().requires_grad_(True)
+        loss = loss_fn(logp, *rest)
+        if not isinstance(loss, torch.Tensor):
+            loss = torch.as_tensor(loss, dtype=DTYPE)
+        if loss.numel() != 1:
+            return loss.detach()
+        gradient = None
+        if loss.requires_grad:
+            (gradient,) = torch.autograd.grad(loss.reshape(()), logp, allow_unused=True)
+        if gradient is None:
+            gradient = torch.full_like(logp, float("nan"))
+        return torch.cat([loss.detach().reshape(1).to(DTYPE), gradient.detach().reshape(-1).to(DTYPE)])
+    return both
+
+
+def _terms(logp, old_logp, advantages, eps):
+    """The per-token pieces the mistakes recombine: ratio, A per token, the clipped ratio."""
+    ratio = torch.exp(logp - old_logp)
+    token_advantages = advantages[:, None].expand_as(logp)
+    return ratio, token_advantages, ratio.clamp(1 - eps, 1 + eps)
+
+
+# the averages a reader may take, as rlbook.aggregation's modes: eq. 3's, the whole batch's token mean, no 1/|o_i|
+AVERAGES = {"response": "seq_mean_token_mean", "token": "token_mean", "sum": "seq_mean_token_sum"}
+
+
+def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", kl_average="inside",
+                       detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0):
+    """A wrong GRPO loss that differs from eq. 3 in the named choices (the defaults are eq. 3 itself)."""
+    def loss_fn(logp, old_logp, ref_logp, advantages, mask, case_eps, case_beta):
+        eps_used = case_eps if eps is None else eps
+        beta_used = case_beta if beta is None else beta
+        ratio, a, clipped = _terms(logp.detach() if detach_ratio else logp, old_logp, advantages, eps_used)
+        surrogate = {"min": torch.minimum(ratio * a, clipped * a), "max": torch.maximum(ratio * a, clipped * a),
+                     "none": ratio * a, "factored": torch.minimum(ratio, clipped) * a}[clip]
+        kl_logp = logp.detach() if detach_kl else logp
+        penalty = {"k3": k3(kl_logp, ref_logp), "k1": k1(kl_logp, ref_logp),
+                   "reversed": k3(ref_logp, kl_logp), "old": k3(old_logp, ref_logp)}[kl]
+        penalty = beta_used * kl_sign * penalty
+        if kl_average == "inside":
+            per_token, outside = -(surrogate - penalty), 0.0
+        else:  # the KL as a whole-batch token mean, added after the per-response average
+            per_token, outside = -surrogate, aggregate(penalty, mask, "token_mean")
+        if average == "padded":  # each response's tokens divided by the padded width T, not its own length
+            total = (per_token * mask).sum(1).div(mask.shape[1]).mean()
+        else:
+            total = aggregate(per_token, mask, AVERAGES[average])
+        return sign * (total + outside)
+    return loss_fn
+
+
+GRPO_LOSS_MISTAKES = {
+    "token_mean": (_grpo_loss_variant(average="token"),
+                   "you averaged over all the batch's tokens at once (Σ_i Σ_t / Σ_i |o_i|: DAPO's token-level "
+                   "loss, and PPO's): eq. 3 averages each response over its own tokens (1/|o_i|), then the "
+                   "responses (1/G), so every response counts equally however long it is."),
+    "token_sum": (_grpo_loss_variant(average="sum"),
+                  "you summed each response's tokens without dividing by its length |o_i|: eq. 3 takes "
+                  "(1/|o_i|) Σ_t, a mean over the response's own tokens."),
+    "padded_length": (_grpo_loss_variant(average="padded"),
+                      "each response is divided by the padded width T, not by its own length |o_i| = mask.sum(1): "
+                      "padding must not count in a response's length."),
+    "no_clip": (_grpo_loss_variant(clip="none"),
+                "there is no clip: the surrogate is min(r·A, clip(r, 1 − ε, 1 + ε)·A), not r·A."),
+    "max": (_grpo_loss_variant(clip="max"),
+            "you took the max of r·A and clip(r)·A: eq. 3 takes the MIN, the pessimistic term."),
+    "factored": (_grpo_loss_variant(clip="factored"),
+                 "you factored A out of the min, min(r, clip(r))·A: right for A > 0 only; for A < 0 the order "
+                 "flips. Take the min over the products r·A and clip(r)·A."),
+    "kl_sign": (_grpo_loss_variant(kl_sign=-1.0),
+                "the KL term has the wrong sign: J subtracts β·k3, so the loss −J adds it (a policy far from "
+                "π_ref must cost more, not less)."),
+    "kl_reversed": (_grpo_loss_variant(kl="reversed"),
+                    "the KL term is k3 with π_θ and π_ref swapped: eq. 4's estimator is "
+                    "π_ref/π_θ − log(π_ref/π_θ) − 1, with r = exp(ref_logp − logp)."),
+    "k1": (_grpo_loss_variant(kl="k1"),
+           "the KL term is log π_θ − log π_ref (k1): eq. 4 uses k3 = π_ref/π_θ − log(π_ref/π_θ) − 1, which is "
+           "never negative."),
+    "kl_of_old": (_grpo_loss_variant(kl="old"),
+                  "the KL term uses old_logp: it is the KL of the policy being trained, π_θ (logp), to π_ref, "
+                  "so its gradient pulls π_θ back toward the reference."),
+    "no_kl": (_grpo_loss_variant(kl_sign=0.0),
+              "the KL term is missing: add β·k3 to each token's loss (β = beta)."),
+    "kl_outside": (_grpo_loss_variant(kl_average="outside"),
+                   "you added the KL as one token mean over the whole batch: eq. 3 puts −β·k3 inside the sum, "
+                   "so it is averaged per response (1/|o_i|) like the clipped term."),
+    "detached_ratio": (_grpo_loss_variant(detach_ratio=True),
+                       "the value is right but the ratio has no gradient: r = exp(logp − old_logp) must be "
+                       "computed from logp itself (only old_logp is a constant), or the surrogate does nothing."),
+    "detached_kl": (_grpo_loss_variant(detach_kl=True),
+                    "the value is right but the KL term has no gradient: compute k3 from logp, not a detached copy."),
+    "objective": (_grpo_loss_variant(sign=-1.0),
+                  "you returned the objective J: the optimizer minimises, so return the loss −J."),
+    "fixed_eps": (_grpo_loss_variant(eps=0.2),
+                  "the clip ignores the eps it is given (it uses 0.2): use clip(r, 1 − eps, 1 + eps)."),
+    "fixed_beta": (_grpo_loss_variant(beta=0.04),
+                   "the KL term ignores the beta it is given (it uses 0.04): β is an argument."),
+}
+
+
+def _one_loss(result, reference, *case):
+    if result.shape != reference.shape:
+        return f"return the loss as one number (a scalar tensor averaged over the batch); got shape {tuple(result.shape)}"
+    if torch.isnan(result[1:]).all() and torch.isfinite(result[:1]).all():
+        right = bool(torch.allclose(result[:1], reference[:1], rtol=1e-5, atol=1e-7))
+        return (("the value is right, but " if right else "") + "no gradient reaches logp: build the loss from logp "
+                "with torch operations (not .item(), .detach() or numpy), so the optimizer can follow it.")
+    return None
+
+
+def _not_the_grpo_loss(result, reference, *case, wrong, of):
+    value_right = bool(torch.allclose(result[:1], reference[:1], rtol=1e-5, atol=1e-7))
+    where = f"wrong on {wrong} of {of} batches: "
+    if value_right:
+        return where + "the loss's value is right but its gradient with respect to logp is not."
+    return where + f"expected the loss {float(reference[0]):.6f}, got {float(result[0]):.6f}."
+
+
+check_grpo_loss = FunctionExercise(
+    "check_grpo_loss", what="GRPO loss", cases=grpo_loss_cases,
+    reference=_value_and_gradient(_reference_grpo_loss),
+    adapt=_value_and_gradient,
+    mistakes=lambda *case: {name: (_value_and_gradient(wrong)(*case), hint)
+                            for name, (wrong, hint) in GRPO_LOSS_MISTAKES.items()},
+    checks=(_one_loss,), together=lambda *case: "all", across=True, otherwise=_not_the_grpo_loss,
+    float32_success=f"your GRPO loss matches policy_loss(variant='grpo') on all {len(LOSS_SETTINGS)} batches, value "
+                    "and gradient, but only to float32 precision",
+    success=f"your GRPO loss matches policy_loss(variant='grpo') on all {len(LOSS_SETTINGS)} padded batches of "
+            "unequal lengths, value and gradient, at two settings of ε and β",
+    doc="""Check ``fn(logp, old_logp, ref_logp, advantages, mask, eps, beta) -> loss``, GRPO's loss −J (eq. 3).
+
+    ``logp``, ``old_logp``, ``ref_logp`` and ``mask`` are (B, T) (right-padded; mask 1 on response
+    tokens), ``advantages`` is (B,), one per response. Compared with ``rlbook.losses.policy_loss(...,
+    variant="grpo", eps_low=eps, eps_high=eps, ref_logp=ref_logp, beta=beta, kl_estimator="k3")``: the
+    value and its gradient with respect to ``logp``. Returns True / False (naming the mistake), or None
+    when not attempted yet.
     """)
