@@ -90,3 +90,22 @@ def test_noise_by_setting_bars():
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(sweep[4])
     with pytest.raises(ValueError, match="settings"):
         baselines_viz.plot_noise_by_setting({})
+
+
+def test_token_heatmap_outlines_marked_cells_and_keeps_its_default_size():
+    tokens = [list("abc"), list("de")]
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    panels = {"ratio": torch.tensor([[1.0, 1.3, 0.7], [0.9, 1.1, 5.0]])}
+    default = tokens_viz.plot_token_heatmap(tokens, panels, mask)
+    assert tuple(default.get_size_inches()) == pytest.approx((1.6 + 0.2 * 3, 0.5 + 0.26 * 2 + 0.4))
+    assert [t.get_fontsize() for t in default.axes[0].texts] == [6.5] * 5
+    clipped = torch.tensor([[0, 1, 0], [0, 0, 1]])  # the second mark is on padding: not drawn
+    fig = tokens_viz.plot_token_heatmap(tokens, panels, mask, outlines={"ratio": clipped}, fontsize=9,
+                                        row_height=0.3)
+    (ax,) = [ax for ax in fig.axes if ax.images]
+    assert [(p.get_x(), p.get_y()) for p in ax.patches] == [(0.5, -0.5)]
+    assert {t.get_fontsize() for t in ax.texts} == {9}
+    with pytest.raises(ValueError, match="not drawn"):
+        tokens_viz.plot_token_heatmap(tokens, panels, mask, outlines={"kl": clipped})
+    with pytest.raises(ValueError, match="shape"):
+        tokens_viz.plot_token_heatmap(tokens, panels, mask, outlines={"ratio": torch.zeros(2, 2)})

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.colors import Normalize, TwoSlopeNorm
+from matplotlib.patches import Rectangle
 
 __all__ = ["SHORT_TOKENS", "token_labels", "plot_token_heatmap"]
 
@@ -40,7 +41,8 @@ def token_labels(tokenizer, completion_ids, completion_mask, *, short=None) -> l
 
 
 def plot_token_heatmap(tokens: list[list[str]], panels: dict, mask, *, row_labels=None, centers=None, cmaps=None,
-                       limits=None, max_tokens: int | None = None, cell: float = 0.2, title: str | None = None):
+                       limits=None, max_tokens: int | None = None, cell: float = 0.2, title: str | None = None,
+                       fontsize: float = 6.5, row_height: float = 0.26, outlines=None):
     """Stacked heatmaps of per-token quantities over one batch, each cell labelled with its token.
 
     Args:
@@ -52,6 +54,9 @@ def plot_token_heatmap(tokens: list[list[str]], panels: dict, mask, *, row_label
           an advantage); panels without a centre use a sequential map.
         - cmaps: name → a colormap name; limits: name → (vmin, vmax).
         - max_tokens: show at most this many token columns.
+        - cell, row_height: a token column's width and a row's height, in inches; fontsize: the tokens' text.
+        - outlines: name → (B, T) 0/1 marks drawn as a box around those cells of that panel (e.g. the clip
+          mask on the ratio's panel, so that a second panel need not repeat the tokens).
 
     Returns the figure.
     """
@@ -68,8 +73,17 @@ def plot_token_heatmap(tokens: list[list[str]], panels: dict, mask, *, row_label
         if array.shape != mask.shape:
             raise ValueError(f"panel {name!r} must have the mask's shape {mask.shape}, got {array.shape}")
         values[name] = np.where(mask, array, np.nan)[:, :width]
+    boxes = {}
+    for name, marks in (outlines or {}).items():
+        if name not in panels:
+            raise ValueError(f"outlines names a panel that is not drawn: {name!r}")
+        marks = np.asarray(torch.as_tensor(marks).detach().cpu(), dtype=float)
+        if marks.shape != mask.shape:
+            raise ValueError(f"outline {name!r} must have the mask's shape {mask.shape}, got {marks.shape}")
+        boxes[name] = (marks != 0) & mask
     rows = mask.shape[0]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(1.6 + cell * width, (0.5 + 0.26 * rows) * len(panels) + 0.4),
+    fig, axes = plt.subplots(len(panels), 1,
+                             figsize=(1.6 + cell * width, (0.5 + row_height * rows) * len(panels) + 0.4),
                              squeeze=False)
     for ax, (name, grid) in zip(axes[:, 0], values.items()):
         norm = _norm(grid, centers.get(name), limits.get(name))
@@ -77,8 +91,10 @@ def plot_token_heatmap(tokens: list[list[str]], panels: dict, mask, *, row_label
         image = ax.imshow(grid, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
         for i in range(rows):
             for t, label in enumerate(tokens[i][:width]):
-                ax.text(t, i, label, ha="center", va="center", fontsize=6.5, family="monospace",
+                ax.text(t, i, label, ha="center", va="center", fontsize=fontsize, family="monospace",
                         color=_text_colour(image, grid[i, t]))
+        for i, t in zip(*np.nonzero(boxes[name][:, :width])) if name in boxes else ():
+            ax.add_patch(Rectangle((t - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.6))
         ax.set_yticks(range(rows), row_labels if row_labels is not None else range(rows), fontsize=7)
         ax.set_xticks([])
         ax.set_title(name, fontsize=9, loc="left")
