@@ -48,11 +48,17 @@ class Submission:
     assigned: dict[str, str]  # a name computed by other top-level code (an alias, a training run): that code
     skipped_cells: int  # code cells that do not parse as Python
 
-    def source(self, names: set[str] | None = None) -> str:
-        """Python source of the imports, the literals and the definitions (only ``names`` and what they call)."""
+    def source(self, names: set[str] | None = None, *, also_used: frozenset[str] = frozenset()) -> str:
+        """Python source of the literals and the definitions (only ``names`` and what they call), after the imports
+        they use: an import none of them (nor ``also_used``, the names of code run beside them) refers to is left
+        out, since nothing of the submission runs but its definitions (a notebook's ``load_model`` import costs a
+        grading process seconds of imports for a question on tensors). ``from m import *`` is always kept."""
         keep = self.definitions if names is None else {n: self.definitions[n] for n in self.closure(names)}
-        imports = [f"try:\n    {ast.unparse(node)}\nexcept Exception:\n    pass" for node in self.imports]
-        body = [*imports, *(ast.unparse(node) for node in [*self.literals.values(), *keep.values()])]
+        kept = [*self.literals.values(), *keep.values()]
+        used = set(also_used) | {node.id for stmt in kept for node in ast.walk(stmt) if isinstance(node, ast.Name)}
+        imports = [f"try:\n    {ast.unparse(node)}\nexcept Exception:\n    pass" for node in self.imports
+                   if _import_binds(node) & used or "*" in _import_binds(node)]
+        body = [*imports, *(ast.unparse(node) for node in kept)]
         return "\n".join(body) + "\n"
 
     def is_placeholder(self, name: str) -> bool:
@@ -202,3 +208,10 @@ def parse(cells: list[str]) -> Submission:
                 for name in _stored_names(node) | named:
                     assigned[name] = ast.unparse(node).splitlines()[0][:200]
     return Submission(imports, definitions, stubs, literals, assigned, skipped)
+
+
+def _import_binds(node: ast.stmt) -> set[str]:
+    """The names an ``import`` statement binds (``*`` for a star import)."""
+    if isinstance(node, ast.Import):
+        return {alias.asname or alias.name.split(".")[0] for alias in node.names}
+    return {alias.asname or alias.name for alias in node.names}

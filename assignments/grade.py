@@ -135,7 +135,8 @@ def _jobs(spec: dict, questions: list[dict], submission: extract.Submission, see
              "seed": seed}] if functions else []
     for question in (q for q in questions if q["training"]):
         used = {n.id for n in ast.walk(ast.parse(question["training"])) if isinstance(n, ast.Name)}
-        jobs.append({"setup": setup, "submission": submission.source(used & set(submission.definitions)),
+        jobs.append({"setup": setup, "submission": submission.source(used & set(submission.definitions),
+                                                                     also_used=frozenset(used)),
                      "training": question["training"], "questions": [question], "seed": seed})
     return jobs
 

@@ -45,6 +45,21 @@ def test_top_level_code_is_dropped_and_a_def_runs_nothing_when_defined():
     assert {"k3", "k1", "Sneaky"} <= set(submission.assigned) and not {"k3", "k1", "Sneaky"} & set(submission.definitions)
 
 
+def test_only_the_imports_the_kept_definitions_use_reach_the_grading_process():
+    submission = extract.parse(["import torch\nimport torch.nn.functional as F\nfrom rlbook.models import load_model\n"
+                                "from math import *\nimport numpy as np",
+                                "def k3(logp, ref_logp):\n    return torch.exp(ref_logp - logp) - F.relu(logp) - 1",
+                                "def unused(x):\n    return np.sqrt(x)"])
+    every = submission.source()
+    assert "import torch" in every and "as F" in every and "import numpy as np" in every  # unused() uses numpy
+    assert "load_model" not in every  # no kept definition refers to it: its seconds of imports are not paid
+    assert "from math import *" in every  # a star import binds names no one can list
+    only_k3 = submission.source({"k3"})
+    assert "numpy" not in only_k3 and "import torch" in only_k3 and "def unused" not in only_k3
+    beside = submission.source({"k3"}, also_used=frozenset({"load_model"}))  # a training re-run's code calls it
+    assert "from rlbook.models import load_model" in beside
+
+
 def test_a_notebook_that_is_not_json_is_refused_with_its_name(tmp_path):
     (tmp_path / "broken.ipynb").write_text("{ not json")
     with pytest.raises(ValueError, match="broken.ipynb is not a readable .ipynb notebook"):
