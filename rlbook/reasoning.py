@@ -352,6 +352,45 @@ def exact_first_token_kl_by_prompt(policy, reference, prompt_ids, prompt_mask, c
     return _first_and_total(per_token, group_size)
 
 
+def kl_off_first_token_against_coin(first, total, worked_after, worked_before) -> dict:
+    """The KL a policy carries off its first token, per answer, against the first decision read as a coin.
+
+    ``first`` and ``total``: (P,) per-problem sums of the KL to the reference over each problem's S
+    answers, on the first token and on all tokens (``exact_first_token_kl_by_prompt``);
+    ``worked_after`` and ``worked_before``: (P, S) tables, 1 where an answer opens the scratchpad, of
+    the policy and of the reference on the same problems. Per answer the KL off the first token is
+    off = Σ (total − first) / (P·S); the coin is KL(Bernoulli(q_after) ‖ Bernoulli(q_before)) at the
+    pooled shares of worked answers (``rlbook.kl.bernoulli_kl``). Merging the first token's outcomes
+    into two and pooling the problems can only lower a KL (data processing; joint convexity), so the
+    coin is a floor for the first token's own KL, and off < coin says the rest of the answer moved
+    less than the first decision alone must have. Returns {"off", "coin", "margin" = coin − off,
+    "se"}: se is the margin's delta-method standard error clustered by problem, with
+    ∂coin/∂q_after = log(q_a/q_b) − log((1 − q_a)/(1 − q_b)) and ∂coin/∂q_before = (1 − q_a)/(1 − q_b) − q_a/q_b.
+    """
+    first, total = np.asarray(first, dtype=np.float64), np.asarray(total, dtype=np.float64)
+    after = torch.as_tensor(worked_after, dtype=torch.float64).numpy()
+    before = torch.as_tensor(worked_before, dtype=torch.float64).numpy()
+    if first.ndim != 1 or first.shape != total.shape or after.ndim != 2 or after.shape != before.shape \
+            or after.shape[0] != first.shape[0]:
+        raise ValueError(f"first and total must be (P,) and the worked tables (P, S) on the same P problems, got "
+                         f"{first.shape}, {total.shape}, {after.shape}, {before.shape}")
+    if first.shape[0] < 2:
+        raise ValueError("need at least two problems for a clustered SE")
+    answers_per_problem = after.shape[1]
+    off_by_problem = (total - first) / answers_per_problem
+    q_after_by_problem, q_before_by_problem = after.mean(1), before.mean(1)
+    q_after, q_before = float(q_after_by_problem.mean()), float(q_before_by_problem.mean())
+    if not (0 < q_before < 1 and 0 < q_after < 1):
+        raise ValueError(f"the pooled shares must lie strictly between 0 and 1, got {q_after} and {q_before}")
+    coin = float(bernoulli_kl(q_after, q_before))
+    d_after = math.log(q_after / q_before) - math.log((1 - q_after) / (1 - q_before))
+    d_before = (1 - q_after) / (1 - q_before) - q_after / q_before
+    margin_by_problem = (d_after * q_after_by_problem + d_before * q_before_by_problem) - off_by_problem
+    off = float(off_by_problem.mean())
+    return {"off": off, "coin": coin, "margin": coin - off,
+            "se": clustered_se(margin_by_problem, range(len(margin_by_problem)))}
+
+
 def first_decision_push(p: float, scratchpad_advantage: float, scratchpad_length: float, direct_length: float,
                         *, normaliser: float | None = None) -> float:
     """The expected gradient of the GRPO surrogate on the logit z of "open ``<think>``", p = σ(z).

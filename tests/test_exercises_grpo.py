@@ -117,6 +117,31 @@ def _no_clip(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     return -(((ratio * advantages[:, None] - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
 
 
+def _trl_weighted_kl(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """TRL 1.16's default (use_bias_correction_kl=True): the KL weighted by the ratio."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * ratio * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
+def _kl_unmasked(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -((surrogate * mask).sum(1) / mask.sum(1) - beta * k3.mean(1)).mean()
+
+
+def _log_ratio_clipped(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    log_ratio = logp - old_logp
+    a = advantages[:, None]
+    surrogate = torch.min(log_ratio.exp() * a, log_ratio.clamp(-eps, eps).exp() * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
 def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, -beta)
 
@@ -125,6 +150,9 @@ def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     (_token_mean, "all the batch's tokens at once"),
     (_no_clip, "there is no clip"),
     (_kl_rewarded, "wrong sign"),
+    (_trl_weighted_kl, "use_bias_correction_kl"),
+    (_kl_unmasked, "padding included"),
+    (_log_ratio_clipped, "clipped the log-ratio"),
     (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, mask, eps, 0.0), "KL term is missing"),
     (lambda logp, old, ref, adv, mask, eps, beta: -_eq3(logp, old, ref, adv, mask, eps, beta), "return the loss −J"),
     (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, torch.ones_like(mask), eps, beta),

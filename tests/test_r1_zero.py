@@ -535,3 +535,35 @@ def test_exact_first_token_kl_sums_the_vocabulary_and_k3_estimates_it():
     assert k3_first.sum() == pytest.approx(first.sum(), rel=0.5)
     with pytest.raises(ValueError, match="group_size"):
         rz.exact_first_token_kl_by_prompt(policy, model, *tensors, 3)
+
+
+def test_kl_off_first_token_against_coin_values_and_se():
+    first, total = np.array([0.9, 1.1]), np.array([1.2, 1.5])
+    after = np.array([[1, 1, 1, 0], [1, 1, 0, 1]])
+    before = np.array([[0, 1, 0, 0], [0, 0, 0, 1]])
+    result = rz.kl_off_first_token_against_coin(first, total, after, before)
+    qa, qb = 6 / 8, 2 / 8
+    coin = qa * math.log(qa / qb) + (1 - qa) * math.log((1 - qa) / (1 - qb))
+    assert result["off"] == pytest.approx((0.3 + 0.4) / 8)
+    assert result["coin"] == pytest.approx(coin)
+    assert result["margin"] == pytest.approx(coin - 0.7 / 8)
+    # the delta-method SE against the spread of the margin over simulated replicate evaluations
+    rng = np.random.default_rng(0)
+    n_problems, samples = 150, 8
+
+    def one_evaluation():
+        rate_after = rng.beta(9, 1, n_problems)[:, None]
+        rate_before = rng.beta(1, 3, n_problems)[:, None]
+        worked_after = rng.random((n_problems, samples)) < rate_after
+        worked_before = rng.random((n_problems, samples)) < rate_before
+        off = rng.gamma(2.0, 0.2, (n_problems, samples)).sum(1)
+        first_kl = rng.gamma(2.0, 0.4, n_problems)
+        return rz.kl_off_first_token_against_coin(first_kl, first_kl + off, worked_after, worked_before)
+
+    replicates = [one_evaluation() for _ in range(400)]
+    spread = np.std([r["margin"] for r in replicates], ddof=1)
+    assert np.mean([r["se"] for r in replicates]) == pytest.approx(spread, rel=0.15)
+    with pytest.raises(ValueError, match="same P problems"):
+        rz.kl_off_first_token_against_coin(first, total, after[:1], before[:1])
+    with pytest.raises(ValueError, match="strictly between"):
+        rz.kl_off_first_token_against_coin(first, total, np.ones((2, 4)), before)

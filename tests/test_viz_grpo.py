@@ -43,3 +43,20 @@ def test_widget_right_answers_slider_follows_the_group_size():
     group.value = 6
     assert (correct.max, correct.value) == (6, 6)
     plt.close("all")
+
+
+def test_push_panel_shows_the_exact_push_beside_its_limit():
+    import matplotlib.pyplot as plt
+
+    fig = grpo_viz.plot_group_advantages(3, 8, show_push=True)
+    assert len(fig.axes) == 3
+    push = fig.axes[2]
+    exact, limit, flat = push.lines[:3]
+    p, relative = exact.get_data()
+    assert relative[abs(p - 0.5).argmin()] == pytest.approx(1.0, abs=1e-3)
+    # G = 8: a prompt at p = 0.02 is pushed about 1.39× as hard as one at ½; the large-G limit says 3.57×
+    assert relative[abs(p - 0.02).argmin()] == pytest.approx(1.387, abs=0.01)
+    assert limit.get_data()[1][abs(p - 0.02).argmin()] == pytest.approx(3.57, abs=0.01)
+    assert set(flat.get_data()[1]) == {1.0}
+    assert len(grpo_viz.plot_group_advantages(3, 8).axes) == 2  # the default figure keeps its two panels
+    plt.close("all")

@@ -13,7 +13,9 @@ per token (eq. 4), averaged over each response's own tokens (1/|o_i|) and then o
 (1/G). It compares the value *and* the gradient with respect to ``logp`` with ``rlbook.losses.policy_loss``
 (``variant="grpo"``) on padded batches of unequal lengths, and names the usual mistakes: a whole-batch
 token mean (DAPO's and PPO's average), no 1/|o_i|, padding counted in |o_i|, no clip, max for min, the
-KL's sign, the KL's direction, k1 for k3, the KL averaged outside the per-response mean, a detached ratio
+KL's sign, the KL's direction, k1 for k3, the KL averaged outside the per-response mean, the KL weighted by
+the ratio (β·r·k3: TRL's ``use_bias_correction_kl``, DeepSeek-V3.2's unbiased KL, a different objective
+from eq. 3's), the KL not masked on padding, the log-ratio clipped instead of the ratio, a detached ratio
 or KL, the objective returned for the loss, and hard-coded ε or β.
 """
 
@@ -229,20 +231,29 @@ AVERAGES = {"response": "seq_mean_token_mean", "token": "token_mean", "sum": "se
 
 
 def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", kl_average="inside",
-                       detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0):
-    """A wrong GRPO loss that differs from eq. 3 in the named choices (the defaults are eq. 3 itself)."""
+                       kl_weighted=False, detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0):
+    """A wrong GRPO loss that differs from eq. 3 in the named choices (the defaults are eq. 3 itself).
+
+    ``clip="log"`` clips the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]); ``kl_weighted`` multiplies k3 by
+    the ratio r (TRL's ``use_bias_correction_kl``); ``kl_average="unmasked"`` adds the KL's mean over every
+    position of the padded row, padding included."""
     def loss_fn(logp, old_logp, ref_logp, advantages, mask, case_eps, case_beta):
         eps_used = case_eps if eps is None else eps
         beta_used = case_beta if beta is None else beta
         ratio, a, clipped = _terms(logp.detach() if detach_ratio else logp, old_logp, advantages, eps_used)
+        if clip == "log":
+            clipped = (logp - old_logp).clamp(-eps_used, eps_used).exp()
         surrogate = {"min": torch.minimum(ratio * a, clipped * a), "max": torch.maximum(ratio * a, clipped * a),
-                     "none": ratio * a, "factored": torch.minimum(ratio, clipped) * a}[clip]
+                     "none": ratio * a, "factored": torch.minimum(ratio, clipped) * a,
+                     "log": torch.minimum(ratio * a, clipped * a)}[clip]
         kl_logp = logp.detach() if detach_kl else logp
         penalty = {"k3": k3(kl_logp, ref_logp), "k1": k1(kl_logp, ref_logp),
                    "reversed": k3(ref_logp, kl_logp), "old": k3(old_logp, ref_logp)}[kl]
-        penalty = beta_used * kl_sign * penalty
+        penalty = beta_used * kl_sign * penalty * (ratio if kl_weighted else 1.0)
         if kl_average == "inside":
             per_token, outside = -(surrogate - penalty), 0.0
+        elif kl_average == "unmasked":  # each response's KL averaged over the padded row, padding included
+            per_token, outside = -surrogate, penalty.mean(1).mean()
         else:  # the KL as a whole-batch token mean, added after the per-response average
             per_token, outside = -surrogate, aggregate(penalty, mask, "token_mean")
         if average == "padded":  # each response's tokens divided by the padded width T, not its own length
@@ -288,6 +299,17 @@ GRPO_LOSS_MISTAKES = {
     "kl_outside": (_grpo_loss_variant(kl_average="outside"),
                    "you added the KL as one token mean over the whole batch: eq. 3 puts −β·k3 inside the sum, "
                    "so it is averaged per response (1/|o_i|) like the clipped term."),
+    "kl_importance_weighted": (_grpo_loss_variant(kl_weighted=True),
+                               "you weighted the KL by the ratio, β·r·k3 with r = π_θ/π_old: that is TRL's "
+                               "use_bias_correction_kl (DeepSeek-V3.2's), whose gradient follows the reverse KL "
+                               "(§1 of the lesson). Eq. 3, DeepSeekMath's and this exercise's, adds β·k3 without "
+                               "the ratio."),
+    "kl_unmasked": (_grpo_loss_variant(kl_average="unmasked"),
+                    "the KL term is averaged over every position of a padded row, padding included: multiply "
+                    "β·k3 by the mask and average it over the response's own |o_i| tokens, like the clipped term."),
+    "log_ratio_clipped": (_grpo_loss_variant(clip="log"),
+                          "you clipped the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]): eq. 3 clips the ratio "
+                          "itself, clip(r, 1 − ε, 1 + ε)."),
     "detached_ratio": (_grpo_loss_variant(detach_ratio=True),
                        "the value is right but the ratio has no gradient: r = exp(logp − old_logp) must be "
                        "computed from logp itself (only old_logp is a constant), or the surrogate does nothing."),

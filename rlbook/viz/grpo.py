@@ -2,8 +2,10 @@
 
 ``plot_group_advantages`` draws the advantages of one group of 0/1 rewards under GRPO's σ
 (population or Bessel), the plain group mean and RLOO, beside the advantage of a right and a wrong
-answer as the number of right answers in the group changes; ``group_advantages_widget`` puts its
-knobs on sliders. ``plot_models_in_memory`` compares the models PPO and GRPO keep.
+answer as the number of right answers in the group changes; with ``show_push=True`` a third panel
+draws the expected push on a prompt solved with probability p, c_G(p) (``rlbook.hacking.advantage_scale``),
+beside its large-group limit 1/√(p(1 − p)); ``group_advantages_widget`` puts the knobs on sliders and
+shows all three. ``plot_models_in_memory`` compares the models PPO and GRPO keep.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import torch
 from rlbook._checks import check_int
 from rlbook.advantages import group_advantages
 
-__all__ = ["ADVANTAGE_RULES", "plot_group_advantages", "group_advantages_widget", "plot_models_in_memory"]
+__all__ = ["ADVANTAGE_RULES", "plot_group_advantages", "plot_push_by_pass_rate", "group_advantages_widget",
+           "plot_models_in_memory"]
 
 # label → (method, unbiased_std) of rlbook.advantages.group_advantages
 ADVANTAGE_RULES = {
@@ -32,16 +35,23 @@ def _binary_group(n_correct: int, group_size: int) -> torch.Tensor:
     return torch.tensor([1.0] * n_correct + [0.0] * (group_size - n_correct))
 
 
-def plot_group_advantages(n_correct: int = 3, group_size: int = 4):
+def plot_group_advantages(n_correct: int = 3, group_size: int = 4, *, show_push: bool = False):
     """Left: the advantage of every member of a group with ``n_correct`` right answers out of
     ``group_size``, under each rule of ``ADVANTAGE_RULES``. Right: the advantage of a right and of a
-    wrong answer against the number right, k = 0 … G (k = 0 and k = G are zero-variance groups)."""
+    wrong answer against the number right, k = 0 … G (k = 0 and k = G are zero-variance groups).
+    ``show_push``: a third panel, below, full width: ``plot_push_by_pass_rate`` at this G."""
     group_size = check_int("group_size", group_size, minimum=2)
     n_correct = check_int("n_correct", n_correct, minimum=0)
     if n_correct > group_size:
         raise ValueError(f"n_correct must be at most group_size={group_size}, got {n_correct}")
     rewards = _binary_group(n_correct, group_size)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    if show_push:
+        fig = plt.figure(figsize=(10.5, 6.6))
+        grid = fig.add_gridspec(2, 2, height_ratios=(1.0, 0.85))
+        left, right = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+        plot_push_by_pass_rate(group_size, ax=fig.add_subplot(grid[1, :]))
+    else:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.6))
     width = 0.8 / len(ADVANTAGE_RULES)
     for j, ((label, (method, bessel)), colour) in enumerate(zip(ADVANTAGE_RULES.items(), RULE_COLOURS)):
         advantages = group_advantages(rewards, group_size, method, bessel)
@@ -71,13 +81,45 @@ def plot_group_advantages(n_correct: int = 3, group_size: int = 4):
     return fig
 
 
+def plot_push_by_pass_rate(group_size: int, *, ax=None, points: int = 199):
+    """GRPO's expected push on a prompt against its pass rate p, relative to the push at p = ½.
+
+    For 0/1 rewards a GRPO step pushes a prompt's pass rate with c_G(p) ∇p, where c_G(p) is how much
+    more a right answer's advantage is, on average, than a wrong one's (exact for groups of G,
+    ``rlbook.hacking.advantage_scale``; population σ). As G grows, c_G(p) → 1/√(p(1 − p)), the
+    derivative of 2 arcsin √p (lesson 08, §1); a plain mean baseline (Dr.GRPO) pushes every p alike,
+    (G − 1)/G ∇p, flat. Each curve is divided by its value at p = ½, so the panel shows how much more
+    a prompt near 0 or 1 is pushed than one near ½. Returns the axes.
+    """
+    from rlbook.hacking import advantage_scale
+
+    group_size = check_int("group_size", group_size, minimum=2)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10.5, 3.0))
+    p = np.linspace(0.0, 1.0, points + 2)[1:-1]
+    exact = np.array([advantage_scale(float(q), group_size) for q in p]) / advantage_scale(0.5, group_size)
+    limit = 0.5 / np.sqrt(p * (1 - p))
+    ax.plot(p, exact, color="tab:blue", lw=2, label=f"GRPO at G = {group_size} (exact)")
+    ax.plot(p, limit, color="tab:blue", lw=1.2, ls="--", label="GRPO as G → ∞: 1/√(p(1 − p)), arcsin's slope")
+    ax.axhline(1.0, color="tab:gray", lw=1.2, label="mean only (Dr.GRPO): every p alike")
+    top = max(2.0, 1.15 * float(exact.max()))
+    ax.set(xlim=(0, 1), ylim=(0.8, min(top + 1.0, 4.0)), xlabel="p = the prompt's pass rate",
+           ylabel="push ÷ push at p = ½",
+           title=f"expected push on one prompt's pass rate (at p = 0.02 it is {exact[np.argmin(abs(p - 0.02))]:.2f}× "
+                 f"the push at ½ for G = {group_size}, {0.5 / np.sqrt(0.02 * 0.98):.2f}× in the limit)")
+    ax.legend(fontsize=8, loc="upper center")
+    ax.grid(alpha=0.3)
+    return ax
+
+
 def group_advantages_widget(max_group_size: int = 16):
-    """``plot_group_advantages`` with sliders for the group size and the number of right answers;
-    the second slider's range follows the first (0…G), so every position of it is a group that exists."""
+    """``plot_group_advantages`` with sliders for the group size and the number of right answers, and
+    the push panel (``show_push``) at the slider's G; the second slider's range follows the first
+    (0…G), so every position of it is a group that exists."""
     import ipywidgets as widgets
 
     def draw(group_size, n_correct):
-        plot_group_advantages(min(n_correct, group_size), group_size)
+        plot_group_advantages(min(n_correct, group_size), group_size, show_push=True)
         plt.show()
 
     group_slider = widgets.IntSlider(value=4, min=2, max=max_group_size)
