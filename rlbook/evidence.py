@@ -48,7 +48,7 @@ from rlbook.metrics import pass_at_k_per_prompt
 
 __all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
-           "detectable_bias", "critical_correlation", "paired_sign_test", "MIN_SEEDS"]
+           "detectable_bias", "critical_correlation", "paired_sign_test", "seed_mean_interval", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -250,6 +250,20 @@ def critical_correlation(n: int, *, level: float = 0.05) -> float:
         raise ValueError(f"level must be in (0, 0.5], got {level!r}")
     t = _t_quantile(1 - level, n - 2)
     return t / math.sqrt(n - 2 + t * t)
+
+
+def seed_mean_interval(values, *, level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of one number per seed (e.g. each training run's gain) and its
+    two-sided Student-t interval, mean ± t_{(1+level)/2, n−1} · sd / √n: what the recipe, not one run,
+    is estimated to give, treating the seeds as independent draws of the run. Needs at least two seeds;
+    with three, t(2) at 95 % is 4.30, so the interval is wide."""
+    x = _values("values", values)
+    if x.size < 2:
+        raise ValueError("values must hold at least two seeds")
+    if not (isinstance(level, float) and 0 < level < 1):
+        raise ValueError(f"level must be a float in (0, 1), got {level!r}")
+    half = _t_quantile((1 + level) / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
 def _t_quantile(q: float, df: int) -> float:

@@ -33,9 +33,9 @@ from rlbook.models.lora import lora_config
 from rlbook.trainers.config import OnlineConfig
 
 __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
-           "gpus_needed", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape",
+           "gated_mlp_activation_coefficient", "generation_waves", "gpus_needed", "kv_bytes_per_token", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape", "recording",
            "measure_step_memory", "train_with_trl", "trl_grpo_config",
-           "trl_sampler_rewards", "training_memory", "verl_overrides"]
+           "sampler_logprob_mismatch", "trl_sampler_rewards", "training_memory", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
 _TRL_LOSS_TYPE = {
@@ -388,7 +388,9 @@ def _model_config(config):
 
 
 def _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction,
-                          tensor_parallel=1):
+                          tensor_parallel=1, in_flight=None):
+    if in_flight is not None and (not isinstance(in_flight, int) or isinstance(in_flight, bool) or in_flight < 1):
+        raise ValueError(f"in_flight must be a positive int or None (the whole rollout in one wave), got {in_flight!r}")
     for name, value in (("sequences", sequences), ("tokens_per_sequence", tokens_per_sequence),
                         ("weight_bytes", weight_bytes), ("shards", shards), ("micro_batch", micro_batch),
                         ("tensor_parallel", tensor_parallel)):
@@ -427,6 +429,22 @@ def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, 
     return per_layer * model_config.num_hidden_layers / tensor_parallel
 
 
+def gated_mlp_activation_coefficient(config) -> float:
+    """Bytes per token per hidden unit per layer that a layer with a gated (SwiGLU) MLP and no dropout keeps
+    for the backward pass, 16-bit activations, by Korthikanti et al.'s count (2022, arXiv:2205.05198, §4.1)
+    with its MLP replaced: the ``ACTIVATION_BYTES_PER_LAYER`` = 34 are attention 11 (dropout mask 1 of
+    them), two norms 4 and a 4h GELU MLP 19 (input 2, GELU input 8, GELU output 8, dropout mask 1). Without
+    dropout: attention 10, norms 4. A gated MLP of width I keeps its input (2) and four tensors of width I in
+    16 bits, the gate's output (SiLU's input), SiLU's output, the up projection and their product (2 · 4 · I/h):
+    2 + 8·I/h. So 14 + 2 + 8·I/h in all; Qwen2.5-7B (I/h = 5.3) keeps about 58, Llama-3.1-70B (3.5) 44,
+    SmolLM2-135M (2.7) 37, all above 34: a wide SwiGLU MLP keeps more than the 4h GELU MLP, not less.
+    Not counted: grouped-query attention's smaller K and V (less), frozen linear layers under LoRA that need
+    not keep their inputs (less), an attention kernel that keeps the scores (more)."""
+    model_config = _model_config(config)
+    width = model_config.intermediate_size / model_config.hidden_size
+    return 10 + 4 + 2 + 8 * width
+
+
 def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, tensor_parallel: int = 1) -> float:
     """Bytes of one fp32 copy of the logits of a micro-batch: ``micro_batch`` × tokens × vocabulary × 4.
 
@@ -443,17 +461,44 @@ def logits_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, tens
     return micro_batch * tokens_per_sequence * model_config.vocab_size * 4 / tensor_parallel
 
 
+def kv_bytes_per_token(config, *, weight_bytes: int = 2, tensor_parallel: int = 1) -> int:
+    """Bytes of KV cache one token takes on one GPU: 2 (K and V) × layers × KV heads × head dimension ×
+    ``weight_bytes``, the KV heads split ``tensor_parallel`` ways (at least one per GPU: with fewer KV heads
+    than GPUs, grouped-query attention, each GPU keeps a copy of one)."""
+    model_config = _model_config(config)
+    _check_memory_options(1, 1, weight_bytes, tensor_parallel, 1, None, tensor_parallel)
+    head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
+    kv_heads_per_gpu = math.ceil(model_config.num_key_value_heads / tensor_parallel)
+    return 2 * model_config.num_hidden_layers * kv_heads_per_gpu * head_dim * weight_bytes
+
+
+def generation_waves(sequences: int, *, in_flight: int | None, engines: int = 1) -> int:
+    """How many waves ``engines`` inference engines, each holding at most ``in_flight`` sequences in its KV
+    pool at once, take to generate a rollout of ``sequences``: ⌈sequences / (engines × in_flight)⌉ (1 when
+    ``in_flight`` is None: the whole rollout at once).
+
+    An engine with a paged KV cache and continuous batching (vLLM, Kwon et al. 2023, arXiv:2309.06180;
+    SGLang) preallocates a fixed pool (vLLM: the share ``gpu_memory_utilization`` of the GPU, less the
+    weights) and admits a new sequence when one finishes, so a rollout larger than the pool is generated in
+    waves: fewer slots cost time, not memory. Counting waves as if every sequence had the full length is an
+    upper bound on the time (sequences that stop early free their slots sooner)."""
+    for name, value in (("sequences", sequences), ("engines", engines)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    _check_memory_options(1, 1, 2, 1, 1, None, 1, in_flight)
+    return 1 if in_flight is None else math.ceil(sequences / (engines * in_flight))
+
+
 def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, weight_bytes, reference, critic,
-                lora_fraction, shards, micro_batch, gradient_checkpointing, tensor_parallel=1) -> dict:
+                lora_fraction, shards, micro_batch, gradient_checkpointing, tensor_parallel=1,
+                in_flight=None) -> dict:
     """Bytes per GPU of each role in ``MEMORY_ROLES`` (the arithmetic of ``training_memory``)."""
     trained = params * (lora_fraction or 1.0)
     weights = params * weight_bytes
-    head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
-    # each GPU of a tensor-parallel group caches its own KV heads; with fewer KV heads than GPUs
-    # (grouped-query attention), each GPU keeps a copy of one
-    kv_heads_per_gpu = math.ceil(model_config.num_key_value_heads / tensor_parallel)
-    kv_per_token = 2 * model_config.num_hidden_layers * kv_heads_per_gpu * head_dim * weight_bytes
+    kv_per_token = kv_bytes_per_token(model_config, weight_bytes=weight_bytes, tensor_parallel=tensor_parallel)
     replicas = shards // tensor_parallel  # tensor-parallel groups: each generates its share of the sequences
+    share = sequences / replicas  # an engine's share of the rollout; its pool holds in_flight of them at once
+    held = share if in_flight is None else min(in_flight, share)
     optimizer_bytes = optimizer_bytes_per_parameter(weight_bytes)
     tokens = dict(tokens_per_sequence=tokens_per_sequence, micro_batch=micro_batch, tensor_parallel=tensor_parallel)
     return {
@@ -465,7 +510,7 @@ def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, we
         "critic": (weights + trained * (weight_bytes + optimizer_bytes)) / shards if critic else 0.0,
         # generation runs tensor-parallel over t GPUs: each needs its 1/t of the whole model, and owns 1/shards
         "weights gathered for generation": weights * (1 / tensor_parallel - 1 / shards),
-        "KV cache": kv_per_token * sequences * tokens_per_sequence / replicas,
+        "KV cache": kv_per_token * held * tokens_per_sequence,
         "activations": activation_bytes(model_config, weight_bytes=weight_bytes,
                                         gradient_checkpointing=gradient_checkpointing, **tokens),
         "logits": logits_bytes(model_config, **tokens),
@@ -475,7 +520,7 @@ def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, we
 def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
                     reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
                     shards: int = 1, tensor_parallel: int = 1, micro_batch: int = 1,
-                    gradient_checkpointing: bool = False) -> dict:
+                    gradient_checkpointing: bool = False, in_flight: int | None = None) -> dict:
     """GiB per GPU for each role (``MEMORY_ROLES``) of an RL run on the model ``config`` describes, and
     ``"parameters (B)"``.
 
@@ -498,9 +543,14 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     actor from its training layout to such a generation layout, still model-parallel; "weights gathered for
     generation" charges the 1/t − 1/shards of the weights each GPU gathers for it (0 when shards = t).
 
-    Rollout: the KV cache holds keys and values of every layer for ``sequences`` × ``tokens_per_sequence``
-    tokens at ``weight_bytes``: 2 × layers × KV heads × head dimension values per token, the KV heads
-    split t ways (at least one per GPU), the sequences split between the shards / t groups. Training pass:
+    Rollout: the KV cache holds keys and values of every layer (``kv_bytes_per_token``: 2 × layers × KV
+    heads × head dimension values per token at ``weight_bytes``, the KV heads split t ways, at least one per
+    GPU) for the sequences an engine holds at once, × ``tokens_per_sequence``. Each of the shards / t groups
+    is one engine with its share of the ``sequences``. ``in_flight``: the most sequences an engine's KV pool
+    holds at once (a paged engine with continuous batching, vLLM or SGLang, preallocates a fixed pool and
+    streams the rollout through it in ``generation_waves``: a smaller pool costs time, not memory). None: the
+    whole share at once, one wave: the pool that would generate the rollout in one go, an upper bound on
+    what generation needs. Training pass:
     ``activation_bytes`` (with or without ``gradient_checkpointing``) and ``logits_bytes`` of one
     micro-batch of ``micro_batch`` sequences: not divided by ZeRO's sharding, divided by t (sequence
     parallelism and a vocabulary-parallel output layer). Pipeline parallelism (layers split into stages)
@@ -512,12 +562,12 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     """
     model_config = _model_config(config)
     _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction,
-                          tensor_parallel)
+                          tensor_parallel, in_flight)
     params = parameters_of_shape(model_config)
     roles = _role_bytes(model_config, params, sequences=sequences, tokens_per_sequence=tokens_per_sequence,
                         weight_bytes=weight_bytes, reference=reference, critic=critic, lora_fraction=lora_fraction,
                         shards=shards, micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing,
-                        tensor_parallel=tensor_parallel)
+                        tensor_parallel=tensor_parallel, in_flight=in_flight)
     return {"parameters (B)": params / 1e9, **{role: value / 1024 ** 3 for role, value in roles.items()}}
 
 
@@ -531,7 +581,8 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, tensor_p
     """The fewest GPUs of ``gpu_gib`` GiB over which ``training_memory(config, shards=N, **options)`` fits,
     N a multiple of ``tensor_parallel`` (the tensor-parallel degree t).
 
-    ZeRO-3 sharding divides the model states and the KV cache but not the activations, the logits, or the
+    ZeRO-3 sharding divides the model states (and, with ``in_flight=None``, the one-wave KV cache, whose
+    sequences the engines split) but not the activations, the logits, or the
     1/t of the weights each GPU holds to generate; those only t divides. So the answer is not the total
     divided by one GPU's memory, and a model whose weights do not fit one GPU needs t > 1 (Llama-3.1-70B's
     bf16 weights, 131 GiB, fit no single 80 GiB GPU; at t = 8 each GPU generates with 16 GiB of them).
@@ -548,13 +599,14 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, tensor_p
         raise ValueError(f"max_gpus must be at least tensor_parallel={tensor_parallel}, got {max_gpus}")
     model_config = _model_config(config)
     settings = dict(weight_bytes=2, reference=True, critic=False, lora_fraction=None, micro_batch=1,
-                    gradient_checkpointing=False)
+                    gradient_checkpointing=False, in_flight=None)
     unknown = set(options) - set(settings) - {"sequences", "tokens_per_sequence"}
     if unknown:
         raise ValueError(f"unknown training_memory options {sorted(unknown)}")
     settings.update(options)
     _check_memory_options(settings.get("sequences"), settings.get("tokens_per_sequence"), settings["weight_bytes"],
-                          tensor_parallel, settings["micro_batch"], settings["lora_fraction"], tensor_parallel)
+                          tensor_parallel, settings["micro_batch"], settings["lora_fraction"], tensor_parallel,
+                          settings["in_flight"])
     params = parameters_of_shape(model_config)
     budget = gpu_gib * 1024 ** 3
     for shards in range(tensor_parallel, max_gpus + 1, tensor_parallel):
@@ -699,6 +751,76 @@ def trl_sampler_rewards(model_folder, task, config: OnlineConfig, examples, *, s
         settings = {key: getattr(trainer.generation_config, key) for key in _TRL_SAMPLING_KEYS}
     correct = [[int(value >= 1.0) for value in recorded[i * n:(i + 1) * n]] for i in range(len(examples))]
     return {"correct": correct, "settings": settings}
+
+
+def recording(task):
+    """A copy of ``task`` that records the question of every completion its reward scores, in order, in
+    ``.scored_questions``: through ``reward(text, example)`` (rlbook's trainers, one call per completion;
+    the example's ``question``) and through ``reward_fn()`` (TRL's convention; the text of each completion's
+    prompt, its last message when the prompt is a chat). The rewards are the task's own; ``task`` itself is
+    not changed. Lesson 21 reads from it which prompts each engine drew in its first steps."""
+    import copy
+
+    base_class = type(task)
+
+    class Recording(base_class):
+        def reward(self, text, example, **kwargs):
+            if isinstance(example, dict) and "question" in example:
+                self.scored_questions.append(example["question"])
+            return super().reward(text, example, **kwargs)
+
+        def reward_fn(self, **kwargs):
+            inner = super().reward_fn(**kwargs)
+
+            def reward_function(prompts=None, completions=None, **columns):
+                for prompt in prompts or []:
+                    self.scored_questions.append(prompt[-1]["content"] if isinstance(prompt, list) else str(prompt))
+                return inner(prompts=prompts, completions=completions, **columns)
+
+            reward_function.__name__ = inner.__name__
+            return reward_function
+
+    Recording.__name__ = Recording.__qualname__ = f"Recording{base_class.__name__}"
+    copied = copy.copy(task)
+    copied.__class__ = Recording
+    copied.scored_questions = []
+    return copied
+
+
+def sampler_logprob_mismatch(model, rollout, *, temperature: float, dtype=torch.bfloat16) -> dict:
+    """How far a trainer's log-probs of a rollout's tokens sit from the sampler's, the training–inference
+    mismatch, measured on the CPU with rlbook's own sampler standing in for the inference engine.
+
+    ``rollout``: sampled by ``rlbook.rollout.sample`` from ``model`` at ``temperature``; its ``logprobs`` are
+    the sampler's (incremental decoding with a KV cache, fp32). The same tokens are scored again by one
+    forward pass over the whole sequences (``completion_logprobs``, what a trainer does), once in fp32 and once
+    under ``torch.autocast`` to ``dtype`` (bf16, what a trainer in mixed precision or an engine in bf16
+    computes). Returns, for each recompute (``"fp32"``, ``"bf16"``): ``token |Δ| mean`` and ``token |Δ|
+    max`` of log π_trainer − log π_sampler per token, ``sequence log-ratio sd`` (the spread of the summed
+    Δ per sequence, the log of the sequence's importance weight π_trainer / π_sampler) and ``tokens with
+    ratio outside [0.5, 2]`` (share of tokens whose weight a truncated importance-sampling correction with
+    C = 2 would cap); ``tokens``: how many were compared. At identical weights the importance weight should be
+    1; a real engine (vLLM, SGLang: other kernels, other batching, often bf16) and a trainer differ by more
+    than this CPU pair does, which is why RL frameworks correct for it (Yao et al. 2025, "Your efficient RL
+    framework secretly brings you off-policy RL training": truncated importance sampling; TRL's
+    ``vllm_importance_sampling_correction``)."""
+    from rlbook.rollout import completion_logprobs
+
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f"temperature must be a positive number (the rollout's), got {temperature!r}")
+    mask = rollout.completion_mask.bool()
+    device_type = rollout.completion_ids.device.type
+    out = {"tokens": int(mask.sum())}
+    for name, autocast in (("fp32", False), ("bf16", True)):
+        with torch.no_grad(), torch.autocast(device_type, dtype=dtype, enabled=autocast):
+            trainer = completion_logprobs(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                          rollout.completion_mask, temperature=temperature)
+        delta = (trainer.float() - rollout.logprobs).masked_fill(~mask, 0.0)
+        per_token = delta[mask]
+        out[name] = {"token |Δ| mean": float(per_token.abs().mean()), "token |Δ| max": float(per_token.abs().max()),
+                     "sequence log-ratio sd": float(delta.sum(dim=1).std()),
+                     "tokens with ratio outside [0.5, 2]": float((per_token.abs() > math.log(2)).float().mean())}
+    return out
 
 
 _STEP_MEMORY_STAGES = ("before load", "after load", "peak in step")

@@ -224,3 +224,18 @@ def test_the_paired_sign_test_is_the_binomial_tail_and_drops_ties():
     assert paired_sign_test([-1.0, -2.0]) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="non-zero"):
         paired_sign_test([0.0, 0.0])
+
+
+def test_seed_mean_interval_is_the_student_t_interval():
+    from rlbook.evidence import seed_mean_interval
+
+    mean, low, high = seed_mean_interval([0.258, 0.172, 0.143])
+    sd = np.std([0.258, 0.172, 0.143], ddof=1)
+    assert mean == pytest.approx(0.191, abs=1e-3)
+    assert (high - mean) == pytest.approx(4.303 * sd / math.sqrt(3), rel=1e-3)  # t(2) at 97.5 %
+    assert (mean - low) == pytest.approx(high - mean)
+    assert seed_mean_interval([1.0, 3.0], level=0.5)[2] == pytest.approx(2.0 + 1.0 * 1.0)  # t(1) at 75 % is 1
+    with pytest.raises(ValueError, match="two"):
+        seed_mean_interval([0.1])
+    with pytest.raises(ValueError, match="level"):
+        seed_mean_interval([0.1, 0.2], level=95)

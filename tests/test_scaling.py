@@ -386,7 +386,7 @@ def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsy
     out = capsys.readouterr().out
     assert "GPUs of 80 GiB" in out and "gpus_needed" in out
     # an answer rounded the way a reader would (7.6 B parameters) passes too
-    kv = 2 * 28 * 4 * 128 * 2 * 256 * 8192
+    kv = 2 * 28 * 4 * 128 * 2 * 32 * 8192  # one engine's pool: 32 sequences in flight, not the whole rollout
 
     def rounded(lora):
         per_parameter = 2 + (0.01 * 14 if lora else 2 + 12 + 2)  # weights, + trained grads/Adam/master, + reference
@@ -402,6 +402,21 @@ def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsy
     assert exercise.check_gpu_plan(stub) is None
     assert exercise.check_gpu_plan(lambda lora: "lots") is False
     assert "number of GiB" in capsys.readouterr().out
+
+
+def test_the_gpu_plan_counts_one_engines_pool_and_names_the_one_wave_cache(capsys):
+    for lora in (False, True):
+        memory = exercise._plan_memory(lora)
+        assert memory["KV cache"] * 2 ** 30 == pytest.approx(2 * 28 * 4 * 128 * 2 * 32 * 8192)
+        states = exercise.reference_run_gib(lora) - memory["KV cache"]
+        n = exercise.plan_gpus(lora)  # the fewest N with states / N + pool <= 80
+        assert states / n + memory["KV cache"] <= 80 and (n == 1 or states / (n - 1) + memory["KV cache"] > 80)
+    assert (exercise.plan_gpus(False), exercise.plan_gpus(True)) == (2, 1)
+    # the old framing, the whole rollout's KV cache charged as memory the run needs, is named as a mistake
+    one_wave = {lora: exercise.reference_run_gib(lora) + exercise._plan_memory(lora)["KV cache"] * 7
+                for lora in (False, True)}
+    assert exercise.check_gpu_plan(lambda lora: one_wave[lora]) is False
+    assert "one wave" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("lora", [False, True])
@@ -447,6 +462,38 @@ def test_a_70b_model_fits_under_tensor_parallelism_and_not_without():
     assert scaling.memory_total(scaling.training_memory(LLAMA_70B, shards=full, tensor_parallel=8, **ROLLOUT_4K)) <= 80
     assert scaling.memory_total(scaling.training_memory(LLAMA_70B, shards=full - 8, tensor_parallel=8,
                                                         **ROLLOUT_4K)) > 80
+
+
+def test_the_kv_cache_is_an_engine_pool_and_the_rollout_streams_through_it_in_waves():
+    one_wave = scaling.training_memory(QWEN_7B, **ROLLOUT_4K)
+    pool = scaling.training_memory(QWEN_7B, in_flight=64, **ROLLOUT_4K)
+    assert pool["KV cache"] == pytest.approx(one_wave["KV cache"] * 64 / 256)
+    assert pool["KV cache"] * 2 ** 30 == 64 * 4096 * scaling.kv_bytes_per_token(QWEN_7B)
+    for role in scaling.MEMORY_ROLES:  # the pool changes nothing else
+        if role != "KV cache":
+            assert pool[role] == one_wave[role]
+    # a larger rollout takes more waves, not more memory; a pool larger than an engine's share holds the share
+    assert scaling.training_memory(QWEN_7B, in_flight=64, sequences=1024, tokens_per_sequence=4096) == pool
+    assert scaling.training_memory(QWEN_7B, in_flight=1024, **ROLLOUT_4K)["KV cache"] == one_wave["KV cache"]
+    two_engines = scaling.training_memory(QWEN_7B, in_flight=64, shards=2, **ROLLOUT_4K)
+    assert two_engines["KV cache"] == pool["KV cache"]  # each engine keeps its whole pool
+    assert scaling.generation_waves(256, in_flight=64) == 4
+    assert scaling.generation_waves(256, in_flight=64, engines=3) == 2
+    assert scaling.generation_waves(256, in_flight=None) == 1
+    # GPUs: with a fixed pool the KV cache no longer sets the count
+    assert scaling.gpus_needed(QWEN_7B, lora_fraction=0.01, in_flight=64, **ROLLOUT_4K) == 1
+    assert scaling.gpus_needed(QWEN_7B, lora_fraction=0.01, **ROLLOUT_4K) == 2
+    table = scaling_viz.memory_table(["Qwen/Qwen2.5-7B"], settings={"full": {}, "LoRA": {"lora_fraction": 0.01}},
+                                     plan_tensor_parallel=1, in_flight=64, **ROLLOUT_4K)
+    assert table.loc[("Qwen2.5-7B", "LoRA"), "KV, one wave"] == pytest.approx(one_wave["KV cache"])
+    assert table.loc[("Qwen2.5-7B", "LoRA"), "waves"] == 4  # one GPU, one engine
+    assert table.loc[("Qwen2.5-7B", "full"), "waves"] == scaling.generation_waves(
+        256, in_flight=64, engines=int(table.loc[("Qwen2.5-7B", "full"), "GPUs needed"]))
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="in_flight"):
+            scaling.training_memory(QWEN_7B, in_flight=bad, **ROLLOUT_4K)
+        with pytest.raises(ValueError, match="in_flight"):
+            scaling.generation_waves(256, in_flight=bad)
 
 
 def test_tensor_parallel_must_divide_the_gpus():
@@ -517,3 +564,42 @@ def test_verl_dynamic_sampling_on_correctness_is_filter_groups_on_acc():
     overrides = scaling.verl_overrides(preset("dapo", dynamic_sampling="correct"))
     assert overrides["algorithm.filter_groups.enable"] is True
     assert overrides["algorithm.filter_groups.metric"] == "acc"
+
+
+def test_a_wide_gated_mlp_keeps_more_activations_than_the_34_bytes_assume():
+    assert scaling.gated_mlp_activation_coefficient(QWEN_7B) == pytest.approx(16 + 8 * 18944 / 3584)
+    assert scaling.gated_mlp_activation_coefficient(LLAMA_70B) == pytest.approx(44.0)
+    for shape in scaling.HUB_SHAPES.values():
+        assert scaling.gated_mlp_activation_coefficient(shape) > scaling.ACTIVATION_BYTES_PER_LAYER
+    # a gated MLP 2.25 h wide and no dropout keeps what the 4h GELU MLP with dropout keeps, 34
+    assert scaling.gated_mlp_activation_coefficient({**QWEN_7B, "intermediate_size": 8064}) == 34
+
+
+def test_sampler_logprob_mismatch_is_float_noise_in_fp32_and_larger_in_bf16():
+    from rlbook.rollout import sample
+
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer).eval()
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=4, max_new_tokens=12, temperature=0.7, seed=0)
+    mismatch = scaling.sampler_logprob_mismatch(model, rollout, temperature=0.7)
+    assert mismatch["tokens"] == int(rollout.completion_mask.sum())
+    assert mismatch["fp32"]["token |Δ| max"] < 1e-4  # the same weights and precision: the same numbers
+    assert mismatch["bf16"]["token |Δ| mean"] > 10 * mismatch["fp32"]["token |Δ| mean"]
+    assert 0.0 <= mismatch["bf16"]["tokens with ratio outside [0.5, 2]"] <= 1.0
+    with pytest.raises(ValueError, match="temperature"):
+        scaling.sampler_logprob_mismatch(model, rollout, temperature=0)
+
+
+def test_recording_keeps_the_tasks_rewards_and_records_the_scored_questions():
+    from rlbook.tasks import get_task
+
+    task = get_task("plain_addition", min_digits=1, max_digits=2)
+    rows = list(task.dataset(3, seed=0, split="train"))
+    recorder = scaling.recording(task)
+    assert isinstance(recorder, type(task)) and not hasattr(task, "scored_questions")
+    assert [recorder.reward(row["answer"], row) for row in rows] == [task.reward(row["answer"], row) for row in rows]
+    assert recorder.scored_questions == [row["question"] for row in rows]
+    prompts = [[{"role": "user", "content": row["question"]}] for row in rows]
+    rewarded = recorder.reward_fn()(prompts=prompts, completions=["0"] * 3, answer=[row["answer"] for row in rows])
+    assert rewarded == task.reward_fn()(prompts=prompts, completions=["0"] * 3, answer=[row["answer"] for row in rows])
+    assert recorder.scored_questions == [row["question"] for row in rows] * 2

@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from rlbook._figures import panel_grid
-from rlbook.scaling import HUB_SHAPES, MEMORY_ROLES, gpus_needed, memory_total, training_memory
+from rlbook.scaling import (HUB_SHAPES, MEMORY_ROLES, generation_waves, gpus_needed, kv_bytes_per_token, memory_total,
+                            training_memory)
 
 ENGINE_COLOURS = {"rlbook": "tab:blue", "TRL": "tab:orange"}
 ROLE_COLOURS = {"policy weights": "tab:blue", "policy gradients": "tab:cyan", "Adam + fp32 master": "tab:purple",
@@ -32,7 +33,8 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
     return ax
 
 
-def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = None, ax=None):
+def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = None, ax=None,
+                         ylabel: str = "GiB (every role on one device)"):
     """Stacked bars of GiB per GPU by role, on linear axes: one panel per model, every bar's total written on it.
 
     ``table``: rows as ``memory_table`` returns them. With a (model, setting) index each model gets its own
@@ -41,6 +43,7 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = No
     marks one GPU's memory in the panels whose bars reach at least half of it. The panels wrap into rows that fit
     the book's column (``rlbook._figures``). ``title``: the figure's, above every panel (the legend then goes
     below them; ``plt.title`` would replace the last panel's). ``ax``: draw a one-panel table there.
+    ``ylabel``: the y axis's label (say "per GPU" when the table's rows are sharded).
     Returns the list of axes.
     """
     roles = [role for role in ROLE_COLOURS if role in table.columns and float(table[role].abs().sum()) > 0]
@@ -72,7 +75,7 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = No
         labels = [str(label) for label in rows.index] if table.index.nlevels > 1 else [""]
         axis.set_xticks(range(len(rows)), labels, fontsize=8)
         axis.set_title(str(name), fontsize=9)
-        axis.set_ylabel("GiB (every role on one device)")
+        axis.set_ylabel(ylabel)
     handles = {}
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels()):
@@ -94,6 +97,11 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
     ``plan_tensor_parallel``: a tensor-parallel degree t (an int, or a dict of model name → int) adds the
     columns ``TP degree`` and ``GPUs needed``: ``gpus_needed`` for ``gpu_gib`` GPUs at that t, with the
     row's other options (the role columns stay as ``options`` give them, one GPU by default).
+
+    With ``in_flight`` (the sequences an engine's KV pool holds at once) two more columns: ``KV, one wave``,
+    the KV cache an engine would need to hold its whole share of the rollout at once (the pool that generates
+    it in one wave), and ``waves``, ``generation_waves`` on the planned GPUs (each tensor-parallel group one
+    engine) or, without a plan, on the row's own.
 
     ``options`` are ``training_memory``'s (``lora_fraction``, ``reference``, ``critic``, ``shards``,
     ``micro_batch``, ``gradient_checkpointing``, ``weight_bytes``); under LoRA the reference costs nothing.
@@ -118,16 +126,26 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
                                      **{**options, **extra})
             row = {**memory, "total": memory_total(memory),
                    "largest role": max(MEMORY_ROLES, key=lambda role: memory[role])}
+            row_options = {**options, **extra}
+            t = row_options.get("tensor_parallel", 1)
+            engines = row_options.get("shards", 1) // t
             if plan_tensor_parallel is not None:
                 t = plan_tensor_parallel[name] if isinstance(plan_tensor_parallel, dict) else plan_tensor_parallel
-                plan = {key: value for key, value in {**options, **extra}.items()
-                        if key not in ("shards", "tensor_parallel")}
+                plan = {key: value for key, value in row_options.items() if key not in ("shards", "tensor_parallel")}
                 row["TP degree"] = t
                 row["GPUs needed"] = gpus_needed(HUB_SHAPES[name], gpu_gib=gpu_gib, tensor_parallel=t,
                                                  sequences=sequences, tokens_per_sequence=tokens_per_sequence, **plan)
+                engines = row["GPUs needed"] // t
+            if row_options.get("in_flight") is not None:
+                per_token = kv_bytes_per_token(HUB_SHAPES[name], weight_bytes=row_options.get("weight_bytes", 2),
+                                               tensor_parallel=row_options.get("tensor_parallel", 1))
+                row["KV, one wave"] = (per_token * tokens_per_sequence * sequences
+                                       / (row_options.get("shards", 1) // row_options.get("tensor_parallel", 1))
+                                       / 1024 ** 3)
+                row["waves"] = generation_waves(sequences, in_flight=row_options["in_flight"], engines=engines)
             rows[name.split("/")[-1] if label is None else (name.split("/")[-1], label)] = row
     table = pd.DataFrame(rows).T
-    counts = [column for column in ("TP degree", "GPUs needed") if column in table.columns]
+    counts = [column for column in ("TP degree", "GPUs needed", "waves") if column in table.columns]
     numeric = [column for column in table.columns if column != "largest role" and column not in counts]
     table[numeric] = table[numeric].astype(float)
     table[counts] = table[counts].astype(int)
@@ -138,17 +156,21 @@ MODEL_STATES = ("policy weights", "policy gradients", "Adam + fp32 master", "ref
 
 
 def draw_training_memory(model, *, reference=True, lora=False, critic=False, sequences=256, tokens=4096,
-                         micro_batch=1, checkpointing=False, tensor_parallel=1, replicas=1):
+                         micro_batch=1, checkpointing=False, tensor_parallel=1, replicas=1, in_flight=None):
     """One state of ``training_memory_widget``: the roles per GPU of ``model`` on tensor_parallel × replicas
     GPUs (tensor parallelism inside each group, ZeRO-3 across the groups), as one bar; the title gives the
-    total and the model states per GPU and ``gpus_needed``'s answer at this tensor-parallel degree.
+    total and the model states per GPU, the generation waves (each group one engine holding ``in_flight``
+    sequences at once; None: all at once) and ``gpus_needed``'s answer at this tensor-parallel degree.
     Returns the axes (the widget draws it; a static page shows it as it is)."""
     options = dict(sequences=sequences, tokens_per_sequence=tokens, lora_fraction=0.01 if lora else None,
-                   reference=reference, critic=critic, micro_batch=micro_batch, gradient_checkpointing=checkpointing)
+                   reference=reference, critic=critic, micro_batch=micro_batch, gradient_checkpointing=checkpointing,
+                   in_flight=in_flight)
     shards = tensor_parallel * replicas
     table = memory_table([model], shards=shards, tensor_parallel=tensor_parallel, **options)
     _, ax = plt.subplots(figsize=(6.5, 4.0))
-    plot_training_memory(table, ax=ax)
+    plot_training_memory(table, ax=ax, ylabel="GiB per GPU")
+    ax.set_xticks([0], [f"one of {shards} GPU{'s' if shards > 1 else ''}"], fontsize=8)
+    waves = generation_waves(sequences, in_flight=in_flight, engines=replicas)
     try:
         needed = (f"fits on {gpus_needed(HUB_SHAPES[model], tensor_parallel=tensor_parallel, **options)} "
                   f"× 80 GiB at TP {tensor_parallel}")
@@ -157,21 +179,23 @@ def draw_training_memory(model, *, reference=True, lora=False, critic=False, seq
     states = float(table[list(MODEL_STATES)].iloc[0].sum())
     ax.set_title(f"{model}: {table['total'].iloc[0]:,.1f} GiB per GPU on {shards} GPU{'s' if shards > 1 else ''} "
                  f"(TP {tensor_parallel} × {replicas} ZeRO-3 group{'s' if replicas > 1 else ''})\n"
-                 f"model states {states:,.1f} GiB per GPU; largest: {table['largest role'].iloc[0]}; {needed}",
+                 f"model states {states:,.1f} GiB per GPU; largest: {table['largest role'].iloc[0]}; "
+                 f"{waves} generation wave{'s' if waves > 1 else ''}; {needed}",
                  fontsize=9)
     return ax
 
 
 def training_memory_widget():
-    """Model, reference, LoRA (under which the reference is free), critic, rollout size, micro-batch,
+    """Model, reference, LoRA (under which the reference is free), critic, rollout size, the sequences an
+    engine's KV pool holds at once (more rollouts than that take more waves, not more memory), micro-batch,
     checkpointing, tensor-parallel degree and ZeRO-3 groups as knobs of ``draw_training_memory``."""
     import ipywidgets as widgets
 
-    def draw(model, reference, lora, critic, sequences, tokens, micro_batch, checkpointing, tensor_parallel,
-             replicas):
+    def draw(model, reference, lora, critic, sequences, in_flight, tokens, micro_batch, checkpointing,
+             tensor_parallel, replicas):
         draw_training_memory(model, reference=reference, lora=lora, critic=critic, sequences=sequences,
                              tokens=tokens, micro_batch=micro_batch, checkpointing=checkpointing,
-                             tensor_parallel=tensor_parallel, replicas=replicas)
+                             tensor_parallel=tensor_parallel, replicas=replicas, in_flight=in_flight)
         plt.show()
 
     return widgets.interact(
@@ -181,6 +205,7 @@ def training_memory_widget():
         lora=widgets.Checkbox(value=False, description="LoRA (1% trained)"),
         critic=widgets.Checkbox(value=False, description="critic (PPO)"),
         sequences=widgets.IntSlider(value=256, min=8, max=1024, step=8, description="rollouts"),
+        in_flight=widgets.IntSlider(value=64, min=8, max=1024, step=8, description="in flight"),
         tokens=widgets.IntSlider(value=4096, min=512, max=32768, step=512, description="tokens each"),
         micro_batch=widgets.IntSlider(value=1, min=1, max=16, description="micro-batch"),
         checkpointing=widgets.Checkbox(value=False, description="activation checkpointing"),
