@@ -22,7 +22,7 @@ into the numbers of that debate:
   expectation of both estimators when the true solve rate is p, which shows the plug-in one's bias;
 - ``one_coin_curve``: 1 − (1 − p̄)^k, the pass@k curve of a policy whose every problem is the same
   coin, and by Jensen's inequality across problems the highest curve any policy with mean pass@1 p̄
-  can have;
+  can have, and ``one_coin_gap``, how far a policy lies below it (at k = 2, the variance of its rates);
 - ``dispersion``: whether a model's per-problem solve rates spread wider than binomial noise;
 - ``problems_behind``: the problems on which a policy's pass@1 is below the base's beyond sampling
   noise, each tested on its own;
@@ -52,7 +52,8 @@ from rlbook.rollout import Rollout, rollout_logprobs
 from rlbook.tasks.arithmetic import addition_steps
 
 __all__ = ["addition_cot_correct", "completion_logprob_sums", "coverage_split", "crossover_k", "dispersion",
-           "expected_estimates", "one_coin_curve", "pass_at_k_curve", "per_problem_pass_at_k", "majority_at_k",
+           "expected_estimates", "one_coin_curve", "one_coin_gap", "pass_at_k_curve", "per_problem_pass_at_k",
+           "majority_at_k",
            "plug_in_pass_at_k", "powers_of_two", "problems_behind", "problems_lost", "seen_fraction"]
 
 _Z_975, _Z_80 = 1.959964, 0.841621  # standard normal quantiles: two-sided 5 %, 80 % power
@@ -203,8 +204,15 @@ def one_coin_curve(pass_at_1: float, ks) -> list[float]:
     mean p̄, mean_i (1 − p_i)^k ≥ (1 − p̄)^k, i.e. mean pass@k = 1 − mean_i (1 − p_i)^k ≤ 1 − (1 − p̄)^k,
     with equality at k ≥ 2 only when every p_i = p̄. It is the inequality that makes the plug-in
     estimator biased (Chen et al. 2021, arXiv:2107.03374, §2.1), applied across problems instead of
-    across draws. So how far a curve lies below its one-coin curve measures how unequal the policy's
-    per-problem rates are, and of two policies with the same pass@1 the more even one leads at every k.
+    across draws. How far a curve lies below its one-coin curve is ``one_coin_gap``: at k = 2 exactly
+    the variance of the per-problem rates, at larger k a measure that weights the problems with p_i
+    near 0 ever more heavily. So a spread index (a variance) and the large-k ranking can disagree: of
+    two policies with the same pass@1 the one with the smaller variance need *not* lead at every k
+    (rates {0.5, 0.5, 0, 0} against {0.97, 0.01, 0.01, 0.01}: the first has the smaller variance and
+    pass@∞ 0.5, the second 1.0). What does hold: a policy *on* its one-coin curve is passed at no k by
+    one with a lower pass@1 (its curve is the highest that pass@1 allows); one policy leads another
+    at every k when its rates are more even in the convex (majorisation) order, not merely in
+    variance; and as k → ∞ pass@k tends to the share of problems with p_i > 0, a support quantity.
     """
     if isinstance(pass_at_1, bool) or not isinstance(pass_at_1, (int, float)) or not 0.0 <= pass_at_1 <= 1.0:
         raise ValueError(f"pass_at_1 must be a probability in [0, 1], got {pass_at_1!r}")
@@ -212,6 +220,25 @@ def one_coin_curve(pass_at_1: float, ks) -> list[float]:
     if not ks:
         raise ValueError("ks must hold at least one k")
     return [1.0 - (1.0 - float(pass_at_1)) ** k for k in ks]
+
+
+def one_coin_gap(rates, ks) -> list[float]:
+    """(1 − p̄)^k − mean_i (1 − p_i)^k for each k in ``ks``: how far the pass@k of a policy with
+    per-problem solve rates ``rates`` (true rates p_i, or estimates) lies below its one-coin curve
+    ``one_coin_curve(p̄, ks)``; never negative (Jensen).
+
+    At k = 1 it is 0; at k = 2 it is exactly the variance of the rates (ddof 0), since
+    mean(1 − p)² − (1 − p̄)² = Var(1 − p) = Var p. At larger k the weight (1 − p)^k falls fastest
+    for the easy problems, so the gap is set more and more by the problems with p_i near 0 and
+    tends to the share of problems with p_i = 0 (for p̄ > 0).
+    """
+    rates = torch.as_tensor(rates, dtype=torch.float64).flatten()
+    if rates.numel() == 0 or not ((rates >= 0) & (rates <= 1)).all():
+        raise ValueError("rates must be a non-empty set of probabilities in [0, 1]")
+    mean = float(rates.mean())
+    curve = one_coin_curve(mean, ks)
+    return [max(0.0, float((1.0 - rates).pow(k).mean()) - (1.0 - c)) for k, c in
+            zip([check_int("ks", k, minimum=1) for k in ks], curve)]
 
 
 def _chi2_quantile_over_dof(z: float, dof: int) -> float:

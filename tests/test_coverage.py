@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlbook.coverage import (addition_cot_correct, completion_logprob_sums, coverage_split, crossover_k, dispersion,
-                             expected_estimates, majority_at_k, one_coin_curve, pass_at_k_curve, per_problem_pass_at_k,
+                             expected_estimates, majority_at_k, one_coin_curve, one_coin_gap, pass_at_k_curve, per_problem_pass_at_k,
                              plug_in_pass_at_k, powers_of_two, problems_behind, problems_lost, seen_fraction)
 from rlbook.metrics import mean_pass_at_k, pass_at_k
 from rlbook.models import load_model
@@ -113,6 +113,30 @@ def test_one_coin_curve_is_the_jensen_bound_across_problems():
             one_coin_curve(bad, ks)
     with pytest.raises(ValueError, match="ks"):
         one_coin_curve(0.3, [])
+
+
+def test_one_coin_gap_is_the_variance_at_k_2_and_variance_does_not_order_large_k():
+    rates = [0.9, 0.3, 0.05, 0.0, 0.5]
+    mean = sum(rates) / len(rates)
+    variance = sum((r - mean) ** 2 for r in rates) / len(rates)
+    gap = one_coin_gap(rates, [1, 2, 8])
+    assert gap[0] == pytest.approx(0.0, abs=1e-12)
+    assert gap[1] == pytest.approx(variance)  # the exact k = 2 identity
+    assert gap[2] > 0
+    assert one_coin_gap([0.4] * 7, [2, 64]) == pytest.approx([0.0, 0.0], abs=1e-12)
+    # the lesson's counterexample: same pass@1, smaller variance, yet behind at large k
+    even, uneven = [0.5, 0.5, 0.0, 0.0], [0.97, 0.01, 0.01, 0.01]
+    var = lambda r: one_coin_gap(r, [2])[0]
+    assert var(even) < var(uneven)
+    pass_at = lambda r, k: 1 - sum((1 - p) ** k for p in r) / len(r)
+    assert pass_at(even, 1024) == pytest.approx(0.5) and pass_at(uneven, 1024) > 0.99
+    # higher pass@1 *and* smaller variance, still behind at k = 1024: the zero-rate share decides
+    a, b = [0.3, 0.3, 0.0], [0.578, 0.001, 0.001]
+    assert sum(a) > sum(b) and var(a) < var(b) and pass_at(a, 1024) < pass_at(b, 1024)
+    with pytest.raises(ValueError):
+        one_coin_gap([], [2])
+    with pytest.raises(ValueError):
+        one_coin_gap([1.2], [2])
 
 
 def test_dispersion_tells_one_coin_from_many():

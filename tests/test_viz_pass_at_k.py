@@ -112,3 +112,10 @@ def test_widget_has_no_policy_menu_for_one_recipe():
     box = two.widget if hasattr(two, "widget") else two
     assert "policy" in [child.description for child in box.children if isinstance(child, widgets.Dropdown)]
     plt.close("all")
+
+
+def test_breakdown_labels_the_training_seed_when_named():
+    fig = viz.plot_pass_at_k_breakdown(BASE, POLICIES, 2, policy="RL", seed=1, seed_names=(7, 11))
+    assert fig.axes[-1].get_title().startswith("RL seed 11 vs the base")
+    fig = viz.plot_pass_at_k_breakdown(BASE, POLICIES, 2, policy="RL", seed=1)
+    assert fig.axes[-1].get_title().startswith("RL seed index 1 vs the base")

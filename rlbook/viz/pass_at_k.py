@@ -125,9 +125,12 @@ def plot_problem_breakdown(base_correct, policy_correct, k: int, *, label: str =
     return ax.figure
 
 
-def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: str | None = None, seed: int = 0):
+def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: str | None = None, seed: int = 0,
+                             seed_names=None):
     """``plot_pass_at_k_curves`` with a marker at ``k``, above ``plot_problem_breakdown`` of one policy's
-    seed (``policy`` a key of ``policies``, default the first; ``seed`` an index into its tables)."""
+    seed (``policy`` a key of ``policies``, default the first; ``seed`` an index into its tables;
+    ``seed_names``, the training seeds of those tables in order, labels the panel "seed <name>" instead
+    of "seed index <seed>")."""
     _check_policies(policies)
     policy = next(iter(policies)) if policy is None else policy
     if policy not in policies:
@@ -136,14 +139,16 @@ def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: st
         raise ValueError(f"seed must index the {len(policies[policy])} tables of {policy!r}, got {seed}")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(COLUMN_IN, 8), gridspec_kw={"height_ratios": [1.1, 1]})
     plot_pass_at_k_curves(base_correct, policies, k=k, ax=top)
-    plot_problem_breakdown(base_correct, policies[policy][seed], k, label=f"{policy} seed index {seed}", ax=bottom)
+    plot_problem_breakdown(base_correct, policies[policy][seed], k, ax=bottom,
+                           label=f"{policy} seed index {seed}" if seed_names is None else f"{policy} seed {seed_names[seed]}")
     fig.tight_layout()
     return fig
 
 
-def pass_at_k_widget(families: dict):
+def pass_at_k_widget(families: dict, *, seed_names=None):
     """``plot_pass_at_k_breakdown`` with a problem-family dropdown, a k slider (powers of two up to n),
-    the policy (a menu only when there is more than one) and its seed. ``families``: ``{family label: (base_correct, policies)}``."""
+    the policy (a menu only when there is more than one) and its seed. ``families``: ``{family label: (base_correct, policies)}``;
+    ``seed_names`` as in ``plot_pass_at_k_breakdown``."""
     import ipywidgets as widgets
 
     if not isinstance(families, dict) or not families:
@@ -155,7 +160,8 @@ def pass_at_k_widget(families: dict):
     def draw(family, k, policy, seed):
         base_correct, policies = families[family]
         k = min(k, base_correct.shape[1])
-        plot_pass_at_k_breakdown(base_correct, policies, k, policy=policy, seed=min(seed, len(policies[policy]) - 1))
+        plot_pass_at_k_breakdown(base_correct, policies, k, policy=policy, seed=min(seed, len(policies[policy]) - 1),
+                                 seed_names=seed_names)
         plt.show()
 
     return widgets.interact(
