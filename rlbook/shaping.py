@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rlbook._checks import as_float_tensor, check_group_size, check_int, check_positive
@@ -11,6 +13,7 @@ __all__ = [
     "combine_rewards",
     "dynamic_sampling_mask",
     "reward_only_groups",
+    "dynamic_sampling_expected_samples",
     "advantage_filter_mask",
     "add_advantage_noise",
 ]
@@ -103,6 +106,40 @@ def reward_only_groups(rewards, correct, group_size: int) -> torch.Tensor:
     varied_reward = dynamic_sampling_mask(rewards, group_size).view(-1, group_size)[:, 0]
     varied_correct = dynamic_sampling_mask(correct, group_size).view(-1, group_size)[:, 0]
     return varied_reward & ~varied_correct
+
+
+def dynamic_sampling_expected_samples(flat_probability: float, *, prompts_per_step: int, group_size: int,
+                                      max_resample_rounds: int) -> float:
+    """Expected completions sampled per step by dynamic sampling as ``OnlineTrainer._collect`` does it.
+
+    Each round draws ``prompts_per_step`` questions × ``group_size`` answers; each group is flat with
+    probability ``flat_probability`` (e.g. ``rlbook.throughput.flat_group_probability``), independently.
+    Rounds continue until ``prompts_per_step`` varied groups are kept or ``max_resample_rounds`` extra
+    rounds are spent. Exact, by the distribution of the
+    number of varied groups kept so far (capped at ``prompts_per_step``); DAPO's over-sampling (Yu et
+    al. 2025, arXiv:2503.14476, §3.2) with i.i.d. groups.
+    """
+    flat = check_positive("flat_probability", flat_probability, allow_zero=True)
+    if flat > 1:
+        raise ValueError(f"flat_probability must lie in [0, 1], got {flat_probability!r}")
+    wanted = check_int("prompts_per_step", prompts_per_step, minimum=1)
+    group_size = check_int("group_size", group_size, minimum=1)
+    extra_rounds = check_int("max_resample_rounds", max_resample_rounds, minimum=0)
+    varied = 1.0 - flat
+    # P(k varied groups in one round), k = 0..wanted
+    one_round = [math.comb(wanted, k) * varied ** k * flat ** (wanted - k) for k in range(wanted + 1)]
+    kept = [0.0] * (wanted + 1)  # distribution of the (capped) count kept after the rounds so far
+    kept[0] = 1.0
+    rounds = 0.0
+    for _ in range(1 + extra_rounds):
+        rounds += 1.0 - kept[wanted]  # a round is drawn unless the batch is already full
+        after = [0.0] * (wanted + 1)
+        after[wanted] += kept[wanted]
+        for have in range(wanted):
+            for k, prob in enumerate(one_round):
+                after[min(wanted, have + k)] += kept[have] * prob
+        kept = after
+    return rounds * wanted * group_size
 
 
 def advantage_filter_mask(advantages, *, tol: float = 1e-6) -> torch.Tensor:

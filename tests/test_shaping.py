@@ -9,6 +9,7 @@ from rlbook.shaping import (
     add_advantage_noise,
     advantage_filter_mask,
     combine_rewards,
+    dynamic_sampling_expected_samples,
     dynamic_sampling_mask,
     reward_only_groups,
     soft_overlong_penalty,
@@ -105,3 +106,25 @@ def test_reward_only_groups_are_flat_in_correctness_but_not_in_reward():
     assert only.tolist() == [True, False, True, False]
     with pytest.raises(ValueError, match="shape"):
         reward_only_groups(correct, correct[:8], 4)
+
+
+def test_dynamic_sampling_expected_samples_edges_and_a_simulation():
+    kwargs = dict(prompts_per_step=4, group_size=8, max_resample_rounds=4)
+    assert dynamic_sampling_expected_samples(0.0, **kwargs) == pytest.approx(32)  # never flat: one round
+    assert dynamic_sampling_expected_samples(1.0, **kwargs) == pytest.approx(5 * 32)  # always flat: every round
+    assert dynamic_sampling_expected_samples(0.5, prompts_per_step=4, group_size=8,
+                                             max_resample_rounds=0) == pytest.approx(32)
+    # one prompt per step: rounds are a geometric variable truncated at 1 + extra rounds
+    flat = 0.3
+    expected_rounds = sum(flat ** r for r in range(3))  # P(round r+1 is drawn) = flat^r
+    assert dynamic_sampling_expected_samples(flat, prompts_per_step=1, group_size=8,
+                                             max_resample_rounds=2) == pytest.approx(8 * expected_rounds)
+    generator = torch.Generator().manual_seed(0)
+    flat, trials, total = 0.43, 20000, 0
+    for _ in range(trials):
+        kept, rounds = 0, 0
+        while rounds < 5 and kept < 4:
+            rounds += 1
+            kept += int((torch.rand(4, generator=generator) >= flat).sum())
+        total += 32 * rounds
+    assert dynamic_sampling_expected_samples(flat, **kwargs) == pytest.approx(total / trials, rel=0.02)
