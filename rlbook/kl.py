@@ -120,8 +120,9 @@ def kl_in_loss(logp, ref_logp, *, beta: float, estimator: str = "k3", ratio=None
 
     GRPO (Shao et al. 2024, arXiv:2402.03300, §4.1) adds β · k3 per token before averaging. With
     ``ratio`` = π_θ/π_old (differentiable), the term becomes β · ratio · k, the importance-weighted
-    KL of DeepSeek-V3.2 (arXiv:2512.02556) that TRL applies when ``use_bias_correction_kl=True`` (on
-    by default in TRL 1.16; TRL's ``beta`` itself defaults to 0.0, no KL term at all): on-policy its expected
+    KL of DeepSeek-V3.2 (arXiv:2512.02556) that TRL applies when ``use_bias_correction_kl=True`` (the
+    field's default in ``trl.GRPOConfig`` of TRL 1.16.0, read from the installed package; other
+    versions may differ; TRL's ``beta`` itself defaults to 0.0, no KL term at all): on-policy its expected
     gradient is ∇ E_π[k], the reverse-KL gradient for k1 and k3. Over a sequence each of these is the
     partial gradient Σ_t E[∇_θ KL_t(prefix)], blind to the KL a token causes later (module docstring).
     """

@@ -363,7 +363,10 @@ def kl_off_first_token_against_coin(first, total, worked_after, worked_before) -
     pooled shares of worked answers (``rlbook.kl.bernoulli_kl``). Merging the first token's outcomes
     into two and pooling the problems can only lower a KL (data processing; joint convexity), so the
     coin is a floor for the first token's own KL, and off < coin says the rest of the answer moved
-    less than the first decision alone must have. Returns {"off", "coin", "margin" = coin − off,
+    less than the first decision alone must have. The floor is exact only when the worked tables are
+    a function of the first token alone (e.g. "the first token is ``<think>``"); a partition that
+    also reads the rest of the answer (a well-formed scratchpad) is bounded by the whole answer's KL
+    instead. Returns {"off", "coin", "margin" = coin − off,
     "se"}: se is the margin's delta-method standard error clustered by problem, with
     ∂coin/∂q_after = log(q_a/q_b) − log((1 − q_a)/(1 − q_b)) and ∂coin/∂q_before = (1 − q_a)/(1 − q_b) − q_a/q_b.
     """

@@ -142,6 +142,23 @@ def _log_ratio_clipped(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
 
 
+def _numerator_unmasked(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """The commonest padding slip: the right length |o_i| = mask.sum(1), but the numerator not masked."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -((surrogate - beta * k3).sum(1) / mask.sum(1)).mean()
+
+
+def _k2(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k2 = 0.5 * (logp - ref_logp) ** 2
+    return -(((surrogate - beta * k2) * mask).sum(1) / mask.sum(1)).mean()
+
+
 def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, -beta)
 
@@ -156,7 +173,9 @@ def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, mask, eps, 0.0), "KL term is missing"),
     (lambda logp, old, ref, adv, mask, eps, beta: -_eq3(logp, old, ref, adv, mask, eps, beta), "return the loss −J"),
     (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, torch.ones_like(mask), eps, beta),
-     "expected the loss"),  # padding treated as tokens: junk values, no named mistake fits
+     "one mean over the whole padded"),  # padding treated as tokens: per_token.mean() over the padded tensor
+    (_numerator_unmasked, "the padding's values entered the sum"),
+    (_k2, "(k2, lesson 02"),
     (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp.detach(), old, ref, adv, mask, eps, beta),
      "no gradient reaches logp"),
     (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, adv, mask, 0.2, beta), "uses 0.2"),

@@ -60,3 +60,12 @@ def test_push_panel_shows_the_exact_push_beside_its_limit():
     assert set(flat.get_data()[1]) == {1.0}
     assert len(grpo_viz.plot_group_advantages(3, 8).axes) == 2  # the default figure keeps its two panels
     plt.close("all")
+
+
+def test_widget_starts_where_asked():
+    pytest.importorskip("ipywidgets")
+    interactive = grpo_viz.group_advantages_widget(max_group_size=64, group_size=8, n_correct=3).widget
+    group, correct = interactive.kwargs_widgets
+    assert (group.value, correct.value, correct.max) == (8, 3, 8)
+    with pytest.raises(ValueError):
+        grpo_viz.group_advantages_widget(max_group_size=16, group_size=32)

@@ -12,7 +12,9 @@ not attempted yet (``None``, or a function that raises ``NotImplementedError``).
 per token (eq. 4), averaged over each response's own tokens (1/|o_i|) and then over the responses
 (1/G). It compares the value *and* the gradient with respect to ``logp`` with ``rlbook.losses.policy_loss``
 (``variant="grpo"``) on padded batches of unequal lengths, and names the usual mistakes: a whole-batch
-token mean (DAPO's and PPO's average), no 1/|o_i|, padding counted in |o_i|, no clip, max for min, the
+token mean (DAPO's and PPO's average), no 1/|o_i|, padding counted in |o_i|, padding left in the
+numerator (``per_token.sum(1) / mask.sum(1)`` without the mask) or in both (``per_token.mean()`` over
+the padded tensor), no clip, max for min, the
 KL's sign, the KL's direction, k1 for k3, the KL averaged outside the per-response mean, the KL weighted by
 the ratio (β·r·k3: TRL's ``use_bias_correction_kl``, DeepSeek-V3.2's unbiased KL, a different objective
 from eq. 3's), the KL not masked on padding, the log-ratio clipped instead of the ratio, a detached ratio
@@ -28,7 +30,7 @@ import torch
 from rlbook.advantages import batch_normalize, group_advantages
 from rlbook.aggregation import aggregate
 from rlbook.exercises.framework import FunctionExercise
-from rlbook.kl import k1, k3
+from rlbook.kl import k1, k2, k3
 from rlbook.losses import policy_loss
 
 __all__ = ["check_group_advantages", "GROUP_CASES", "check_grpo_loss", "grpo_loss_cases"]
@@ -234,7 +236,9 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
                        kl_weighted=False, detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0):
     """A wrong GRPO loss that differs from eq. 3 in the named choices (the defaults are eq. 3 itself).
 
-    ``clip="log"`` clips the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]); ``kl_weighted`` multiplies k3 by
+    ``clip="log"`` clips the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]); ``average="unmasked"`` sums each
+    row's padded positions too, over its own length; ``average="positions"`` is one mean over every
+    position of the padded (B, T) tensor; ``kl_weighted`` multiplies k3 by
     the ratio r (TRL's ``use_bias_correction_kl``); ``kl_average="unmasked"`` adds the KL's mean over every
     position of the padded row, padding included."""
     def loss_fn(logp, old_logp, ref_logp, advantages, mask, case_eps, case_beta):
@@ -247,7 +251,7 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
                      "none": ratio * a, "factored": torch.minimum(ratio, clipped) * a,
                      "log": torch.minimum(ratio * a, clipped * a)}[clip]
         kl_logp = logp.detach() if detach_kl else logp
-        penalty = {"k3": k3(kl_logp, ref_logp), "k1": k1(kl_logp, ref_logp),
+        penalty = {"k3": k3(kl_logp, ref_logp), "k1": k1(kl_logp, ref_logp), "k2": k2(kl_logp, ref_logp),
                    "reversed": k3(ref_logp, kl_logp), "old": k3(old_logp, ref_logp)}[kl]
         penalty = beta_used * kl_sign * penalty * (ratio if kl_weighted else 1.0)
         if kl_average == "inside":
@@ -258,6 +262,10 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
             per_token, outside = -surrogate, aggregate(penalty, mask, "token_mean")
         if average == "padded":  # each response's tokens divided by the padded width T, not its own length
             total = (per_token * mask).sum(1).div(mask.shape[1]).mean()
+        elif average == "unmasked":  # the numerator not masked: the padding's junk enters, over |o_i|
+            total = (per_token.sum(1) / mask.sum(1)).mean()
+        elif average == "positions":  # one mean over the padded tensor, padding in numerator and denominator
+            total = per_token.mean()
         else:
             total = aggregate(per_token, mask, AVERAGES[average])
         return sign * (total + outside)
@@ -275,6 +283,14 @@ GRPO_LOSS_MISTAKES = {
     "padded_length": (_grpo_loss_variant(average="padded"),
                       "each response is divided by the padded width T, not by its own length |o_i| = mask.sum(1): "
                       "padding must not count in a response's length."),
+    "numerator_unmasked": (_grpo_loss_variant(average="unmasked"),
+                           "the padding's values entered the sum: per_token.sum(1) / mask.sum(1) divides by the "
+                           "right length but adds the padded positions' junk. Multiply by the mask first: "
+                           "(per_token * mask).sum(1) / mask.sum(1)."),
+    "padded_mean": (_grpo_loss_variant(average="positions"),
+                    "you took one mean over the whole padded (B, T) tensor: the padding's junk enters the sum and "
+                    "its positions the count. Mask the tokens, average each response over its own |o_i| = "
+                    "mask.sum(1) tokens, then average the responses."),
     "no_clip": (_grpo_loss_variant(clip="none"),
                 "there is no clip: the surrogate is min(r·A, clip(r, 1 − ε, 1 + ε)·A), not r·A."),
     "max": (_grpo_loss_variant(clip="max"),
@@ -291,6 +307,9 @@ GRPO_LOSS_MISTAKES = {
     "k1": (_grpo_loss_variant(kl="k1"),
            "the KL term is log π_θ − log π_ref (k1): eq. 4 uses k3 = π_ref/π_θ − log(π_ref/π_θ) − 1, which is "
            "never negative."),
+    "k2": (_grpo_loss_variant(kl="k2"),
+           "the KL term is ½(log π_θ − log π_ref)² (k2, lesson 02's low-variance estimator): eq. 4 uses "
+           "k3 = π_ref/π_θ − log(π_ref/π_θ) − 1. Their values are close near π_θ = π_ref, their gradients differ."),
     "kl_of_old": (_grpo_loss_variant(kl="old"),
                   "the KL term uses old_logp: it is the KL of the policy being trained, π_θ (logp), to π_ref, "
                   "so its gradient pulls π_θ back toward the reference."),

@@ -112,18 +112,23 @@ def plot_push_by_pass_rate(group_size: int, *, ax=None, points: int = 199):
     return ax
 
 
-def group_advantages_widget(max_group_size: int = 16):
+def group_advantages_widget(max_group_size: int = 16, *, group_size: int = 4, n_correct: int = 3):
     """``plot_group_advantages`` with sliders for the group size and the number of right answers, and
     the push panel (``show_push``) at the slider's G; the second slider's range follows the first
-    (0…G), so every position of it is a group that exists."""
+    (0…G), so every position of it is a group that exists. ``group_size`` and ``n_correct`` are the
+    sliders' starting positions."""
     import ipywidgets as widgets
 
     def draw(group_size, n_correct):
         plot_group_advantages(min(n_correct, group_size), group_size, show_push=True)
         plt.show()
 
-    group_slider = widgets.IntSlider(value=4, min=2, max=max_group_size)
-    correct_slider = widgets.IntSlider(value=3, min=0, max=group_slider.value)
+    group_size = check_int("group_size", group_size, minimum=2)
+    if group_size > max_group_size or not 0 <= n_correct <= group_size:
+        raise ValueError(f"need 2 ≤ group_size ≤ max_group_size ({max_group_size}) and 0 ≤ n_correct ≤ group_size, "
+                         f"got {group_size} and {n_correct}")
+    group_slider = widgets.IntSlider(value=group_size, min=2, max=max_group_size)
+    correct_slider = widgets.IntSlider(value=n_correct, min=0, max=group_slider.value)
 
     def follow(change):
         correct_slider.max = change["new"]  # ipywidgets clamps the value into the new range
