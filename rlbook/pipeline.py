@@ -49,7 +49,8 @@ from rlbook.tasks.reviews import UNPARSABLE, ReviewTask, gold_reward, parse_revi
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
 __all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
-           "mixed_examples", "pair_kinds", "rejection_samples", "save_stage", "solver_agreement", "stage_report"]
+           "mixed_examples", "pair_kinds", "rejection_samples", "sample_replies", "save_stage", "show_replies",
+           "solver_agreement", "stage_report", "t_multiplier"]
 
 DOMAINS = ("reasoning", "general")
 
@@ -228,6 +229,69 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
         report["reviews in answer format"] = sum(map(is_well_formed, reviews.texts)) / len(reviews.texts)
     model.train(was_training)
     return report
+
+
+@torch.no_grad()
+def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(), n_samples: int = 1,
+                   max_new_tokens: int = 64, review_max_new_tokens: int = 96, seed: int = 0) -> list[dict]:
+    """A few of a policy's completions, to read, sampled as ``stage_report`` samples them (temperature 1).
+
+    ``n_samples`` replies to each row of ``examples`` (rows of ``task``) and to each of ``review_prompts``.
+    One dict per reply: ``kind`` ("sum" or "review"), ``request`` (the user's text), ``reply``; a sum adds
+    ``right`` (the strict verifier) and ``r1 format`` (``is_r1_formatted``), a review ``parses``
+    (``parse_review``) and ``gold`` (``gold_reward``: ``UNPARSABLE`` when it does not parse).
+    """
+    check_int("n_samples", n_samples, minimum=1)
+    rows = [dict(row) for row in examples]
+    if rows and task is None:
+        raise ValueError("examples need their task (to verify the sums)")
+    review_prompts = list(review_prompts)
+    was_training = model.training
+    model.eval()
+    out = []
+    if rows:
+        rollout = sample(model, tokenizer, [r["prompt"] for r in rows], num_samples=n_samples,
+                         max_new_tokens=max_new_tokens, seed=seed)
+        for i, text in enumerate(rollout.texts):
+            row = rows[i // n_samples]
+            out.append({"kind": "sum", "request": _request(row["prompt"]), "reply": text,
+                        "right": task.reward(text, row) == 1.0, "r1 format": is_r1_formatted(text)})
+    if review_prompts:
+        rollout = sample(model, tokenizer, review_prompts, num_samples=n_samples, max_new_tokens=review_max_new_tokens,
+                         seed=seed + 1)
+        for i, text in enumerate(rollout.texts):
+            out.append({"kind": "review", "request": _request(review_prompts[i // n_samples]), "reply": text,
+                        "parses": parse_review(text) is not None, "gold": gold_reward(text)})
+    model.train(was_training)
+    return out
+
+
+def show_replies(replies, *, width: int = 110) -> str:
+    """``sample_replies``' rows as lines to print: the request, the reply (cut to ``width`` characters,
+    newlines shown as ⏎) and its score."""
+    lines = []
+    for r in replies:
+        reply = r["reply"].replace("\n", "⏎")
+        reply = reply if len(reply) <= width else reply[:width - 1] + "…"
+        score = (f"{'right' if r['right'] else 'wrong'}, {'R1 format' if r['r1 format'] else 'not R1 format'}"
+                 if r["kind"] == "sum" else (f"gold {r['gold']:+.2f}" if r["parses"] else "does not parse: gold −3"))
+        lines.append(f"  {r['request']!r:<22} → {reply!r}  [{score}]")
+    return "\n".join(lines)
+
+
+def _request(prompt) -> str:
+    """The user's text of a prompt (a conversation's last message, or the string itself)."""
+    return prompt[-1]["content"] if isinstance(prompt, (list, tuple)) and prompt and isinstance(prompt[-1], dict) else str(prompt)
+
+
+def t_multiplier(clusters: int, *, level: float = 0.975) -> float:
+    """Student's t quantile ``level`` with ``clusters`` − 1 degrees of freedom: the multiplier of a standard
+    error clustered over few clusters (a cluster-robust SE has about clusters − 1 degrees of freedom, e.g.
+    Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference", §VI). With 5 clusters it is
+    2.78, not the normal's 1.96, so "beyond 2 SE" is too lax there."""
+    check_int("clusters", clusters, minimum=2)
+    from rlbook.evidence import _t_quantile
+    return _t_quantile(level, clusters - 1)
 
 
 def solver_agreement(pairs, examples, task) -> float:

@@ -273,3 +273,80 @@ def test_solver_agreement():
     with pytest.raises(ValueError):
         pl.solver_agreement([], rows, TASK)
 
+
+
+def test_checker_names_lax_without_format(capsys):
+    lax_only = lambda s, a: next((x for x in s if arithmetic_reward(x, a, strict=False) == 1.0), None)  # noqa: E731
+    assert check_keep_first(lax_only) is False
+    out = capsys.readouterr().out
+    assert "lax verifier" in out and "no format filter" in out
+
+
+def test_gold_gain_split_checker(capsys):
+    from rlbook.exercises.pipeline import SPLIT_CASES, _split_mistakes, check_gold_gain_split, reference_split
+
+    assert check_gold_gain_split(reference_split) is True
+
+    def written(p0, q0, p1, q1):  # a right answer written from the formula
+        q0, q1 = (q1 if p0 == 0 else q0), (q0 if p1 == 0 else q1)
+        return (p1 - p0) * ((q0 + q1) / 2 + 3), (p0 + p1) / 2 * (q1 - q0)
+
+    assert check_gold_gain_split(written) is True
+    # the parts add up to the change of G = U + p (q − U), where both rows have reviews
+    for p0, q0, p1, q1 in SPLIT_CASES:
+        if p0 > 0:
+            parsing, content = reference_split(p0, q0, p1, q1)
+            assert parsing + content == pytest.approx((p1 * (q1 + 3)) - (p0 * (q0 + 3)))
+    capsys.readouterr()
+    for name, phrase in (("swapped", "swapped"), ("earlier_weights", "earlier q"), ("later_weights", "later q"),
+                         ("no_interaction", "interaction"), ("from_zero", "from 0")):
+        assert check_gold_gain_split(lambda *c, name=name: _split_mistakes(*c)[name][0]) is False
+        assert phrase in capsys.readouterr().out
+    assert check_gold_gain_split(lambda p0, q0, p1, q1: ((p1 - p0) * ((q0 + q1) / 2 + 3), (p0 + p1) / 2 * (q1 - q0))) is False
+    assert "NaN when no review parsed" in capsys.readouterr().out
+    assert check_gold_gain_split(lambda *c: 1.0) is False
+    assert "two numbers" in capsys.readouterr().out
+
+    def stub(*c):
+        raise NotImplementedError
+
+    assert check_gold_gain_split(stub) is None
+
+
+def test_t_multiplier():
+    assert pl.t_multiplier(5) == pytest.approx(2.776, abs=1e-3)  # t_{0.975, 4}
+    assert pl.t_multiplier(1000) == pytest.approx(1.962, abs=1e-2)
+    with pytest.raises(ValueError):
+        pl.t_multiplier(1)
+
+
+def test_sample_replies(tiny):
+    model, tokenizer = tiny
+    rows = TASK.dataset(2, seed=0, split="test")
+    replies = pl.sample_replies(model, tokenizer, TASK, rows, review_prompts=[[{"role": "user", "content": "Review Dune."}]],
+                                n_samples=2, max_new_tokens=8, review_max_new_tokens=8)
+    assert [r["kind"] for r in replies] == ["sum"] * 4 + ["review"] * 2
+    assert {"right", "r1 format"} <= set(replies[0]) and {"parses", "gold"} <= set(replies[-1])
+    assert replies[-1]["request"] == "Review Dune."
+    assert all(r["gold"] == -3.0 for r in replies[4:] if not r["parses"])
+    text = pl.show_replies(replies)
+    assert text.count("\n") == 5 and "Review Dune." in text
+    with pytest.raises(ValueError):
+        pl.sample_replies(model, tokenizer, None, rows)
+
+
+def test_plot_rs_yield_hardest():
+    keepable = torch.tensor([[1, 1], [1, 0], [0, 0], [1, 1]])
+    axes = pl_viz.plot_rs_yield(keepable, 1, hardest=2)
+    assert "2 hardest of 4" in axes[1].get_xlabel()
+    with pytest.raises(ValueError):
+        pl_viz.plot_rs_yield(keepable, 1, hardest=0)
+    plt.close("all")
+
+
+def test_gold_gain_split_checker_names_a_slip_that_also_gives_nan(capsys):
+    from rlbook.exercises.pipeline import check_gold_gain_split
+
+    assert check_gold_gain_split(lambda p0, q0, p1, q1: ((p1 - p0) * (q0 + 3), p0 * (q1 - q0))) is False
+    out = capsys.readouterr().out
+    assert "interaction" in out and "NaN" in out

@@ -11,20 +11,32 @@ it matches: the lax verifier (with or without the right format filter), ``is_wel
 format reward's test) in place of ``is_r1_formatted``, no format filter, a substring test for ``<think>`` in place of the
 format filter, the format filter without the accuracy one, the last right sample instead of the
 first, a list instead of one completion.
+
+``check_gold_gain_split`` (the second exercise): the reader writes ``my_split(p0, q0, p1, q1) ->
+(parsing, content)``, the midpoint split of a change of the mean gold reward G = U + p·(q − U) (U = −3,
+a reply that is no review; p the share that parse, q their mean gold) into ΔG = Δp·(q̄ − U) + p̄·Δq
+(``rlbook.pipeline.gold_gain_split``; the midpoint or Shapley split of a product). The checker compares
+it on five (p0, q0, p1, q1), one with no review parsed before (q0 NaN), and names the mistakes: the two
+parts swapped, a one-sided split (Δp weighted by the earlier q and Δq by the later p, or the other way
+round: exact, but it depends on the order), the split without the interaction term (not exact), the
+parsing term measured from 0 instead of from U, and NaN when nothing parsed before.
 """
 
 from __future__ import annotations
 
+import math
+
 from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
-from rlbook.pipeline import is_r1_formatted, is_well_formed, keep_first
+from rlbook.pipeline import gold_gain_split, is_r1_formatted, is_well_formed, keep_first
 from rlbook.tasks import ArithmeticTask, arithmetic_reward
 
-__all__ = ["CASES", "check_keep_first"]
+__all__ = ["CASES", "SPLIT_CASES", "check_gold_gain_split", "check_keep_first", "reference_split"]
 
 TASK = ArithmeticTask(digits=3)
 RIGHT = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>"
 RIGHT_TOO = "<think>5+8=13\n4+7+1=12\n3+2+1=6\n</think><answer>623</answer>"
 DIRECT_RIGHT = "<answer>623</answer>"
+DIRECT_SPRAY = "<answer>623 624</answer>"  # lax-right only, and no working
 WRONG_WORKED = "<think>5+8=13\n4+7+1=12\n3+2=5</think><answer>523</answer>"
 SPRAY = "<think>5+8=13</think><answer>623 624</answer>"
 TRAILING = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer> done"
@@ -40,6 +52,7 @@ CASES = (
     ([WRONG_WORKED, SPRAY], "623"),
     ([PROSE_BETWEEN, UNCLOSED, RIGHT], "623"),
     ([UNCLOSED, RIGHT_TOO], "623"),
+    ([DIRECT_SPRAY, RIGHT], "623"),
     ([], "623"),
 )
 
@@ -54,6 +67,10 @@ def _mistakes(samples, answer) -> dict[str, tuple[object, str]]:
         "lax": (_first(samples, lambda s: arithmetic_reward(s, answer, strict=False) == 1.0 and "<think>" in s),
                 "that keeps answers only the lax verifier accepts (the sum anywhere in the text); use the strict "
                 "verifier: the single final <answer> block, exactly"),
+        "lax_no_format": (_first(samples, lambda s: arithmetic_reward(s, answer, strict=False) == 1.0),
+                          "that uses the lax verifier (the sum anywhere in the answer, e.g. '623 624') and no format "
+                          "filter: use the strict verifier (the single final <answer> block, exactly) and keep only "
+                          "samples in R1's format (rlbook.pipeline.is_r1_formatted)"),
         "lax_formatted": (_first(samples, lambda s: arithmetic_reward(s, answer, strict=False) == 1.0 and is_r1_formatted(s)),
                           "that uses the lax verifier (the sum anywhere in the answer, e.g. '623 624'); the format "
                           "filter is right, but use the strict verifier: the single final <answer> block, exactly"),
@@ -106,3 +123,88 @@ def check_keep_first(fn) -> bool | None:
     samples, answer, got = wrong[0]
     return _verdict(False, "", f"samples={samples!r}, answer={answer!r}: expected {reference_keep(samples, answer)!r}, "
                                f"got {got!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The second exercise: the split of stage 4's gold gain into "more reviews" and "better reviews"
+
+U = -3.0  # rlbook.tasks.reviews.UNPARSABLE: the gold reward of a reply that is no review
+# (p0, q0, p1, q1): this run's stage 3 → 4 (roughly), a big parsing gain, no review parsed before (q0 NaN),
+# no change of the parse share, and a parse share that falls while the reviews improve
+SPLIT_CASES = ((0.70, -0.80, 0.65, 0.80), (0.20, -1.50, 0.90, 0.30), (0.0, float("nan"), 0.70, -0.80),
+               (0.50, 0.20, 0.50, 1.00), (0.90, 0.50, 0.30, -1.00))
+SPLIT_TOLERANCE = 1e-9
+
+
+def reference_split(p0, q0, p1, q1) -> tuple[float, float]:
+    """``rlbook.pipeline.gold_gain_split`` on two rows with these parse shares p and parsed means q:
+    ``(parsing, content)``."""
+    row = lambda p, q: {"gold preference": U + p * (0.0 if p == 0 else q - U), "reviews parsed": p, "gold of parsed": q}  # noqa: E731
+    split = gold_gain_split(row(p0, q0), row(p1, q1))
+    return split["parsing"], split["content"]
+
+
+def _split_mistakes(p0, q0, p1, q1) -> dict[str, tuple[tuple[float, float], str]]:
+    a, b = (q1 if p0 == 0 else q0), (q0 if p1 == 0 else q1)  # q where nothing parsed: the other row's
+    dp, dq = p1 - p0, b - a
+    parsing, content = reference_split(p0, q0, p1, q1)
+    return {
+        "swapped": ((content, parsing), "the two parts are swapped: return (parsing, content), parsing first"),
+        "earlier_weights": ((dp * (a - U), p1 * dq),
+                            "that split is exact but one-sided: it weights Δp by the earlier q and Δq by the later p, "
+                            "so the parts depend on which change is counted first; the midpoint split weights each by "
+                            "the two rows' mean: Δp·(q̄ − U) and p̄·Δq"),
+        "later_weights": ((dp * (b - U), p0 * dq),
+                          "that split is exact but one-sided: it weights Δp by the later q and Δq by the earlier p; "
+                          "the midpoint split weights each by the two rows' mean: Δp·(q̄ − U) and p̄·Δq"),
+        "no_interaction": ((dp * (a - U), p0 * dq),
+                           "the two parts do not add up to the change: both are taken at the earlier row, so the "
+                           "interaction Δp·Δq is lost; weight by the means of the two rows: Δp·(q̄ − U) and p̄·Δq"),
+        "from_zero": ((dp * (a + b) / 2, (p0 + p1) / 2 * dq),
+                      "the parsing term measures q from 0; a reply that does not parse scores U = −3, so one more "
+                      "parsed reply adds q − U: Δp·(q̄ − U)"),
+    }
+
+
+def _same(got, want) -> bool:
+    return all(math.isclose(g, w, rel_tol=SPLIT_TOLERANCE, abs_tol=SPLIT_TOLERANCE) for g, w in zip(got, want))
+
+
+def check_gold_gain_split(fn) -> bool | None:
+    """Check ``fn(p0, q0, p1, q1) -> (parsing, content)`` against ``rlbook.pipeline.gold_gain_split`` on
+    ``SPLIT_CASES``.
+
+    Names the mistake it matches on every case; prints a verdict and returns True / False, or None
+    when ``fn`` is None or still raises ``NotImplementedError``.
+    """
+    if _not_attempted(fn, "gain split"):
+        return None
+    answers = []
+    for case in SPLIT_CASES:
+        got, error = _run(fn, *case)
+        if error:
+            return _failed(error, f"on (p0, q0, p1, q1) = {case}: ")
+        try:
+            got = tuple(float(x) for x in got)
+        except (TypeError, ValueError):
+            return _verdict(False, "", f"return two numbers (parsing, content), got {got!r}")
+        if len(got) != 2:
+            return _verdict(False, "", f"return two numbers (parsing, content), got {len(got)}")
+        answers.append((case, got))
+    wrong = [(case, got) for case, got in answers if not _same(got, reference_split(*case))]
+    if not wrong:
+        return _verdict(True, f"splits the gain as gold_gain_split does on {len(SPLIT_CASES)} cases, "
+                              "no review parsed before included", "")
+    if all(any(math.isnan(x) for x in got) for _, got in wrong) and all(case[0] == 0 for case, _ in wrong):
+        return _verdict(False, "", "NaN when no review parsed before: q0 has no value there (nothing to average); "
+                                   "take the whole change as parsing, with q̄ the later q")
+    # a mistake is named when it fits every case the answer gives numbers for (a NaN on the edge case is a second slip)
+    finite = [(case, got) for case, got in answers if not any(math.isnan(x) for x in got)]
+    for name, (_, hint) in _split_mistakes(*SPLIT_CASES[0]).items():
+        if all(_same(got, _split_mistakes(*case)[name][0]) for case, got in finite):
+            edge = " (and with p0 = 0, q0 is NaN: take the whole change as parsing)" if len(finite) < len(answers) else ""
+            return _verdict(False, "", hint + edge)
+    case, got = wrong[0]
+    parts = "parsing" if not math.isclose(got[0], reference_split(*case)[0], abs_tol=SPLIT_TOLERANCE) else "content"
+    return _verdict(False, "", f"(p0, q0, p1, q1) = {case}: expected {reference_split(*case)}, got {got} "
+                               f"(the {parts} part differs)")

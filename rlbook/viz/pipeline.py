@@ -73,9 +73,10 @@ def plot_stage_table(table, *, k: int = 8, axes=None):
     axes[2].axvline(UNPARSABLE, color="gray", lw=1)
     axes[2].axvline(0.0, color="black", lw=0.8, ls=":")
     if "reviews parsed" in getattr(table, "columns", ()):
-        for yi, g, parsed in zip(y, gold, table["reviews parsed"]):
-            axes[2].text(max(g, UNPARSABLE) + 0.08, yi, f"{parsed:.0%} reviews", va="center", fontsize=8)
-    axes[2].set(xlim=(UNPARSABLE - 0.1, max(1.0, float(np.nanmax(gold)) + 1.6)),
+        caps = np.zeros(len(gold)) if gold_se is None else 2 * gold_se.fillna(0).to_numpy()
+        for yi, g, cap, parsed in zip(y, gold, caps, table["reviews parsed"]):  # right of the error bar's cap
+            axes[2].text(max(g, UNPARSABLE) + cap + 0.12, yi, f"{parsed:.0%} reviews", va="center", fontsize=8)
+    axes[2].set(xlim=(UNPARSABLE - 0.1, max(1.0, float(np.nanmax(gold + (0 if gold_se is None else 2 * gold_se.fillna(0)))) + 1.6)),
                 xlabel="mean gold reward of its replies\n(bar starts at −3, no review; longer = better liked)",
                 title="preference (general)")
     axes[0].set_yticks(y, table.index)
@@ -84,9 +85,11 @@ def plot_stage_table(table, *, k: int = 8, axes=None):
     return axes
 
 
-def plot_rs_yield(keepable, n: int, *, axes=None):
+def plot_rs_yield(keepable, n: int, *, axes=None, hardest: int | None = None):
     """The yield of rejection sampling with ``n`` samples per prompt, from the (P, N) 0/1 table
-    ``keepable`` (N ≥ n samples per prompt; 1 where the filter would keep that sample)."""
+    ``keepable`` (N ≥ n samples per prompt; 1 where the filter would keep that sample). ``hardest``: draw
+    only that many of the hardest prompts in the right panel (for a policy that keeps nearly every prompt,
+    the few it leaves out are otherwise a sliver at the left edge)."""
     keepable = np.asarray(keepable, dtype=float)
     if keepable.ndim != 2 or keepable.size == 0:
         raise ValueError(f"keepable must be a non-empty (prompts, samples) table, got shape {keepable.shape}")
@@ -105,9 +108,15 @@ def plot_rs_yield(keepable, n: int, *, axes=None):
     difficulty = keepable.mean(axis=1)
     order = np.argsort(difficulty, kind="stable")
     kept = per_problem_pass_at_k(keepable, int(n)).numpy()[order]
+    if hardest is not None:
+        if not isinstance(hardest, int) or hardest < 1:
+            raise ValueError(f"hardest must be a positive int, got {hardest!r}")
+        order, kept = order[:hardest], kept[:hardest]
     axes[1].bar(np.arange(len(order)), kept, width=1.0, color="tab:blue", alpha=0.8, label=f"P(kept) at n = {n}")
     axes[1].plot(np.arange(len(order)), difficulty[order], color="black", lw=1, label="keepable share of one sample")
-    axes[1].set(xlabel="prompts, hardest first", ylabel="probability", ylim=(0, 1.02),
+    shown = "prompts, hardest first" if hardest is None or hardest >= len(difficulty) else \
+        f"the {len(order)} hardest of {len(difficulty)} prompts, hardest first"
+    axes[1].set(xlabel=shown, ylabel="probability", ylim=(0, 1.02),
                 title="who is left out: the prompts the policy rarely solves")
     axes[1].legend(loc="lower right", fontsize=8)
     return axes
