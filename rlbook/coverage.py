@@ -235,10 +235,9 @@ def one_coin_gap(rates, ks) -> list[float]:
     rates = torch.as_tensor(rates, dtype=torch.float64).flatten()
     if rates.numel() == 0 or not ((rates >= 0) & (rates <= 1)).all():
         raise ValueError("rates must be a non-empty set of probabilities in [0, 1]")
-    mean = float(rates.mean())
-    curve = one_coin_curve(mean, ks)
-    return [max(0.0, float((1.0 - rates).pow(k).mean()) - (1.0 - c)) for k, c in
-            zip([check_int("ks", k, minimum=1) for k in ks], curve)]
+    ks = list(ks)  # read once: one_coin_curve checks the ks, and a generator would be spent by it
+    curve = one_coin_curve(float(rates.mean()), ks)
+    return [max(0.0, float((1.0 - rates).pow(k).mean()) - (1.0 - c)) for k, c in zip(ks, curve)]
 
 
 def _chi2_quantile_over_dof(z: float, dof: int) -> float:

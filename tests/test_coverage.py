@@ -123,6 +123,7 @@ def test_one_coin_gap_is_the_variance_at_k_2_and_variance_does_not_order_large_k
     assert gap[0] == pytest.approx(0.0, abs=1e-12)
     assert gap[1] == pytest.approx(variance)  # the exact k = 2 identity
     assert gap[2] > 0
+    assert one_coin_gap(rates, (k for k in [1, 2, 8])) == pytest.approx(gap)  # any iterable of ks, read once
     assert one_coin_gap([0.4] * 7, [2, 64]) == pytest.approx([0.0, 0.0], abs=1e-12)
     # the lesson's counterexample: same pass@1, smaller variance, yet behind at large k
     even, uneven = [0.5, 0.5, 0.0, 0.0], [0.97, 0.01, 0.01, 0.01]
