@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
+from rlbook.evidence import _t_quantile
 from rlbook.metrics import mean_pass_at_k
 from rlbook.rollout import sample
 from rlbook.tasks.reviews import UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
@@ -290,7 +291,6 @@ def t_multiplier(clusters: int, *, level: float = 0.975) -> float:
     Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference", §VI). With 5 clusters it is
     2.78, not the normal's 1.96, so "beyond 2 SE" is too lax there."""
     check_int("clusters", clusters, minimum=2)
-    from rlbook.evidence import _t_quantile
     return _t_quantile(level, clusters - 1)
 
 

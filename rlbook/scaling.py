@@ -23,6 +23,7 @@ GRPO's σ (TRL always uses Bessel's n − 1, rlbook's ``unbiased_std`` chooses).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -30,6 +31,7 @@ import torch
 from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS
 from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
+from rlbook.rollout import rollout_logprobs
 from rlbook.trainers.config import OnlineConfig
 
 __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
@@ -759,8 +761,6 @@ def recording(task):
     the example's ``question``) and through ``reward_fn()`` (TRL's convention; the text of each completion's
     prompt, its last message when the prompt is a chat). The rewards are the task's own; ``task`` itself is
     not changed. Lesson 21 reads from it which prompts each engine drew in its first steps."""
-    import copy
-
     base_class = type(task)
 
     class Recording(base_class):
@@ -804,8 +804,6 @@ def sampler_logprob_mismatch(model, rollout, *, temperature: float, dtype=torch.
     than this CPU pair does, which is why RL frameworks correct for it (Yao et al. 2025, "Your efficient RL
     framework secretly brings you off-policy RL training": truncated importance sampling; TRL's
     ``vllm_importance_sampling_correction``)."""
-    from rlbook.rollout import completion_logprobs
-
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
         raise ValueError(f"temperature must be a positive number (the rollout's), got {temperature!r}")
     mask = rollout.completion_mask.bool()
@@ -813,8 +811,7 @@ def sampler_logprob_mismatch(model, rollout, *, temperature: float, dtype=torch.
     out = {"tokens": int(mask.sum())}
     for name, autocast in (("fp32", False), ("bf16", True)):
         with torch.no_grad(), torch.autocast(device_type, dtype=dtype, enabled=autocast):
-            trainer = completion_logprobs(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                          rollout.completion_mask, temperature=temperature)
+            trainer = rollout_logprobs(model, rollout, temperature=temperature)
         delta = (trainer.float() - rollout.logprobs).masked_fill(~mask, 0.0)
         per_token = delta[mask]
         out[name] = {"token |Δ| mean": float(per_token.abs().mean()), "token |Δ| max": float(per_token.abs().max()),

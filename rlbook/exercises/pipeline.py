@@ -29,6 +29,7 @@ import math
 from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
 from rlbook.pipeline import gold_gain_split, is_r1_formatted, is_well_formed, keep_first
 from rlbook.tasks import ArithmeticTask, arithmetic_reward
+from rlbook.tasks.reviews import UNPARSABLE
 
 __all__ = ["CASES", "SPLIT_CASES", "check_gold_gain_split", "check_keep_first", "reference_split"]
 
@@ -128,7 +129,7 @@ def check_keep_first(fn) -> bool | None:
 # ----------------------------------------------------------------------------------------------
 # The second exercise: the split of stage 4's gold gain into "more reviews" and "better reviews"
 
-U = -3.0  # rlbook.tasks.reviews.UNPARSABLE: the gold reward of a reply that is no review
+U = UNPARSABLE  # the gold reward of a reply that is no review (−3)
 # (p0, q0, p1, q1): this run's stage 3 → 4 (roughly), a big parsing gain, no review parsed before (q0 NaN),
 # no change of the parse share, and a parse share that falls while the reviews improve
 SPLIT_CASES = ((0.70, -0.80, 0.65, 0.80), (0.20, -1.50, 0.90, 0.30), (0.0, float("nan"), 0.70, -0.80),
