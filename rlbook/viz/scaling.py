@@ -127,8 +127,9 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
             row = {**memory, "total": memory_total(memory),
                    "largest role": max(MEMORY_ROLES, key=lambda role: memory[role])}
             row_options = {**options, **extra}
-            t = row_options.get("tensor_parallel", 1)
-            engines = row_options.get("shards", 1) // t
+            row_t = row_options.get("tensor_parallel", 1)  # the row's own layout (a plan below may change t)
+            row_engines = row_options.get("shards", 1) // row_t
+            t, engines = row_t, row_engines
             if plan_tensor_parallel is not None:
                 t = plan_tensor_parallel[name] if isinstance(plan_tensor_parallel, dict) else plan_tensor_parallel
                 plan = {key: value for key, value in row_options.items() if key not in ("shards", "tensor_parallel")}
@@ -138,10 +139,8 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
                 engines = row["GPUs needed"] // t
             if row_options.get("in_flight") is not None:
                 per_token = kv_bytes_per_token(HUB_SHAPES[name], weight_bytes=row_options.get("weight_bytes", 2),
-                                               tensor_parallel=row_options.get("tensor_parallel", 1))
-                row["KV, one wave"] = (per_token * tokens_per_sequence * sequences
-                                       / (row_options.get("shards", 1) // row_options.get("tensor_parallel", 1))
-                                       / 1024 ** 3)
+                                               tensor_parallel=row_t)
+                row["KV, one wave"] = per_token * tokens_per_sequence * sequences / row_engines / 1024 ** 3
                 row["waves"] = generation_waves(sequences, in_flight=row_options["in_flight"], engines=engines)
             rows[name.split("/")[-1] if label is None else (name.split("/")[-1], label)] = row
     table = pd.DataFrame(rows).T
