@@ -129,11 +129,13 @@ def test_one_coin_gap_is_the_variance_at_k_2_and_variance_does_not_order_large_k
     even, uneven = [0.5, 0.5, 0.0, 0.0], [0.97, 0.01, 0.01, 0.01]
     var = lambda r: one_coin_gap(r, [2])[0]
     assert var(even) < var(uneven)
+    assert var(even) == pytest.approx(0.0625) and var(uneven) == pytest.approx(0.1728)  # the values lesson 18 prints
     pass_at = lambda r, k: 1 - sum((1 - p) ** k for p in r) / len(r)
     assert pass_at(even, 1024) == pytest.approx(0.5) and pass_at(uneven, 1024) > 0.99
     # higher pass@1 *and* smaller variance, still behind at k = 1024: the zero-rate share decides
     a, b = [0.3, 0.3, 0.0], [0.578, 0.001, 0.001]
     assert sum(a) > sum(b) and var(a) < var(b) and pass_at(a, 1024) < pass_at(b, 1024)
+    assert pass_at(a, 1024) == pytest.approx(0.667, abs=5e-4) and pass_at(b, 1024) == pytest.approx(0.761, abs=5e-4)
     with pytest.raises(ValueError):
         one_coin_gap([], [2])
     with pytest.raises(ValueError):
