@@ -52,6 +52,8 @@ _TRL_LOSS_TYPE = {
     ("cispo", "token_mean"): "cispo",
     ("sapo", "seq_mean_token_mean"): "sapo",
 }
+# TRL's loss types whose clipped surrogate takes ``delta`` (GRPOTrainer._compute_loss, trl 1.16).
+_TRL_DELTA_LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 # rlbook's aggregation modes in verl's words (actor.loss_agg_mode).
 _VERL_AGGREGATION = {
     "token_mean": "token-mean",
@@ -86,8 +88,11 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
     ``num_iterations`` = epochs, and ``per_device_train_batch_size`` = the minibatch divided by
     ``num_processes`` (the processes ``accelerate launch`` starts: TRL's batch size is per device, so
     without the division N processes would train on an N times larger minibatch). Raises ``ValueError``
-    for a setting TRL cannot express (a critic, GMPO, the KL in the reward, an entropy bonus, Clip-Cov,
-    dynamic sampling, advantage filtering or noise, the soft overlong penalty as a config key).
+    for a setting TRL cannot express (a critic, GMPO, the KL in the reward, Clip-Cov, dynamic sampling,
+    advantage filtering or noise, the soft overlong penalty as a config key, a dual clip below 1 + ε_high).
+    An entropy bonus maps to ``entropy_coef`` (TRL's is coef × the mean per-token entropy for every
+    loss_type, as rlbook's); PPO's dual clip at c (Ye et al. 2020, arXiv:1912.09729) to ``delta=c``, which
+    in TRL's clipped loss is the same function of r and A when c ≥ 1 + ε_high.
     """
     config = _check_config(config)
     settings = _loss_settings(config)
@@ -100,10 +105,15 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         raise _unsupported("advantage", config.advantage, "TRL GRPOConfig",
                            "GRPOTrainer's advantage is the group mean, scaled or not (RLOO has its own trainer)")
     refused = {
-        "dual_clip": (config.dual_clip is not None, "TRL's delta caps r on both signs, not PPO's dual clip"),
+        # TRL's ``delta`` clamps r from above before the clipped min: −min(min(r, δ)·A, clip(r)·A). For A > 0 the
+        # clipped term binds first when δ ≥ 1 + ε_high; for A < 0 and r > δ the loss is the constant −δ·A, PPO's
+        # dual clip at c = δ (Ye et al. 2020, arXiv:1912.09729, eq. 6). Below 1 + ε_high δ would also cap A > 0.
+        "dual_clip": (config.dual_clip is not None and (loss_type not in _TRL_DELTA_LOSS_TYPES
+                                                        or config.dual_clip < 1.0 + settings["eps_high"]),
+                      f"TRL's delta is PPO's dual clip only for loss_type {'/'.join(_TRL_DELTA_LOSS_TYPES)} and "
+                      "delta ≥ 1 + epsilon_high (below that it also caps r where A > 0)"),
         "kl_placement": (config.kl_beta > 0 and config.kl_placement != "loss", "TRL puts β·KL in the loss"),
         "kl_estimator": (config.kl_beta > 0 and config.kl_estimator != "k3", "TRL's KL term is k3"),
-        "entropy_coef": (config.entropy_coef > 0, "GRPOConfig has no entropy bonus"),
         "cov_control": (config.cov_control is not None, "GRPOConfig has no Clip-Cov / KL-Cov"),
         "dynamic_sampling": (config.dynamic_sampling, "GRPOTrainer does not resample flat groups"),
         "advantage_filter": (config.advantage_filter is not None, "no advantage filter in GRPOConfig"),
@@ -149,6 +159,12 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         seed=config.seed,
         activation_checkpointing=False,  # TRL turns it on by default (recomputes activations); rlbook never does
     )
+    if config.entropy_coef > 0:
+        # TRL subtracts entropy_coef × the mean per-token entropy whatever the loss_type (GRPOConfig, trl 1.16):
+        # rlbook's bonus, coef × the masked mean (tests/test_trl_policy_crosscheck.py, "grpo_entropy_bonus")
+        kwargs["entropy_coef"] = config.entropy_coef
+    if config.dual_clip is not None:
+        kwargs["delta"] = config.dual_clip  # PPO's dual clip, for δ ≥ 1 + ε_high (checked above)
     if config.variant == "gspo":
         kwargs["importance_sampling_level"] = "sequence"
     if config.variant == "sapo":
@@ -182,6 +198,8 @@ def verl_overrides(config: OnlineConfig) -> dict:
     ``reward_model.reward_kwargs.overlong_buffer_cfg.*``). verl is not a dependency, so these are documentation,
     not a tested interface: check them against the release you run. Raises ``ValueError`` naming the field
     for a setting verl's configuration cannot express: no advantage ("none"), advantage filtering or noise,
+    an entropy bonus under an aggregation other than token mean (verl aggregates its entropy term with
+    ``loss_agg_mode``, rlbook's is the token mean), a dual clip on a loss other than "vanilla",
     a format reward weight (a reward function in verl), covariance control on a non-PPO loss, an aggregation
     GSPO / GMPO / SAPO do not use in verl, a minibatch that is not whole groups, or an overlong window that
     does not end at the generation budget.
@@ -204,6 +222,12 @@ def verl_overrides(config: OnlineConfig) -> dict:
              "verl's reward is one function (custom_reward_function): add the weighted format reward there")):
         if is_set:
             raise _unsupported(field, getattr(config, field), "verl", why)
+    if config.entropy_coef > 0 and settings["aggregation"] != "token_mean":
+        # verl aggregates its entropy bonus with loss_agg_mode (dp_actor: agg_loss(entropy, ..., loss_agg_mode));
+        # rlbook's is the token mean whatever the aggregation: the same only for token-mean
+        raise _unsupported("entropy_coef", f"{config.entropy_coef} with aggregation {settings['aggregation']}",
+                           "verl", "verl aggregates the entropy bonus as the loss (loss_agg_mode), rlbook takes its "
+                           "token mean: equal only for aggregation token_mean")
     fixed = _VERL_FIXED_AGGREGATION.get(config.variant)
     if fixed is not None and settings["aggregation"] != fixed:
         raise _unsupported("aggregation", settings["aggregation"], "verl",
@@ -240,7 +264,7 @@ def verl_overrides(config: OnlineConfig) -> dict:
     if settings["aggregation"] == "seq_mean_token_sum_norm":
         # Dr.GRPO's constant L is the budget; verl divides by loss_scale_factor, or the padded width when unset
         overrides[f"{actor}.loss_scale_factor"] = config.max_new_tokens
-    overrides.update(_verl_clip(config, settings, actor))
+    overrides.update(_verl_clip(config, settings, actor, loss_mode))
     if config.kl_beta > 0 and config.kl_placement == "loss":
         overrides.update({f"{actor}.use_kl_loss": True, f"{actor}.kl_loss_coef": config.kl_beta,
                           f"{actor}.kl_loss_type": _VERL_KL[config.kl_estimator]})
@@ -272,9 +296,14 @@ def verl_overrides(config: OnlineConfig) -> dict:
     return overrides
 
 
-def _verl_clip(config: OnlineConfig, settings: dict, actor: str) -> dict:
+def _verl_clip(config: OnlineConfig, settings: dict, actor: str, loss_mode: str = "vanilla") -> dict:
     """verl's clip keys: PPO's bounds (also GSPO's and, in log space, GMPO's: the same in both), CISPO's
-    weight bounds, SAPO's temperatures, and the dual clip."""
+    weight bounds, SAPO's temperatures, and the dual clip: ``clip_ratio_c``, which only verl's "vanilla"
+    loss reads (max(min(r·A, clip(r)·A), c·A) for A < 0, rlbook's ``dual_clip``); on another loss mode a
+    dual clip is refused rather than written to a key that loss ignores."""
+    if config.dual_clip is not None and loss_mode != "vanilla":
+        raise _unsupported("dual_clip", config.dual_clip, "verl",
+                           f"only verl's vanilla loss applies clip_ratio_c; its {loss_mode} loss has no dual clip")
     if config.variant == "sapo":
         return {f"{actor}.tau_pos": settings["tau_pos"], f"{actor}.tau_neg": settings["tau_neg"]}
     if settings.get("eps_high") is None:

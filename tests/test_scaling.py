@@ -55,9 +55,35 @@ def test_the_translation_agrees_with_the_settings_cross_checked_against_trls_los
                           **grpo).use_bias_correction_kl is False
 
 
+def test_entropy_bonus_and_dual_clip_map_to_the_cross_checked_trl_keys(tmp_path):
+    # the pairs tests/test_trl_policy_crosscheck.py shows equal on the same tensors, produced from the rlbook side
+    bonus = scaling.trl_grpo_config(preset("grpo", entropy_coef=0.01))
+    assert (bonus["loss_type"], bonus["entropy_coef"]) == ("grpo", CASES["grpo_entropy_bonus"][0]["entropy_coef"])
+    dual = scaling.trl_grpo_config(preset("grpo", dual_clip=1.25, kl_beta=0.0))
+    assert dual["delta"] == CASES["grpo_dual_clip"][0]["delta"] and dual["epsilon_high"] == 0.2
+    dapo = scaling.trl_grpo_config(preset("dapo", dual_clip=1.3, dynamic_sampling=False, overlong=None))
+    assert (dapo["loss_type"], dapo["epsilon_high"], dapo["delta"]) == tuple(
+        CASES["dapo_dual_clip"][0][key] for key in ("loss_type", "epsilon_high", "delta"))
+    trl.GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", bf16=False, **dual)
+    assert "delta" not in scaling.trl_grpo_config(preset("grpo"))
+    # below 1 + eps_high TRL's delta would also cap r where A > 0: refused, with the reason
+    with pytest.raises(ValueError, match="dual_clip.*epsilon_high"):
+        scaling.trl_grpo_config(preset("dapo", dual_clip=1.25, dynamic_sampling=False, overlong=None))
+
+
+def test_verl_refuses_an_entropy_bonus_or_dual_clip_it_would_compute_differently():
+    actor = "actor_rollout_ref.actor"
+    assert scaling.verl_overrides(preset("dapo", entropy_coef=0.01))[f"{actor}.entropy_coeff"] == 0.01
+    with pytest.raises(ValueError, match="entropy_coef.*loss_agg_mode"):
+        scaling.verl_overrides(preset("grpo", entropy_coef=0.01))
+    assert scaling.verl_overrides(preset("grpo", dual_clip=2.0))[f"{actor}.clip_ratio_c"] == 2.0
+    with pytest.raises(ValueError, match="dual_clip.*gspo"):
+        scaling.verl_overrides(preset("gspo", dual_clip=2.0))
+
+
 @pytest.mark.filterwarnings("ignore:kl_placement='reward'")  # a non-k1 estimator in the reward, on purpose
 def test_settings_trl_cannot_express_are_refused_by_name():
-    for overrides, field in ((dict(entropy_coef=0.01), "entropy_coef"), (dict(cov_control="clip_cov"), "cov_control"),
+    for overrides, field in ((dict(dual_clip=1.1), "dual_clip"), (dict(cov_control="clip_cov"), "cov_control"),
                              (dict(kl_beta=0.1, kl_placement="reward"), "kl_placement"),
                              (dict(kl_beta=0.1, kl_estimator="k1"), "kl_estimator"),
                              (dict(dynamic_sampling=True), "dynamic_sampling")):

@@ -19,6 +19,8 @@ Mapping of conventions (rlbook ← TRL):
 - beta > 0: TRL uses k3 in the loss; with use_bias_correction_kl (its default) k3 is multiplied by the
   differentiable ratio π_θ/π_old ← rlbook's kl_importance_weighted=True.
 - TRL's std (Bessel, + 1e-4) only enters its advantages, which are inputs here, so it plays no role.
+- delta (INTELLECT-2's two-sided clip) ← dual_clip = delta: TRL's −min(min(r, δ)·A, clip(r)·A) is PPO's dual
+  clip when δ ≥ 1 + epsilon_high (for A > 0 the clipped term binds first; for A < 0, r > δ it is −δ·A).
 - TRL divides the loss by current_gradient_accumulation_steps (set to 1 here, as outside accumulation).
 """
 
@@ -131,6 +133,9 @@ CASES = {
         {"variant": "dapo", "beta": 0.1, "kl_importance_weighted": True},
     ),
     "grpo_entropy_bonus": ({"loss_type": "grpo", "entropy_coef": 0.01}, {"variant": "grpo", "entropy_coef": 0.01}),
+    # TRL's delta clamps r from above inside the clipped min: PPO's dual clip at c = delta when delta >= 1 + eps_high
+    "grpo_dual_clip": ({"loss_type": "grpo", "delta": 1.25}, {"variant": "grpo", "dual_clip": 1.25}),
+    "dapo_dual_clip": ({"loss_type": "dapo", "epsilon_high": 0.28, "delta": 1.3}, {"variant": "dapo", "dual_clip": 1.3}),
 }
 
 
@@ -144,6 +149,8 @@ def test_loss_and_gradient_match_trl(case, tiny_model_and_tokenizer, tmp_path):
     assert torch.allclose(grad, trl_grad, rtol=1e-9, atol=1e-12)
     if rlbook_kwargs["variant"] in ("grpo", "dapo", "cispo") and "beta" not in rlbook_kwargs:
         assert metrics["clip_frac"] > 0, "the tensors should exercise the clipped region"
+    if "dual_clip" in rlbook_kwargs:
+        assert metrics["clip_frac_dual"] > 0, "the tensors should put some A < 0 tokens past the dual clip"
 
 
 def test_gspo_matches_trl_sequence_level_importance_sampling(tiny_model_and_tokenizer, tmp_path):
