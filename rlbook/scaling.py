@@ -35,9 +35,11 @@ from rlbook.rollout import rollout_logprobs
 from rlbook.trainers.config import OnlineConfig
 
 __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
-           "gated_mlp_activation_coefficient", "generation_waves", "paired_ratio_change", "problem_clusters", "right_and_wrong_replies", "trl_policy_loss", "gpus_needed", "kv_bytes_per_token", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape", "recording",
-           "measure_step_memory", "train_with_trl", "trl_grpo_config",
-           "sampler_logprob_mismatch", "trl_sampler_rewards", "training_memory", "verl_overrides"]
+           "gated_mlp_activation_coefficient", "generation_waves", "gpus_needed", "kv_bytes_per_token",
+           "logits_bytes", "measure_step_memory", "memory_total", "optimizer_bytes_per_parameter",
+           "paired_ratio_change", "parameters_of_shape", "problem_clusters", "recording", "right_and_wrong_replies",
+           "sampler_logprob_mismatch", "train_with_trl", "training_memory", "trl_grpo_config", "trl_policy_loss",
+           "trl_sampler_rewards", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
 _TRL_LOSS_TYPE = {

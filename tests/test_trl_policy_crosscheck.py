@@ -1,9 +1,10 @@
 """rlbook's policy losses against TRL 1.16's GRPOTrainer._compute_loss on identical tensors.
 
 A real GRPOTrainer is built around a tiny, locally constructed Qwen2 model and a word-level
-PreTrainedTokenizerFast (nothing is downloaded; ``rlbook.scaling.trl_policy_loss``, which lesson 21 shows). Its model forward is replaced by a function that
-returns *our* per-token log-probs, so TRL's loss code runs unchanged on the same (B, T) tensors that
-rlbook gets; both the loss and its gradient with respect to those log-probs must agree.
+PreTrainedTokenizerFast (nothing is downloaded; ``rlbook.scaling.trl_policy_loss``, which lesson 21
+shows). Its model forward is replaced by a function that returns *our* per-token log-probs, so TRL's
+loss code runs unchanged on the same (B, T) tensors that rlbook gets; both the loss and its gradient
+with respect to those log-probs must agree.
 
 Mapping of conventions (rlbook ← TRL):
 - loss_type "grpo" / "sapo"  ← aggregation seq_mean_token_mean (TRL: per-sequence mean, then mean).
