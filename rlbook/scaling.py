@@ -35,9 +35,11 @@ from rlbook.rollout import rollout_logprobs
 from rlbook.trainers.config import OnlineConfig
 
 __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
-           "gated_mlp_activation_coefficient", "generation_waves", "gpus_needed", "kv_bytes_per_token", "logits_bytes", "memory_total", "optimizer_bytes_per_parameter", "parameters_of_shape", "recording",
-           "measure_step_memory", "train_with_trl", "trl_grpo_config",
-           "sampler_logprob_mismatch", "trl_sampler_rewards", "training_memory", "verl_overrides"]
+           "gated_mlp_activation_coefficient", "generation_waves", "gpus_needed", "kv_bytes_per_token",
+           "logits_bytes", "measure_step_memory", "memory_total", "optimizer_bytes_per_parameter",
+           "paired_ratio_change", "parameters_of_shape", "problem_clusters", "recording", "right_and_wrong_replies",
+           "sampler_logprob_mismatch", "train_with_trl", "training_memory", "trl_grpo_config", "trl_policy_loss",
+           "trl_sampler_rewards", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
 _TRL_LOSS_TYPE = {
@@ -52,6 +54,8 @@ _TRL_LOSS_TYPE = {
     ("cispo", "token_mean"): "cispo",
     ("sapo", "seq_mean_token_mean"): "sapo",
 }
+# TRL's loss types whose clipped surrogate takes ``delta`` (GRPOTrainer._compute_loss, trl 1.16).
+_TRL_DELTA_LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 # rlbook's aggregation modes in verl's words (actor.loss_agg_mode).
 _VERL_AGGREGATION = {
     "token_mean": "token-mean",
@@ -86,8 +90,11 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
     ``num_iterations`` = epochs, and ``per_device_train_batch_size`` = the minibatch divided by
     ``num_processes`` (the processes ``accelerate launch`` starts: TRL's batch size is per device, so
     without the division N processes would train on an N times larger minibatch). Raises ``ValueError``
-    for a setting TRL cannot express (a critic, GMPO, the KL in the reward, an entropy bonus, Clip-Cov,
-    dynamic sampling, advantage filtering or noise, the soft overlong penalty as a config key).
+    for a setting TRL cannot express (a critic, GMPO, the KL in the reward, Clip-Cov, dynamic sampling,
+    advantage filtering or noise, the soft overlong penalty as a config key, a dual clip below 1 + ε_high).
+    An entropy bonus maps to ``entropy_coef`` (TRL's is coef × the mean per-token entropy for every
+    loss_type, as rlbook's); PPO's dual clip at c (Ye et al. 2020, arXiv:1912.09729) to ``delta=c``, which
+    in TRL's clipped loss is the same function of r and A when c ≥ 1 + ε_high.
     """
     config = _check_config(config)
     settings = _loss_settings(config)
@@ -100,10 +107,15 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         raise _unsupported("advantage", config.advantage, "TRL GRPOConfig",
                            "GRPOTrainer's advantage is the group mean, scaled or not (RLOO has its own trainer)")
     refused = {
-        "dual_clip": (config.dual_clip is not None, "TRL's delta caps r on both signs, not PPO's dual clip"),
+        # TRL's ``delta`` clamps r from above before the clipped min: −min(min(r, δ)·A, clip(r)·A). For A > 0 the
+        # clipped term binds first when δ ≥ 1 + ε_high; for A < 0 and r > δ the loss is the constant −δ·A, PPO's
+        # dual clip at c = δ (Ye et al. 2020, arXiv:1912.09729, eq. 6). Below 1 + ε_high δ would also cap A > 0.
+        "dual_clip": (config.dual_clip is not None and (loss_type not in _TRL_DELTA_LOSS_TYPES
+                                                        or config.dual_clip < 1.0 + settings["eps_high"]),
+                      f"TRL's delta is PPO's dual clip only for loss_type {'/'.join(_TRL_DELTA_LOSS_TYPES)} and "
+                      "delta ≥ 1 + epsilon_high (below that it also caps r where A > 0)"),
         "kl_placement": (config.kl_beta > 0 and config.kl_placement != "loss", "TRL puts β·KL in the loss"),
         "kl_estimator": (config.kl_beta > 0 and config.kl_estimator != "k3", "TRL's KL term is k3"),
-        "entropy_coef": (config.entropy_coef > 0, "GRPOConfig has no entropy bonus"),
         "cov_control": (config.cov_control is not None, "GRPOConfig has no Clip-Cov / KL-Cov"),
         "dynamic_sampling": (config.dynamic_sampling, "GRPOTrainer does not resample flat groups"),
         "advantage_filter": (config.advantage_filter is not None, "no advantage filter in GRPOConfig"),
@@ -149,6 +161,12 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         seed=config.seed,
         activation_checkpointing=False,  # TRL turns it on by default (recomputes activations); rlbook never does
     )
+    if config.entropy_coef > 0:
+        # TRL subtracts entropy_coef × the mean per-token entropy whatever the loss_type (GRPOConfig, trl 1.16):
+        # rlbook's bonus, coef × the masked mean (tests/test_trl_policy_crosscheck.py, "grpo_entropy_bonus")
+        kwargs["entropy_coef"] = config.entropy_coef
+    if config.dual_clip is not None:
+        kwargs["delta"] = config.dual_clip  # PPO's dual clip, for δ ≥ 1 + ε_high (checked above)
     if config.variant == "gspo":
         kwargs["importance_sampling_level"] = "sequence"
     if config.variant == "sapo":
@@ -182,6 +200,8 @@ def verl_overrides(config: OnlineConfig) -> dict:
     ``reward_model.reward_kwargs.overlong_buffer_cfg.*``). verl is not a dependency, so these are documentation,
     not a tested interface: check them against the release you run. Raises ``ValueError`` naming the field
     for a setting verl's configuration cannot express: no advantage ("none"), advantage filtering or noise,
+    an entropy bonus under an aggregation other than token mean (verl aggregates its entropy term with
+    ``loss_agg_mode``, rlbook's is the token mean), a dual clip on a loss other than "vanilla",
     a format reward weight (a reward function in verl), covariance control on a non-PPO loss, an aggregation
     GSPO / GMPO / SAPO do not use in verl, a minibatch that is not whole groups, or an overlong window that
     does not end at the generation budget.
@@ -204,6 +224,12 @@ def verl_overrides(config: OnlineConfig) -> dict:
              "verl's reward is one function (custom_reward_function): add the weighted format reward there")):
         if is_set:
             raise _unsupported(field, getattr(config, field), "verl", why)
+    if config.entropy_coef > 0 and settings["aggregation"] != "token_mean":
+        # verl aggregates its entropy bonus with loss_agg_mode (dp_actor: agg_loss(entropy, ..., loss_agg_mode));
+        # rlbook's is the token mean whatever the aggregation: the same only for token-mean
+        raise _unsupported("entropy_coef", f"{config.entropy_coef} with aggregation {settings['aggregation']}",
+                           "verl", "verl aggregates the entropy bonus as the loss (loss_agg_mode), rlbook takes its "
+                           "token mean: equal only for aggregation token_mean")
     fixed = _VERL_FIXED_AGGREGATION.get(config.variant)
     if fixed is not None and settings["aggregation"] != fixed:
         raise _unsupported("aggregation", settings["aggregation"], "verl",
@@ -240,7 +266,7 @@ def verl_overrides(config: OnlineConfig) -> dict:
     if settings["aggregation"] == "seq_mean_token_sum_norm":
         # Dr.GRPO's constant L is the budget; verl divides by loss_scale_factor, or the padded width when unset
         overrides[f"{actor}.loss_scale_factor"] = config.max_new_tokens
-    overrides.update(_verl_clip(config, settings, actor))
+    overrides.update(_verl_clip(config, settings, actor, loss_mode))
     if config.kl_beta > 0 and config.kl_placement == "loss":
         overrides.update({f"{actor}.use_kl_loss": True, f"{actor}.kl_loss_coef": config.kl_beta,
                           f"{actor}.kl_loss_type": _VERL_KL[config.kl_estimator]})
@@ -272,9 +298,14 @@ def verl_overrides(config: OnlineConfig) -> dict:
     return overrides
 
 
-def _verl_clip(config: OnlineConfig, settings: dict, actor: str) -> dict:
+def _verl_clip(config: OnlineConfig, settings: dict, actor: str, loss_mode: str = "vanilla") -> dict:
     """verl's clip keys: PPO's bounds (also GSPO's and, in log space, GMPO's: the same in both), CISPO's
-    weight bounds, SAPO's temperatures, and the dual clip."""
+    weight bounds, SAPO's temperatures, and the dual clip: ``clip_ratio_c``, which only verl's "vanilla"
+    loss reads (max(min(r·A, clip(r)·A), c·A) for A < 0, rlbook's ``dual_clip``); on another loss mode a
+    dual clip is refused rather than written to a key that loss ignores."""
+    if config.dual_clip is not None and loss_mode != "vanilla":
+        raise _unsupported("dual_clip", config.dual_clip, "verl",
+                           f"only verl's vanilla loss applies clip_ratio_c; its {loss_mode} loss has no dual clip")
     if config.variant == "sapo":
         return {f"{actor}.tau_pos": settings["tau_pos"], f"{actor}.tau_neg": settings["tau_neg"]}
     if settings.get("eps_high") is None:
@@ -406,7 +437,8 @@ def _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, 
 
 
 def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, weight_bytes: int = 2,
-                     gradient_checkpointing: bool = False, tensor_parallel: int = 1) -> float:
+                     gradient_checkpointing: bool = False, tensor_parallel: int = 1,
+                     coefficient: float | None = None) -> float:
     """Bytes of activations the backward pass keeps for one micro-batch (``micro_batch`` sequences of
     ``tokens_per_sequence`` tokens) of the model ``config`` describes, on one GPU.
 
@@ -421,11 +453,17 @@ def activation_bytes(config, *, tokens_per_sequence: int, micro_batch: int = 1, 
     not sharded by ZeRO: every data-parallel GPU holds its own micro-batch's. ``tensor_parallel`` = t:
     tensor parallelism with sequence parallelism divides all of it by t (the same paper, §4.2.2, eq. 4:
     sbh·(34/t + 5as/(ht)) per layer; the checkpointed layer inputs are split along the sequence too).
+    ``coefficient``: bytes per token per hidden unit per layer in place of the 34 (e.g. the model's own
+    ``gated_mlp_activation_coefficient``); None: 34.
     """
     model_config = _model_config(config)
     _check_memory_options(1, tokens_per_sequence, weight_bytes, tensor_parallel, micro_batch, None, tensor_parallel)
+    if coefficient is None:
+        coefficient = ACTIVATION_BYTES_PER_LAYER
+    if not isinstance(coefficient, (int, float)) or isinstance(coefficient, bool) or not coefficient > 0:
+        raise ValueError(f"coefficient must be a positive number of bytes (or None: 34), got {coefficient!r}")
     sbh = tokens_per_sequence * micro_batch * model_config.hidden_size
-    per_layer = ACTIVATION_BYTES_PER_LAYER * sbh * weight_bytes / 2
+    per_layer = coefficient * sbh * weight_bytes / 2
     if gradient_checkpointing:
         return (weight_bytes * sbh * model_config.num_hidden_layers + per_layer) / tensor_parallel
     return per_layer * model_config.num_hidden_layers / tensor_parallel
@@ -493,7 +531,7 @@ def generation_waves(sequences: int, *, in_flight: int | None, engines: int = 1)
 
 def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, weight_bytes, reference, critic,
                 lora_fraction, shards, micro_batch, gradient_checkpointing, tensor_parallel=1,
-                in_flight=None) -> dict:
+                in_flight=None, activation_coefficient=None) -> dict:
     """Bytes per GPU of each role in ``MEMORY_ROLES`` (the arithmetic of ``training_memory``)."""
     trained = params * (lora_fraction or 1.0)
     weights = params * weight_bytes
@@ -513,7 +551,7 @@ def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, we
         # generation runs tensor-parallel over t GPUs: each needs its 1/t of the whole model, and owns 1/shards
         "weights gathered for generation": weights * (1 / tensor_parallel - 1 / shards),
         "KV cache": kv_per_token * held * tokens_per_sequence,
-        "activations": activation_bytes(model_config, weight_bytes=weight_bytes,
+        "activations": activation_bytes(model_config, weight_bytes=weight_bytes, coefficient=activation_coefficient,
                                         gradient_checkpointing=gradient_checkpointing, **tokens),
         "logits": logits_bytes(model_config, **tokens),
     }
@@ -522,7 +560,8 @@ def _role_bytes(model_config, params: int, *, sequences, tokens_per_sequence, we
 def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_bytes: int = 2,
                     reference: bool = True, critic: bool = False, lora_fraction: float | None = None,
                     shards: int = 1, tensor_parallel: int = 1, micro_batch: int = 1,
-                    gradient_checkpointing: bool = False, in_flight: int | None = None) -> dict:
+                    gradient_checkpointing: bool = False, in_flight: int | None = None,
+                    activation_coefficient: float | None = None) -> dict:
     """GiB per GPU for each role (``MEMORY_ROLES``) of an RL run on the model ``config`` describes, and
     ``"parameters (B)"``.
 
@@ -560,7 +599,9 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     pipeline bubbles.
 
     Every role is charged as if all were resident at once, an upper bound: an engine that frees the KV
-    cache before training (verl's hybrid engine does) needs less.
+    cache before training (verl's hybrid engine does) needs less. ``activation_coefficient``: the bytes per
+    token per hidden unit per layer ``activation_bytes`` charges (None: Korthikanti et al.'s 34; the
+    model's own SwiGLU count is ``gated_mlp_activation_coefficient``).
     """
     model_config = _model_config(config)
     _check_memory_options(sequences, tokens_per_sequence, weight_bytes, shards, micro_batch, lora_fraction,
@@ -569,7 +610,8 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     roles = _role_bytes(model_config, params, sequences=sequences, tokens_per_sequence=tokens_per_sequence,
                         weight_bytes=weight_bytes, reference=reference, critic=critic, lora_fraction=lora_fraction,
                         shards=shards, micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing,
-                        tensor_parallel=tensor_parallel, in_flight=in_flight)
+                        tensor_parallel=tensor_parallel, in_flight=in_flight,
+                        activation_coefficient=activation_coefficient)
     return {"parameters (B)": params / 1e9, **{role: value / 1024 ** 3 for role, value in roles.items()}}
 
 
@@ -601,7 +643,7 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, tensor_p
         raise ValueError(f"max_gpus must be at least tensor_parallel={tensor_parallel}, got {max_gpus}")
     model_config = _model_config(config)
     settings = dict(weight_bytes=2, reference=True, critic=False, lora_fraction=None, micro_batch=1,
-                    gradient_checkpointing=False, in_flight=None)
+                    gradient_checkpointing=False, in_flight=None, activation_coefficient=None)
     unknown = set(options) - set(settings) - {"sequences", "tokens_per_sequence"}
     if unknown:
         raise ValueError(f"unknown training_memory options {sorted(unknown)}")
@@ -753,6 +795,135 @@ def trl_sampler_rewards(model_folder, task, config: OnlineConfig, examples, *, s
         settings = {key: getattr(trainer.generation_config, key) for key in _TRL_SAMPLING_KEYS}
     correct = [[int(value >= 1.0) for value in recorded[i * n:(i + 1) * n]] for i in range(len(examples))]
     return {"correct": correct, "settings": settings}
+
+
+def problem_clusters(task, rows) -> list[str]:
+    """One cluster label per row of ``task``'s dataset: the problem up to symmetry, the key the task splits
+    train from test by (``_split_key``: for addition a + b and b + a are one problem, "3+7"). Samples of
+    one problem, asked in either order, are one cluster of a clustered standard error: a prompt drawn twice,
+    or drawn once each way, is not two independent draws."""
+    labels = []
+    for row in rows:
+        if not isinstance(row, dict) or "a" not in row or "b" not in row:
+            raise ValueError(f"rows must be the task's dataset rows with operands 'a' and 'b', got {row!r}")
+        labels.append(task._split_key((row["a"], row["b"])))
+    return labels
+
+
+def paired_ratio_change(numerators, denominators, base_numerators, base_denominators, clusters) -> tuple[float, float]:
+    """``(change, se)``: the change r − r₀ of a ratio of sums, r = Σx / Σy after and r₀ = Σx₀ / Σy₀ before,
+    measured on the same prompts, and its delta-method standard error clustered by ``clusters``.
+
+    One number per prompt in each array (e.g. x = right replies that stopped, y = replies that stopped).
+    Each ratio is linearised as in ``rlbook.evidence.ratio_se`` (the i-th term (x_i − r·y_i) / ȳ), and the
+    SE is that of the mean of the paired difference of the two terms, clustered (``clustered_se``): the two
+    measurements share their prompts, so prompt-to-prompt variation cancels where it moves both alike, which
+    an SE from the two ratios' separate SEs (√(se² + se₀²)) ignores."""
+    from rlbook.evidence import clustered_se
+
+    arrays = []
+    for name, values in (("numerators", numerators), ("denominators", denominators),
+                         ("base_numerators", base_numerators), ("base_denominators", base_denominators)):
+        array = torch.as_tensor(values, dtype=torch.float64).numpy().ravel()
+        if array.size != len(clusters):
+            raise ValueError(f"{name} must hold one value per cluster label ({len(clusters)}), got {array.size}")
+        arrays.append(array)
+    x, y, x0, y0 = arrays
+    if y.sum() <= 0 or y0.sum() <= 0:
+        raise ValueError("denominators and base_denominators must have a positive sum")
+    rate, base_rate = x.sum() / y.sum(), x0.sum() / y0.sum()
+    terms = (x - rate * y) / y.mean() - (x0 - base_rate * y0) / y0.mean()
+    return float(rate - base_rate), clustered_se(terms, clusters)
+
+
+def right_and_wrong_replies(texts, correct, rows) -> dict:
+    """One right and one wrong reply of a held-out measurement, for showing beside the numbers.
+
+    ``texts``: the P·n replies, prompt by prompt (n samples each); ``correct``: the (P, n) 0/1 table;
+    ``rows``: the P dataset rows. Returns ``{"right": (question, reply) or None, "wrong": ...}``: the first
+    right and the first wrong sample in the rows' order (None when there is none), so that two policies
+    measured on the same prompts and sampling seed are shown on comparable prompts."""
+    correct = [list(map(int, row)) for row in correct]
+    if len(correct) != len(rows) or not correct or any(len(row) != len(correct[0]) for row in correct):
+        raise ValueError(f"correct must be a (P, n) table with P = {len(rows)} rows")
+    n = len(correct[0])
+    if len(texts) != n * len(rows):
+        raise ValueError(f"texts must hold P × n = {n * len(rows)} replies, got {len(texts)}")
+    found = {"right": None, "wrong": None}
+    for p, (row, outcomes) in enumerate(zip(rows, correct)):
+        for j, value in enumerate(outcomes):
+            key = "right" if value else "wrong"
+            if found[key] is None:
+                found[key] = (row["question"].split("?")[0] + "?", texts[p * n + j])
+        if all(found.values()):
+            break
+    return found
+
+
+def _tiny_trl_model(folder):
+    """A one-layer Qwen2 and a word-level tokenizer saved in ``folder`` (nothing downloaded): the model a
+    ``GRPOTrainer`` is built around when only its loss code is wanted."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    vocab = {"<pad>": 0, "<eos>": 1, **{f"w{i}": i + 2 for i in range(38)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
+    config = Qwen2Config(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    Qwen2ForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return Qwen2ForCausalLM.from_pretrained(folder), tokenizer
+
+
+def trl_policy_loss(logp, old_logp, advantages, mask, *, ref_logp=None, entropy=None, model_and_tokenizer=None,
+                    output_dir=None, trainer_class=None, config_class=None, max_completion_length: int = 8,
+                    group_size: int = 3, **trl_config):
+    """``(loss, gradient)``: TRL's own GRPO loss code (``GRPOTrainer._compute_loss``, trl 1.16) on the given
+    tensors, and the gradient of that loss with respect to ``logp``.
+
+    A real trainer is built around a tiny local model (``_tiny_trl_model``, or ``model_and_tokenizer``)
+    whose per-token log-prob function is replaced by one returning ``logp`` (and ``entropy``), so TRL's
+    loss runs unchanged on the (B, T) tensors rlbook's ``policy_loss`` gets: compare the two on the same
+    tensors (``tests/test_trl_policy_crosscheck.py`` does it for every mapped loss; lesson 21 shows one).
+    ``trl_config``: ``GRPOConfig`` keywords (``loss_type``, ``epsilon_high``, ``delta``, ``beta``, ...).
+    One process, no gradient accumulation: TRL's ``num_items_in_batch`` is this batch's token count."""
+    import tempfile
+
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    logp = torch.as_tensor(logp)
+    batch, width = logp.shape
+    entropy = torch.zeros_like(logp) if entropy is None else torch.as_tensor(entropy)  # TRL logs its mean
+    scratch = tempfile.TemporaryDirectory() if output_dir is None else None
+    try:
+        folder = output_dir or scratch.name
+        model, tokenizer = model_and_tokenizer or _tiny_trl_model(folder)
+        args = (config_class or GRPOConfig)(
+            output_dir=str(folder), per_device_train_batch_size=batch, num_generations=group_size,
+            max_completion_length=max_completion_length, report_to=[], use_cpu=True, bf16=False, **trl_config)
+        trainer = (trainer_class or GRPOTrainer)(
+            model=model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args,
+            train_dataset=Dataset.from_dict({"prompt": ["w1 w2"] * batch}), processing_class=tokenizer)
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); no accumulation here
+        current = logp.clone().requires_grad_()
+        trainer._get_per_token_logps_and_entropies = lambda *_, **__: (current, entropy, None)
+        mask = torch.as_tensor(mask)
+        inputs = {
+            "prompt_ids": torch.ones(batch, 2, dtype=torch.long), "prompt_mask": torch.ones(batch, 2, dtype=torch.long),
+            "completion_ids": torch.full((batch, width), 2, dtype=torch.long), "completion_mask": mask,
+            "advantages": torch.as_tensor(advantages), "old_per_token_logps": torch.as_tensor(old_logp),
+            "ref_per_token_logps": ref_logp, "num_items_in_batch": mask.sum().to(logp.dtype),
+        }
+        loss = trainer._compute_loss(trainer.model, inputs)
+        loss.backward()
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    return loss.detach(), current.grad
 
 
 def recording(task):

@@ -55,9 +55,35 @@ def test_the_translation_agrees_with_the_settings_cross_checked_against_trls_los
                           **grpo).use_bias_correction_kl is False
 
 
+def test_entropy_bonus_and_dual_clip_map_to_the_cross_checked_trl_keys(tmp_path):
+    # the pairs tests/test_trl_policy_crosscheck.py shows equal on the same tensors, produced from the rlbook side
+    bonus = scaling.trl_grpo_config(preset("grpo", entropy_coef=0.01))
+    assert (bonus["loss_type"], bonus["entropy_coef"]) == ("grpo", CASES["grpo_entropy_bonus"][0]["entropy_coef"])
+    dual = scaling.trl_grpo_config(preset("grpo", dual_clip=1.25, kl_beta=0.0))
+    assert dual["delta"] == CASES["grpo_dual_clip"][0]["delta"] and dual["epsilon_high"] == 0.2
+    dapo = scaling.trl_grpo_config(preset("dapo", dual_clip=1.3, dynamic_sampling=False, overlong=None))
+    assert (dapo["loss_type"], dapo["epsilon_high"], dapo["delta"]) == tuple(
+        CASES["dapo_dual_clip"][0][key] for key in ("loss_type", "epsilon_high", "delta"))
+    trl.GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", bf16=False, **dual)
+    assert "delta" not in scaling.trl_grpo_config(preset("grpo"))
+    # below 1 + eps_high TRL's delta would also cap r where A > 0: refused, with the reason
+    with pytest.raises(ValueError, match="dual_clip.*epsilon_high"):
+        scaling.trl_grpo_config(preset("dapo", dual_clip=1.25, dynamic_sampling=False, overlong=None))
+
+
+def test_verl_refuses_an_entropy_bonus_or_dual_clip_it_would_compute_differently():
+    actor = "actor_rollout_ref.actor"
+    assert scaling.verl_overrides(preset("dapo", entropy_coef=0.01))[f"{actor}.entropy_coeff"] == 0.01
+    with pytest.raises(ValueError, match="entropy_coef.*loss_agg_mode"):
+        scaling.verl_overrides(preset("grpo", entropy_coef=0.01))
+    assert scaling.verl_overrides(preset("grpo", dual_clip=2.0))[f"{actor}.clip_ratio_c"] == 2.0
+    with pytest.raises(ValueError, match="dual_clip.*gspo"):
+        scaling.verl_overrides(preset("gspo", dual_clip=2.0))
+
+
 @pytest.mark.filterwarnings("ignore:kl_placement='reward'")  # a non-k1 estimator in the reward, on purpose
 def test_settings_trl_cannot_express_are_refused_by_name():
-    for overrides, field in ((dict(entropy_coef=0.01), "entropy_coef"), (dict(cov_control="clip_cov"), "cov_control"),
+    for overrides, field in ((dict(dual_clip=1.1), "dual_clip"), (dict(cov_control="clip_cov"), "cov_control"),
                              (dict(kl_beta=0.1, kl_placement="reward"), "kl_placement"),
                              (dict(kl_beta=0.1, kl_estimator="k1"), "kl_estimator"),
                              (dict(dynamic_sampling=True), "dynamic_sampling")):
@@ -303,34 +329,42 @@ def test_the_launched_script_takes_its_budget_and_system_prompt_from_the_preset_
 
 def test_the_exercise_checker_names_the_missing_master_copy(capsys):
     assert check_bytes_per_parameter(exercise.reference_bytes_breakdown) is True
-    assert check_bytes_per_parameter(lambda w: (w, w, 8)) is False
-    assert "master copy" in capsys.readouterr().out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m)) is False
+    assert "master copy is missing" in capsys.readouterr().out
 
 
-def test_the_bytes_checker_wants_the_parts_and_calls_fp32_gradients_another_convention(capsys):
-    assert check_bytes_per_parameter(lambda w: 16) is False  # a constant total is not the answer
+def test_the_bytes_checker_wants_the_parts_and_tests_the_rule_not_the_printed_numbers(capsys):
+    assert check_bytes_per_parameter(lambda w, g, m: 16) is False  # a constant total is not the answer
     assert "three parts" in capsys.readouterr().out
-    assert check_bytes_per_parameter(lambda w: (w, 4, 12 if w < 4 else 8)) is False
+    # the two cases the lesson prints, copied: the fp32-gradient and 8-bit cases catch it
+    copied = {2: (2, 2, 12), 4: (4, 4, 8)}
+    assert check_bytes_per_parameter(lambda w, g, m: copied[w]) is False
+    assert "gradient_bytes" in capsys.readouterr().out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 12 if w < 4 else 8)) is False
     out = capsys.readouterr().out
-    assert "another convention, not a mistake" in out and "Megatron" in out
-    assert check_bytes_per_parameter(lambda w: (2 * w, 0, 16 - 2 * w)) is False
-    assert "the split is not" in capsys.readouterr().out
+    assert "8-bit Adam" in out and "moment_bytes = 1" in out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + (m if w < 4 else 0))) is False  # master quantised
+    assert "stays fp32" in capsys.readouterr().out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, 0, 2 * m + (4 if w < 4 else 0))) is False
+    assert "gradients also take memory" in capsys.readouterr().out
 
 
 def test_the_bytes_checker_takes_numpy_numbers(capsys):
     import numpy as np
 
-    assert check_bytes_per_parameter(lambda w: tuple(np.int64(b) for b in exercise.reference_bytes_breakdown(w))) is True
-    assert check_bytes_per_parameter(lambda w: np.array([w, w, 8.0])) is False  # an array is not three parts
+    assert check_bytes_per_parameter(
+        lambda w, g, m: tuple(np.int64(b) for b in exercise.reference_bytes_breakdown(w, g, m))) is True
+    assert check_bytes_per_parameter(lambda w, g, m: np.array([w, g, 8.0])) is False  # an array is not three parts
     assert "three parts" in capsys.readouterr().out
 
 
 def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
     # fp32: weight 4 + gradient 4 + Adam's m, v 8 (no separate master); bf16: 2 + 2 + 4 master + 8
     assert reference_bytes_per_parameter(4) == 16 and reference_bytes_per_parameter(2) == 16
-    assert check_bytes_per_parameter(lambda w: (w, w, 8 if w >= 4 else 12)) is True
+    assert reference_bytes_per_parameter(2, 4) == 18 and reference_bytes_per_parameter(2, 2, 1) == 10
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + (4 if w < 4 else 0))) is True
     capsys.readouterr()
-    assert check_bytes_per_parameter(lambda w: (w, w, 12)) is False  # master copy counted for fp32 weights
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + 4)) is False  # master counted for fp32 weights
     assert "their own master copy" in capsys.readouterr().out
     shape = scaling.HUB_SHAPES["Qwen/Qwen2.5-0.5B"]
     fp32 = scaling.training_memory(shape, sequences=8, tokens_per_sequence=128, weight_bytes=4)
@@ -374,15 +408,8 @@ def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path)
         scaling.train_with_trl(tmp_path, task, config, steps=0)
 
 
-@pytest.mark.parametrize("answers", sorted(exercise.MISTAKES))
-def test_the_bytes_checker_names_each_known_mistake(answers, capsys):
-    # the parts as a reader who made that mistake in the optimizer states would give them
-    assert check_bytes_per_parameter(lambda w: (w, w, (answers[0] if w == 2 else answers[1]) - 2 * w)) is False
-    assert exercise.MISTAKES[answers] in capsys.readouterr().out
-
-
 def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsys):
-    assert exercise.check_gpu_plan(exercise.reference_run_gib) is True
+    assert exercise.check_gpu_plan(exercise.reference_plan) is True
     out = capsys.readouterr().out
     assert "GPUs of 80 GiB" in out and "gpus_needed" in out
     # an answer rounded the way a reader would (7.6 B parameters) passes too
@@ -390,7 +417,7 @@ def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsy
 
     def rounded(lora):
         per_parameter = 2 + (0.01 * 14 if lora else 2 + 12 + 2)  # weights, + trained grads/Adam/master, + reference
-        return (7.6e9 * per_parameter + kv) / 2 ** 30
+        return (7.6e9 * per_parameter + kv) / 2 ** 30, exercise.plan_gpus(lora), exercise.plan_waves(lora)
 
     assert exercise.check_gpu_plan(rounded) is True
     assert exercise.check_gpu_plan(None) is None
@@ -401,7 +428,18 @@ def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsy
 
     assert exercise.check_gpu_plan(stub) is None
     assert exercise.check_gpu_plan(lambda lora: "lots") is False
-    assert "number of GiB" in capsys.readouterr().out
+    assert "(GiB, GPUs, waves)" in capsys.readouterr().out
+    assert exercise.check_gpu_plan(exercise.reference_run_gib) is False  # the GiB alone are not a plan
+    assert "(GiB, GPUs, waves)" in capsys.readouterr().out
+
+
+def test_the_gpu_plan_checker_names_wrong_gpu_and_wave_counts(capsys):
+    assert exercise.reference_plan(False)[1:] == (2, 4) and exercise.reference_plan(True)[1:] == (1, 8)
+    one_engine = {lora: (exercise.reference_run_gib(lora), exercise.plan_gpus(lora), 8) for lora in (False, True)}
+    assert exercise.check_gpu_plan(lambda lora: one_engine[lora]) is False
+    assert "the waves of one engine" in capsys.readouterr().out
+    assert exercise.check_gpu_plan(lambda lora: (exercise.reference_run_gib(lora), 3, 1)) is False
+    assert "the fewest N" in capsys.readouterr().out
 
 
 def test_the_gpu_plan_counts_one_engines_pool_and_names_the_one_wave_cache(capsys):
@@ -415,17 +453,102 @@ def test_the_gpu_plan_counts_one_engines_pool_and_names_the_one_wave_cache(capsy
     # the old framing, the whole rollout's KV cache charged as memory the run needs, is named as a mistake
     one_wave = {lora: exercise.reference_run_gib(lora) + exercise._plan_memory(lora)["KV cache"] * 7
                 for lora in (False, True)}
-    assert exercise.check_gpu_plan(lambda lora: one_wave[lora]) is False
+    assert exercise.check_gpu_plan(lambda lora: (one_wave[lora], 1, 1)) is False
     assert "one wave" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_gpu_plan_checker_names_each_known_mistake(lora, capsys):
     for message, wrong in exercise._plan_mistakes(lora).items():
-        answer = {lora: wrong, not lora: exercise.reference_run_gib(not lora)}
+        answer = {lora: (wrong, 1, 1), not lora: exercise.reference_plan(not lora)}
         assert exercise.check_gpu_plan(lambda flag: answer[flag]) is False
         out = capsys.readouterr().out
         assert message in out and ("with LoRA" if lora else "in full fine-tuning") in out
+
+
+def test_activation_coefficient_and_the_swiglu_plan_column():
+    shape = scaling.HUB_SHAPES["Qwen/Qwen2.5-7B"]
+    base = scaling.activation_bytes(shape, tokens_per_sequence=4096)
+    own = scaling.gated_mlp_activation_coefficient(shape)
+    assert scaling.activation_bytes(shape, tokens_per_sequence=4096, coefficient=own) == pytest.approx(base * own / 34)
+    with pytest.raises(ValueError, match="coefficient"):
+        scaling.activation_bytes(shape, tokens_per_sequence=4096, coefficient=0)
+    table = scaling_viz.memory_table(["Qwen/Qwen2.5-7B"], plan_tensor_parallel=1, in_flight=64, swiglu_plan=True,
+                                     **ROLLOUT_4K)
+    # the 7B full fine-tuning plan moves from 4 GPUs to 5 when the activations are charged at its own 58 bytes
+    assert (int(table["GPUs needed"].iloc[0]), int(table["GPUs needed, SwiGLU"].iloc[0])) == (4, 5)
+
+
+def test_problem_clusters_join_a_problem_asked_in_either_order():
+    from rlbook.tasks import get_task
+
+    task = get_task("plain_addition", min_digits=1, max_digits=2)
+    rows = [{"a": 3, "b": 7, "question": "q"}, {"a": 7, "b": 3, "question": "r"}, {"a": 3, "b": 8, "question": "s"}]
+    assert scaling.problem_clusters(task, rows) == ["3+7", "3+7", "3+8"]
+    with pytest.raises(ValueError, match="operands"):
+        scaling.problem_clusters(task, [{"question": "q"}])
+
+
+def test_paired_ratio_change_is_the_change_of_two_ratios_with_a_paired_se():
+    import numpy as np
+
+    from rlbook.evidence import ratio_se
+
+    rng = np.random.default_rng(0)
+    y0 = rng.integers(1, 8, size=40)
+    x0 = rng.binomial(y0, 0.3)
+    y = rng.integers(1, 8, size=40)
+    x = rng.binomial(y, 0.5)
+    change, se = scaling.paired_ratio_change(x, y, x0, y0, list(range(40)))
+    assert change == pytest.approx(x.sum() / y.sum() - x0.sum() / y0.sum())
+    # with nothing shared between the two, the paired SE is about the two separate SEs combined
+    separate = np.hypot(ratio_se(x, y)[1], ratio_se(x0, y0)[1])
+    assert se == pytest.approx(separate, rel=0.25)
+    # the same measurement twice: no change and no uncertainty in it
+    assert scaling.paired_ratio_change(x, y, x, y, list(range(40))) == (0.0, pytest.approx(0.0, abs=1e-12))
+    with pytest.raises(ValueError, match="one value per cluster"):
+        scaling.paired_ratio_change(x, y, x0, y0, list(range(39)))
+
+
+def test_right_and_wrong_replies_pick_the_first_of_each():
+    rows = [{"question": "What is 1 + 1? Reply"}, {"question": "What is 2 + 2? Reply"}]
+    picked = scaling.right_and_wrong_replies(["3", "5", "4", "4"], [[0, 0], [1, 1]], rows)
+    assert picked == {"right": ("What is 2 + 2?", "4"), "wrong": ("What is 1 + 1?", "3")}
+    assert scaling.right_and_wrong_replies(["2", "2"], [[1, 1]], rows[:1])["wrong"] is None
+    with pytest.raises(ValueError, match="P × n"):
+        scaling.right_and_wrong_replies(["2"], [[1, 1]], rows[:1])
+
+
+def test_trl_policy_loss_runs_trls_loss_on_given_tensors_and_shows_the_cispo_cap():
+    import torch
+
+    from rlbook.losses import policy_loss
+
+    logp = torch.tensor([[-1.0, -0.5], [-2.0, -0.3]], dtype=torch.float64)
+    old = logp - torch.tensor([[1.5, 0.0], [0.1, 1.4]], dtype=torch.float64)  # ratios e^1.5 = 4.5 and e^1.4 = 4.1
+    advantages = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    mask = torch.ones(2, 2, dtype=torch.long)
+    trl_loss, trl_grad = scaling.trl_policy_loss(logp, old, advantages, mask, loss_type="cispo", epsilon_high=5.0,
+                                                 group_size=2)
+    current = logp.clone().requires_grad_()
+    loss, _ = policy_loss(current, old, advantages, mask, variant="cispo", eps_high=4.0)
+    loss.backward()
+    assert loss.item() == pytest.approx(trl_loss.item()) and torch.allclose(current.grad, trl_grad)
+    copied, _ = scaling.trl_policy_loss(logp, old, advantages, mask, loss_type="cispo", epsilon_high=4.0, group_size=2)
+    assert copied.item() != pytest.approx(loss.item())  # a copied 4.0 caps the weight at 4, not 5
+
+
+def test_held_out_evidence_figure_draws_each_run_with_its_interval():
+    import matplotlib.pyplot as plt
+
+    rows = [("base", "base", 0.2, 0.04, 0.4, 0.06), ("rlbook 1", "rlbook", 0.45, 0.05, 0.65, 0.07),
+            ("TRL 1", "TRL", 0.3, 0.05, 0.5, 0.07)]
+    axes = scaling_viz.plot_held_out_evidence(rows, k=8)
+    assert [ax.get_title() for ax in axes] == ["held-out pass@1", "held-out pass@8"]
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["base", "rlbook 1", "TRL 1"]
+    with pytest.raises(ValueError, match="rows"):
+        scaling_viz.plot_held_out_evidence([], k=8)
+    plt.close("all")
 
 
 LLAMA_70B = scaling.HUB_SHAPES["meta-llama/Llama-3.1-70B"]

@@ -1,9 +1,10 @@
 """rlbook's policy losses against TRL 1.16's GRPOTrainer._compute_loss on identical tensors.
 
 A real GRPOTrainer is built around a tiny, locally constructed Qwen2 model and a word-level
-PreTrainedTokenizerFast (nothing is downloaded). Its model forward is replaced by a function that
-returns *our* per-token log-probs, so TRL's loss code runs unchanged on the same (B, T) tensors that
-rlbook gets; both the loss and its gradient with respect to those log-probs must agree.
+PreTrainedTokenizerFast (nothing is downloaded; ``rlbook.scaling.trl_policy_loss``, which lesson 21
+shows). Its model forward is replaced by a function that returns *our* per-token log-probs, so TRL's
+loss code runs unchanged on the same (B, T) tensors that rlbook gets; both the loss and its gradient
+with respect to those log-probs must agree.
 
 Mapping of conventions (rlbook ← TRL):
 - loss_type "grpo" / "sapo"  ← aggregation seq_mean_token_mean (TRL: per-sequence mean, then mean).
@@ -19,6 +20,8 @@ Mapping of conventions (rlbook ← TRL):
 - beta > 0: TRL uses k3 in the loss; with use_bias_correction_kl (its default) k3 is multiplied by the
   differentiable ratio π_θ/π_old ← rlbook's kl_importance_weighted=True.
 - TRL's std (Bessel, + 1e-4) only enters its advantages, which are inputs here, so it plays no role.
+- delta (INTELLECT-2's two-sided clip) ← dual_clip = delta: TRL's −min(min(r, δ)·A, clip(r)·A) is PPO's dual
+  clip when δ ≥ 1 + epsilon_high (for A > 0 the clipped term binds first; for A < 0, r > δ it is −δ·A).
 - TRL divides the loss by current_gradient_accumulation_steps (set to 1 here, as outside accumulation).
 """
 
@@ -29,13 +32,11 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.experimental.gmpo import GMPOConfig, GMPOTrainer  # noqa: E402
 
 from rlbook.losses import policy_loss  # noqa: E402
+from rlbook.scaling import _tiny_trl_model, trl_policy_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:`gradient_checkpointing` is deprecated:FutureWarning")
 
@@ -45,20 +46,9 @@ LENGTHS = [5, 3, 4, 5, 1, 2]
 
 @pytest.fixture(scope="module")
 def tiny_model_and_tokenizer(tmp_path_factory):
-    vocab = {"<pad>": 0, "<eos>": 1, **{f"w{i}": i + 2 for i in range(38)}}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
-    config = Qwen2Config(
-        vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-    )
     # Saved and reloaded so that the model names a local folder: with beta > 0 TRL loads its reference
     # model from that name, which must not be a hub id.
-    folder = tmp_path_factory.mktemp("tiny-qwen2")
-    Qwen2ForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return Qwen2ForCausalLM.from_pretrained(folder), tokenizer
+    return _tiny_trl_model(tmp_path_factory.mktemp("tiny-qwen2"))
 
 
 def _tensors(seed: int, spread: float):
@@ -73,30 +63,10 @@ def _tensors(seed: int, spread: float):
 
 
 def _trl_loss_and_grad(model_and_tokenizer, tmp_path, tensors, trainer_class=GRPOTrainer, config_class=GRPOConfig, **config):
-    model, tokenizer = model_and_tokenizer
     logp, old_logp, ref_logp, advantages, mask, entropy = tensors
-    args = config_class(
-        output_dir=str(tmp_path), per_device_train_batch_size=BATCH, num_generations=GROUP,
-        max_completion_length=MAX_COMPLETION, report_to=[], use_cpu=True, bf16=False, **config,
-    )
-    dataset = Dataset.from_dict({"prompt": ["w1 w2"] * BATCH})
-    trainer = trainer_class(
-        model=model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args,
-        train_dataset=dataset, processing_class=tokenizer,
-    )
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); no accumulation here
-    current = logp.clone().requires_grad_()
-    trainer._get_per_token_logps_and_entropies = lambda *_, **__: (current, entropy, None)
-    inputs = {
-        "prompt_ids": torch.ones(BATCH, 2, dtype=torch.long), "prompt_mask": torch.ones(BATCH, 2, dtype=torch.long),
-        "completion_ids": torch.full((BATCH, WIDTH), 2, dtype=torch.long), "completion_mask": mask,
-        "advantages": advantages, "old_per_token_logps": old_logp, "ref_per_token_logps": ref_logp,
-        "num_items_in_batch": mask.sum().to(torch.float64),
-    }
-    loss = trainer._compute_loss(trainer.model, inputs)
-    loss.backward()
-    return loss.detach(), current.grad
+    return trl_policy_loss(logp, old_logp, advantages, mask, ref_logp=ref_logp, entropy=entropy,
+                           model_and_tokenizer=model_and_tokenizer, output_dir=tmp_path, trainer_class=trainer_class,
+                           config_class=config_class, max_completion_length=MAX_COMPLETION, group_size=GROUP, **config)
 
 
 def _rlbook_loss_and_grad(tensors, **kwargs):
@@ -131,6 +101,9 @@ CASES = {
         {"variant": "dapo", "beta": 0.1, "kl_importance_weighted": True},
     ),
     "grpo_entropy_bonus": ({"loss_type": "grpo", "entropy_coef": 0.01}, {"variant": "grpo", "entropy_coef": 0.01}),
+    # TRL's delta clamps r from above inside the clipped min: PPO's dual clip at c = delta when delta >= 1 + eps_high
+    "grpo_dual_clip": ({"loss_type": "grpo", "delta": 1.25}, {"variant": "grpo", "dual_clip": 1.25}),
+    "dapo_dual_clip": ({"loss_type": "dapo", "epsilon_high": 0.28, "delta": 1.3}, {"variant": "dapo", "dual_clip": 1.3}),
 }
 
 
@@ -144,6 +117,8 @@ def test_loss_and_gradient_match_trl(case, tiny_model_and_tokenizer, tmp_path):
     assert torch.allclose(grad, trl_grad, rtol=1e-9, atol=1e-12)
     if rlbook_kwargs["variant"] in ("grpo", "dapo", "cispo") and "beta" not in rlbook_kwargs:
         assert metrics["clip_frac"] > 0, "the tensors should exercise the clipped region"
+    if "dual_clip" in rlbook_kwargs:
+        assert metrics["clip_frac_dual"] > 0, "the tensors should put some A < 0 tokens past the dual clip"
 
 
 def test_gspo_matches_trl_sequence_level_importance_sampling(tiny_model_and_tokenizer, tmp_path):

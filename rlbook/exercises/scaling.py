@@ -1,25 +1,24 @@
 """Checkers for the exercises of lesson 21 (scaling up): the memory a trained parameter costs, and the
-memory (and GPUs) a 7B GRPO run needs.
+memory, GPUs and generation waves of a 7B GRPO run.
 
-The reader writes ``my_bytes_per_parameter(weight_bytes) -> (weight, gradient, optimizer)``: for full
-fine-tuning with Adam, the bytes each trained parameter costs, in three parts, under ZeRO's accounting
+The reader writes ``my_bytes_per_parameter(weight_bytes, gradient_bytes, moment_bytes) -> (weight, gradient,
+optimizer)``: the bytes one parameter trained with Adam costs, in three parts, under ZeRO's accounting
 (Rajbhandari et al. 2020, arXiv:1910.02054, §3; mixed precision as Micikevicius et al. 2018,
-arXiv:1710.03740): its weight and its gradient at ``weight_bytes`` each, and the optimizer's states: Adam's
-two fp32 moments (8) and, below fp32, an fp32 master copy of the weights (4). For bf16 that is (2, 2, 12),
-16 in all; for fp32 the weights are their own master copy, (4, 4, 8), 16 again
-(``rlbook.scaling.training_memory`` counts both so). The parts, unlike the total, change with the width.
-The checker asks for bf16 and fp32 and names the likely mistake: the master copy forgotten in bf16 or
-counted twice in fp32, the weights left out. Gradients kept in fp32 (Megatron-LM's default for bf16,
-``accumulate_allreduce_grads_in_fp32``: 18 bytes) are named as another convention, not a mistake.
+arXiv:1710.03740) generalised: the weight at ``weight_bytes``, the gradient at ``gradient_bytes``, Adam's two
+moments at ``moment_bytes`` each (4: fp32; 1: 8-bit Adam, Dettmers et al. 2022, arXiv:2110.02861) and,
+below fp32 weights, an fp32 master copy (4). The checker asks for bf16 mixed precision (2, 2, 12), fp32
+(4, 4, 8: the weights are their own master copy), bf16 weights with fp32 gradients (Megatron-LM's
+``accumulate_allreduce_grads_in_fp32``: 2, 4, 12) and 8-bit Adam (2, 2, 6), and names the likely mistake.
+The lesson prints the first two; the last two need the rule, not the numbers.
 
-The planning exercise: the reader writes ``my_run_gib(lora) -> float``, the GiB a GRPO run of Qwen2.5-7B
-needs (model states and the frozen reference, summed over the GPUs that shard them, plus the KV pool of one
-generation engine holding 32 sequences of 8,192 tokens at once), with and without LoRA; the rollout of 256
-sequences streams through that pool in waves. ``check_gpu_plan`` compares both with ``training_memory``,
-names the likely mistake (the reference or the KV cache forgotten, the whole rollout's KV cache charged as
-if generated in one wave, the reference or an fp32 master copy charged under LoRA, grouped-query attention
-ignored, GB for GiB) and turns the totals into 80 GiB GPUs (each GPU keeps its own pool; ZeRO-3 shards the
-rest).
+The planning exercise: the reader writes ``my_run_gib(lora) -> (GiB, GPUs, waves)`` for a GRPO run of
+Qwen2.5-7B: the GiB of the model states and the frozen reference, summed over the GPUs that shard them, plus
+the KV pool of one generation engine holding 32 sequences of 8,192 tokens at once; the 80 GiB GPUs it needs
+(each GPU one engine with its own pool, ZeRO-3 sharding the rest); and the waves in which the rollout of 256
+sequences streams through the engines' pools. ``check_gpu_plan`` compares them with ``training_memory``,
+``plan_gpus`` and ``plan_waves`` and names the likely mistake (the reference or the KV cache forgotten, the
+whole rollout's KV cache charged as if generated in one wave, the reference or an fp32 master copy charged
+under LoRA, grouped-query attention ignored, GB for GiB, the total divided by 80 GiB, one engine's waves).
 """
 
 from __future__ import annotations
@@ -31,76 +30,92 @@ import numbers
 from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
 from rlbook.scaling import HUB_SHAPES, generation_waves, gpus_needed, optimizer_bytes_per_parameter, training_memory
 
-__all__ = ["PLAN_GPU_GIB", "PLAN_IN_FLIGHT", "PLAN_LORA_FRACTION", "PLAN_MODEL", "PLAN_ROLES", "PLAN_ROLLOUT",
-           "check_bytes_per_parameter", "check_gpu_plan", "plan_gpus", "reference_bytes_breakdown",
-           "reference_bytes_per_parameter", "reference_run_gib"]
+__all__ = ["BYTES_CASES", "PLAN_GPU_GIB", "PLAN_IN_FLIGHT", "PLAN_LORA_FRACTION", "PLAN_MODEL", "PLAN_ROLES",
+           "PLAN_ROLLOUT", "check_bytes_per_parameter", "check_gpu_plan", "plan_gpus", "plan_waves",
+           "reference_bytes_breakdown", "reference_bytes_per_parameter", "reference_plan", "reference_run_gib"]
 
 
-def reference_bytes_breakdown(weight_bytes: int) -> tuple[int, int, int]:
-    """(weight, gradient, optimizer) bytes per trained parameter: the weight and gradient at
-    ``weight_bytes``, Adam's fp32 moments and (below fp32) an fp32 master copy."""
-    return weight_bytes, weight_bytes, optimizer_bytes_per_parameter(weight_bytes)
+def reference_bytes_breakdown(weight_bytes: int, gradient_bytes: int | None = None,
+                              moment_bytes: int = 4) -> tuple[int, int, int]:
+    """(weight, gradient, optimizer) bytes per trained parameter: the weight at ``weight_bytes``, the gradient
+    at ``gradient_bytes`` (default: the weights' width, ZeRO's accounting), Adam's two moments at
+    ``moment_bytes`` each (4: fp32; 1: 8-bit Adam, Dettmers et al. 2022, arXiv:2110.02861, its small
+    block-wise quantisation constants left out) and, below fp32 weights, an fp32 master copy (4)."""
+    gradient_bytes = weight_bytes if gradient_bytes is None else gradient_bytes
+    return weight_bytes, gradient_bytes, 2 * moment_bytes + (4 if weight_bytes < 4 else 0)
 
 
-def reference_bytes_per_parameter(weight_bytes: int) -> int:
-    """Weight + gradient at ``weight_bytes``, + Adam's fp32 moments and (below fp32) an fp32 master copy."""
-    return sum(reference_bytes_breakdown(weight_bytes))
+def reference_bytes_per_parameter(weight_bytes: int, gradient_bytes: int | None = None, moment_bytes: int = 4) -> int:
+    """Weight + gradient + Adam's moments and (below fp32) an fp32 master copy: ``reference_bytes_breakdown``'s sum."""
+    return sum(reference_bytes_breakdown(weight_bytes, gradient_bytes, moment_bytes))
 
 
-# Likely mistakes, each as the answers it gives for (bf16 = 2, fp32 = 4) bytes per weight.
-MASTER_TWICE = ("an fp32 master copy beside fp32 weights: fp32 weights are their own master copy, so fp32 "
-                "training keeps 4 + 4 + 8 = 16 bytes (weight, gradient, Adam's m and v)")
-FP32_GRADIENTS = ("fp32 gradients: another convention, not a mistake (Megatron-LM accumulates and all-reduces "
-                  "bf16 gradients in fp32, accumulate_allreduce_grads_in_fp32: 2 + 4 + 12 = 18 bytes); this "
-                  "exercise uses ZeRO's accounting, where the gradient has the weights' width")
-MISTAKES = {
-    (16, 20): MASTER_TWICE,
-    (20, 20): MASTER_TWICE + "; and in bf16 the weight and gradient take 2 bytes each, not 4",
-    (12, 16): "8 bytes of states in bf16 where there are 12: the fp32 master copy (or one of Adam's two moments) "
-              "is missing — mixed precision keeps an fp32 copy of the weights and m, v in fp32, 4 bytes each",
-    (14, 12): "one of weight or gradient is missing: both are held at the training width",
-    (14, 16): "one of weight or gradient is missing: both are held at the training width",
-    (18, 16): FP32_GRADIENTS,
-    (18, 20): FP32_GRADIENTS,
-    (12, 8): "only the optimizer states: the weights and gradients themselves also take memory",
-    (12, 12): "only the optimizer states: the weights and gradients themselves also take memory",
-    (8, 16): "Adam's moments at the weights' width: they and the master copy are fp32 whatever the weights are",
-    (20, 16): "an fp32 copy of the gradient counted among the optimizer's states (2 + 2 + 16): the optimizer keeps "
-              "the fp32 master and Adam's m and v, 12 bytes; the gradient is counted once, at the weights' width",
+# The cases the checker asks for, (weight_bytes, gradient_bytes, moment_bytes), and what each tests.
+BYTES_CASES = {
+    (2, 2, 4): "bf16 mixed precision, ZeRO's accounting",
+    (4, 4, 4): "fp32 training",
+    (2, 4, 4): "bf16 weights with fp32 gradients (Megatron-LM's accumulate_allreduce_grads_in_fp32)",
+    (2, 2, 1): "bf16 weights with 8-bit Adam",
 }
 
 
+def _bytes_hint(case, answer) -> str | None:
+    """The likely mistake behind a wrong ``answer`` (weight, gradient, optimizer) for one of ``BYTES_CASES``."""
+    weight_bytes, gradient_bytes, moment_bytes = case
+    weight, gradient, optimizer = answer
+    right = reference_bytes_breakdown(*case)
+    if weight != weight_bytes:
+        return "the weight is held at weight_bytes" if weight else "the weights themselves also take memory"
+    if gradient != gradient_bytes:
+        if gradient == weight_bytes:
+            return "the gradient has gradient_bytes, which need not be the weights' width"
+        return "the gradient is held at gradient_bytes" if gradient else "the gradients also take memory"
+    if optimizer == right[2]:
+        return None
+    master = 4 if weight_bytes < 4 else 0
+    if optimizer == 2 * moment_bytes and master:
+        return "the fp32 master copy is missing: below fp32 the optimizer keeps 4 bytes of fp32 weights to update"
+    if optimizer == 2 * moment_bytes + 4 and not master:
+        return "an fp32 master copy beside fp32 weights: fp32 weights are their own master copy"
+    if moment_bytes != 4 and optimizer == 8 + master:
+        return f"Adam's two moments at moment_bytes = {moment_bytes} each (8-bit Adam quantises them), not 4"
+    if moment_bytes != 4 and optimizer == 2 * moment_bytes + moment_bytes * (master // 4):
+        return "the master copy quantised too: 8-bit Adam quantises only the moments; the master copy stays fp32"
+    if optimizer == right[2] + gradient_bytes:
+        return "a copy of the gradient counted among the optimizer's states: it is counted once, as the gradient"
+    if optimizer == moment_bytes + master:
+        return "one of Adam's two moments (m and v) is missing"
+    return None
+
+
 def check_bytes_per_parameter(fn) -> bool | None:
-    """Check ``fn(weight_bytes) -> (weight, gradient, optimizer)`` bytes for bf16/fp16 (2) and fp32 (4)
-    weights, under ZeRO's accounting; prints a verdict naming the likely mistake from the totals (or the
-    fp32-gradient convention); returns True / False, or None when ``fn`` is None or raises
-    NotImplementedError."""
+    """Check ``fn(weight_bytes, gradient_bytes, moment_bytes) -> (weight, gradient, optimizer)``, the bytes one
+    parameter trained with Adam costs, on ``BYTES_CASES``: bf16 mixed precision, fp32, fp32 gradients beside
+    bf16 weights, and 8-bit Adam. Prints a verdict naming the likely mistake in the first case it gets wrong
+    (the master copy missing or counted for fp32 weights, the moments not at ``moment_bytes``, the master copy
+    quantised, ...); returns True / False, or None when ``fn`` is None or raises NotImplementedError."""
     if _not_attempted(fn, "bytes-per-parameter function"):
         return None
-    answers = []
-    for weight_bytes in (2, 4):
-        answer, error = _run(fn, weight_bytes)
+    for case, name in BYTES_CASES.items():
+        answer, error = _run(fn, *case)
         if error:
             return _failed(error)
         if (not isinstance(answer, (tuple, list)) or len(answer) != 3
                 or not all(isinstance(part, numbers.Real) and not isinstance(part, bool) for part in answer)):
             return _verdict(False, "", f"return the three parts (weight, gradient, optimizer) in bytes, not "
-                                       f"{answer!r} for weight_bytes={weight_bytes}")
+                                       f"{answer!r} for {case}")
         # NumPy's numbers are numbers too; shown as plain ints (or floats) in the verdict
-        answers.append(tuple(int(part) if float(part).is_integer() else float(part) for part in answer))
-    right = tuple(reference_bytes_breakdown(w) for w in (2, 4))
-    if tuple(answers) == right:
-        return _verdict(True, "16 bytes per parameter in bf16 (2 + 2 + 12: 4 master + 8 Adam) and in fp32 "
-                              "(4 + 4 + 8: the weights are their own master copy)", "")
-    totals = tuple(sum(parts) for parts in answers)
-    if answers[0][1] == 4 and answers[0][0] == 2:
-        hint = FP32_GRADIENTS
-    elif totals == (16, 16):
-        hint = "the totals are right, the split is not: weight and gradient at the weights' width, the rest optimizer"
-    else:
-        hint = MISTAKES.get(totals)
-    return _verdict(False, "", f"for weight_bytes 2 and 4 expected {right}, got {tuple(answers)}"
-                               + (f" — {hint}" if hint else ""))
+        answer = tuple(int(part) if float(part).is_integer() else float(part) for part in answer)
+        right = reference_bytes_breakdown(*case)
+        if answer != right:
+            hint = _bytes_hint(case, answer)
+            if hint is None and sum(answer) == sum(right):
+                hint = "the total is right, the split is not: weight, gradient, then everything the optimizer keeps"
+            return _verdict(False, "", f"{name}, (weight_bytes, gradient_bytes, moment_bytes) = {case}: expected "
+                                       f"{right}, got {answer}" + (f" — {hint}" if hint else ""))
+    totals = ", ".join(f"{name.split(' (')[0]} {sum(reference_bytes_breakdown(*case))}"
+                       for case, name in BYTES_CASES.items())
+    return _verdict(True, f"bytes per trained parameter: {totals}", "")
 
 
 # --- the planning exercise: how much memory, and how many GPUs, a 7B GRPO run needs -------------------------
@@ -178,51 +193,82 @@ def _plan_mistakes(lora: bool) -> dict[str, float]:
     return mistakes
 
 
+def plan_waves(lora: bool) -> int:
+    """The waves the planning exercise's rollout takes on ``plan_gpus(lora)`` GPUs, each one engine with a pool
+    of ``PLAN_IN_FLIGHT`` sequences: ``generation_waves``."""
+    return generation_waves(PLAN_ROLLOUT["sequences"], in_flight=PLAN_IN_FLIGHT, engines=plan_gpus(lora))
+
+
+def reference_plan(lora: bool) -> tuple[float, int, int]:
+    """The planning exercise's answer: (``reference_run_gib``, ``plan_gpus``, ``plan_waves``)."""
+    return reference_run_gib(lora), plan_gpus(lora), plan_waves(lora)
+
+
+def _plan_count_hint(lora: bool, gpus, waves) -> str | None:
+    memory = _plan_memory(lora)
+    states, pool = sum(memory[role] for role in PLAN_STATES), memory["KV cache"]
+    right_gpus = plan_gpus(lora)
+    if gpus != right_gpus:
+        if gpus == math.ceil((states + pool) / PLAN_GPU_GIB):
+            return ("the total divided by 80 GiB: ZeRO-3 divides only the model states and the reference; every GPU "
+                    f"keeps its own {pool:,.0f} GiB pool, so N is the fewest with states / N + pool ≤ 80")
+        return f"the fewest N with (model states + reference) / N + one pool ≤ {PLAN_GPU_GIB:.0f} GiB"
+    if waves != plan_waves(lora):
+        if waves == generation_waves(PLAN_ROLLOUT["sequences"], in_flight=PLAN_IN_FLIGHT):
+            return (f"the waves of one engine: each of the {right_gpus} GPUs generates with its own pool, so "
+                    f"{PLAN_ROLLOUT['sequences']} sequences / ({right_gpus} × {PLAN_IN_FLIGHT}), rounded up")
+        return f"waves: ⌈{PLAN_ROLLOUT['sequences']} sequences / (GPUs × {PLAN_IN_FLIGHT} in flight)⌉"
+    return None
+
+
 def check_gpu_plan(fn) -> bool | None:
-    """Check ``fn(lora) -> GiB``: the memory a GRPO run of Qwen2.5-7B needs in all, for full fine-tuning
+    """Check ``fn(lora) -> (GiB, GPUs, waves)``: the plan of a GRPO run of Qwen2.5-7B, for full fine-tuning
     (``lora=False``) and LoRA (``lora=True``), against the library's ``training_memory``.
 
     The run: bf16 weights, Adam in mixed precision, a frozen reference policy for the KL term, a rollout of
-    256 sequences × 8,192 tokens generated by an engine whose KV pool holds 32 of them at once; LoRA trains
-    1 % of the parameters. Count the model states and the reference (which ZeRO-3 shards over the GPUs) and
-    one engine's KV pool (which every GPU generating on its own keeps whole): ``PLAN_ROLES``. The GPUs are
-    then the fewest N with states / N + pool ≤ 80 GiB. Prints a verdict naming the likely mistake (the
-    reference or the KV cache forgotten, the whole rollout's KV cache, an fp32 master copy counted under
-    LoRA, ...) and, when right, how many 80 GiB GPUs each run needs and in how many waves it generates;
+    256 sequences × 8,192 tokens generated by engines whose KV pool holds 32 of them at once; LoRA trains
+    1 % of the parameters. GiB: the model states and the reference (which ZeRO-3 shards over the GPUs) plus
+    one engine's KV pool (which every GPU, generating on its own, keeps whole): ``PLAN_ROLES``. GPUs: the
+    fewest N with states / N + pool ≤ 80 GiB (``plan_gpus``). Waves: ⌈256 / (N × 32)⌉ (``plan_waves``).
+    Prints a verdict naming the likely mistake (the reference or the KV cache forgotten, the whole rollout's
+    KV cache, an fp32 master copy counted under LoRA, the total divided by 80, one engine's waves, ...);
     returns True / False, or None when ``fn`` is None or raises NotImplementedError.
     """
-    if _not_attempted(fn, "memory function"):
+    if _not_attempted(fn, "planning function"):
         return None
     answers = {}
     for lora in (False, True):
         answer, error = _run(fn, lora)
         if error:
             return _failed(error)
-        if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not math.isfinite(answer):
-            return _verdict(False, "", f"return a number of GiB, got {answer!r} for lora={lora}")
-        answers[lora] = float(answer)
+        if (not isinstance(answer, (tuple, list)) or len(answer) != 3
+                or any(isinstance(part, bool) or not isinstance(part, numbers.Real) or not math.isfinite(part)
+                       for part in answer)):
+            return _verdict(False, "", f"return (GiB, GPUs, waves), three numbers, got {answer!r} for lora={lora}")
+        answers[lora] = (float(answer[0]), answer[1], answer[2])
     failures = []
-    for lora, answer in answers.items():
-        right = reference_run_gib(lora)
-        if abs(answer - right) <= PLAN_TOLERANCE * right:
-            continue
+    for lora, (gib, gpus, waves) in answers.items():
         setting = "with LoRA" if lora else "in full fine-tuning"
-        mistake, value = min(_plan_mistakes(lora).items(), key=lambda item: abs(item[1] - answer))
-        hint = f" — {mistake}" if abs(answer - value) <= PLAN_TOLERANCE * value else ""
-        failures.append(f"{setting} expected ≈ {right:,.0f} GiB, got {answer:,.1f}{hint}")
+        right = reference_run_gib(lora)
+        if abs(gib - right) > PLAN_TOLERANCE * right:
+            mistake, value = min(_plan_mistakes(lora).items(), key=lambda item: abs(item[1] - gib))
+            hint = f" — {mistake}" if abs(gib - value) <= PLAN_TOLERANCE * value else ""
+            failures.append(f"{setting} expected ≈ {right:,.0f} GiB, got {gib:,.1f}{hint}")
+            continue
+        hint = _plan_count_hint(lora, gpus, waves)
+        if hint is not None:
+            failures.append(f"{setting} the GiB are right; expected {plan_gpus(lora)} GPUs and {plan_waves(lora)} "
+                            f"waves, got {gpus} and {waves} — {hint}")
     if failures:
         return _verdict(False, "", "; ".join(failures))
-    plan = {lora: plan_gpus(lora) for lora in (False, True)}
-    waves = {lora: generation_waves(PLAN_ROLLOUT["sequences"], in_flight=PLAN_IN_FLIGHT, engines=plan[lora])
-             for lora in (False, True)}
     fuller = {lora: gpus_needed(HUB_SHAPES[PLAN_MODEL], gpu_gib=PLAN_GPU_GIB, gradient_checkpointing=True,
                                 lora_fraction=PLAN_LORA_FRACTION if lora else None, in_flight=PLAN_IN_FLIGHT,
                                 **PLAN_ROLLOUT)
               for lora in (False, True)}
-    return _verdict(True, f"{reference_run_gib(False):,.0f} GiB in full fine-tuning → {plan[False]} GPUs of 80 GiB "
-                          f"(the model states sharded, a {_plan_memory(False)['KV cache']:,.0f} GiB pool on each), "
-                          f"the rollout in {waves[False]} waves; {reference_run_gib(True):,.0f} GiB with LoRA → "
-                          f"{plan[True]}, in {waves[True]} waves. Adding what does not shard (checkpointed "
+    return _verdict(True, f"{reference_run_gib(False):,.0f} GiB in full fine-tuning → {plan_gpus(False)} GPUs of 80 "
+                          f"GiB (the model states sharded, a {_plan_memory(False)['KV cache']:,.0f} GiB pool on each), "
+                          f"the rollout in {plan_waves(False)} waves; {reference_run_gib(True):,.0f} GiB with LoRA → "
+                          f"{plan_gpus(True)}, in {plan_waves(True)} waves. Adding what does not shard (checkpointed "
                           "activations and fp32 logits of one sequence, and the full weights generation needs), "
                           f"gpus_needed says {fuller[False]} and {fuller[True]}", "")
 

@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from rlbook._figures import panel_grid
-from rlbook.scaling import (HUB_SHAPES, MEMORY_ROLES, generation_waves, gpus_needed, kv_bytes_per_token, memory_total,
-                            training_memory)
+from rlbook.scaling import (HUB_SHAPES, MEMORY_ROLES, gated_mlp_activation_coefficient, generation_waves, gpus_needed,
+                            kv_bytes_per_token, memory_total, training_memory)
 
 ENGINE_COLOURS = {"rlbook": "tab:blue", "TRL": "tab:orange"}
 ROLE_COLOURS = {"policy weights": "tab:blue", "policy gradients": "tab:cyan", "Adam + fp32 master": "tab:purple",
@@ -31,6 +31,35 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
     ax.set_title("The same GRPO + LoRA recipe through rlbook and TRL")
     ax.legend(fontsize=8)
     return ax
+
+
+def plot_held_out_evidence(rows, *, k: int, title: str | None = None, z: float = 1.96):
+    """Held-out pass@1 and pass@k with z·SE intervals (1.96: 95 %, normal approximation), one point per run.
+
+    ``rows``: a list of ``(label, engine, pass@1, SE, pass@k, SE@k)``; ``engine`` picks the colour
+    (``ENGINE_COLOURS``; "base" black). Two panels side by side, runs along x in the given order, the base
+    run's value as a dotted line across each panel so that every trained run is read against it. The
+    intervals are each run's own (clustered SEs), not of a difference: the paired gain's SE is smaller.
+    Returns the two axes."""
+    rows = list(rows)
+    if not rows or any(len(row) != 6 for row in rows):
+        raise ValueError("rows must be a non-empty list of (label, engine, pass@1, SE, pass@k, SE@k)")
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.4), sharey=True)
+    for axis, (column, name) in zip(axes, ((2, "pass@1"), (4, f"pass@{k}"))):
+        for i, row in enumerate(rows):
+            colour = "black" if row[1] == "base" else ENGINE_COLOURS.get(row[1], "grey")
+            axis.errorbar(i, row[column], yerr=z * row[column + 1], fmt="o", color=colour, capsize=4, markersize=5)
+            if row[1] == "base":
+                axis.axhline(row[column], color="black", linestyle=":", linewidth=1)
+        axis.set_xticks(range(len(rows)), [row[0] for row in rows], fontsize=8, rotation=30, ha="right")
+        axis.set_title(f"held-out {name}", fontsize=10)
+        axis.set_ylim(0, 1)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel(f"share right (± {z:g} SE)")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return axes
 
 
 def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = None, ax=None,
@@ -90,13 +119,16 @@ def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = No
 
 
 def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: dict | None = None,
-                 plan_tensor_parallel=None, gpu_gib: float = 80.0, **options):
+                 plan_tensor_parallel=None, gpu_gib: float = 80.0, swiglu_plan: bool = False, **options):
     """``training_memory`` of each hub model named in ``models`` (keys of ``HUB_SHAPES``), one row each,
     in GiB per GPU, with two more columns: ``total`` (every role resident at once) and ``largest role``.
 
     ``plan_tensor_parallel``: a tensor-parallel degree t (an int, or a dict of model name → int) adds the
     columns ``TP degree`` and ``GPUs needed``: ``gpus_needed`` for ``gpu_gib`` GPUs at that t, with the
-    row's other options (the role columns stay as ``options`` give them, one GPU by default).
+    row's other options (the role columns stay as ``options`` give them, one GPU by default). With
+    ``swiglu_plan`` one more, ``GPUs needed, SwiGLU``: the same plan with the activations charged at the
+    model's own ``gated_mlp_activation_coefficient`` instead of Korthikanti et al.'s 34, since the plan is
+    only as exact as that coefficient.
 
     With ``in_flight`` (the sequences an engine's KV pool holds at once) two more columns: ``KV, one wave``,
     the KV cache an engine would need to hold its whole share of the rollout at once (the pool that generates
@@ -137,6 +169,11 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
                 row["GPUs needed"] = gpus_needed(HUB_SHAPES[name], gpu_gib=gpu_gib, tensor_parallel=t,
                                                  sequences=sequences, tokens_per_sequence=tokens_per_sequence, **plan)
                 engines = row["GPUs needed"] // t
+                if swiglu_plan:
+                    row["GPUs needed, SwiGLU"] = gpus_needed(
+                        HUB_SHAPES[name], gpu_gib=gpu_gib, tensor_parallel=t, sequences=sequences,
+                        tokens_per_sequence=tokens_per_sequence,
+                        **{**plan, "activation_coefficient": gated_mlp_activation_coefficient(HUB_SHAPES[name])})
             if row_options.get("in_flight") is not None:
                 per_token = kv_bytes_per_token(HUB_SHAPES[name], weight_bytes=row_options.get("weight_bytes", 2),
                                                tensor_parallel=row_t)
@@ -144,7 +181,7 @@ def memory_table(models, *, sequences: int, tokens_per_sequence: int, settings: 
                 row["waves"] = generation_waves(sequences, in_flight=row_options["in_flight"], engines=engines)
             rows[name.split("/")[-1] if label is None else (name.split("/")[-1], label)] = row
     table = pd.DataFrame(rows).T
-    counts = [column for column in ("TP degree", "GPUs needed", "waves") if column in table.columns]
+    counts = [column for column in ("TP degree", "GPUs needed", "GPUs needed, SwiGLU", "waves") if column in table.columns]
     numeric = [column for column in table.columns if column != "largest role" and column not in counts]
     table[numeric] = table[numeric].astype(float)
     table[counts] = table[counts].astype(int)
