@@ -49,7 +49,8 @@ from rlbook.metrics import pass_at_k_per_prompt
 __all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
            "pooled_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
-           "detectable_bias", "critical_correlation", "paired_sign_test", "seed_mean_interval", "MIN_SEEDS"]
+           "detectable_bias", "critical_correlation", "paired_sign_test", "paired_t_test", "seed_mean_interval",
+           "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -290,15 +291,39 @@ def seed_mean_interval(values, *, level: float = 0.95) -> tuple[float, float, fl
     return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
-def _t_quantile(q: float, df: int) -> float:
-    """Student's t quantile for 0.5 ≤ q < 1, by bisection on its CDF (the density integrated by Simpson's rule)."""
+def paired_t_test(differences) -> dict:
+    """Student's paired t-test of per-seed differences against 0: ``{"t", "p_two_sided", "p_one_sided"}``.
+
+    ``differences``: one a − b per seed (runs of one seed paired), n ≥ 2. t = mean / (sd / √n) with
+    n − 1 degrees of freedom (Student 1908; e.g. Rice, *Mathematical Statistics*, §11.3);
+    ``p_one_sided`` = P(T ≥ t), the test of a gap in the direction a > b stated before the run,
+    ``p_two_sided`` = P(|T| ≥ |t|). E.g. three gaps with t = 3.06 give 0.046 one-sided, 0.092 two-sided.
+    """
+    d = _values("differences", differences)
+    if d.size < 2:
+        raise ValueError(f"differences must hold at least 2 values (one per seed), got {d.size}")
+    sd = float(d.std(ddof=1))
+    if sd == 0:
+        raise ValueError("differences must not all be equal (the t statistic needs a spread)")
+    t = float(d.mean()) / (sd / math.sqrt(d.size))
+    upper = 1.0 - _t_cdf(abs(t), d.size - 1)
+    return {"t": t, "p_two_sided": float(2 * upper), "p_one_sided": float(upper if t >= 0 else 1.0 - upper)}
+
+
+def _t_cdf(t: float, df: int) -> float:
+    """Student's t CDF at t ≥ 0 (the density integrated from 0 by Simpson's rule)."""
     log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    steps = 2000
+    xs = np.linspace(0.0, t, steps + 1)
+    pdf = np.exp(log_norm - (df + 1) / 2 * np.log1p(xs * xs / df))
+    return 0.5 + t / (3 * steps) * (pdf[0] + pdf[-1] + 4 * pdf[1:-1:2].sum() + 2 * pdf[2:-1:2].sum())
+
+
+def _t_quantile(q: float, df: int) -> float:
+    """Student's t quantile for 0.5 ≤ q < 1, by bisection on its CDF (``_t_cdf``)."""
 
     def cdf(t: float) -> float:
-        steps = 2000
-        xs = np.linspace(0.0, t, steps + 1)
-        pdf = np.exp(log_norm - (df + 1) / 2 * np.log1p(xs * xs / df))
-        return 0.5 + t / (3 * steps) * (pdf[0] + pdf[-1] + 4 * pdf[1:-1:2].sum() + 2 * pdf[2:-1:2].sum())
+        return _t_cdf(t, df)
 
     low, high = 0.0, 1.0
     while cdf(high) < q:

@@ -8,7 +8,8 @@ entropy law of lesson 16), the sampling and the update happen here, with the lib
 - ``off_policy_batch`` / ``OffPolicyBatch``: a sampled batch and its tokens' log-probs after each of a
   few minibatch steps (lessons 12-13: token vs sequence ratios, what each clip cuts);
 - ``policy_after_updates``: a real batch after a few AdamW steps of DAPO's loss (lesson 11: the
-  tokens the upper clip stops);
+  tokens the upper clip stops); ``ratio_crossings``: whether a token's own updates or the rest of the
+  batch's carried it past the clip line;
 - ``one_step_logprob_change``: the per-token change of each completion's log-prob after one
   normalised step under an aggregation mode (lesson 10: GRPO's 1/|o| push);
 - ``first_token_probabilities``, ``sampled_token_entropies``, ``entropy_step_change``: the policy's
@@ -37,6 +38,7 @@ __all__ = [
     "register_disagreement_variant",
     "off_policy_batch",
     "policy_after_updates",
+    "ratio_crossings",
     "clip_relief",
     "one_step_logprob_change",
     "first_token_probabilities",
@@ -127,7 +129,8 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
 
 
 def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,
-                         lr: float = 3e-4, eps_low: float = 0.2, eps_high: float = 0.28, seed: int = 0) -> dict:
+                         lr: float = 3e-4, eps_low: float = 0.2, eps_high: float = 0.28, seed: int = 0,
+                         track_ratios: bool = False) -> dict:
     """A real batch for the clip pictures: ``updates`` AdamW steps of DAPO's loss on minibatches of
     ``rollout``, then every token's log-prob under the moved policy.
 
@@ -143,6 +146,13 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
       (DAPO's "up-clipped" tokens, Yu et al. 2025, arXiv:2503.14476, §3.1 and Figure 3a);
     - ``last_ratio`` (B, T): each token's ratio at the start of the last update that contained its row;
     - ``updates_per_row`` (B,): how many of the updates contained each row.
+
+    With ``track_ratios=True`` (one extra forward pass of the whole batch per update; the updates
+    themselves are unchanged) it also returns the path of every token's ratio, so that a token's
+    own updates can be told apart from the rest of the batch's (``ratio_crossings``):
+
+    - ``ratio_path`` (updates + 1, B, T): the ratios before the first update and after each update;
+    - ``in_update`` (updates, B) bool: which rows each update trained.
     """
     check_int("updates", updates, minimum=1)
     eps_high = check_positive("eps_high", eps_high, allow_zero=True)
@@ -156,18 +166,82 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
     clipped_high = torch.zeros_like(mask)
     last_ratio = torch.full_like(old_logp, float("nan"))
     updates_per_row = torch.zeros(len(rollout), dtype=torch.long)
-    for rows in plan:
+    path, in_update = [], torch.zeros(len(plan), len(rollout), dtype=torch.bool)
+
+    def all_ratios():
+        with torch.no_grad():
+            return (rollout_logprobs(model, rollout) - old_logp).exp()
+
+    if track_ratios:
+        path.append(all_ratios())
+    for k, rows in enumerate(plan):
         with torch.no_grad():
             ratio = (rollout_logprobs(model, rollout.select(rows)) - old_logp[rows]).exp()
         clipped_high[rows] = clipped_high[rows] | (mask[rows] & (token_advantages[rows] > 0) & (ratio > 1 + eps_high))
         last_ratio[rows] = ratio
         updates_per_row[rows] += 1
+        in_update[k, rows] = True
         policy_update(model, optimizer, rollout, advantages, [rows], max_grad_norm=None, variant="dapo",
                       eps_low=eps_low, eps_high=eps_high)
+        if track_ratios:
+            path.append(all_ratios())
     with torch.no_grad():
         logp = rollout_logprobs(model, rollout)
-    return {"old_logp": old_logp, "logp": logp, "advantages": advantages, "mask": rollout.completion_mask.float(),
-            "clipped_high": clipped_high, "last_ratio": last_ratio, "updates_per_row": updates_per_row}
+    result = {"old_logp": old_logp, "logp": logp, "advantages": advantages, "mask": rollout.completion_mask.float(),
+              "clipped_high": clipped_high, "last_ratio": last_ratio, "updates_per_row": updates_per_row}
+    if track_ratios:
+        result |= {"ratio_path": torch.stack(path), "in_update": in_update}
+    return result
+
+
+def ratio_crossings(batch: dict, eps_high: float):
+    """How each A > 0 token that ended above the clip line 1 + ε_high got there, from a batch of
+    ``policy_after_updates(..., track_ratios=True)``.
+
+    PPO's clip (Schulman et al. 2017, arXiv:1707.06347, eq. 7; DAPO's ε_high, Yu et al. 2025,
+    arXiv:2503.14476, eq. 10) switches a token's own term off only while r > 1 + ε_high at the start of
+    an update; it does not stop the ratio there. Each update k moves the token's log-ratio by
+    Δ_k = log r_k − log r_{k−1}; the updates that trained the token's row ("own": the token's own term
+    and those of the other rows in that minibatch, plus Adam's momentum) are told apart from the rest
+    ("carried": the shared weights moved by other rows' gradients and by momentum).
+
+    Returns a DataFrame, one row per A > 0 token with final ratio > 1 + ε_high: ``row``, ``position``,
+    ``final_ratio``; ``crossed_in`` (1-based index of the last update across which the ratio went from
+    ≤ 1 + ε_high to above it, 0 if it started above), ``crossed_by`` ("own" when that update trained the
+    token's row, "carried" when it did not), ``ratio_before`` / ``ratio_after`` that update;
+    ``own_rise`` / ``carried_rise``: the sums of Δ_k over the two kinds of update (they add up to log r_final).
+    """
+    import pandas as pd
+
+    eps_high = check_positive("eps_high", eps_high, allow_zero=True)
+    if not {"ratio_path", "in_update", "advantages", "mask"} <= set(batch):
+        raise ValueError("batch must come from policy_after_updates(..., track_ratios=True)")
+    path = torch.as_tensor(batch["ratio_path"]).float()
+    in_update = torch.as_tensor(batch["in_update"]).bool()
+    mask = torch.as_tensor(batch["mask"]) > 0
+    advantages = torch.as_tensor(batch["advantages"]).float()
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1).expand_as(mask)
+    if path.dim() != 3 or path.shape[1:] != mask.shape or in_update.shape != (path.shape[0] - 1, mask.shape[0]):
+        raise ValueError("ratio_path must be (updates + 1, B, T) and in_update (updates, B) for the batch's (B, T)")
+    line = 1 + eps_high
+    steps = path.clamp_min(1e-30).log().diff(dim=0)                       # (updates, B, T)
+    own = in_update.unsqueeze(2).expand_as(steps)
+    ended = mask & (advantages > 0) & (path[-1] > line)
+    records = []
+    for row, position in ended.nonzero().tolist():
+        trace = path[:, row, position]
+        ups = [k for k in range(1, len(trace)) if trace[k - 1] <= line < trace[k]]
+        k = ups[-1] if ups else 0
+        records.append({
+            "row": row, "position": position, "final_ratio": float(trace[-1]), "crossed_in": k,
+            "crossed_by": ("own" if bool(in_update[k - 1, row]) else "carried") if k else "started above",
+            "ratio_before": float(trace[k - 1]) if k else float("nan"), "ratio_after": float(trace[k]),
+            "own_rise": float(steps[:, row, position][own[:, row, position]].sum()),
+            "carried_rise": float(steps[:, row, position][~own[:, row, position]].sum())})
+    columns = ["row", "position", "final_ratio", "crossed_in", "crossed_by", "ratio_before", "ratio_after",
+               "own_rise", "carried_rise"]
+    return pd.DataFrame.from_records(records, columns=columns)
 
 
 def one_step_logprob_change(model, rollout, advantages, mode: str, *, max_len: int, step_size: float = 0.02):

@@ -260,3 +260,21 @@ def test_seed_mean_interval_is_the_student_t_interval():
         seed_mean_interval([0.1])
     with pytest.raises(ValueError, match="level"):
         seed_mean_interval([0.1, 0.2], level=95)
+
+
+def test_paired_t_test_matches_student_t_tables():
+    from rlbook.evidence import paired_t_test
+
+    # t = 3.0649 on 2 df: the table's one-sided 5 % point is 2.920, the 2.5 % point 4.303
+    result = paired_t_test([0.0025, 0.0061, 0.0092])
+    assert abs(result["t"] - 3.0649) < 1e-3
+    assert abs(result["p_one_sided"] - 0.0460) < 5e-4 and abs(result["p_two_sided"] - 0.0920) < 1e-3
+    # at the table's critical value t(0.95, 4) = 2.132 the one-sided p is 5 %: differences with mean/(sd/√5) = 2.132
+    d = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+    d = d + 2.132 * d.std(ddof=1) / np.sqrt(5)
+    assert abs(paired_t_test(d)["p_one_sided"] - 0.05) < 5e-4
+    assert paired_t_test(-d)["p_one_sided"] > 0.9                   # the other direction
+    with pytest.raises(ValueError, match="at least 2"):
+        paired_t_test([0.1])
+    with pytest.raises(ValueError, match="spread"):
+        paired_t_test([0.1, 0.1])

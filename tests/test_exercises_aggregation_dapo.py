@@ -86,6 +86,11 @@ def _ramp(n, max_len, cache_len):
     (lambda n, L, c: _ramp(n, L, c) if n > L - c else 0.0, "exactly −1 for every |y| > L_max"),
     (lambda n, L, c: max(-1.0, (L - c - n) / L) if n > L - c else 0.0, "divides by L_cache"),
     (lambda n, L, c: (L - n) / c if L - c < n <= L else soft_overlong_penalty(n, L, c), "measured from L_max"),
+    # the off-by-one a reader actually writes shifts the whole ramp, and // floors it to −1
+    (lambda n, L, c: 0.0 if n <= L - c else (max(-1.0, (L - c + 1 - n) / c) if n <= L else -1.0), "shifted one token late"),
+    (lambda n, L, c: 0.0 if n <= L - c else (max(-1.0, (L - c - 1 - n) / c) if n <= L else -1.0), "shifted one token early"),
+    (lambda n, L, c: 0.0 if n <= L - c else (max(-1, (L - c - n) // c) if n <= L else -1.0), "integer division"),
+    (lambda n, L, c: 0.0 if n <= L - c else max(-1.0, (L - c - n) / max(c - 1, 1)), "divides by L_cache − 1"),
     (lambda n, L, c: 0.5, "expected 0.0000, got 0.5000"),
     (lambda n, L, c: [0.0, 1.0], "one number"),
 ])

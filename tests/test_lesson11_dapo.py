@@ -1,5 +1,7 @@
 """Lesson 11 (DAPO): the clip-higher bandit toy, the clip figure's counter-example, the clip-mask checker."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -151,6 +153,37 @@ def test_policy_after_updates_records_the_clip_while_each_row_is_trained(model_d
     assert past.any() and clipped[past].all()
     with pytest.raises(ValueError, match="eps_high"):
         policy_after_updates(model, rollout, advantages, eps_high=-0.1)
+
+
+def test_track_ratios_leaves_the_updates_alone_and_splits_each_rise_into_own_and_carried(model_dir):
+    from rlbook.models import load_model
+    from rlbook.probes import policy_after_updates, ratio_crossings
+    from rlbook.rollout import sample
+
+    model, tokenizer = load_model(model_dir)
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=4, max_new_tokens=6, seed=0)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.0, 1.0, -1.0, -1.0])
+    kwargs = dict(updates=4, minibatch_size=4, lr=3e-2, eps_low=0.2, eps_high=0.0, seed=0)
+    plain = policy_after_updates(copy.deepcopy(model), rollout, advantages, **kwargs)
+    tracked = policy_after_updates(copy.deepcopy(model), rollout, advantages, track_ratios=True, **kwargs)
+    assert torch.equal(plain["logp"], tracked["logp"]) and "ratio_path" not in plain   # same updates, same numbers
+    path, mask = tracked["ratio_path"], tracked["mask"] > 0
+    assert path.shape == (5, *mask.shape) and tracked["in_update"].shape == (4, 8)
+    assert tracked["in_update"].sum(0).tolist() == tracked["updates_per_row"].tolist()
+    assert torch.allclose(path[-1][mask], (tracked["logp"] - tracked["old_logp"]).exp()[mask])
+    table = ratio_crossings(tracked, 0.0)
+    ended = mask & (advantages > 0).unsqueeze(1) & ((tracked["logp"] - tracked["old_logp"]).exp() > 1.0)
+    assert len(table) == int(ended.sum()) > 0
+    # the two parts add up to the final log-ratio, and the crossing update is where the ratio passed the line
+    assert torch.allclose(torch.tensor((table["own_rise"] + table["carried_rise"]).to_numpy()),
+                          torch.tensor(table["final_ratio"].to_numpy()).log(), atol=1e-4)
+    crossed = table[table["crossed_in"] > 0]
+    assert ((crossed["ratio_before"] <= 1.0) & (crossed["ratio_after"] > 1.0)).all()
+    for _, row in crossed.iterrows():
+        own = bool(tracked["in_update"][row["crossed_in"] - 1, row["row"]])
+        assert row["crossed_by"] == ("own" if own else "carried")
+    with pytest.raises(ValueError, match="track_ratios"):
+        ratio_crossings(plain, 0.0)
 
 
 def _relief_pair():

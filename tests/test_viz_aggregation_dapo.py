@@ -141,6 +141,8 @@ def test_the_probed_clip_widget_draws_the_batch_of_each_eps_high():
     widget = dapo_viz.clip_higher_widget(batches=batches)
     slider = widget.widget.kwargs_widgets[1]
     assert [value for _, value in slider.options] == [0.2, 0.28, 0.5] and slider.value == 0.28
+    eps_low = widget.widget.kwargs_widgets[0]
+    assert eps_low.max == 0.2 and eps_low.value <= 0.2          # never above an ε_high the figure could draw
     with pytest.raises(ValueError, match="not both"):
         dapo_viz.clip_higher_widget(_batch(), batches=batches)
     with pytest.raises(ValueError, match="non-empty"):

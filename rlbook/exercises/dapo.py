@@ -3,8 +3,8 @@
 ``check_soft_overlong_penalty``: the reader writes ``my_penalty(length, max_len, cache_len) -> float``
 for one response length; the checker compares it with ``rlbook.shaping.soft_overlong_penalty`` (Yu et
 al. 2025, arXiv:2503.14476, eq. 13) on every length around the window and, when it differs,
-names the likely mistake: the sign, a window boundary off by one, no floor at −1, the wrong
-denominator.
+names the likely mistake: the sign, a window boundary off by one, the whole ramp shifted by one
+token, integer division, no floor at −1, the wrong denominator (L_max or L_cache − 1).
 
 ``check_clip_mask``: the reader writes ``my_clip_mask(ratio, advantages, eps_low, eps_high)``, True
 for each token whose own gradient the decoupled clip of ``rlbook.losses.clipped_surrogate`` (DAPO
@@ -40,6 +40,20 @@ def _wrong_penalties(max_len: int, cache_len: int) -> dict[str, tuple[callable, 
                        "so |y| = L_max − L_cache + 1 already gets −1/L_cache"),
         "early_start": (lambda n: right(n) if n != safe else -1 / max(cache_len, 1),
                         "the window starts one token early: |y| = L_max − L_cache itself is still safe (0)"),
+        "ramp_late": (lambda n: max(-1.0, (safe + 1 - n) / max(cache_len, 1)) if safe < n <= max_len else right(n),
+                      "the whole ramp is shifted one token late ((L_max − L_cache) + 1 − |y|): it must be "
+                      "((L_max − L_cache) − |y|) / L_cache, so that |y| = L_max gets exactly −1"),
+        "ramp_early": (lambda n: max(-1.0, (safe - 1 - n) / max(cache_len, 1)) if safe < n <= max_len else right(n),
+                       "the whole ramp is shifted one token early ((L_max − L_cache) − 1 − |y|): it must be "
+                       "((L_max − L_cache) − |y|) / L_cache, so that |y| = L_max − L_cache + 1 gets −1/L_cache"),
+        "floor_division": (lambda n: max(-1.0, float((safe - n) // max(cache_len, 1))) if safe < n <= max_len
+                           else right(n),
+                           "integer division: (L_max − L_cache − |y|) // L_cache floors to −1 across the whole "
+                           "window; divide with / so the ramp falls by 1/L_cache per token"),
+        "denominator_minus_one": (lambda n: max(-1.0, (safe - n) / max(cache_len - 1, 1)) if safe < n <= max_len
+                                  else right(n),
+                                  "the ramp divides by L_cache − 1; it divides by L_cache, so it reaches −1 "
+                                  "exactly at |y| = L_max"),
         "no_floor": (lambda n: (safe - n) / max(cache_len, 1) if n > safe else 0.0,
                      "beyond L_max the penalty keeps falling: it is exactly −1 for every |y| > L_max"),
         "wrong_denominator": (lambda n: max(-1.0, (safe - n) / max_len) if n > safe else 0.0,

@@ -233,8 +233,9 @@ def clip_higher_widget(batch: dict | None = None, *, batches: dict | None = None
     ``batches``: ``{ε_high: batch}``, one real batch per ε_high, each updated *under* that ε_high
     (``rlbook.probes.policy_after_updates``): the ε_high slider then steps through those values and
     shows the tokens where that clip left them, so moving it changes what happened to the tokens, not
-    only which fixed points lie above a line. ``batch``: one batch drawn under every ε_high (the line
-    moves, the tokens do not). ε_low moves the left panel's flat region only.
+    only which fixed points lie above a line; the ε_low slider then ends at the smallest ε_high.
+    ``batch``: one batch drawn under every ε_high (the line moves, the tokens do not). ε_low moves the
+    left panel's flat region only.
     """
     import ipywidgets as widgets
 
@@ -252,9 +253,12 @@ def clip_higher_widget(batch: dict | None = None, *, batches: dict | None = None
         raise ValueError("batches must be a non-empty dict {eps_high: batch}")
     values = sorted(check_positive("eps_high", float(eps), allow_zero=True) for eps in batches)
     by_value = {float(eps): b for eps, b in batches.items()}
+    # ε_low stops at the smallest ε_high, so the curve drawn is always the one the slider reads
+    eps_low_slider.max = values[0]
+    eps_low_slider.value = min(eps_low_slider.value, values[0])
 
     def draw_probed(eps_low, eps_high):
-        plot_clip_higher(min(eps_low, eps_high), eps_high, batch=by_value[eps_high])
+        plot_clip_higher(eps_low, eps_high, batch=by_value[eps_high])
         plt.show()
 
     start = min(values, key=lambda v: abs(v - 0.28))
