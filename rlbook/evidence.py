@@ -47,6 +47,7 @@ import numpy as np
 from rlbook.metrics import pass_at_k_per_prompt
 
 __all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
+           "pooled_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
            "detectable_bias", "critical_correlation", "paired_sign_test", "paired_t_test", "seed_mean_interval",
            "MIN_SEEDS"]
@@ -162,6 +163,29 @@ def paired_pass_at_k_difference(correct_a, correct_b, k: int, *, clusters=None) 
         raise ValueError(f"correct_b must have one row per prompt of correct_a ({a.size}), got {b.size}")
     labels = range(a.size) if clusters is None else clusters
     return float((a - b).mean()), clustered_se(a - b, labels)
+
+
+def pooled_pass_at_k_difference(seed_tables, correct_b, k: int, *, clusters=None) -> tuple[float, float]:
+    """The mean over seeds of pass@k(seed) − pass@k(b) on the same prompts, and its standard error: ``(gap, se)``.
+
+    ``seed_tables``: one (P, n) 0/1 table per seed of one recipe, row i the same prompt as ``correct_b``'s
+    row i (typically the base model's one table, shared by every seed's comparison). Per prompt the seeds'
+    unbiased pass@k (Chen et al. 2021) are averaged first and ``correct_b``'s subtracted once; the SE is
+    ``clustered_se`` of those P differences. So b's sampling noise, common to every seed's gap, is counted
+    once, not as if it were independent per seed, and the seeds' own differences enter through how they
+    vary from prompt to prompt. It answers "are these runs, pooled, below b on prompts like these", not
+    "is the recipe below b" (for that, the spread between seeds: ``seed_mean_interval``).
+    """
+    tables = list(seed_tables)
+    if not tables:
+        raise ValueError("seed_tables must hold at least one table (one per seed)")
+    b = np.asarray(pass_at_k_per_prompt(correct_b, k))
+    per_seed = [np.asarray(pass_at_k_per_prompt(table, k)) for table in tables]
+    if any(a.size != b.size for a in per_seed):
+        raise ValueError(f"every table in seed_tables must have one row per prompt of correct_b ({b.size}), got "
+                         f"{[a.size for a in per_seed]}")
+    gaps = np.mean(per_seed, axis=0) - b
+    return float(gaps.mean()), clustered_se(gaps, range(b.size) if clusters is None else clusters)
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,27 @@ def test_paired_pass_at_k_difference_is_the_mean_of_per_prompt_gaps_clustered_by
         paired_pass_at_k_difference(a, b, 8)
 
 
+def test_pooled_pass_at_k_difference_averages_seeds_per_prompt_and_counts_the_shared_table_once():
+    from rlbook.evidence import clustered_se, paired_pass_at_k_difference, pooled_pass_at_k_difference
+    from rlbook.metrics import pass_at_k_per_prompt
+
+    rng = np.random.default_rng(1)
+    rates = rng.uniform(0, 1, size=30)
+    base = (rng.uniform(size=(30, 16)) < rates[:, None]).astype(int)
+    seeds = [(rng.uniform(size=(30, 8)) < np.minimum(rates + 0.1, 1)[:, None]).astype(int) for _ in range(3)]
+    gap, se = pooled_pass_at_k_difference(seeds, base, 4)
+    # the mean of the seeds' own paired gaps, and the SE of the per-prompt seed-mean minus the base
+    assert gap == pytest.approx(np.mean([paired_pass_at_k_difference(t, base, 4)[0] for t in seeds]))
+    per_prompt = np.mean([pass_at_k_per_prompt(t, 4) for t in seeds], axis=0) - np.asarray(pass_at_k_per_prompt(base, 4))
+    assert se == pytest.approx(clustered_se(per_prompt, range(30)))
+    assert pooled_pass_at_k_difference([seeds[0]], base, 4) == pytest.approx(paired_pass_at_k_difference(seeds[0], base, 4))
+    assert pooled_pass_at_k_difference((t for t in seeds), base, 4) == pytest.approx((gap, se))  # any iterable
+    with pytest.raises(ValueError, match="seed_tables"):
+        pooled_pass_at_k_difference([], base, 4)
+    with pytest.raises(ValueError, match="one row per prompt"):
+        pooled_pass_at_k_difference([seeds[0][:10]], base, 4)
+
+
 def test_paired_minimum_detectable_difference_uses_t_quantiles():
     import math
 

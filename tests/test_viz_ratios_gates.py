@@ -114,6 +114,16 @@ def test_plot_histories_overlays_runs():
     assert len(fig.axes[0].lines) == 2 and len(fig.axes[1].lines) == 1
     with pytest.raises(ValueError, match="entropy"):
         ratio_viz.plot_histories(runs, ["entropy"])
+    # a rolling mean is what is drawn; styles reach the line; the legend can sit outside the panels
+    fig = ratio_viz.plot_histories(runs, ["reward"], rolling=2, styles={"b": {"color": "red", "ls": ":"}},
+                                   legend_outside=True)
+    a_line, b_line = fig.axes[0].lines
+    assert list(a_line.get_ydata()) == pytest.approx([0.1, 0.2]) and list(b_line.get_ydata()) == pytest.approx([0.2, 0.3])
+    assert b_line.get_color() == "red" and b_line.get_linestyle() == ":" and b_line.get_label() == "b"
+    with pytest.raises(ValueError, match="rolling"):
+        ratio_viz.plot_histories(runs, ["reward"], rolling=0)
+    with pytest.raises(ValueError, match="styles"):
+        ratio_viz.plot_histories(runs, ["reward"], styles={"c": {}})
 
 
 def test_gate_plots_and_widget():

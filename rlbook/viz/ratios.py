@@ -177,10 +177,13 @@ def ratio_spread_widget(batch: OffPolicyBatch):
     )
 
 
-def plot_histories(histories: dict[str, pd.DataFrame], keys, *, title: str | None = None):
+def plot_histories(histories: dict[str, pd.DataFrame], keys, *, title: str | None = None,
+                   styles: dict[str, dict] | None = None, rolling: int = 1, legend_outside: bool = False):
     """One panel per metric in ``keys``, each run of ``histories`` (name → ``History.to_pandas()``) a line.
 
-    A run that did not log a metric is left out of that panel.
+    A run that did not log a metric is left out of that panel. ``styles``: matplotlib line keywords per
+    run name (e.g. one colour per recipe, a line style per seed); ``rolling``: plot the mean over that many
+    steps (trailing window; 1 plots the raw values); ``legend_outside``: the legend right of the panels.
     """
     keys = list(keys)
     if not keys:
@@ -188,15 +191,27 @@ def plot_histories(histories: dict[str, pd.DataFrame], keys, *, title: str | Non
     missing = [key for key in keys if not any(key in frame for frame in histories.values())]
     if missing:
         raise ValueError(f"no run logged {missing}")
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.0), squeeze=False)
+    if isinstance(rolling, bool) or not isinstance(rolling, int) or rolling < 1:
+        raise ValueError(f"rolling must be a positive int (steps in the window), got {rolling!r}")
+    styles = styles or {}
+    unknown = sorted(set(styles) - set(histories))
+    if unknown:
+        raise ValueError(f"styles names runs that histories does not hold: {unknown}")
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys) + (1.8 if legend_outside else 0), 3.0),
+                             squeeze=False)
     for ax, key in zip(axes[0], keys):
         for name, frame in histories.items():
             if key in frame:
-                ax.plot(frame["step"], frame[key], "o-", ms=3, label=name)
-        ax.set_title(key, fontsize=10)
+                values = frame[key].rolling(rolling, min_periods=1).mean() if rolling > 1 else frame[key]
+                ax.plot(frame["step"], values, **({"marker": "o", "ms": 3} | styles.get(name, {}) | {"label": name}))
+        ax.set_title(key if rolling == 1 else f"{key} (mean of the last {rolling} steps)", fontsize=10)
         ax.set_xlabel("step")
+        ax.set_ylabel(key)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if legend_outside:
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        else:
+            ax.legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
