@@ -43,14 +43,15 @@ from pathlib import Path
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
-from rlbook.evidence import _t_quantile
+from rlbook.evidence import _t_quantile, paired_minimum_detectable_difference
 from rlbook.metrics import mean_pass_at_k
-from rlbook.rollout import sample
+from rlbook.rollout import prompt_text, sample
 from rlbook.tasks.reviews import UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
 __all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
-           "mixed_examples", "pair_kinds", "rejection_samples", "sample_replies", "save_stage", "show_replies",
+           "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
+           "sample_replies", "save_stage", "show_replies",
            "solver_agreement", "stage_report", "t_multiplier"]
 
 DOMAINS = ("reasoning", "general")
@@ -175,7 +176,8 @@ class MixedReward:
 
 @torch.no_grad()
 def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_samples: int = 8, k: int = 8,
-                 max_new_tokens: int = 64, review_max_new_tokens: int = 96, seed: int = 0) -> dict:
+                 max_new_tokens: int = 64, review_max_new_tokens: int = 96, seed: int = 0,
+                 per_problem: bool = False) -> dict:
     """One row of the stage table: how a policy does on held-out reasoning prompts and review requests.
 
     Reasoning (``n_samples`` samples for each row of ``held_out``): ``pass@1`` and ``pass@{k}``
@@ -191,25 +193,24 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     error clustered by prompt (samples of one prompt share it): ``pass@1 SE`` is the standard deviation
     of the per-problem pass rates over √(problems); ``gold SE`` the same over the distinct review
     prompts (repeated prompts pooled into one cluster; NaN with a single distinct prompt), and
-    ``parsed SE`` for the share that parse, clustered the same way.
+    ``parsed SE`` for the share that parse, clustered the same way. With ``per_problem``, also
+    ``per-problem pass@1``: each held-out problem's share of right samples (a list, in ``held_out``'s
+    order), for a paired comparison of two stages on the same problems (``paired_change``).
     """
     check_int("n_samples", n_samples, minimum=1)
     check_int("k", k, minimum=1)
     if k > n_samples:
         raise ValueError(f"k must be at most n_samples={n_samples}, got {k}")
-    rows = [dict(row) for row in held_out]
-    if not rows:
-        raise ValueError("held_out must hold at least one row")
     was_training = model.training
     model.eval()
-    rollout = sample(model, tokenizer, [r["prompt"] for r in rows], num_samples=n_samples,
-                     max_new_tokens=max_new_tokens, seed=seed)
-    correct = torch.tensor([task.reward(t, rows[i // n_samples]) == 1.0 for i, t in enumerate(rollout.texts)])
-    correct = correct.view(len(rows), n_samples)
+    rollout, _, correct = _graded_sums(model, tokenizer, task, held_out, n_samples=n_samples,
+                                       max_new_tokens=max_new_tokens, seed=seed)
     report = {"pass@1": mean_pass_at_k(correct, 1), "pass@1 SE": _cluster_se(correct.float().mean(1).tolist()),
               f"pass@{k}": mean_pass_at_k(correct, k),
               "length": rollout.completion_lengths.float().mean().item(),
               "format": sum(map(is_r1_formatted, rollout.texts)) / len(rollout.texts)}
+    if per_problem:
+        report["per-problem pass@1"] = correct.float().mean(1).tolist()
     if review_prompts is not None:
         review_prompts = list(review_prompts)
         reviews = sample(model, tokenizer, review_prompts, num_samples=n_samples,
@@ -232,15 +233,32 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     return report
 
 
+def _graded_sums(model, tokenizer, task, held_out, *, n_samples, max_new_tokens, seed, prefix=""):
+    """``n_samples`` completions of each row of ``held_out`` (after ``prefix``, appended to the chat
+    template's opened assistant turn, when given) and the strict verifier's verdicts: ``(rollout, texts,
+    correct)``, ``texts`` holding ``prefix`` + each completion, ``correct`` a (problems, n_samples) bool table."""
+    rows = [dict(row) for row in held_out]
+    if not rows:
+        raise ValueError("held_out must hold at least one row")
+    prompts = [prompt_text(tokenizer, r["prompt"]) + prefix if prefix else r["prompt"] for r in rows]
+    rollout = sample(model, tokenizer, prompts, num_samples=n_samples, max_new_tokens=max_new_tokens, seed=seed)
+    texts = [prefix + t for t in rollout.texts]
+    correct = torch.tensor([task.reward(t, rows[i // n_samples]) == 1.0 for i, t in enumerate(texts)])
+    return rollout, texts, correct.view(len(rows), n_samples)
+
+
 @torch.no_grad()
 def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(), n_samples: int = 1,
-                   max_new_tokens: int = 64, review_max_new_tokens: int = 96, seed: int = 0) -> list[dict]:
+                   max_new_tokens: int = 64, review_max_new_tokens: int = 96, seed: int = 0,
+                   reward_model=None) -> list[dict]:
     """A few of a policy's completions, to read, sampled as ``stage_report`` samples them (temperature 1).
 
     ``n_samples`` replies to each row of ``examples`` (rows of ``task``) and to each of ``review_prompts``.
     One dict per reply: ``kind`` ("sum" or "review"), ``request`` (the user's text), ``reply``; a sum adds
     ``right`` (the strict verifier) and ``r1 format`` (``is_r1_formatted``), a review ``parses``
-    (``parse_review``) and ``gold`` (``gold_reward``: ``UNPARSABLE`` when it does not parse).
+    (``parse_review``) and ``gold`` (``gold_reward``: ``UNPARSABLE`` when it does not parse), and, with a
+    ``reward_model`` (a ``RewardModel``), ``rm score``: its score of the reply after the request. With
+    ``seed`` s the review replies are those ``stage_report(..., seed=s)`` scores (both sample them with s + 1).
     """
     check_int("n_samples", n_samples, minimum=1)
     rows = [dict(row) for row in examples]
@@ -263,8 +281,89 @@ def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(
         for i, text in enumerate(rollout.texts):
             out.append({"kind": "review", "request": _request(review_prompts[i // n_samples]), "reply": text,
                         "parses": parse_review(text) is not None, "gold": gold_reward(text)})
+        if reward_model is not None:
+            scores = reward_model.score([p for p in review_prompts for _ in range(n_samples)], rollout.texts).tolist()
+            for row, score in zip(out[len(out) - len(scores):], scores):
+                row["rm score"] = float(score)
     model.train(was_training)
     return out
+
+
+def review_readout(replies) -> dict:
+    """What a policy's review replies (``sample_replies``' review rows) are like, beyond their mean gold reward.
+
+    ``replies``: the share that ``parsed`` as reviews; ``gold`` (mean, unparsable = ``UNPARSABLE``) and
+    ``gold of parsed``; ``clauses``, the share of parsed reviews with 1, 2, … clauses, and ``mean clauses``
+    (the gold reward pays up to ``MAX_CLAUSES`` distinct positive ones, ``rlbook.tasks.reviews``);
+    ``distinct``, the mean over requests of (distinct replies / replies), a collapse onto one reply
+    giving 1 / replies. With ``rm score`` in the rows (``sample_replies(reward_model=...)``): ``rm score``
+    (mean), ``rm of parsed`` / ``rm of unparsed`` and ``unparsed over parsed``, the chance that the reward
+    model scores a random reply that is no review above a random review (0.5: it cannot tell them apart;
+    NaN when either kind is missing).
+    """
+    rows = [r for r in replies if r.get("kind", "review") == "review"]
+    if not rows:
+        raise ValueError("replies must hold at least one review reply (sample_replies' rows with kind 'review')")
+    parsed = [r for r in rows if r["parses"]]
+    counts = [len(parse_review(r["reply"])) for r in parsed]
+    by_request = {}
+    for r in rows:
+        by_request.setdefault(r["request"], []).append(r["reply"])
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    out = {"replies": len(rows), "parsed": len(parsed) / len(rows), "gold": mean([r["gold"] for r in rows]),
+           "gold of parsed": mean([r["gold"] for r in parsed]),
+           "clauses": {c: counts.count(c) / len(counts) for c in sorted(set(counts))},
+           "mean clauses": mean(counts),
+           "distinct": mean([len(set(v)) / len(v) for v in by_request.values()])}
+    if all("rm score" in r for r in rows):
+        good, bad = [r["rm score"] for r in parsed], [r["rm score"] for r in rows if not r["parses"]]
+        out.update({"rm score": mean([r["rm score"] for r in rows]), "rm of parsed": mean(good), "rm of unparsed": mean(bad)})
+        wins = [(b > g) + 0.5 * (b == g) for b in bad for g in good]
+        out["unparsed over parsed"] = mean(wins)
+    return out
+
+
+def paired_change(before, after) -> dict:
+    """The change of held-out pass@1 between two stages evaluated on the same problems, paired by problem.
+
+    ``before``, ``after``: the per-problem pass rates (``stage_report(..., per_problem=True)``'s
+    ``per-problem pass@1``), in the same order. Returns ``change`` (mean of after − before), ``se`` (sd of
+    the per-problem differences / √problems: the problems' shared difficulty cancels, which treating the
+    two means as independent does not), ``t`` (change / se) and ``mdd``, the smallest true change a paired
+    two-sided 5 % t-test detects with 80 % power (``rlbook.evidence.paired_minimum_detectable_difference``,
+    with problems as the pairs).
+    """
+    a, b = [float(x) for x in before], [float(x) for x in after]
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"before and after must hold the same number (≥ 2) of per-problem rates, got {len(a)} and {len(b)}")
+    d = [y - x for x, y in zip(a, b)]
+    change = sum(d) / len(d)
+    se = (sum((x - change) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+    return {"change": change, "se": se, "t": change / se if se > 0 else float("nan"),
+            "mdd": paired_minimum_detectable_difference(d)}
+
+
+@torch.no_grad()
+def prefilled_report(model, tokenizer, task, held_out, *, prefix: str = THINK_OPEN, n_samples: int = 8,
+                     max_new_tokens: int = 64, seed: int = 0) -> dict:
+    """Held-out pass@1 when every answer is made to start with ``prefix`` (default ``<think>``: the
+    scratchpad on every problem, whether or not the model would have chosen it).
+
+    The prompt is the chat template's text with ``prefix`` appended after the opened assistant turn; the
+    strict verifier reads ``prefix`` + the sampled continuation. Returns ``pass@1``, ``pass@1 SE``
+    (clustered by problem, as ``stage_report``), ``per-problem pass@1`` and ``format`` (the share in R1's format).
+    """
+    check_int("n_samples", n_samples, minimum=1)
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError(f"prefix must be a non-empty string, got {prefix!r}")
+    was_training = model.training
+    model.eval()
+    _, texts, correct = _graded_sums(model, tokenizer, task, held_out, n_samples=n_samples,
+                                     max_new_tokens=max_new_tokens, seed=seed, prefix=prefix)
+    rates = correct.float().mean(1).tolist()
+    model.train(was_training)
+    return {"pass@1": mean_pass_at_k(correct, 1), "pass@1 SE": _cluster_se(rates), "per-problem pass@1": rates,
+            "format": sum(map(is_r1_formatted, texts)) / len(texts)}
 
 
 def show_replies(replies, *, width: int = 110) -> str:

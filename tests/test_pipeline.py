@@ -225,6 +225,26 @@ def test_rs_yield_widget_responds():
     # two policies: the menu and the slider each change the figure
     recorder = _drive(pl_viz.rs_yield_widget({"sure": torch.tensor([[1, 1], [1, 0]]), "unsure": torch.tensor([[1, 0], [0, 0]])}))
     assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 3
+    # the zoom tick box changes the figure too
+    keepable = (torch.rand(12, 4, generator=torch.Generator().manual_seed(0)) < 0.7).int()
+    recorder = _drive(pl_viz.rs_yield_widget({"a": keepable, "b": 1 - keepable}, hardest=3))
+    assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 4
+    with pytest.raises(ValueError, match="hardest"):
+        pl_viz.rs_yield_widget(keepable, hardest=0)
+
+
+def test_plot_stage_table_gold_multiplier():
+    table = pd.DataFrame({"pass@1": [0.3, 0.8], "pass@8": [0.9, 1.0], "format": [0.3, 0.9], "gold preference": [-3.0, -1.0],
+                          "gold SE": [0.0, 0.1], "reviews parsed": [0.0, 0.7]}, index=["base", "stage"])
+    spans = {}
+    for m in (2.0, 2.78):
+        axes = pl_viz.plot_stage_table(table, gold_multiplier=m)
+        segments = [seg for coll in axes[2].collections for seg in coll.get_segments()]
+        spans[m] = max(abs(seg[1][0] - seg[0][0]) for seg in segments)
+    assert spans[2.0] == pytest.approx(0.4) and spans[2.78] == pytest.approx(0.556)  # ± m SE
+    with pytest.raises(ValueError):
+        pl_viz.plot_stage_table(table, gold_multiplier=0)
+    plt.close("all")
 
 
 def test_exercise_checker_names_each_mistake(capsys):
@@ -350,3 +370,50 @@ def test_gold_gain_split_checker_names_a_slip_that_also_gives_nan(capsys):
     assert check_gold_gain_split(lambda p0, q0, p1, q1: ((p1 - p0) * (q0 + 3), p0 * (q1 - q0))) is False
     out = capsys.readouterr().out
     assert "interaction" in out and "NaN" in out
+
+
+def test_sample_replies_with_reward_model_and_review_readout(tiny):
+    model, tokenizer = tiny
+    prompts = [[{"role": "user", "content": "Review Dune."}], [{"role": "user", "content": "Review Ran."}]]
+    replies = pl.sample_replies(model, tokenizer, review_prompts=prompts, n_samples=3, review_max_new_tokens=8,
+                                reward_model=FakeRewardModel())
+    assert all(r["rm score"] == float(len(r["reply"])) for r in replies)
+    # hand-made rows: two reviews (1 and 2 clauses) and two replies that are none, on one request
+    rows = [{"kind": "review", "request": "Review Dune.", "reply": text, "parses": parse_review(text) is not None,
+             "gold": g, "rm score": s}
+            for text, g, s in (("the plot was clever.", 1.0, 0.0), ("the plot was clever, the music was awful.", 0.0, 2.0),
+                               ("plot clever", -3.0, 1.0), ("plot clever", -3.0, 3.0))]
+    out = pl.review_readout(rows)
+    assert out["parsed"] == 0.5 and out["gold of parsed"] == 0.5 and out["gold"] == -1.25
+    assert out["clauses"] == {1: 0.5, 2: 0.5} and out["mean clauses"] == 1.5
+    assert out["distinct"] == 0.75  # three distinct replies of four
+    assert out["rm of parsed"] == 1.0 and out["rm of unparsed"] == 2.0
+    assert out["unparsed over parsed"] == 0.75  # 1 beats 0, not 2; 3 beats both
+    assert "rm score" not in pl.review_readout([{k: v for k, v in r.items() if k != "rm score"} for r in rows])
+    with pytest.raises(ValueError):
+        pl.review_readout([])
+
+
+def test_paired_change():
+    before, after = [0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.25]
+    out = pl.paired_change(before, after)
+    assert out["change"] == pytest.approx(0.1875)
+    assert out["se"] == pytest.approx(0.0625)  # differences 0.25, 0.25, 0, 0.25: sd 0.125, / √4
+    assert out["t"] == pytest.approx(3.0) and out["mdd"] > 2 * out["se"]
+    with pytest.raises(ValueError):
+        pl.paired_change([0.5], [0.5])
+    with pytest.raises(ValueError):
+        pl.paired_change([0.5, 0.5], [0.5])
+
+
+def test_stage_report_per_problem_and_prefilled_report(tiny):
+    model, tokenizer = tiny
+    rows = TASK.dataset(3, seed=0, split="test")
+    report = pl.stage_report(model, tokenizer, TASK, rows, n_samples=2, k=2, per_problem=True)
+    assert len(report["per-problem pass@1"]) == 3
+    assert sum(report["per-problem pass@1"]) / 3 == pytest.approx(report["pass@1"])
+    assert "per-problem pass@1" not in pl.stage_report(model, tokenizer, TASK, rows, n_samples=2, k=2)
+    pre = pl.prefilled_report(model, tokenizer, TASK, rows, n_samples=2, max_new_tokens=8)
+    assert set(pre) == {"pass@1", "pass@1 SE", "per-problem pass@1", "format"} and 0 <= pre["pass@1"] <= 1
+    with pytest.raises(ValueError):
+        pl.prefilled_report(model, tokenizer, TASK, rows, prefix="")

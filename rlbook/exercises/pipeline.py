@@ -160,7 +160,8 @@ def _split_mistakes(p0, q0, p1, q1) -> dict[str, tuple[tuple[float, float], str]
                           "the midpoint split weights each by the two rows' mean: Δp·(q̄ − U) and p̄·Δq"),
         "no_interaction": ((dp * (a - U), p0 * dq),
                            "the two parts do not add up to the change: both are taken at the earlier row, so the "
-                           "interaction Δp·Δq is lost; weight by the means of the two rows: Δp·(q̄ − U) and p̄·Δq"),
+                           "interaction Δp·Δq is lost; write the change of G = U + p·(q − U) out exactly, and share "
+                           "the interaction between the two parts so that neither order is favoured"),
         "from_zero": ((dp * (a + b) / 2, (p0 + p1) / 2 * dq),
                       "the parsing term measures q from 0; a reply that does not parse scores U = −3, so one more "
                       "parsed reply adds q − U: Δp·(q̄ − U)"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rlbook._checks import check_positive
 from rlbook._figures import COLUMN_IN
 from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k
 from rlbook.tasks.reviews import UNPARSABLE
@@ -49,11 +50,13 @@ def plot_rlvr_curves(curves, *, axes=None):
     return axes
 
 
-def plot_stage_table(table, *, k: int = 8, axes=None):
+def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2.0):
     """``table``: a DataFrame indexed by stage with columns pass@1, pass@{k}, format and gold preference
     (and, optionally, reviews parsed, written beside each preference bar, and ``pass@1 SE`` / ``gold SE``,
-    drawn as ± 2 SE error bars). The preference bars start
+    drawn as ± 2 SE error bars; the preference bars' as ± ``gold_multiplier`` SE, e.g. Student's t for an
+    SE clustered over few films, ``rlbook.pipeline.t_multiplier``). The preference bars start
     at −3, the score of a reply that is no review, so that a longer bar is a better-liked policy."""
+    check_positive("gold_multiplier", gold_multiplier)
     _check_columns("table", table, ("pass@1", f"pass@{k}", "format", "gold preference"))
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 0.5 * len(table) + 1.8), sharey=True)
@@ -66,7 +69,7 @@ def plot_stage_table(table, *, k: int = 8, axes=None):
     axes[1].set(xlim=(0, 1), xlabel="share in R1's format", title="format adherence")
     gold = table["gold preference"]
     # bars grow rightward from −3 (a reply that is no review): a longer bar is a better-liked policy
-    gold_se = table["gold SE"] if "gold SE" in table else None
+    gold_se = gold_multiplier / 2 * table["gold SE"] if "gold SE" in table else None  # drawn at 2 × this
     axes[2].barh(y, gold - UNPARSABLE, left=UNPARSABLE, xerr=None if gold_se is None else 2 * gold_se.fillna(0),
                  ecolor="black", capsize=2,
                  color=["tab:purple" if g > UNPARSABLE + 1e-3 else "lightgray" for g in gold])
@@ -77,7 +80,8 @@ def plot_stage_table(table, *, k: int = 8, axes=None):
         for yi, g, cap, parsed in zip(y, gold, caps, table["reviews parsed"]):  # right of the error bar's cap
             axes[2].text(max(g, UNPARSABLE) + cap + 0.12, yi, f"{parsed:.0%} reviews", va="center", fontsize=8)
     axes[2].set(xlim=(UNPARSABLE - 0.1, max(1.0, float(np.nanmax(gold + (0 if gold_se is None else 2 * gold_se.fillna(0)))) + 1.6)),
-                xlabel="mean gold reward of its replies\n(bar starts at −3, no review; longer = better liked)",
+                xlabel="mean gold reward of its replies\n(bar starts at −3, no review; longer = better liked)"
+                       + ("" if gold_multiplier == 2.0 else f"; ± {gold_multiplier:.2f} SE"),
                 title="preference (general)")
     axes[0].set_yticks(y, table.index)
     for ax in axes:
@@ -122,10 +126,11 @@ def plot_rs_yield(keepable, n: int, *, axes=None, hardest: int | None = None):
     return axes
 
 
-def rs_yield_widget(keepable):
+def rs_yield_widget(keepable, *, hardest: int | None = None):
     """``plot_rs_yield`` with a slider for n (1 … the samples per prompt) and, when ``keepable`` is a
     dict ``{policy name: (P, N) table}``, a menu of policies: the yield curve of a policy that is
-    usually right saturates within a few samples, one that rarely is keeps climbing with n."""
+    usually right saturates within a few samples, one that rarely is keeps climbing with n. ``hardest``
+    adds a tick box (on at first) that draws only that many of the hardest prompts on the right."""
     import ipywidgets as widgets
 
     tables = dict(keepable) if isinstance(keepable, dict) else {"policy": keepable}
@@ -133,8 +138,8 @@ def rs_yield_widget(keepable):
         raise ValueError("keepable must be a (P, N) table or a non-empty dict of them")
     total = min(int(np.asarray(t).shape[1]) for t in tables.values())
 
-    def draw_one(n, policy):
-        axes = plot_rs_yield(tables[policy], n)
+    def draw_one(n, policy, zoom=False):
+        axes = plot_rs_yield(tables[policy], n, hardest=hardest if zoom else None)
         if len(tables) > 1:
             axes[0].figure.suptitle(policy, fontsize=10)
         plt.show()
@@ -142,11 +147,15 @@ def rs_yield_widget(keepable):
     controls = {"n": widgets.IntSlider(value=1, min=1, max=total, description="n")}
     if len(tables) > 1:
         controls["policy"] = widgets.Dropdown(options=list(tables), value=list(tables)[0], description="policy")
-        draw = draw_one
-    else:
-        def draw(n):
-            draw_one(n, list(tables)[0])
-    return widgets.interact(draw, **controls)
+    if hardest is not None:
+        if not isinstance(hardest, int) or isinstance(hardest, bool) or hardest < 1:
+            raise ValueError(f"hardest must be a positive int, got {hardest!r}")
+        controls["zoom"] = widgets.Checkbox(value=True, description=f"only the {hardest} hardest prompts")
+
+    first = list(tables)[0]
+    draws = {("policy", "zoom"): draw_one, ("policy",): lambda n, policy: draw_one(n, policy),
+             ("zoom",): lambda n, zoom: draw_one(n, first, zoom), (): lambda n: draw_one(n, first)}
+    return widgets.interact(draws[tuple(name for name in ("policy", "zoom") if name in controls)], **controls)
 
 
 def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_finals: dict | None = None,
