@@ -594,9 +594,12 @@ def training_memory(config, *, sequences: int, tokens_per_sequence: int, weight_
     what generation needs. Training pass:
     ``activation_bytes`` (with or without ``gradient_checkpointing``) and ``logits_bytes`` of one
     micro-batch of ``micro_batch`` sequences: not divided by ZeRO's sharding, divided by t (sequence
-    parallelism and a vocabulary-parallel output layer). Pipeline parallelism (layers split into stages)
-    is not modelled: it divides the weights and activations by the stages as t does, at the cost of
-    pipeline bubbles.
+    parallelism and a vocabulary-parallel output layer). Pipeline parallelism (the layers split into p
+    stages) is not modelled. It would divide the weights and the other model states by p, at the cost of
+    pipeline bubbles, but not the activations: under the 1F1B schedule the first stage keeps p
+    micro-batches in flight through its L/p layers, L layers' worth of activations whatever p is
+    (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.3, eq. 5), which is why it is paired with activation
+    recomputation.
 
     Every role is charged as if all were resident at once, an upper bound: an engine that frees the KV
     cache before training (verl's hybrid engine does) needs less. ``activation_coefficient``: the bytes per
