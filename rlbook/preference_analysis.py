@@ -25,6 +25,7 @@ from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
 __all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "pair_losses_vs_margin", "pair_sequence_logps",
+           "sequence_logps",
            "clause_credit_by_position", "stop_credit_table"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
@@ -64,14 +65,27 @@ def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tup
     ``(chosen − ref_chosen) − (rejected − ref_rejected)``. The trainer's ``evaluate`` reports only
     batch means; this gives the whole distribution.
     """
-    batch_size = check_int("batch_size", batch_size, minimum=1)
     prompts = list(pairs["prompt"])
-    scores = []
-    for column in ("chosen", "rejected"):
-        encoded = encode_prompt_completions(tokenizer, prompts, list(pairs[column]))
-        rows = _completion_token_logps(model, encoded, tokenizer.pad_token_id, batch_size)
-        scores.append(torch.stack([row.sum() for row in rows]) if rows else torch.zeros(0))
-    return scores[0], scores[1]
+    return (sequence_logps(model, tokenizer, prompts, list(pairs["chosen"]), batch_size=batch_size),
+            sequence_logps(model, tokenizer, prompts, list(pairs["rejected"]), batch_size=batch_size))
+
+
+def sequence_logps(model, tokenizer, prompts, completions, *, batch_size: int = 64,
+                   per_token: bool = False) -> torch.Tensor:
+    """log π(y|x) under ``model`` of each completion *text* after its prompt, (N,) float32.
+
+    The completion is followed by end-of-sequence and its token log-probs are summed, as
+    ``PreferenceTrainer`` and ``rlbook.coverage.completion_logprob_sums`` score a sampled answer; with
+    ``per_token`` the sum is divided by the number of tokens scored (end-of-sequence included). For a
+    string no rollout holds — an answer one model wrote, scored under another; Yue et al.'s
+    (arXiv:2504.13837) perplexity test asks whether the RL policy's answers were likely under the base.
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    encoded = encode_prompt_completions(tokenizer, list(prompts), list(completions))
+    rows = _completion_token_logps(model, encoded, tokenizer.pad_token_id, batch_size)
+    if not rows:
+        return torch.zeros(0)
+    return torch.stack([row.sum() / (len(row) if per_token else 1) for row in rows])
 
 
 def _completion_token_logps(model, encoded, pad_id: int, batch_size: int) -> list[torch.Tensor]:

@@ -100,6 +100,25 @@ def test_completion_logprob_sums_scores_chosen_rows():
         completion_logprob_sums(model, rollout, [])
 
 
+def test_sequence_logps_scores_a_text_as_the_sampler_scored_it():
+    from rlbook.preference_analysis import sequence_logps
+
+    model, tokenizer = load_model("arith-base")
+    prompts = ["Add 12 and 30.", "Add 5 and 7."]
+    rollout = sample(model, tokenizer, prompts, num_samples=3, max_new_tokens=64, seed=0)
+    rows = [r for r in range(len(rollout)) if not bool(rollout.truncated[r])]  # ended with end-of-sequence
+    assert rows
+    by_text = sequence_logps(model, tokenizer, [prompts[r // 3] for r in rows], [rollout.texts[r] for r in rows],
+                             batch_size=2)
+    assert torch.allclose(by_text, completion_logprob_sums(model, rollout, rows), atol=1e-4)
+    per_token = sequence_logps(model, tokenizer, [prompts[r // 3] for r in rows], [rollout.texts[r] for r in rows],
+                               per_token=True)
+    assert torch.allclose(per_token, by_text / rollout.completion_lengths[rows].float(), atol=1e-4)
+    assert sequence_logps(model, tokenizer, [], []).numel() == 0
+    with pytest.raises(ValueError, match="batch_size"):
+        sequence_logps(model, tokenizer, prompts, ["x", "y"], batch_size=0)
+
+
 def test_one_coin_curve_is_the_jensen_bound_across_problems():
     ks = [1, 2, 4, 16]
     assert one_coin_curve(0.3, ks) == pytest.approx([1 - 0.7 ** k for k in ks])

@@ -94,6 +94,9 @@ def _within_problem(b, p, k):  # binomial noise inside each problem only, the pr
 
 
 WRONG["within-problem"] = _within_problem
+# a 95 % interval's half-width returned in place of the SE (read s43c: it was named "unpaired")
+WRONG["half-width"] = lambda b, p, k: (_per_problem_gap(b, p, k).mean(), 1.96 * _per_problem_gap(b, p, k).std(ddof=1)
+                                       / np.sqrt(b.shape[0]))
 
 
 @pytest.mark.parametrize("name", list(WRONG))

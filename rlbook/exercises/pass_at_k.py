@@ -6,7 +6,8 @@ error clustered by problem (``rlbook.evidence.paired_pass_at_k_difference``). Th
 where the usual mistakes give visibly different numbers, and names them: the gap the wrong way
 round, the plug-in estimator, an SE that treats the P·n samples as independent (unclustered), an
 SE that adds the two models' SEs as if they had been measured on different problems (unpaired),
-and the spread of the per-problem gaps returned for the SE of their mean.
+the spread of the per-problem gaps returned for the SE of their mean, an SE of the within-problem
+binomial noise only, and a 95 % interval's half-width (1.96 × SE) returned for the SE.
 
 ``check_pass_at_k``: the reader writes ``my_pass_at_k(n, c, k) -> float``: the unbiased estimate of Chen et al. (2021,
 arXiv:2107.03374, §2.1), 1 − C(n − c, k) / C(n, k), the chance that k of the n samples drawn without
@@ -128,6 +129,9 @@ def _gap_mistakes(base, policy, k: int) -> dict[str, tuple[float | None, float |
                              "the per-problem differences"),
                 "sd": (None, float(np.std(d, ddof=1)), "that is the spread (sd) of the per-problem gaps, not the "
                                                        "SE of their mean: divide by √P")}
+    se_right = paired_pass_at_k_difference(policy, base, k)[1]
+    mistakes["half_width"] = (None, 1.96 * se_right, "that is a 95 % interval's half-width (1.96 × SE, or 2 × SE), "
+                                                     "not the SE: return the standard error itself")
     for i, value in enumerate(unclustered):
         mistakes[f"unclustered_{i}"] = (None, float(value), unclustered_hint)
     for i, m in enumerate((n, n - 1)):
