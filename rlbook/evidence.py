@@ -321,16 +321,12 @@ def _t_cdf(t: float, df: int) -> float:
 
 def _t_quantile(q: float, df: int) -> float:
     """Student's t quantile for 0.5 ≤ q < 1, by bisection on its CDF (``_t_cdf``)."""
-
-    def cdf(t: float) -> float:
-        return _t_cdf(t, df)
-
     low, high = 0.0, 1.0
-    while cdf(high) < q:
+    while _t_cdf(high, df) < q:
         high *= 2
     for _ in range(60):
         middle = (low + high) / 2
-        low, high = (middle, high) if cdf(middle) < q else (low, middle)
+        low, high = (middle, high) if _t_cdf(middle, df) < q else (low, middle)
     return (low + high) / 2
 
 

@@ -338,7 +338,7 @@ def paired_change(before, after) -> dict:
         raise ValueError(f"before and after must hold the same number (≥ 2) of per-problem rates, got {len(a)} and {len(b)}")
     d = [y - x for x, y in zip(a, b)]
     change = sum(d) / len(d)
-    se = (sum((x - change) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+    se = _cluster_se(d)  # each problem its own cluster: sd of the differences / √problems
     return {"change": change, "se": se, "t": change / se if se > 0 else float("nan"),
             "mdd": paired_minimum_detectable_difference(d)}
 

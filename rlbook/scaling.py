@@ -28,6 +28,7 @@ import math
 
 import torch
 
+from rlbook.evidence import clustered_se
 from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS
 from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
@@ -361,11 +362,16 @@ def _verl_overlong(config: OnlineConfig) -> dict:
 ADAM_AND_MASTER_BYTES = 12  # per trained parameter: fp32 master weights + Adam's two fp32 moments, 4 bytes each
 
 
-def optimizer_bytes_per_parameter(weight_bytes: int) -> int:
-    """Bytes the optimizer keeps per trained parameter beside its weight and gradient: Adam's two fp32
-    moments (8), plus an fp32 master copy (4) when the weights are narrower than fp32 (mixed precision).
-    fp32 weights are their own master copy: 4 + 4 + 8 = 16 bytes in all, as bf16's 2 + 2 + 12."""
-    return ADAM_AND_MASTER_BYTES if weight_bytes < 4 else ADAM_AND_MASTER_BYTES - 4
+def optimizer_bytes_per_parameter(weight_bytes: int, *, moment_bytes: int = 4) -> int:
+    """Bytes the optimizer keeps per trained parameter beside its weight and gradient: Adam's two
+    moments at ``moment_bytes`` each (4: fp32, 8 in all; 1: 8-bit Adam, Dettmers et al. 2022,
+    arXiv:2110.02861, its small block-wise quantisation constants left out), plus an fp32 master copy (4)
+    when the weights are narrower than fp32 (mixed precision). fp32 weights are their own master copy:
+    4 + 4 + 8 = 16 bytes in all, as bf16's 2 + 2 + 12."""
+    if isinstance(moment_bytes, bool) or not isinstance(moment_bytes, int) or moment_bytes < 1:
+        raise ValueError(f"moment_bytes must be a positive int (bytes per Adam moment), got {moment_bytes!r}")
+    master = ADAM_AND_MASTER_BYTES - 8  # the fp32 master copy beside fp32 moments' 8 bytes
+    return 2 * moment_bytes + (master if weight_bytes < 4 else 0)
 
 # Shapes of three public models, from their config.json files on the Hugging Face hub (Qwen2.5 technical
 # report, arXiv:2412.15115; Llama 3, arXiv:2407.21783): enough to build each class on the meta device.
@@ -822,8 +828,6 @@ def paired_ratio_change(numerators, denominators, base_numerators, base_denomina
     SE is that of the mean of the paired difference of the two terms, clustered (``clustered_se``): the two
     measurements share their prompts, so prompt-to-prompt variation cancels where it moves both alike, which
     an SE from the two ratios' separate SEs (√(se² + se₀²)) ignores."""
-    from rlbook.evidence import clustered_se
-
     arrays = []
     for name, values in (("numerators", numerators), ("denominators", denominators),
                          ("base_numerators", base_numerators), ("base_denominators", base_denominators)):

@@ -362,6 +362,11 @@ def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsy
     # fp32: weight 4 + gradient 4 + Adam's m, v 8 (no separate master); bf16: 2 + 2 + 4 master + 8
     assert reference_bytes_per_parameter(4) == 16 and reference_bytes_per_parameter(2) == 16
     assert reference_bytes_per_parameter(2, 4) == 18 and reference_bytes_per_parameter(2, 2, 1) == 10
+    # the checker's rule is the library's: Adam's moments (fp32 by default) and a master copy below fp32 weights
+    assert scaling.optimizer_bytes_per_parameter(2) == 12 and scaling.optimizer_bytes_per_parameter(4) == 8
+    assert scaling.optimizer_bytes_per_parameter(2, moment_bytes=1) == 6
+    with pytest.raises(ValueError, match="moment_bytes"):
+        scaling.optimizer_bytes_per_parameter(2, moment_bytes=0)
     assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + (4 if w < 4 else 0))) is True
     capsys.readouterr()
     assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + 4)) is False  # master counted for fp32 weights

@@ -42,7 +42,7 @@ def reference_bytes_breakdown(weight_bytes: int, gradient_bytes: int | None = No
     ``moment_bytes`` each (4: fp32; 1: 8-bit Adam, Dettmers et al. 2022, arXiv:2110.02861, its small
     block-wise quantisation constants left out) and, below fp32 weights, an fp32 master copy (4)."""
     gradient_bytes = weight_bytes if gradient_bytes is None else gradient_bytes
-    return weight_bytes, gradient_bytes, 2 * moment_bytes + (4 if weight_bytes < 4 else 0)
+    return weight_bytes, gradient_bytes, optimizer_bytes_per_parameter(weight_bytes, moment_bytes=moment_bytes)
 
 
 def reference_bytes_per_parameter(weight_bytes: int, gradient_bytes: int | None = None, moment_bytes: int = 4) -> int:
