@@ -22,6 +22,9 @@ __all__ = [
     "best_of_n_exact_kl",
     "best_of_n_expectation",
     "overoptimisation_curves",
+    "overoptimisation_downturn",
+    "least_squares_slope",
+    "bradley_terry_loss_floor",
     "expected_max_of_normals",
     "entropy_from_logits",
     "clip_fractions",
@@ -182,6 +185,93 @@ def overoptimisation_curves(proxy, gold, ns) -> dict[str, np.ndarray]:
     curves["gold"] = np.array([best_of_n_expectation(proxy, gold, int(n)).mean().item() for n in ns])
     curves["gold_oracle"] = np.array([best_of_n_expectation(gold, gold, int(n)).mean().item() for n in ns])
     return curves
+
+
+def overoptimisation_downturn(proxies, gold, ns, *, resamples: int = 2000, level: float = 0.95,
+                              seed: int = 0) -> dict:
+    """How far the gold reward of best-of-n under a proxy falls from its peak, over several proxies
+    (reward-model seeds) scoring one pool, with a bootstrap interval over the pool's prompts.
+
+    ``proxies`` (S, P, N) are S reward models' scores of the same N samples of P prompts; ``gold``
+    (P, N) their gold reward; ``ns`` increasing. For every proxy s the gold curve g_s(n) is
+    ``best_of_n_expectation`` averaged over prompts (as in ``overoptimisation_curves``). The seed-mean
+    curve ḡ(n) = mean_s g_s(n) peaks at n* and has the drop D = ḡ(n*) − ḡ(n_last); each seed's drop
+    is taken at the same n*, g_s(n*) − g_s(n_last), so that it can come out negative (a seed's own
+    maximum minus its end never could). The interval for D is the percentile bootstrap over prompts: each of
+    ``resamples`` draws P prompts with replacement, recomputes ḡ on them, **re-locates its peak** and
+    takes the drop, so the interval also carries the upward bias of picking the best of noisy points.
+    It does not resample the S proxies: their spread is reported as the seed standard deviation of
+    the per-seed drops.
+
+    Returns a dict: ``curves`` (S, L) and ``mean_curve`` (L,), ``band`` (2, L) the bootstrap interval
+    of ḡ(n) at each n, ``peak`` (index of the peak of ḡ), ``drop`` D, ``interval`` (lo, hi) of D,
+    ``seed_drops`` (S,) at n* and ``seed_sd`` (their standard deviation, ddof 1; 0 for one proxy),
+    ``se_last`` the bootstrap SE of ḡ(n_last) — the noisiest point when n_last = N, one argmax per
+    prompt and proxy.
+    """
+    proxies = torch.as_tensor(proxies).double()
+    gold = torch.as_tensor(gold).double()
+    if proxies.dim() == 2:
+        proxies = proxies.unsqueeze(0)
+    if proxies.dim() != 3 or proxies.shape[1:] != gold.shape:
+        raise ValueError(f"proxies must be (S, P, N) over gold's (P, N) {tuple(gold.shape)}, got {tuple(proxies.shape)}")
+    ns = [check_int("n", n, minimum=1) for n in ns]
+    if len(ns) < 2 or any(b <= a for a, b in zip(ns, ns[1:])) or ns[-1] > gold.shape[1]:
+        raise ValueError(f"ns must be ≥ 2 increasing sizes up to the pool size {gold.shape[1]}, got {ns}")
+    check_int("resamples", resamples, minimum=1)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    # per proxy, per n, per prompt: E[gold of the winner] — (S, L, P)
+    per_prompt = torch.stack([torch.stack([best_of_n_expectation(proxy, gold, n) for n in ns]) for proxy in proxies])
+    curves = per_prompt.mean(-1).numpy()
+    mean_curve = curves.mean(0)
+    peak = int(np.argmax(mean_curve))
+    seed_drops = curves[:, peak] - curves[:, -1]
+    rng = np.random.default_rng(seed)
+    prompts = per_prompt.shape[-1]
+    seed_mean = per_prompt.mean(0).numpy()                                   # (L, P)
+    picks = rng.integers(0, prompts, size=(resamples, prompts))
+    boot = seed_mean[:, picks].mean(-1).T                                    # (B, L)
+    boot_drops = boot.max(1) - boot[:, -1]
+    tail = (1 - level) / 2
+    return {"n": np.asarray(ns), "curves": curves, "mean_curve": mean_curve,
+            "band": np.quantile(boot, [tail, 1 - tail], axis=0), "peak": peak,
+            "drop": float(mean_curve.max() - mean_curve[-1]),
+            "interval": tuple(float(q) for q in np.quantile(boot_drops, [tail, 1 - tail])),
+            "seed_drops": seed_drops, "seed_sd": float(seed_drops.std(ddof=1)) if len(seed_drops) > 1 else 0.0,
+            "se_last": float(boot[:, -1].std(ddof=1)), "level": level, "resamples": resamples}
+
+
+def least_squares_slope(y, x) -> float:
+    """The least-squares slope of ``y`` on ``x`` (with an intercept): cov(x, y) / var(x).
+
+    Lesson 04 regresses a Bradley–Terry reward model's score on the gold reward: with labels of
+    temperature T its population optimum is r*/T + c(x), a slope of 1/T."""
+    x = np.asarray(torch.as_tensor(x).double().flatten())
+    y = np.asarray(torch.as_tensor(y).double().flatten())
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y must be two equally long samples of ≥ 2 values, got {x.size} and {y.size}")
+    spread = ((x - x.mean()) ** 2).sum()
+    if spread == 0:
+        raise ValueError("x is constant: the slope is not defined")
+    return float(((x - x.mean()) * (y - y.mean())).sum() / spread)
+
+
+def bradley_terry_loss_floor(gold_gaps, temperature: float) -> float:
+    """The least Bradley–Terry loss any reward model can reach in expectation on pairs labelled by a
+    Bradley–Terry labeller of ``temperature`` T, given each pair's gold gap Δr* (either sign).
+
+    The label says the higher-gold response won with probability p = σ(|Δr*|/T); the expected loss
+    −E[log σ(±Δr)] is least at σ(Δr) = p (the model reproduces the labeller), where it equals the
+    binary entropy H(p) = −p log p − (1 − p) log(1 − p). The floor is the mean of H(p) over the
+    pairs: a model at ln 2 knows nothing, one at the floor knows everything the labels can say
+    (Bradley & Terry 1952; the loss of Ouyang et al. 2022, eq. 1)."""
+    gaps = as_float_tensor("gold_gaps", gold_gaps).double().abs().flatten()
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"temperature must be positive, got {temperature!r}")
+    z = gaps / temperature
+    # H(σ(z)) = log(1 + e^{−z}) + z σ(−z) = softplus(−z) + z σ(−z), finite for any z ≥ 0
+    return float((torch.nn.functional.softplus(-z) + z * torch.sigmoid(-z)).mean())
 
 
 def best_of_n_distribution(probs, rewards, n: int) -> torch.Tensor:

@@ -115,3 +115,12 @@ def test_decided_by_rule_names_the_rule_that_orders_a_pair():
     assert not decided_by_rule(plain, "the plot was dull.", "repeat")
     with pytest.raises(ValueError, match="rule"):
         decided_by_rule(plain, plain, "sentiment")
+
+
+def test_unparsable_kind_tells_a_cut_off_review_from_a_malformed_one_and_a_parsable_minus_three():
+    from rlbook.tasks.reviews import unparsable_kind
+    three_criticisms = "the plot was dull, the cast was weak, the music was awful."
+    assert gold_reward(three_criticisms) == -3.0 and unparsable_kind(three_criticisms, False) is None
+    assert unparsable_kind("the plot was great, the cast wa", True) == "cut off"
+    assert unparsable_kind("the b.", False) == "malformed"
+    assert unparsable_kind("the plot was graet.", False) == "malformed"

@@ -209,3 +209,78 @@ def test_one_colour_per_seed_across_the_history_and_the_plane():
     assert history_colours == plane_colours == expected      # seed 1 is C1 in both, not C0 in one and C2 in the other
     with pytest.raises(ValueError, match="seed"):
         rejection_viz.seed_colour(-1)
+
+
+def test_overoptimisation_downturn_over_seeds_with_a_bootstrap_interval():
+    from rlbook.metrics import overoptimisation_downturn
+    proxy, gold = _pool_with_a_hack()
+    gold = gold.repeat(8, 1)                       # 16 prompts, so that the bootstrap has prompts to draw
+    hacked = proxy.repeat(8, 1)
+    honest = gold + 0.01 * torch.arange(12.0)      # agrees with gold (ties broken), no hack
+    ns = [1, 2, 4, 12]
+    result = overoptimisation_downturn(torch.stack([hacked, hacked, honest]), gold, ns, resamples=200)
+    single = overoptimisation_curves(hacked, gold, ns)["gold"]
+    np.testing.assert_allclose(result["curves"][0], single)            # each seed is overoptimisation_curves' gold
+    np.testing.assert_allclose(result["mean_curve"], result["curves"].mean(0))
+    assert result["drop"] == pytest.approx(result["mean_curve"].max() - result["mean_curve"][-1])
+    assert result["seed_drops"][0] > 1 and result["seed_drops"][2] <= 0  # honest: rises to the end, no drop
+    assert result["seed_sd"] > 0
+    lo, hi = result["interval"]
+    assert lo <= result["drop"] + 1e-9 and hi >= lo
+    assert result["band"].shape == (2, len(ns)) and (result["band"][0] <= result["band"][1]).all()
+    # one proxy: the seed spread is 0, and a pool where every prompt is the same has no bootstrap spread
+    same = overoptimisation_downturn(hacked[:1].repeat(4, 1), gold[:1].repeat(4, 1), ns, resamples=50)
+    assert same["seed_sd"] == 0.0 and same["interval"][0] == pytest.approx(same["interval"][1])
+    with pytest.raises(ValueError, match="increasing"):
+        overoptimisation_downturn(hacked, gold, [4, 2])
+    with pytest.raises(ValueError, match="proxies"):
+        overoptimisation_downturn(hacked[:, :3], gold, ns)
+
+
+def test_least_squares_slope_and_the_bradley_terry_floor():
+    from rlbook.metrics import bradley_terry_loss_floor, least_squares_slope
+    x = torch.tensor([-1.0, 0.0, 1.0, 2.0])
+    assert least_squares_slope(2 * x + 5, x) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="constant"):
+        least_squares_slope(x, torch.ones(4))
+    # a gap of 0: the label is a coin flip, the floor is ln 2; a huge gap: the label is certain, the floor 0
+    assert bradley_terry_loss_floor([0.0], 0.5) == pytest.approx(math.log(2))
+    assert bradley_terry_loss_floor([1e4, -1e4], 0.5) == pytest.approx(0.0, abs=1e-12)
+    p = 1 / (1 + math.exp(-1 / 0.5))
+    entropy = -p * math.log(p) - (1 - p) * math.log(1 - p)
+    assert bradley_terry_loss_floor([1.0, -1.0], 0.5) == pytest.approx(entropy)
+    # the floor is the least expected loss: a model at σ(Δr) = p pays H(p), any other margin pays more
+    margin = torch.linspace(-4, 6, 1001)
+    expected = -(p * torch.nn.functional.logsigmoid(margin) + (1 - p) * torch.nn.functional.logsigmoid(-margin))
+    assert expected.min().item() == pytest.approx(entropy, abs=1e-5)
+    with pytest.raises(ValueError, match="temperature"):
+        bradley_terry_loss_floor([1.0], 0.0)
+
+
+def test_overoptimisation_plot_with_seeds_and_a_rescaled_proxy():
+    from rlbook.metrics import overoptimisation_downturn
+    proxy, gold = _pool_with_a_hack()
+    ns = [1, 2, 3, 4, 12]
+    curves = overoptimisation_curves(proxy, gold, ns)
+    downturn = overoptimisation_downturn(torch.stack([proxy, gold + 0.01 * torch.arange(12.0)]), gold, ns, resamples=50)
+    fig = rm_viz.plot_overoptimisation(curves, downturn=downturn, proxy_scale=2.0)
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), (curves["proxy"] - curves["proxy"][0]) / 2)
+    gold_line = next(line for line in ax.lines if "mean of 2" in line.get_label())
+    np.testing.assert_allclose(gold_line.get_ydata(), downturn["mean_curve"] - downturn["mean_curve"][0])
+    assert len(ax.collections) == 1  # the band
+    with pytest.raises(ValueError, match="proxy_scale"):
+        rm_viz.plot_overoptimisation(curves, proxy_scale=0.0)
+
+
+def test_bradley_terry_figure_has_no_hidden_reference_and_history_draws_floors():
+    labels = [line.get_label() for line in rm_viz.plot_bradley_terry(0.5).axes[0].lines]
+    assert labels.count("T = 0.5") + labels.count("T = 0.50") == 1
+    frame = pd.DataFrame({"step": [0, 1, 2, 3], "loss": [0.7, 0.6, 0.5, 0.4], "accuracy": [0.5, 0.6, 0.7, 0.8],
+                          "margin": [0.0, 0.2, 0.4, 0.6], "eval/accuracy": [0.55, np.nan, np.nan, 0.85],
+                          "eval/margin": [0.1, np.nan, np.nan, 0.9]})
+    fig = rm_viz.plot_reward_model_history(frame, loss_floor=0.3, label_agreement=0.93, margins=True)
+    assert len(fig.axes) == 3
+    assert any(np.allclose(line.get_ydata(), 0.3) for line in fig.axes[0].lines)
+    assert any(np.allclose(line.get_ydata(), 0.93) for line in fig.axes[1].lines)
+    np.testing.assert_allclose(fig.axes[2].lines[1].get_ydata(), [0.1, 0.9])

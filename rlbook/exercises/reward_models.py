@@ -43,6 +43,9 @@ def _mistakes(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, tuple[t
                    "σ(Δr) was used without the log: maximum likelihood maximises log σ(Δr)."),
         "hinge": (torch.relu(1.0 - margin).mean(),
                   "this is a hinge (margin ranking) loss, not the Bradley–Terry likelihood."),
+        "pointwise": (-(F.logsigmoid(chosen) + F.logsigmoid(-rejected)).mean(),
+                      "this scores each response on its own (chosen as 'good', rejected as 'bad'), a pointwise "
+                      "classifier; Bradley–Terry models the comparison: −log σ(r_chosen − r_rejected)."),
     }
 
 
@@ -53,7 +56,12 @@ def _finite_mistakes(chosen, rejected):
 
 def _not_finite_or_shown(result, reference, *case):
     if not torch.isfinite(result):
-        return "the loss is not finite for a large margin: use F.logsigmoid, which is stable"
+        chosen, rejected = case
+        if (chosen - rejected).abs().max() > 100:  # the third batch: the two ordinary ones (checked first) were right
+            return ("right on the two ordinary batches, so the formula is right; but it is not finite at a margin "
+                    "of −800, where σ(Δr) underflows to 0 or e^{−Δr} overflows: use F.logsigmoid (or F.softplus), "
+                    "which is stable")
+        return "the loss is not finite: use F.logsigmoid, which is stable"
     return f"expected {reference.item():.6f}, got {result.item():.6f}"
 
 

@@ -65,6 +65,15 @@ def parse_review(text: str) -> list[tuple[str, str]] | None:
     return clauses
 
 
+def unparsable_kind(text: str, truncated: bool) -> str | None:
+    """Why ``text`` scores ``UNPARSABLE``, or None when it parses (a parsable review may score −3 too:
+    three criticisms, say). "cut off": the sampler stopped it at its token budget (``truncated``)
+    mid-review; "malformed": it ended but is no well-formed review (a fragment like "the b.", a typo)."""
+    if parse_review(text) is not None:
+        return None
+    return "cut off" if truncated else "malformed"
+
+
 def gold_reward(text: str, *, repeat_penalty: float = REPEAT_PENALTY, length_penalty: float = LENGTH_PENALTY) -> float:
     """The hidden "human" score of a review (see the module docstring for the formula).
 

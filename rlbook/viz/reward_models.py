@@ -27,6 +27,8 @@ def plot_bradley_terry(temperature: float = 0.5):
     gap = np.linspace(-4, 4, 401)
     fig, (ax_label, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.4))
     for t, style in ((0.5, ":"), (2.0, "--")):
+        if abs(t - temperature) < 1e-9:
+            continue  # the solid curve is this one: no hidden reference line in the legend
         ax_label.plot(gap, 1 / (1 + np.exp(-gap / t)), color="grey", ls=style, lw=1, label=f"T = {t}")
     ax_label.plot(gap, 1 / (1 + np.exp(-gap / temperature)), color=GOLD_COLOUR, lw=2.2, label=f"T = {temperature:.2f}")
     for g in (1.0, 0.5):
@@ -58,20 +60,44 @@ def bradley_terry_widget():
                                                                      step=0.05, description="T"))
 
 
-def plot_reward_model_history(history):
-    """Training loss, batch accuracy and held-out accuracy of ``train_reward_model`` (a History or DataFrame)."""
+def plot_reward_model_history(history, *, loss_floor: float | None = None, label_agreement: float | None = None,
+                              margins: bool = False):
+    """Training loss, batch accuracy and held-out accuracy of ``train_reward_model`` (a History or DataFrame).
+
+    ``loss_floor``: the least loss the labels allow (``rlbook.metrics.bradley_terry_loss_floor``), drawn
+    on the loss panel. ``label_agreement``: the share of training labels that agree with the gold order,
+    drawn on the accuracy panel — the most a batch accuracy against noisy labels can reach in
+    expectation, while held-out pairs are ordered by gold itself. ``margins``: a third panel with the
+    mean margin r(chosen) − r(rejected) on the training batches and the held-out pairs."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.2))
+    fig, axes = plt.subplots(1, 3 if margins else 2, figsize=(13 if margins else 10, 3.2))
+    ax_loss, ax_acc = axes[0], axes[1]
     ax_loss.plot(frame["step"], frame["loss"], color="black")
     ax_loss.axhline(np.log(2), color="grey", ls=":", lw=1)
+    if loss_floor is not None:
+        ax_loss.axhline(loss_floor, color="tab:red", ls="--", lw=1)
+        ax_loss.annotate(f"floor of the labels {loss_floor:.3f}", (frame["step"].iloc[0], loss_floor),
+                         textcoords="offset points", xytext=(4, -11), fontsize=8, color="tab:red")
     ax_loss.set(xlabel="step", ylabel="Bradley–Terry loss", title="loss (ln 2 = a coin flip)")
     ax_acc.plot(frame["step"], frame["accuracy"], color="grey", alpha=0.6, label="training batch")
     if "eval/accuracy" in frame:
         held_out = frame.dropna(subset=["eval/accuracy"])
         ax_acc.plot(held_out["step"], held_out["eval/accuracy"], "o-", color=PROXY_COLOUR, label="held-out pairs")
     ax_acc.axhline(0.5, color="grey", ls=":", lw=1)
+    if label_agreement is not None:
+        ax_acc.axhline(label_agreement, color="tab:red", ls="--", lw=1,
+                       label=f"training labels that agree with gold ({label_agreement:.3f})")
     ax_acc.set(xlabel="step", ylabel="pairwise accuracy", ylim=(0.3, 1.0), title="accuracy")
     ax_acc.legend(fontsize=8)
+    if margins:
+        ax_margin = axes[2]
+        ax_margin.plot(frame["step"], frame["margin"], color="grey", alpha=0.6, label="training batch")
+        if "eval/margin" in frame:
+            held_out = frame.dropna(subset=["eval/margin"])
+            ax_margin.plot(held_out["step"], held_out["eval/margin"], "o-", color=PROXY_COLOUR, label="held-out pairs")
+        ax_margin.axhline(0, color="grey", ls=":", lw=1)
+        ax_margin.set(xlabel="step", ylabel="mean r(chosen) − r(rejected)", title="margin")
+        ax_margin.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -104,27 +130,52 @@ def plot_proxy_against_gold(proxy, gold, *, top: int = 50):
     return fig
 
 
-def plot_overoptimisation(curves: dict, *, fit: bool = True):
+def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | None = None,
+                          proxy_scale: float | None = None):
     """Proxy and gold reward of best-of-n under the proxy, as gains over n = 1, against √KL (Gao et al. 2022).
 
     ``curves`` is ``rlbook.metrics.overoptimisation_curves``'s output.
     With ``fit`` the gold curve is fitted by Gao et al.'s best-of-n form d (α − β d), d = √KL
-    (least squares), drawn dashed. The green curve is best-of-n under gold itself (no proxy)."""
+    (least squares), drawn dashed. The green curve is best-of-n under gold itself (no proxy).
+
+    ``downturn`` (``rlbook.metrics.overoptimisation_downturn`` over several reward-model seeds on the
+    same pool and ns): the gold curve drawn is then the seed mean, with its bootstrap band over prompts
+    shaded and each seed's curve thin. ``proxy_scale``: the proxy gain is divided by it — the slope of
+    the proxy on gold (a Bradley–Terry reward is r*/T + c in theory), so that it reads in gold units."""
     d = curves["sqrt_kl"]
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    ax.plot(d, curves["proxy"] - curves["proxy"][0], "o-", color=PROXY_COLOUR, label="proxy RM reward (what is optimised)")
-    ax.plot(d, curves["gold"] - curves["gold"][0], "o-", color=GOLD_COLOUR, label="gold reward of the proxy's pick")
+    proxy_gain = curves["proxy"] - curves["proxy"][0]
+    proxy_label = "proxy RM reward (what is optimised)"
+    if proxy_scale is not None:
+        if not proxy_scale > 0:
+            raise ValueError(f"proxy_scale must be positive, got {proxy_scale!r}")
+        proxy_gain = proxy_gain / proxy_scale
+        proxy_label = f"proxy RM reward ÷ its slope on gold ({proxy_scale:.2f}): in gold units"
+    ax.plot(d, proxy_gain, "o-", color=PROXY_COLOUR, label=proxy_label)
+    gold = curves["gold"]
+    gold_label = "gold reward of the proxy's pick"
+    if downturn is not None:
+        if len(downturn["mean_curve"]) != len(d):
+            raise ValueError(f"downturn has {len(downturn['mean_curve'])} points, curves {len(d)}: use the same ns")
+        gold = downturn["mean_curve"]
+        for seed_curve in downturn["curves"]:
+            ax.plot(d, seed_curve - seed_curve[0], "-", color=GOLD_COLOUR, lw=0.7, alpha=0.35)
+        lo, hi = downturn["band"]
+        ax.fill_between(d, lo - gold[0], hi - gold[0], color=GOLD_COLOUR, alpha=0.18, lw=0)
+        gold_label = (f"gold reward of the proxy's pick: mean of {len(downturn['curves'])} reward models (thin), "
+                      f"{downturn['level']:.0%} band over prompts")
+    ax.plot(d, gold - gold[0], "o-", color=GOLD_COLOUR, label=gold_label)
     ax.plot(d, curves["gold_oracle"] - curves["gold_oracle"][0], ":", color=ORACLE_COLOUR,
             label="gold reward of best-of-n under gold itself")
     if fit:
         design = np.stack([d, -d ** 2], axis=1)
-        (alpha, beta), *_ = np.linalg.lstsq(design, curves["gold"] - curves["gold"][0], rcond=None)
+        (alpha, beta), *_ = np.linalg.lstsq(design, gold - gold[0], rcond=None)
         grid = np.linspace(0, d.max(), 100)
         ax.plot(grid, grid * (alpha - beta * grid), "--", color=GOLD_COLOUR, alpha=0.6,
                 label=f"fit d(α − βd): α={alpha:.2f}, β={beta:.2f}")
-    peak = int(np.argmax(curves["gold"]))
+    peak = int(np.argmax(gold))
     ax.axvline(d[peak], color=GOLD_COLOUR, lw=0.8, ls=":")
-    ax.annotate(f"gold peaks at n = {curves['n'][peak]}", (d[peak], curves["gold"][peak] - curves["gold"][0]),
+    ax.annotate(f"gold peaks at n = {curves['n'][peak]}", (d[peak], gold[peak] - gold[0]),
                 textcoords="offset points", xytext=(-40, 12), fontsize=8)
     top = ax.secondary_xaxis("top", functions=(lambda x: x ** 2, lambda k: np.sqrt(np.maximum(k, 0))))
     top.set_xlabel("KL(π_best-of-n ‖ π) (nats)")
