@@ -149,11 +149,16 @@ def dpo_beta_widget():
                                                                description="β"))
 
 
-def plot_preference_history(history, *, title: str = "DPO on review-base"):
+def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None):
     """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
     and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected
     (train-batch means, faint, and the held-out means, which are always the same pairs); two by two, to fit the
-    book's column."""
+    book's column.
+
+    ``before``: the held-out evaluation of the reference, ``PreferenceTrainer.evaluate()`` before training
+    (keys ``rewards/accuracies``, ``rewards/margins``, ``logps/chosen``, ``logps/rejected``); drawn as
+    black stars at step −1, so the first held-out marker, after one update, is not mistaken for the start.
+    """
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
                if k not in frame]
@@ -183,6 +188,13 @@ def plot_preference_history(history, *, title: str = "DPO on review-base"):
     if has_eval_logps:
         axes[3].plot(evals["step"], evals["eval/logps/chosen"], "o-", color="tab:blue", label="chosen, held-out")
         axes[3].plot(evals["step"], evals["eval/logps/rejected"], "o-", color="tab:red", label="rejected, held-out")
+    if before is not None:
+        star = dict(marker="*", color="black", markersize=10, ls="none")
+        axes[1].plot([-1], [before["rewards/accuracies"]], label="reference", **star)
+        axes[2].plot([-1], [before["rewards/margins"]], label="reference", **star)
+        axes[3].plot([-1, -1], [before["logps/chosen"], before["logps/rejected"]], label="reference", **star)
+        for ax in axes[1:3]:
+            ax.legend(fontsize=8)
     axes[3].set_title("policy log-probs log π(y|x) (means)", fontsize=10)
     axes[3].legend(fontsize=8)
     for ax in axes:
