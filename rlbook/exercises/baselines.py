@@ -23,8 +23,6 @@ __all__ = ["check_rloo_advantages"]
 def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
     groups = rewards.view(-1, group_size)
     others = groups.sum(1, keepdim=True) - groups
-    interleaved = rewards.view(group_size, -1).T.reshape(-1)  # groups read as rows 0, n, 2n, … by mistake
-    undo = torch.arange(rewards.numel()).view(group_size, -1).T.reshape(-1).argsort()
     return {
         "mean": (group_advantages(rewards, group_size, "dr_grpo"),
                  "you subtracted the group mean *including* the sample itself: that is the mean baseline, "
@@ -36,11 +34,22 @@ def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[to
                   "G − 1 samples (`rewards.view(-1, G)`)."),
         "grpo": (group_advantages(rewards, group_size, "grpo"),
                  "that is GRPO's (r − μ)/σ: RLOO neither includes the sample in the mean nor divides by σ."),
+        "sign": (-group_advantages(rewards, group_size, "rloo"),
+                 "the sign is flipped: the advantage is r_i minus the others' mean."),
+    }
+
+
+def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
+    """``_rloo_mistakes`` (shared with lesson 01's loss exercise, which names these three its own way) and three
+    more: GRPO with Bessel's σ, groups read with ``view(G, -1)``, the leave-one-out along the wrong axis."""
+    groups = rewards.view(-1, group_size)
+    interleaved = rewards.view(group_size, -1).T.reshape(-1)  # groups read as rows 0, n, 2n, … by mistake
+    undo = torch.arange(rewards.numel()).view(group_size, -1).T.reshape(-1).argsort()
+    return {
+        **_rloo_mistakes(rewards, group_size),
         "grpo_bessel": (group_advantages(rewards, group_size, "grpo", unbiased_std=True),
                         "that is GRPO's (r − μ)/σ with Bessel's σ (torch's default `.std()`): RLOO neither includes "
                         "the sample in the mean nor divides by any σ."),
-        "sign": (-group_advantages(rewards, group_size, "rloo"),
-                 "the sign is flipped: the advantage is r_i minus the others' mean."),
         "interleaved": (group_advantages(interleaved, group_size, "rloo")[undo],
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* (rows 0…G−1 are "
                         "the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
@@ -52,7 +61,7 @@ def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[to
 
 
 check_rloo_advantages = advantage_exercise(
-    "check_rloo_advantages", "leave-one-out advantages", "rloo", "RLOO's", _rloo_mistakes,
+    "check_rloo_advantages", "leave-one-out advantages", "rloo", "RLOO's", _rloo_exercise_mistakes,
     doc="""Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
