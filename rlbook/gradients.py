@@ -14,8 +14,10 @@ form. With logits z_t = W h_t / T (h_t the last hidden state, W the (V, H) outpu
     ∂ log softmax(z_t)[y_t] / ∂W = (e_{y_t} − p_t) h_tᵀ / T,        p_t = softmax(z_t),
 
 so a whole batch needs one forward pass and one ``einsum``: g_i = Σ_t w_{i,t} (e_{y_t} − p_t) h_tᵀ / T.
-The variance of an estimator on these V·H coordinates is a sample of its variance on all weights
-(the identities E[∇log π] = 0 and E[b ∇log π] = 0 hold for any subset of parameters).
+The identities E[∇log π] = 0 and E[b ∇log π] = 0 hold for any subset of parameters, so what is
+unbiased on all weights is unbiased on these V·H coordinates. Their *variances* are another matter:
+how ‖s‖² depends on the reward differs from layer to layer, so a variance ratio measured here is the
+output layer's, not a sample of the whole network's.
 
 Simplified: with tied input and output embeddings (the book's models), this is the partial
 derivative with respect to the matrix *in its role as the output layer*, the input embedding held
@@ -36,11 +38,12 @@ from rlbook._checks import as_float_tensor, check_choice, check_int, check_posit
 from rlbook.advantages import group_advantages
 from rlbook.rollout import completion_forward
 
-__all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "fit_critic_head",
-           "gradient_statistics", "group_gradient_estimates", "output_layer_gradients", "prompt_variances",
+__all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
+           "fit_critic_head", "gradient_statistics", "grpo_length_factor", "group_gradient_estimates", "heuristic_noise_ratios",
+           "noise_ratio", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
            "sweep_group_sizes", "value_head_outputs"]
 
-# "none": A = R (Williams 1992); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
+# "none": A = R (vanilla REINFORCE, b = 0; Williams 1992's update carries a reinforcement baseline b); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
 # "rloo": A = R − mean of the other G − 1 (Kool et al. 2019; Ahmadian et al. 2024); "grpo": (R − μ)/σ
 # (Shao et al. 2024); "value": A = R − V(x) with the prompt's value known (pass ``prompt_values``, e.g.
 # measured on an independent sample: the best constant-per-prompt baseline, for comparison);
@@ -132,7 +135,7 @@ def _group_mean(advantages: torch.Tensor, scores: torch.Tensor, group_size: int)
     return torch.bmm(advantages.view(-1, 1, group_size), groups).squeeze(1) / group_size
 
 
-def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, float]:
+def gradient_statistics(estimates, reference, *, n_prompts: int, reference_noise: float = 0.0) -> dict:
     """Variance and bias of the batch gradient ĝ = (1/P) Σ_x ĝ_x, one group per prompt.
 
     ``estimates`` (P · M, D): M independent group estimates for each of P prompts, prompt-major (as
@@ -146,15 +149,23 @@ def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, fl
       groups' projections on ∇J), so an unbiased estimator has |scale − 1| within a few of it;
     - ``relative_bias``: ‖E ĝ − ∇J‖ / ‖∇J‖; ``mean_noise``: √(variance / M) / ‖∇J‖, how much of that
       an unbiased estimator shows from the finite sample alone;
-    - ``relative_variance``: variance / ‖E ĝ‖², the noise-to-signal of one batch (scale-free).
+    - ``relative_variance``: variance / ‖E ĝ‖², the noise-to-signal of one batch (scale-free);
+    - ``scale_se``: √(scale_noise² + reference_noise²). The reference is itself an estimate, and to first
+      order scale − 1 ≈ ⟨e_est − e_ref, ∇J⟩ / ‖∇J‖² for an unbiased estimator, the two errors independent;
+      ``reference_noise`` is the reference's own projection SE (``gradient_statistics(...)["scale_noise"]``
+      of groups cut from the reference sample), 0 when the reference is taken as exact;
+    - ``prompt_variances`` (P,) and ``prompt_means`` (P, D): each prompt's tr Cov(ĝ_x) and mean estimate,
+      what ``noise_ratio`` needs to put a standard error on the ratio of two estimators' noise-to-signal.
     """
     estimates = _prompt_blocks(estimates, n_prompts)
     n_prompts, groups = estimates.shape[:2]
     reference = as_float_tensor("reference", reference, ndim=(1,)).to(torch.float64)
     if reference.shape[0] != estimates.shape[-1]:
         raise ValueError(f"reference must have {estimates.shape[-1]} entries, got {reference.shape[0]}")
+    check_positive("reference_noise", reference_noise, allow_zero=True)
     per_prompt_mean = estimates.mean(dim=1)
-    variance = float(prompt_variances(estimates, n_prompts=n_prompts).sum()) / n_prompts**2
+    per_prompt_variance = prompt_variances(estimates, n_prompts=n_prompts)
+    variance = float(per_prompt_variance.sum()) / n_prompts**2
     mean = per_prompt_mean.mean(dim=0)
     reference_norm = float(reference.norm())
     mean_norm = float(mean.norm())
@@ -170,7 +181,112 @@ def gradient_statistics(estimates, reference, *, n_prompts: int) -> dict[str, fl
         "cosine": float(mean @ reference) / (mean_norm * reference_norm),
         "relative_bias": float((mean - reference).norm()) / reference_norm,
         "mean_noise": (variance / groups) ** 0.5 / reference_norm,
+        "scale_se": (scale_noise**2 + reference_noise**2) ** 0.5,
+        "prompt_variances": per_prompt_variance,
+        "prompt_means": per_prompt_mean,
     }
+
+
+def noise_ratio(statistics, against) -> tuple[float, float]:
+    """``(ratio, se)``: the noise-to-signal of one estimator over another's, measured on the same prompts.
+
+    ``statistics``, ``against``: ``gradient_statistics`` of two estimators (their ``prompt_variances`` and
+    ``prompt_means``). ratio = [Σ_x v_a(x) / ‖Σ_x m_a(x)‖²] / [Σ_x v_b(x) / ‖Σ_x m_b(x)‖²], with v the
+    per-prompt tr Cov and m the per-prompt mean estimate; for two unbiased estimators (same E ĝ) it is
+    the ratio of their variances. The prompts are the independent draws, and both estimators are read
+    on each prompt's same completions, so the SE is the delete-one-prompt jackknife of the ratio
+    (Quenouille 1956; Efron & Stein 1981, Ann. Statist. 9(3)), paired by prompt: to first order it is
+    the delta-method SE of ``rlbook.evidence.ratio_se`` on the variances, with the noise of the two
+    ‖E ĝ‖² included. Needs at least 3 prompts.
+    """
+    variances_a, means_a = _prompt_summary(statistics, "statistics")
+    variances_b, means_b = _prompt_summary(against, "against")
+    if variances_a.shape[0] != variances_b.shape[0] or means_a.shape != means_b.shape:
+        raise ValueError(f"statistics and against must come from the same prompts and coordinates, got "
+                         f"{tuple(means_a.shape)} and {tuple(means_b.shape)}")
+    n = variances_a.shape[0]
+    if n < 3:
+        raise ValueError(f"noise_ratio needs at least 3 prompts for a jackknife, got {n}")
+
+    def ratio(keep):
+        signal_a = float(means_a[keep].sum(0).norm()) ** 2
+        signal_b = float(means_b[keep].sum(0).norm()) ** 2
+        return float(variances_a[keep].sum()) / signal_a / (float(variances_b[keep].sum()) / signal_b)
+
+    everything = torch.ones(n, dtype=torch.bool)
+    leave_outs = torch.tensor([ratio(everything.index_fill(0, torch.tensor(i), False)) for i in range(n)],
+                              dtype=torch.float64)
+    se = float(((n - 1) / n * ((leave_outs - leave_outs.mean()) ** 2).sum()) ** 0.5)
+    return ratio(everything), se
+
+
+def _prompt_summary(statistics, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(statistics, dict) or "prompt_variances" not in statistics or "prompt_means" not in statistics:
+        raise ValueError(f"{name} must be a gradient_statistics result (with prompt_variances and prompt_means)")
+    return statistics["prompt_variances"].to(torch.float64), statistics["prompt_means"].to(torch.float64)
+
+
+def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes) -> dict:
+    """§1's variance heuristic for 0/1 rewards at success rate p, with the score size allowed to depend on R.
+
+    Pretend the baseline b is independent of the sample (R, s) and that only ‖s‖²'s mean depends on R:
+    S₁ = E[‖s‖² | R = 1], S₀ = E[‖s‖² | R = 0], ``score_ratio`` k = S₀/S₁ (k = 1 is the plain heuristic, score
+    independent of reward). One sample's second moment E[(R − b)²‖s‖²] = p E(1 − b)² S₁ + (1 − p) E b² S₀, so,
+    relative to no baseline's p S₁ (Greensmith et al. 2004, JMLR 5, treat the exact case):
+
+    - value, b = p:       (1 − p)² + p(1 − p) k;
+    - leave-one-out in groups of G, E b = p, Var b = v = p(1 − p)/(G − 1):
+                          (1 − p)² + v + (1 − p)(p² + v) k / p;
+    - a reward offset c earned by all, no baseline: E[(R + c)²‖s‖²] / (p S₁) = (1 + c)² + (1 − p) c² k / p
+      (returned for c = 1 as "offset").
+
+    The cross terms between the samples of a group (b_i holds R_j, b_j holds R_i) are ignored. Returns
+    {"value": float, "offset": float, "rloo": {G: float}}.
+    """
+    p = float(success_rate)
+    if not 0 < p < 1:
+        raise ValueError(f"success_rate must lie strictly between 0 and 1, got {success_rate!r}")
+    k = check_positive("score_ratio", score_ratio)
+    rloo = {}
+    for g in group_sizes:
+        g = check_int("group_sizes", g, minimum=2)
+        v = p * (1 - p) / (g - 1)
+        rloo[g] = (1 - p) ** 2 + v + (1 - p) * (p**2 + v) * k / p
+    return {"value": (1 - p) ** 2 + p * (1 - p) * k, "offset": 4 + (1 - p) * k / p, "rloo": rloo}
+
+
+def optimal_constant_baseline(rewards, score_norms) -> float:
+    """b* = E[R ‖s‖²] / E[‖s‖²], the constant baseline of least variance (Greensmith et al. 2004, JMLR 5,
+    lesson 01's exercise 2). ``rewards`` and ``score_norms`` (‖s_i‖²): one per sample."""
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,)).to(torch.float64)
+    norms = as_float_tensor("score_norms", score_norms, ndim=(1,)).to(torch.float64)
+    if norms.shape != rewards.shape:
+        raise ValueError(f"score_norms must have one entry per reward ({rewards.shape[0]}), got {norms.shape[0]}")
+    if (norms < 0).any() or float(norms.sum()) == 0:
+        raise ValueError("score_norms must be non-negative and not all zero")
+    return float((rewards * norms).sum() / norms.sum())
+
+
+def grpo_length_factor(rewards, group_size: int, *, unbiased_std: bool = False) -> float:
+    """The mean of (G − 1) / (G σ_g) over the groups whose rewards are not all equal: GRPO's rough length.
+
+    GRPO's advantage is (R_i − R̄)/σ = (G − 1)/G · RLOO_i / σ (the mean baseline is (G − 1)/G × RLOO's, and
+    RLOO's estimate is unbiased), so each varied group's estimate is RLOO's stretched by (G − 1)/(G σ_g);
+    this averages the stretch over the groups (weighting them equally, not by their share of ∇J). With 0/1
+    rewards and the population σ (the default, ``unbiased_std=False``, as in ``group_advantages``) every
+    varied group of G = 2 has σ = 1/2 and the factor is exactly 1: GRPO is RLOO; with Bessel's σ (TRL's
+    default) it is 1/√2 there. Flat groups have advantage 0 under both and are left out.
+    """
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,)).to(torch.float64)
+    group_size = check_int("group_size", group_size, minimum=2)
+    if rewards.shape[0] % group_size:
+        raise ValueError(f"group_size must divide the number of rewards {rewards.shape[0]}, got {group_size}")
+    groups = rewards.view(-1, group_size)
+    sigma = groups.std(dim=1, correction=1 if unbiased_std else 0)
+    varied = sigma > 0
+    if not varied.any():
+        raise ValueError("rewards must hold at least one group whose rewards are not all equal")
+    return float(((group_size - 1) / (group_size * sigma[varied])).mean())
 
 
 def _prompt_blocks(estimates, n_prompts) -> torch.Tensor:
@@ -279,26 +395,42 @@ def fit_critic_head(critic, prompt_ids, prompt_mask, completion_ids, completion_
     return float(1 - residual.var() / targets.var())
 
 
+@torch.no_grad()
+def critic_explained_variance(values, rewards, completion_mask) -> float:
+    """1 − Σ(V_t − R)² / Σ(R − R̄)² over the real tokens: how much of the final reward's variance (over tokens)
+    a critic's values V(x, y_<t) explain on a batch — on a batch it was *not* fitted on, a held-out score
+    (``fit_critic_head`` returns the same number on its own fitting batch). ``values`` (B, C), ``rewards`` (B,)."""
+    values = as_float_tensor("values", values, ndim=(2,)).to(torch.float64)
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,)).to(torch.float64)
+    if values.shape != completion_mask.shape or rewards.shape[0] != values.shape[0]:
+        raise ValueError(f"values must be (B, C) like completion_mask {tuple(completion_mask.shape)} and rewards "
+                         f"(B,), got {tuple(values.shape)} and {tuple(rewards.shape)}")
+    real = completion_mask.bool()
+    targets = rewards.unsqueeze(1).expand_as(values)[real]
+    return float(1 - ((values[real] - targets) ** 2).sum() / ((targets - targets.mean()) ** 2).sum())
+
+
 def baseline_statistics(scores, rewards, reference, *, group_size: int, n_prompts: int, value_terms=None,
-                        prompt_values=None, baselines=BASELINES) -> dict[str, dict[str, float]]:
+                        prompt_values=None, baselines=BASELINES, reference_noise: float = 0.0) -> dict[str, dict]:
     """``gradient_statistics`` of each baseline's estimate at group size G, on the same completions.
 
     ``scores``, ``rewards``, ``value_terms``, ``prompt_values`` as in ``group_gradient_estimates``
     (n_prompts blocks of N completions; G must divide N and leave at least 2 groups per prompt);
     "critic" is skipped when ``value_terms`` is None, "value" when ``prompt_values`` is None.
-    Returns {baseline: statistics}.
+    ``reference_noise``: as in ``gradient_statistics``. Returns {baseline: statistics}.
     """
     given = {"critic": value_terms is not None, "value": prompt_values is not None}
     return {baseline: gradient_statistics(group_gradient_estimates(scores, rewards, group_size, baseline=baseline,
                                                                    value_terms=value_terms,
                                                                    prompt_values=prompt_values),
-                                          reference, n_prompts=n_prompts)
+                                          reference, n_prompts=n_prompts, reference_noise=reference_noise)
             for baseline in baselines if given.get(baseline, True)}
 
 
 def sweep_group_sizes(scores, rewards, reference, *, group_sizes, n_prompts: int, value_terms=None,
-                      prompt_values=None) -> dict[int, dict[str, dict[str, float]]]:
+                      prompt_values=None, reference_noise: float = 0.0) -> dict[int, dict[str, dict]]:
     """{G: ``baseline_statistics`` at G} for every G in ``group_sizes``, on the same completions each time."""
     return {int(g): baseline_statistics(scores, rewards, reference, group_size=int(g), n_prompts=n_prompts,
-                                        value_terms=value_terms, prompt_values=prompt_values)
+                                        value_terms=value_terms, prompt_values=prompt_values,
+                                        reference_noise=reference_noise)
             for g in group_sizes}

@@ -6,6 +6,10 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
   the lesson can find where each loss stops pulling (only IPO's does, at h = 1/(2τ)).
 - ``pair_sequence_logps``: log π(y|x) of the chosen and rejected response of every pair, scored as
   ``PreferenceTrainer`` scores them, so per-pair margins of any two models can be compared.
+- ``kl_optimum_log_ratio``: what the exact KL-regularised optimum does to a response's log-probability,
+  log π*/π_ref = (r − β log Z)/β, with β log Z estimated from the reference's own samples.
+- ``parse_rule_accuracy`` and ``gap_matched_accuracy``: the bars a preference accuracy is read against
+  (the rule "prefer the parsable review"; another group of pairs with the same gold gaps).
 - ``clause_credit``, ``clause_credit_table`` and ``stop_credit_table``: a review's implicit reward
   β log π/π_ref split among its clauses and its stop, set beside the gold reward's rules
   (``rlbook.tasks.reviews``).
@@ -25,7 +29,7 @@ from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
 __all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "pair_losses_vs_margin", "pair_sequence_logps",
-           "sequence_logps",
+           "sequence_logps", "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
            "clause_credit_by_position", "stop_credit_table"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
@@ -101,6 +105,68 @@ def _completion_token_logps(model, encoded, pad_id: int, batch_size: int) -> lis
                                               batch.completion_mask).cpu()
         rows.extend(token_logps[r, :len(encoded[start + r][1])] for r in range(token_logps.shape[0]))
     return rows
+
+
+def kl_optimum_log_ratio(rewards, reference_rewards, *, beta: float) -> tuple[np.ndarray, float, float]:
+    """``(log_ratios, beta_log_z, se)``: log π*(y)/π_ref(y) for each of ``rewards``, under the exact optimum
+    of the KL-regularised objective, π* = π_ref e^{r/β}/Z (Rafailov et al. 2023, arXiv:2305.18290, eq. 4).
+
+    Taking logs, log π*(y)/π_ref(y) = (r(y) − β log Z)/β: the optimum *raises* a response exactly when
+    its reward exceeds β log Z = β log E_{y~π_ref}[e^{r(y)/β}], and lowers every other one — a chosen
+    response included, if it is only the better of two mediocre samples. β log Z is estimated from
+    ``reference_rewards``, the rewards of samples drawn from π_ref (one prompt, or prompts whose Z is
+    taken to be the same): β log of the mean of e^{r/β}, computed stably. ``se`` is its delta-method
+    standard error, β·sd(w)/(√n·mean(w)) with w = e^{r/β}; the mean is dominated by the few
+    highest-reward samples, so the estimate needs many of them at small β.
+    """
+    beta = check_positive("beta", beta)
+    r = np.asarray(rewards, dtype=np.float64).reshape(-1)
+    ref = np.asarray(reference_rewards, dtype=np.float64).reshape(-1)
+    if ref.size < 2 or not np.isfinite(ref).all() or not np.isfinite(r).all():
+        raise ValueError(f"need at least 2 finite reference rewards and finite rewards, got {ref.size} reference rewards")
+    scaled = ref / beta
+    top = scaled.max()
+    w = np.exp(scaled - top)                                     # e^{r/β} up to the factor e^{top}
+    beta_log_z = float(beta * (top + np.log(w.mean())))
+    se = float(beta * w.std(ddof=1) / (np.sqrt(ref.size) * w.mean()))
+    return (r - beta_log_z) / beta, beta_log_z, se
+
+
+def parse_rule_accuracy(chosen, rejected) -> np.ndarray:
+    """Per pair, the expected preference accuracy of the rule "prefer the review that parses": 1 when
+    only ``chosen`` parses (``rlbook.tasks.reviews.parse_review``), 0 when only ``rejected`` does (the
+    gold labeller can prefer broken text, −3, to a parsable review scored below −3), ½ (a coin) when
+    both or neither do. Its mean is the bar any ranker that reads only well-formedness reaches."""
+    chosen, rejected = list(chosen), list(rejected)
+    if len(chosen) != len(rejected):
+        raise ValueError(f"chosen and rejected must have the same length, got {len(chosen)} and {len(rejected)}")
+    ok_w = np.array([reviews.parse_review(t) is not None for t in chosen], dtype=bool)
+    ok_l = np.array([reviews.parse_review(t) is not None for t in rejected], dtype=bool)
+    return np.where(ok_w == ok_l, 0.5, ok_w.astype(np.float64))
+
+
+def gap_matched_accuracy(correct, gaps, in_group, in_reference) -> tuple[float, float, int]:
+    """``(group_accuracy, matched_reference_accuracy, n)``: a group's accuracy beside another group's,
+    reweighted to the first group's gold gaps.
+
+    Any ranker orders pairs with a large gold gap more easily, so two groups of pairs compare fairly
+    only at the same gaps. For each gap value of the group, the reference group's accuracy at that
+    value is weighted by the group's count there (direct standardisation); group pairs whose gap
+    value the reference group lacks are left out, and ``n`` is how many group pairs remain.
+    ``correct``: 0/1 per pair; ``gaps``: the gold gap per pair (discrete, e.g. multiples of 0.5).
+    """
+    correct = np.asarray(correct, dtype=np.float64).reshape(-1)
+    gaps = np.round(np.asarray(gaps, dtype=np.float64).reshape(-1), 6)
+    group, reference = np.asarray(in_group, dtype=bool), np.asarray(in_reference, dtype=bool)
+    if not (correct.size == gaps.size == group.size == reference.size):
+        raise ValueError("correct, gaps, in_group and in_reference must have one entry per pair")
+    shared = [g for g in np.unique(gaps[group]) if (reference & (gaps == g)).any()]
+    if not shared:
+        raise ValueError("the two groups share no gold-gap value")
+    used = group & np.isin(gaps, shared)
+    matched = sum((used & (gaps == g)).sum() * correct[reference & (gaps == g)].mean() for g in shared)
+    n = int(used.sum())
+    return float(correct[used].mean()), float(matched / n), n
 
 
 def clause_credit(model, reference, tokenizer, prompts, texts, *, beta: float, batch_size: int = 64) -> pd.DataFrame:

@@ -33,6 +33,7 @@ from rlbook.losses.policy import COV_CONTROLS, VARIANT_DEFAULTS
 from rlbook.models import count_parameters
 from rlbook.models.lora import lora_config
 from rlbook.rollout import rollout_logprobs
+from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.config import OnlineConfig
 
 __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", "MEMORY_ROLES", "activation_bytes",
@@ -121,6 +122,7 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         "dynamic_sampling": (config.dynamic_sampling, "GRPOTrainer does not resample flat groups"),
         "advantage_filter": (config.advantage_filter is not None, "no advantage filter in GRPOConfig"),
         "advantage_noise": (config.advantage_noise > 0, "no advantage noise in GRPOConfig"),
+        "overlong_filter": (config.overlong_filter, "rlbook does not translate overlong filtering to TRL"),
         "overlong": (config.overlong is not None,
                      "the soft overlong penalty is a reward function in TRL, not a config key"),
         "format_reward_weight": (config.format_reward_weight > 0,
@@ -221,6 +223,7 @@ def verl_overrides(config: OnlineConfig) -> dict:
     for field, is_set, why in (
             ("advantage_filter", config.advantage_filter is not None, "no key for it in ppo_trainer.yaml"),
             ("advantage_noise", config.advantage_noise > 0, "no key for it in ppo_trainer.yaml"),
+            ("overlong_filter", config.overlong_filter, "rlbook does not translate overlong filtering to verl"),
             ("format_reward_weight", config.format_reward_weight > 0,
              "verl's reward is one function (custom_reward_function): add the weighted format reward there")):
         if is_set:
@@ -937,14 +940,17 @@ def recording(task):
     """A copy of ``task`` that records the question of every completion its reward scores, in order, in
     ``.scored_questions``: through ``reward(text, example)`` (rlbook's trainers, one call per completion;
     the example's ``question``) and through ``reward_fn()`` (TRL's convention; the text of each completion's
-    prompt, its last message when the prompt is a chat). The rewards are the task's own; ``task`` itself is
-    not changed. Lesson 21 reads from it which prompts each engine drew in its first steps."""
+    prompt, its last message when the prompt is a chat). The completion itself, as text
+    (``completion_text``), goes to ``.scored_completions`` in the same order. The rewards are the task's
+    own; ``task`` itself is not changed. Lesson 21 reads from it which prompts each engine drew and what
+    its training completions wrote."""
     base_class = type(task)
 
     class Recording(base_class):
         def reward(self, text, example, **kwargs):
             if isinstance(example, dict) and "question" in example:
                 self.scored_questions.append(example["question"])
+            self.scored_completions.append(completion_text(text))  # both paths score each completion here once
             return super().reward(text, example, **kwargs)
 
         def reward_fn(self, **kwargs):
@@ -962,6 +968,7 @@ def recording(task):
     copied = copy.copy(task)
     copied.__class__ = Recording
     copied.scored_questions = []
+    copied.scored_completions = []
     return copied
 
 

@@ -71,6 +71,12 @@ def test_group_advantages_names_the_mistake(answer, phrase, capsys):
     (_grouped(lambda x: x - (x.sum(1, keepdim=True) - x) / x.shape[1]), "divided the others' sum by G"),
     (lambda r, g: r - (r.sum() - r) / (len(r) - 1), "same prompt"),
     (lambda r, g: group_advantages(r, g), "GRPO"),
+    (lambda r, g: group_advantages(r, g, "grpo", unbiased_std=True), "Bessel"),
+    (lambda r, g: -group_advantages(r, g, "rloo"), "sign"),
+    (lambda r, g: group_advantages(r.view(g, -1).T.reshape(-1), g, "rloo")[
+        torch.arange(r.numel()).view(g, -1).T.reshape(-1).argsort()], "view(G, -1)"),
+    (lambda r, g: (r.view(-1, g) - (r.view(-1, g).sum(0) - r.view(-1, g)) / (r.numel() // g - 1)).reshape(-1),
+     "wrong axis"),
 ])
 def test_rloo_checker(answer, phrase, capsys):
     assert check_rloo_advantages(answer) is (phrase == "match")

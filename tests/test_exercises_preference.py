@@ -9,8 +9,8 @@ from rlbook.losses import dpo_loss, ipo_loss, simpo_loss
 
 
 def correct_optimum(ref_probs, rewards, beta):
-    weights = ref_probs * torch.exp(rewards / beta)
-    return weights / weights.sum()
+    # the softmax form: the normalised product ref_probs * exp(rewards / beta) overflows at the checker's β = 0.003
+    return torch.softmax(ref_probs.log() + rewards / beta, dim=0)
 
 
 def correct_dpo(chosen, rejected, ref_chosen, ref_rejected, beta):
@@ -135,3 +135,21 @@ def test_a_batch_mean_gets_its_own_hint(capsys):
     assert "without .mean()" in capsys.readouterr().out
     assert exercises.check_ipo_loss(lambda *args: correct_ipo(*args) + 1.0) is False
     assert "compare with" in capsys.readouterr().out
+
+
+def test_preference_checkers_name_a_wrong_shape(capsys):
+    assert exercises.check_dpo_loss(lambda *args: dpo_loss(*args).unsqueeze(0)) is False
+    assert "shape (1, 6)" in capsys.readouterr().out
+    assert exercises.check_optimal_policy(lambda p, r, b: correct_optimum(p, r, b).unsqueeze(0)) is False
+    assert "shape (1, 4)" in capsys.readouterr().out
+
+
+def test_optimal_policy_rewards_the_stable_form(capsys):
+    # at the smallest β, exp(r/β) overflows: the normalised product fails where the softmax form passes
+    def naive(ref_probs, rewards, beta):
+        weights = ref_probs * torch.exp(rewards / beta)
+        return weights / weights.sum()
+
+    assert exercises.check_optimal_policy(naive) is False
+    assert "overflowed" in capsys.readouterr().out
+    assert exercises.check_optimal_policy(correct_optimum) is True

@@ -10,13 +10,19 @@ from rlbook.gradients import (
     BASELINES,
     baseline_statistics,
     completion_hidden_states,
+    critic_explained_variance,
     fit_critic_head,
     gradient_statistics,
     group_gradient_estimates,
+    grpo_length_factor,
+    heuristic_noise_ratios,
+    noise_ratio,
+    optimal_constant_baseline,
     output_layer_gradients,
     prompt_variances,
     value_head_outputs,
 )
+from rlbook.evidence import ratio_se
 from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.rollout import completion_logprobs, sample
 from rlbook.trainers import Critic
@@ -137,6 +143,7 @@ def test_baseline_statistics_and_critic(batch):
     assert torch.allclose(value_head_outputs(critic, hidden, r.completion_mask), values, atol=1e-6)
     scores = output_layer_gradients(model, *args)
     assert torch.allclose(output_layer_gradients(model, *args, hidden_states=hidden), scores, atol=1e-8)
+    assert critic_explained_variance(values, rewards, r.completion_mask) == pytest.approx(explained, abs=1e-5)
     refit = Critic(model)
     assert fit_critic_head(refit, *args, rewards, ridge=1e-2, hidden_states=hidden) == pytest.approx(explained, abs=1e-6)
     with pytest.raises(ValueError, match="hidden_states"):
@@ -164,3 +171,71 @@ def test_value_baseline_subtracts_the_prompt_value():
         assert torch.allclose(shifted, group_gradient_estimates(scores, rewards, 3, baseline=baseline))
     none_shifted = group_gradient_estimates(scores, rewards + 1.0, 3, baseline="none")
     assert not torch.allclose(none_shifted, group_gradient_estimates(scores, rewards, 3, baseline="none"))
+
+
+def test_reference_noise_adds_in_quadrature():
+    generator = torch.Generator().manual_seed(4)
+    reference = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    estimates = reference + torch.randn(2 * 30, 2, generator=generator, dtype=torch.float64)
+    plain = gradient_statistics(estimates, reference, n_prompts=2)
+    assert plain["scale_se"] == pytest.approx(plain["scale_noise"])
+    noisy = gradient_statistics(estimates, reference, n_prompts=2, reference_noise=0.03)
+    assert noisy["scale_se"] == pytest.approx((plain["scale_noise"] ** 2 + 0.03**2) ** 0.5)
+    assert noisy["scale"] == plain["scale"]
+    with pytest.raises(ValueError, match="reference_noise"):
+        gradient_statistics(estimates, reference, n_prompts=2, reference_noise=-1.0)
+
+
+def test_noise_ratio_is_the_variance_ratio_with_ratio_se_for_a_shared_mean():
+    # Two estimators with the same mean on every prompt: the noise-to-signal ratio is the ratio of the summed
+    # per-prompt variances, and the jackknife's SE agrees with the delta method's to first order.
+    generator = torch.Generator().manual_seed(5)
+    prompts, groups = 60, 6
+    spread = 0.5 + torch.rand(prompts, 1, 1, generator=generator, dtype=torch.float64)
+    centre = torch.randn(prompts, 1, 3, generator=generator, dtype=torch.float64) + 4
+    noise = torch.randn(prompts, groups, 3, generator=generator, dtype=torch.float64)
+    a = (centre + 1.5 * spread * noise).reshape(-1, 3)
+    b = (centre + spread * (noise + 0.5 * torch.randn(prompts, groups, 3, generator=generator,
+                                                       dtype=torch.float64))).reshape(-1, 3)
+    # the same per-prompt means for both, so the signals cancel exactly
+    a = (a.view(prompts, groups, 3) - a.view(prompts, groups, 3).mean(1, keepdim=True) + centre).reshape(-1, 3)
+    b = (b.view(prompts, groups, 3) - b.view(prompts, groups, 3).mean(1, keepdim=True) + centre).reshape(-1, 3)
+    reference = centre.mean(0).reshape(-1)
+    stats_a = gradient_statistics(a, reference, n_prompts=prompts)
+    stats_b = gradient_statistics(b, reference, n_prompts=prompts)
+    ratio, se = noise_ratio(stats_a, stats_b)
+    delta_ratio, delta_se = ratio_se(stats_a["prompt_variances"], stats_b["prompt_variances"])
+    assert ratio == pytest.approx(delta_ratio)
+    assert se == pytest.approx(delta_se, rel=0.1)
+    assert noise_ratio(stats_a, stats_a) == pytest.approx((1.0, 0.0))
+    with pytest.raises(ValueError, match="gradient_statistics"):
+        noise_ratio({"variance": 1.0}, stats_b)
+
+
+def test_heuristic_noise_ratios_by_hand():
+    # k = 1: the plain heuristic of §1 — value 1 − p, RLOO (1 − p) G/(G − 1), an offset of 1 (1 + 3p)/p.
+    plain = heuristic_noise_ratios(0.25, 1.0, (2, 4))
+    assert plain["value"] == pytest.approx(0.75)
+    assert plain["rloo"] == pytest.approx({2: 1.5, 4: 1.0})
+    assert plain["offset"] == pytest.approx(1.75 / 0.25)
+    # k = 2 by hand at p = 0.5, G = 2: v = 0.25; (0.25 + 0.25) + 0.5 (0.25 + 0.25) 2 / 0.5 = 1.5
+    skewed = heuristic_noise_ratios(0.5, 2.0, (2,))
+    assert skewed["rloo"][2] == pytest.approx(1.5) and skewed["value"] == pytest.approx(0.25 + 0.5)
+    with pytest.raises(ValueError, match="success_rate"):
+        heuristic_noise_ratios(1.0, 1.0, (2,))
+
+
+def test_optimal_constant_baseline_and_grpo_length_factor():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    assert optimal_constant_baseline(rewards, torch.tensor([1.0, 3.0, 3.0, 1.0])) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="score_norms"):
+        optimal_constant_baseline(rewards, torch.zeros(4))
+    # G = 2, 0/1 rewards: every varied group has σ = 1/2, so (G − 1)/(Gσ) = 1: GRPO is RLOO; Bessel: 1/√2.
+    pairs = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    assert grpo_length_factor(pairs, 2) == pytest.approx(1.0)
+    assert grpo_length_factor(pairs, 2, unbiased_std=True) == pytest.approx(2**-0.5)
+    assert torch.allclose(group_advantages(pairs, 2, "grpo"), group_advantages(pairs, 2, "rloo"), rtol=1e-5)
+    # G = 4, one success in four: σ = √3/4, factor (3/4)/(√3/4) = √3.
+    assert grpo_length_factor(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4) == pytest.approx(3**0.5)
+    with pytest.raises(ValueError, match="not all equal"):
+        grpo_length_factor(torch.ones(4), 2)

@@ -103,6 +103,20 @@ def test_reply_breakdown_separates_the_sum_written_from_the_reply_ending_on_it()
     assert parts["sum written"] == [[1, 1, 1, 0], [1, 0, 1, 1]]
     assert parts["stopped"] == [[1, 0, 1, 1], [1, 0, 1, 1]]
     assert "stopped" not in reply_breakdown(texts, rows, n_samples=4)
+    assert "answer given" not in parts  # the rows have no operands
+
+
+def test_reply_breakdown_counts_a_reply_that_ends_on_an_attempted_sum():
+    from rlbook.tasks import reply_breakdown
+
+    rows = [{"answer": "41", "a": 7, "b": 34}, {"answer": "7", "a": 7, "b": 0}]
+    texts = ["41", "7 + 34 = 40", "Title: 7 + 34", "The answer is",
+             "7 + 0 = 7", "7 + 0 = 0", "8", "no number"]
+    parts = reply_breakdown(texts, rows, n_samples=4)
+    assert parts["right"] == [[1, 0, 0, 0], [1, 0, 0, 0]]
+    # a wrong sum is an answer; ending on an operand or on no integer is not (unless the operand is the sum)
+    assert parts["answer given"] == [[1, 1, 0, 0], [1, 0, 1, 0]]
+    assert all(g >= r for gs, rs in zip(parts["answer given"], parts["right"]) for g, r in zip(gs, rs))
     with pytest.raises(ValueError, match="texts"):
         reply_breakdown(texts[:-1], rows, n_samples=4)
     with pytest.raises(ValueError, match="truncated"):

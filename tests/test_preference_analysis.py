@@ -112,3 +112,46 @@ def test_clause_credit_by_position_reads_new_clauses_and_repeats_apart():
     assert new.loc[0, "positive"] == pytest.approx(0.4) and new.loc[2, "negative"] == -1.0  # stops left out
     repeats = clause_credit_by_position(credit, repeat=True)
     assert list(repeats.index) == [1] and repeats.loc[1, "positive"] == pytest.approx(0.1)
+
+
+def test_kl_optimum_log_ratio_matches_the_exact_optimum_on_a_sampled_reference():
+    # reference samples drawn exactly in proportion to π_ref: the estimate is then β log Z itself
+    import numpy as np
+
+    from rlbook.preference_analysis import kl_optimum_log_ratio
+    from rlbook.toys import reverse_kl_optimum
+    ref_probs = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)
+    rewards = torch.tensor([0.0, 1.0, -2.0], dtype=torch.float64)
+    samples = np.repeat(rewards.numpy(), [2, 1, 1])             # π_ref as 4 equally likely samples
+    log_ratios, beta_log_z, se = kl_optimum_log_ratio(rewards.numpy(), samples, beta=0.5)
+    exact = (reverse_kl_optimum(ref_probs, rewards, beta=0.5) / ref_probs).log().numpy()
+    assert np.allclose(log_ratios, exact, atol=1e-12)
+    assert beta_log_z == pytest.approx(0.5 * float(torch.logsumexp(ref_probs.log() + rewards / 0.5, 0)))
+    assert se > 0
+    # stable at a tiny β (e^{r/β} would overflow), and β log Z → max reward as β → 0
+    _, tiny, _ = kl_optimum_log_ratio([0.0], samples, beta=1e-3)
+    assert tiny == pytest.approx(1.0, abs=2e-3)
+    with pytest.raises(ValueError):
+        kl_optimum_log_ratio([0.0], [1.0], beta=0.5)
+
+
+def test_parse_rule_accuracy_scores_one_zero_and_a_coin():
+    from rlbook.preference_analysis import parse_rule_accuracy
+    good, broken = "the plot was clever.", "the plot was"
+    assert list(parse_rule_accuracy([good, broken, good, broken], [broken, good, good, broken])) == [1.0, 0.0, 0.5, 0.5]
+    with pytest.raises(ValueError):
+        parse_rule_accuracy([good], [])
+
+
+def test_gap_matched_accuracy_reweights_the_reference_to_the_groups_gaps():
+    from rlbook.preference_analysis import gap_matched_accuracy
+    correct = [1, 0, 1, 1, 0, 1, 1, 1]
+    gaps = [0.5, 0.5, 2.0, 0.5, 0.5, 2.0, 2.0, 3.0]
+    group = [True, True, True, False, False, False, False, False]
+    reference = [False, False, False, True, True, True, True, True]
+    acc, matched, n = gap_matched_accuracy(correct, gaps, group, reference)
+    # group: two pairs at gap 0.5, one at 2.0; reference: 0.5 at gap 0.5, 1.0 at gap 2.0
+    assert (acc, n) == (pytest.approx(2 / 3), 3)
+    assert matched == pytest.approx((2 * 0.5 + 1 * 1.0) / 3)
+    with pytest.raises(ValueError):
+        gap_matched_accuracy([1], [1.0], [True], [False])

@@ -416,13 +416,13 @@ def test_train_with_trl_and_rlbook_run_the_same_config_on_a_tiny_model(tmp_path)
 def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsys):
     assert exercise.check_gpu_plan(exercise.reference_plan) is True
     out = capsys.readouterr().out
-    assert "GPUs of 80 GiB" in out and "gpus_needed" in out
+    assert "GPUs of 80 GiB" in out and "gpus_needed" in out and "per GPU" in out and "for the job" in out
     # an answer rounded the way a reader would (7.6 B parameters) passes too
     kv = 2 * 28 * 4 * 128 * 2 * 32 * 8192  # one engine's pool: 32 sequences in flight, not the whole rollout
 
     def rounded(lora):
         per_parameter = 2 + (0.01 * 14 if lora else 2 + 12 + 2)  # weights, + trained grads/Adam/master, + reference
-        return (7.6e9 * per_parameter + kv) / 2 ** 30, exercise.plan_gpus(lora), exercise.plan_waves(lora)
+        return 7.6e9 * per_parameter / 2 ** 30, kv / 2 ** 30, exercise.plan_gpus(lora), exercise.plan_waves(lora)
 
     assert exercise.check_gpu_plan(rounded) is True
     assert exercise.check_gpu_plan(None) is None
@@ -433,42 +433,55 @@ def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsy
 
     assert exercise.check_gpu_plan(stub) is None
     assert exercise.check_gpu_plan(lambda lora: "lots") is False
-    assert "(GiB, GPUs, waves)" in capsys.readouterr().out
-    assert exercise.check_gpu_plan(exercise.reference_run_gib) is False  # the GiB alone are not a plan
-    assert "(GiB, GPUs, waves)" in capsys.readouterr().out
+    assert "four numbers" in capsys.readouterr().out
+    assert exercise.check_gpu_plan(exercise.reference_states_gib) is False  # the GiB alone are not a plan
+    assert "four numbers" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="lora"):
+        exercise.reference_states_gib(1)
+    with pytest.raises(ValueError, match="lora"):
+        exercise.reference_pool_gib("yes")
 
 
 def test_the_gpu_plan_checker_names_wrong_gpu_and_wave_counts(capsys):
-    assert exercise.reference_plan(False)[1:] == (2, 4) and exercise.reference_plan(True)[1:] == (1, 8)
-    one_engine = {lora: (exercise.reference_run_gib(lora), exercise.plan_gpus(lora), 8) for lora in (False, True)}
+    assert exercise.reference_plan(False)[2:] == (2, 4) and exercise.reference_plan(True)[2:] == (1, 8)
+    one_engine = {lora: (*exercise.reference_plan(lora)[:3], 8) for lora in (False, True)}
     assert exercise.check_gpu_plan(lambda lora: one_engine[lora]) is False
     assert "the waves of one engine" in capsys.readouterr().out
-    assert exercise.check_gpu_plan(lambda lora: (exercise.reference_run_gib(lora), 3, 1)) is False
+    assert exercise.check_gpu_plan(lambda lora: (*exercise.reference_plan(lora)[:2], 3, 1)) is False
     assert "the fewest N" in capsys.readouterr().out
 
 
 def test_the_gpu_plan_counts_one_engines_pool_and_names_the_one_wave_cache(capsys):
     for lora in (False, True):
         memory = exercise._plan_memory(lora)
-        assert memory["KV cache"] * 2 ** 30 == pytest.approx(2 * 28 * 4 * 128 * 2 * 32 * 8192)
-        states = exercise.reference_run_gib(lora) - memory["KV cache"]
+        assert exercise.reference_pool_gib(lora) * 2 ** 30 == pytest.approx(2 * 28 * 4 * 128 * 2 * 32 * 8192)
+        states = exercise.reference_states_gib(lora)
+        assert states + memory["KV cache"] == pytest.approx(sum(memory[role] for role in exercise.PLAN_ROLES))
         n = exercise.plan_gpus(lora)  # the fewest N with states / N + pool <= 80
         assert states / n + memory["KV cache"] <= 80 and (n == 1 or states / (n - 1) + memory["KV cache"] > 80)
     assert (exercise.plan_gpus(False), exercise.plan_gpus(True)) == (2, 1)
-    # the old framing, the whole rollout's KV cache charged as memory the run needs, is named as a mistake
-    one_wave = {lora: exercise.reference_run_gib(lora) + exercise._plan_memory(lora)["KV cache"] * 7
+    # the whole rollout's KV cache charged as the pool is named as a mistake
+    one_wave = {lora: (exercise.reference_states_gib(lora), exercise.reference_pool_gib(lora) * 8, 1, 1)
                 for lora in (False, True)}
-    assert exercise.check_gpu_plan(lambda lora: (one_wave[lora], 1, 1)) is False
+    assert exercise.check_gpu_plan(lambda lora: one_wave[lora]) is False
     assert "one wave" in capsys.readouterr().out
+    # the hybrid of the earlier version, the pool added to the states, is named too
+    hybrid = {lora: (sum(exercise.reference_plan(lora)[:2]), *exercise.reference_plan(lora)[1:]) for lora in (False, True)}
+    assert exercise.check_gpu_plan(lambda lora: hybrid[lora]) is False
+    assert "asked apart" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_gpu_plan_checker_names_each_known_mistake(lora, capsys):
-    for message, wrong in exercise._plan_mistakes(lora).items():
-        answer = {lora: (wrong, 1, 1), not lora: exercise.reference_plan(not lora)}
-        assert exercise.check_gpu_plan(lambda flag: answer[flag]) is False
-        out = capsys.readouterr().out
-        assert message in out and ("with LoRA" if lora else "in full fine-tuning") in out
+    mistakes = exercise._plan_mistakes(lora)
+    for what, position in (("states", 0), ("pool", 1)):
+        for message, wrong in mistakes[what].items():
+            right = list(exercise.reference_plan(lora))
+            right[position] = wrong
+            answer = {lora: tuple(right), not lora: exercise.reference_plan(not lora)}
+            assert exercise.check_gpu_plan(lambda flag: answer[flag]) is False
+            out = capsys.readouterr().out
+            assert message in out and ("with LoRA" if lora else "in full fine-tuning") in out
 
 
 def test_activation_coefficient_and_the_swiglu_plan_column():
@@ -731,3 +744,7 @@ def test_recording_keeps_the_tasks_rewards_and_records_the_scored_questions():
     rewarded = recorder.reward_fn()(prompts=prompts, completions=["0"] * 3, answer=[row["answer"] for row in rows])
     assert rewarded == task.reward_fn()(prompts=prompts, completions=["0"] * 3, answer=[row["answer"] for row in rows])
     assert recorder.scored_questions == [row["question"] for row in rows] * 2
+    assert recorder.scored_completions == [row["answer"] for row in rows] + ["0"] * 3
+    chats = [[{"role": "assistant", "content": "7"}]] * 3
+    recorder.reward_fn()(prompts=prompts, completions=chats, answer=[row["answer"] for row in rows])
+    assert recorder.scored_completions[-3:] == ["7"] * 3 and len(recorder.scored_questions) == 9

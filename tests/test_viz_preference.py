@@ -128,3 +128,19 @@ def test_margin_histograms_figure():
     assert any(label.startswith("DPO: median") for label in labels) and any("1/(2τ)" in label for label in labels)
     with pytest.raises(ValueError, match="margins"):
         viz.plot_margin_histograms({})
+
+
+def test_dpo_weight_panel_is_the_relative_weight_with_a_colour_per_beta():
+    fig = viz.plot_dpo_loss_and_weight(0.5)
+    weight_lines = [line for line in fig.axes[1].lines if line.get_label().startswith("β =")]
+    assert len({tuple(line.get_color()) for line in weight_lines}) == len(weight_lines) == 4
+    for line in weight_lines:   # σ(−β h) is ½ at h = 0 for every β
+        x, y = line.get_data()
+        assert np.interp(0.0, x, y) == pytest.approx(0.5, abs=1e-3)
+
+
+def test_preference_history_marks_the_reference_before_training():
+    before = {"rewards/accuracies": 0.1, "rewards/margins": 0.0, "logps/chosen": -40.0, "logps/rejected": -41.0}
+    fig = viz.plot_preference_history(fake_history(), before=before)
+    stars = [line for ax in fig.axes for line in ax.lines if line.get_label() == "reference"]
+    assert len(stars) == 3 and all(list(line.get_xdata()) in ([-1], [-1, -1]) for line in stars)

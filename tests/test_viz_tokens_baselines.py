@@ -67,7 +67,10 @@ def test_baseline_figures_and_widget():
     sweep = _sweep()
     assert sorted(sweep) == [2, 4, 8] and "critic" not in sweep[2] and "value" in sweep[2]
     fig = baselines_viz.plot_variance_vs_group_size(sweep, highlight=4)
-    assert len(fig.axes[0].lines) == len(sweep[2]) + 2  # one line per baseline, the 1/G slope, the marked G
+    assert len(fig.axes[0].lines) == len(sweep[2]) + 1  # one line per baseline and the marked G (no 1/G guide)
+    ratios = {"rloo": {g: (2.0 / g, 0.1) for g in (2, 4, 8)}}
+    fig = baselines_viz.plot_variance_vs_group_size(sweep, ratios=ratios, predictions={"heuristic": {2: 1.9, 8: 1.0}})
+    assert len(fig.axes) == 2 and fig.axes[1].get_xscale() == "log"
     fig = baselines_viz.plot_baseline_comparison(sweep[4], group_size=4)
     assert len(fig.axes) == 3 and "G = 4" in fig._suptitle.get_text()
     heights = [p.get_height() for p in fig.axes[2].patches]

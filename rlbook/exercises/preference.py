@@ -38,7 +38,7 @@ PAIRS = (
 )
 REF_PROBS = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=DTYPE)
 REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=DTYPE)
-OPTIMUM_BETAS = (0.5, 1.0, 2.0)
+OPTIMUM_BETAS = (0.5, 1.0, 2.0, 0.003)   # the last: exp(r/β) overflows float64 unless π* is a softmax
 DPO_BETAS = (0.1, 0.5)
 IPO_TAUS = (0.1, 0.5)
 # Response lengths |y_w| and |y_l| of the same 6 pairs (for SimPO), and its (β, γ) cases.
@@ -59,6 +59,20 @@ def _one_value_per_pair(result, reference, *case) -> str | None:
     return None
 
 
+def _finite(result, reference, *case) -> str | None:
+    if torch.isfinite(reference).all() and not torch.isfinite(result.detach()).all():
+        return (f"your answer holds inf or NaN at {case[-1]}: an exp of a large number overflowed; work in log "
+                f"space (a softmax of log π_ref + r/β, or logsigmoid)")
+    return None
+
+
+def _same_shape(result, reference, *case) -> str | None:
+    if result.shape != reference.shape and result.numel() == reference.numel():
+        return (f"your answer has shape {tuple(result.shape)}, the expected one {tuple(reference.shape)}: return "
+                f"one value per entry of the inputs, in the inputs' shape (drop the extra dimension)")
+    return None
+
+
 def _loss_exercise(name: str, what: str, cases, reference, mistakes, *, knob: str, knobs: int, success: str,
                    generic: str, doc: str) -> FunctionExercise:
     """A checker that runs the reader's function on ``cases``, argument tuples whose last ``knobs`` entries are
@@ -71,7 +85,7 @@ def _loss_exercise(name: str, what: str, cases, reference, mistakes, *, knob: st
 
     return FunctionExercise(
         name, what=what, cases=lambda: cases, reference=reference, mistakes=mistakes, success=success,
-        checks=(_one_value_per_pair,), named=message,
+        checks=(_one_value_per_pair, _same_shape, _finite), named=message,
         otherwise=lambda result, reference, *case: message(generic, result, reference, *case),
         doc=doc, module=__name__)
 
@@ -97,6 +111,9 @@ def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.T
         "ref_not_logged": (torch.softmax(ref_probs + rewards / beta, 0),
                            "π_ref itself was added inside the softmax: the product π_ref · exp(r/β) is "
                            "exp(log π_ref + r/β), so add log π_ref"),
+        "no_beta": (torch.softmax(ref_probs.log() + rewards, 0),
+                    "β is missing: the reward enters as r/β, so π* ∝ π_ref · exp(r/β); without β every optimum "
+                    "is the one at β = 1"),
         "log_probabilities": (torch.log_softmax(ref_probs.log() + rewards / beta, 0),
                               "these are log-probabilities log π*: return the probabilities π* (they sum to 1)"),
     }
@@ -113,7 +130,8 @@ check_optimal_policy = _loss_exercise(
     success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}",
     generic="compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)",
     doc="""Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
-    E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2.""")
+    E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2 and
+    0.003 (where exp(r/β) overflows unless π* is computed as a softmax of log π_ref + r/β).""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,6 +156,13 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
         "no_minus": (F.logsigmoid(beta * h), "the minus sign is missing: the loss is −log σ(β h), which is ≥ 0"),
         "weight": (torch.sigmoid(-beta * h),
                    "this is σ(−β h), the gradient's weight, not the loss; the loss is −log σ(β h)"),
+        "weight_times_beta": (beta * torch.sigmoid(-beta * h),
+                              "this is β σ(−β h), the gradient's weight of §3 (how hard a pair pulls), not the loss; "
+                              "the loss is −log σ(β h)"),
+        "scaled_by_beta": (-beta * F.logsigmoid(beta * h),
+                           "the loss is multiplied by β: it is −log σ(β h), with β only inside σ"),
+        "ratios_added": (-F.logsigmoid(beta * ((chosen - ref_chosen) + (rejected - ref_rejected))),
+                         "the two log-ratios were added: h is the chosen one's minus the rejected one's"),
         "ratio_of_ratios": (-F.logsigmoid(beta * (chosen / ref_chosen - rejected / ref_rejected)),
                             "you divided log-probs: the log-ratio is log π − log π_ref (a difference of logs), "
                             "not log π / log π_ref"),

@@ -26,7 +26,7 @@ from datasets import Value
 
 from rlbook._checks import check_int
 from rlbook.tasks.base import Task, check_style
-from rlbook.tasks.verifiers import last_number_reward
+from rlbook.tasks.verifiers import last_integer, last_number_reward
 
 __all__ = ["PlainAdditionTask", "reply_breakdown"]
 
@@ -91,6 +91,11 @@ def reply_breakdown(texts, examples, *, n_samples: int, truncated=None) -> dict[
       to an operand, as in 7 + 0, counts as written whenever the question is repeated.)
     - ``"stopped"``: the reply ended (end-of-sequence) within the token budget: ``truncated`` is the
       rollout's (B,) flags; without them the table is left out.
+    - ``"answer given"``: the reply *ends on an attempted sum*: its last integer (the one the reward reads)
+      is the sum or any number other than the two operands. "7 + 34 = 40" gave an answer (a wrong one);
+      "Title: 7 + 34" and a reply with no integer did not. Right implies given, so right / given is
+      P(right | an answer was given): how well the policy adds when it commits to a sum, apart from how
+      often it commits to one. Only when every example has int operands ``a`` and ``b``.
 
     ``texts``: ``n_samples`` replies per example, the groups contiguous (a ``Rollout``'s order);
     ``examples``: rows with an ``answer``. Lesson 21 uses it to split a gain in pass@1 into more sums
@@ -116,4 +121,12 @@ def reply_breakdown(texts, examples, *, n_samples: int, truncated=None) -> dict[
               "sum written": table(lambda k, row: last_number_reward(texts[k], row["answer"], strict=False))}
     if flags is not None:
         result["stopped"] = table(lambda k, row: float(not flags[k]))
+    if all(isinstance(row.get(key), int) for row in examples for key in ("a", "b")):
+
+        def answer_given(k, row) -> float:
+            last = last_integer(texts[k])
+            return float(last is not None and (last == (row["answer"].lstrip("0") or "0")
+                                               or last not in (str(row["a"]), str(row["b"]))))
+
+        result["answer given"] = table(answer_given)
     return result

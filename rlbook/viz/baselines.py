@@ -20,29 +20,33 @@ BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", 
                     "value": "tab:orange", "critic": "tab:purple"}
 
 
-def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None):
+def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None,
+                             ratio_errors: dict[str, float] | None = None):
     """Three panels over the baselines: the variance of the batch gradient, its noise-to-signal
     (variance / ‖E ĝ‖², which a rescaling of the estimator does not change), and its scale along
-    the reference gradient (1 = unbiased), with ±2 standard errors (``scale_noise``) from the finite sample.
+    the reference gradient (1 = unbiased), with ±3 standard errors (``scale_se`` when present, else
+    ``scale_noise``), the lessons' threshold.
 
     The two variance panels are linear from 0, each bar labelled with its ratio to ``none`` (when
-    present): on a log axis cut above 0 a ±20 % difference would look like a factor of several."""
+    present): on a log axis cut above 0 a ±20 % difference would look like a factor of several.
+    ``ratio_errors``: {baseline: SE of its noise-to-signal ratio to none} (``rlbook.gradients.noise_ratio``);
+    the middle panel's labels then read ×ratio ± SE and its bars carry ±1 SE of that ratio."""
     if not statistics:
         raise ValueError("statistics must hold at least one baseline")
     names = list(statistics)
     colours = [BASELINE_COLOURS.get(name, "tab:olive") for name in names]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
-    for ax, key, title in ((axes[0], "variance", "variance E‖ĝ − E ĝ‖²"),
-                           (axes[1], "relative_variance", "noise-to-signal  variance / ‖E ĝ‖²")):
-        _ratio_bars(ax, names, [statistics[n][key] for n in names], colours)
-        ax.set_title(title)
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    for ax, key, title, errors in ((axes[0], "variance", "variance E‖ĝ − E ĝ‖²", None),
+                                   (axes[1], "relative_variance", "noise-to-signal  variance / ‖E ĝ‖²", ratio_errors)):
+        _ratio_bars(ax, names, [statistics[n][key] for n in names], colours, errors=errors)
+        ax.set_title(title, fontsize=10)
     scales = [statistics[n]["scale"] for n in names]
-    noise = [2 * statistics[n]["scale_noise"] for n in names]
+    noise = [3 * statistics[n].get("scale_se", statistics[n]["scale_noise"]) for n in names]
     axes[2].bar(names, scales, yerr=noise, capsize=3, color=colours)
     axes[2].axhline(1, color="black", lw=1, ls="--")
-    axes[2].set(title="scale ⟨E ĝ, ∇J⟩ / ‖∇J‖²  (1 = unbiased)")
+    axes[2].set_title("scale ⟨E ĝ, ∇J⟩ / ‖∇J‖², ±3 SE  (1 = unbiased)", fontsize=10)
     for ax in axes:
-        ax.tick_params(axis="x", labelsize=8)
+        ax.tick_params(axis="x", labelsize=9)
         ax.grid(axis="y", alpha=0.3)
     if group_size is not None:
         fig.suptitle(f"one batch, groups of G = {group_size}", fontsize=10)
@@ -50,13 +54,22 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     return fig
 
 
-def _ratio_bars(ax, names, values, colours):
-    """Bars on a linear axis from 0, each labelled ×(its value / the ``none`` bar's) when ``none`` is drawn."""
-    bars = ax.bar(names, values, color=colours)
-    ax.set_ylim(0, 1.18 * max(values))
-    if "none" in names:
-        reference = values[names.index("none")]
-        ax.bar_label(bars, [f"×{value / reference:.2f}" for value in values], fontsize=7, padding=1)
+def _ratio_bars(ax, names, values, colours, *, errors=None):
+    """Bars on a linear axis from 0, each labelled ×(its value / the ``none`` bar's) when ``none`` is drawn;
+    with ``errors`` ({name: SE of that ratio}) the labels add ± SE and the bars carry it as an error bar."""
+    reference = values[names.index("none")] if "none" in names else None
+    yerr = None
+    if errors and reference is not None:
+        yerr = [errors.get(name, 0.0) * reference for name in names]
+    bars = ax.bar(names, values, color=colours, yerr=yerr, capsize=2 if yerr else 0)
+    ax.set_ylim(0, 1.22 * max(values))
+    if reference is not None:
+        labels = [f"×{value / reference:.2f}" + (f"\n±{errors[name]:.2f}" if errors and errors.get(name) else "")
+                  for name, value in zip(names, values)]
+        if errors:  # inside the bars, clear of the error bars above them
+            ax.bar_label(bars, labels, fontsize=8, label_type="center", color="white", fontweight="bold")
+        else:
+            ax.bar_label(bars, labels, fontsize=8, padding=1)
 
 
 def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, key: str = "relative_variance",
@@ -94,49 +107,76 @@ def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, k
     return fig
 
 
+_COINCIDE = "mean = RLOO exactly (same noise-to-signal);\nGRPO = RLOO at G = 2 (0/1 rewards, population σ)"
+
+
 def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *, key: str = "relative_variance",
-                                highlight: int | None = None):
-    """``key`` (default the noise-to-signal) of each baseline against G, on log-log axes, with the 1/G
-    slope of an average of G independent samples for comparison; ``highlight`` marks one G."""
+                                highlight: int | None = None, ratios=None, predictions=None):
+    """``key`` (default the noise-to-signal) of each baseline against G, on log-log axes; ``highlight``
+    marks one G. "none" (an average of G independent terms) falls as 1/G by construction, so no 1/G guide
+    is drawn over it; the curves that coincide by construction are named in a note.
+
+    ``ratios``: {baseline: {G: (ratio, se)}}, each baseline's noise-to-signal over none's
+    (``rlbook.gradients.noise_ratio``): drawn in a second panel with ±1 SE bars, beside ``predictions``
+    ({label: {G: value}}, e.g. ``heuristic_noise_ratios``), drawn as crosses."""
     if not sweep:
         raise ValueError("sweep must hold at least one group size")
     sizes = sorted(sweep)
-    fig, ax = plt.subplots(figsize=(5.4, 3.8))
+    fig, axes = plt.subplots(1, 2 if ratios else 1, figsize=(10.4, 3.9) if ratios else (5.4, 3.9), squeeze=False)
+    ax = axes[0, 0]
     for name in sweep[sizes[0]]:
         values = [sweep[g][name][key] for g in sizes]
         style = "o--" if name == "mean" else "o-"  # mean and RLOO share their noise-to-signal: keep both visible
         ax.plot(sizes, values, style, color=BASELINE_COLOURS.get(name, "tab:olive"), label=name, ms=4)
-    first = sweep[sizes[0]]["none"][key] if "none" in sweep[sizes[0]] else None
-    if first is not None:
-        ax.plot(sizes, [first * sizes[0] / g for g in sizes], ":", color="black", lw=1, label="∝ 1/G")
-    if highlight is not None:
-        ax.axvline(highlight, color="0.5", lw=1, ls="--")
     ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)", ylabel=_LABELS.get(key, key))
-    ax.minorticks_off()
-    ax.set_xticks(sizes, [str(g) for g in sizes])
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.text(0.02, 0.02, _COINCIDE, transform=ax.transAxes, fontsize=7, va="bottom")
+    panels = [ax]
+    if ratios:
+        right = axes[0, 1]
+        for offset, (name, by_size) in enumerate(ratios.items()):
+            shown = [g for g in sizes if g in by_size]
+            shift = [g * 1.03 ** (offset - (len(ratios) - 1) / 2) for g in shown]  # side by side on the log axis
+            right.errorbar(shift, [by_size[g][0] for g in shown], yerr=[by_size[g][1] for g in shown], fmt="o-",
+                           ms=4, capsize=2, color=BASELINE_COLOURS.get(name, "tab:olive"), label=f"{name}, measured ± SE")
+        for marker, (label, by_size) in zip("xP+", (predictions or {}).items()):
+            shown = [g for g in sizes if g in by_size]
+            right.plot(shown, [by_size[g] for g in shown], marker, ls=":", color="black", ms=6, label=label)
+        right.axhline(1, color="tab:red", lw=1)
+        right.set(xscale="log", xlabel="group size G (samples per prompt)",
+                  ylabel="noise-to-signal / none's  (> 1: noisier)")
+        panels.append(right)
+    for panel in panels:
+        if highlight is not None:
+            panel.axvline(highlight, color="0.5", lw=1, ls="--")
+        panel.minorticks_off()
+        panel.set_xticks(sizes, [str(g) for g in sizes])
+        panel.grid(alpha=0.3)
+        panel.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
-def group_size_widget(sweep: dict[int, dict[str, dict[str, float]]]):
-    """A slider over the measured group sizes: the sweep with G marked, and the three panels at G."""
+def group_size_widget(sweep: dict[int, dict[str, dict[str, float]]], ratios=None):
+    """A slider over the measured group sizes: the sweep with G marked, and the three panels at G
+    (with ``ratios`` as in ``plot_variance_vs_group_size``, the noise-to-signal labels carry their SE)."""
     import ipywidgets as widgets
 
     sizes = sorted(sweep)
 
     def draw(group_size):
         plot_variance_vs_group_size(sweep, highlight=group_size)
-        plot_baseline_comparison(sweep[group_size], group_size=group_size)
+        errors = {name: by_size[group_size][1] for name, by_size in (ratios or {}).items() if group_size in by_size}
+        plot_baseline_comparison(sweep[group_size], group_size=group_size, ratio_errors=errors or None)
         plt.show()
 
     return widgets.interact(draw, group_size=widgets.SelectionSlider(options=sizes, value=sizes[len(sizes) // 2]))
 
 
-def as_table(statistics: dict[str, dict[str, float]]):
-    """The statistics as a pandas DataFrame, one row per baseline (for display)."""
+def as_table(statistics: dict[str, dict], columns=None):
+    """The statistics as a pandas DataFrame, one row per baseline and one column per key of ``columns``
+    (default: every number ``gradient_statistics`` returns before ``scale_se``), for display."""
     import pandas as pd
 
-    return pd.DataFrame(statistics).T[["variance", "relative_variance", "scale", "scale_noise", "cosine",
-                                       "relative_bias", "mean_noise"]]
+    columns = columns or ["variance", "relative_variance", "scale", "scale_noise", "cosine", "relative_bias",
+                          "mean_noise"]
+    return pd.DataFrame({name: {key: float(values[key]) for key in columns} for name, values in statistics.items()}).T

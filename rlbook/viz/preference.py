@@ -83,22 +83,31 @@ def optimum_widget():
 
 
 def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, compare_betas=(0.05, 0.1, 0.5, 1.0)):
-    """DPO's loss −log σ(β h) and each pair's gradient weight β σ(−β h), against the log-ratio margin h.
+    """DPO's loss −log σ(β h) and each pair's *relative* gradient weight σ(−β h), against the log-ratio margin h.
 
     h = log π(y_w)/π_ref(y_w) − log π(y_l)/π_ref(y_l). The loss is computed by
-    ``rlbook.losses.dpo_loss`` and the weight by autograd through it (−∂L/∂h), so the picture is
-    the library's. Faint curves show ``compare_betas``; the bold one is ``beta``.
+    ``rlbook.losses.dpo_loss`` and the weight by autograd through it (−∂L/∂h = β σ(−β h)), drawn
+    divided by β: under Adam a constant factor in the gradient largely cancels, so what β sets is how
+    the pull is shared among pairs, σ(−β h), which starts at ½ at h = 0 and has fallen to ¼ at
+    h = ln 3/β (marked for the bold curve). One colour per β; the bold one is ``beta``.
     """
     beta = check_positive("beta", beta)
     margin_range = check_positive("margin_range", margin_range)
     h = torch.linspace(-margin_range, margin_range, 801, dtype=torch.float64)
     fig, (ax_loss, ax_weight) = plt.subplots(1, 2, figsize=(11, 3.6))
-    for b in sorted(set(compare_betas) | {beta}):
+    betas = sorted(set(compare_betas) | {beta})
+    colours = plt.cm.viridis(np.linspace(0.0, 0.85, len(betas)))
+    for b, colour in zip(betas, colours):
         loss, weight = _dpo_loss_and_weight(h, b)
         bold = b == beta
-        style = dict(lw=2.4 if bold else 1.0, alpha=1.0 if bold else 0.45, color="tab:blue" if bold else "0.4")
+        style = dict(lw=2.6 if bold else 1.2, alpha=1.0 if bold else 0.75, color=colour)
         ax_loss.plot(h, loss, label=f"β = {b:g}", **style)
-        ax_weight.plot(h, weight, label=f"β = {b:g}", **style)
+        ax_weight.plot(h, weight / b, label=f"β = {b:g}", **style)
+    quarter = math.log(3) / beta
+    if quarter <= margin_range:
+        ax_weight.axvline(quarter, color="black", ls="--", lw=0.8)
+        ax_weight.annotate(f"¼ at h = ln 3/β = {quarter:.3g}", (quarter, 0.25), xytext=(6, 10),
+                           textcoords="offset points", fontsize=8.5)
     ax_loss.axhline(math.log(2), color="black", ls=":", lw=1)
     ax_loss.annotate("ln 2 at h = 0 (π = π_ref)", (0, math.log(2)), xytext=(6, 12), textcoords="offset points",
                      fontsize=8.5)
@@ -108,8 +117,10 @@ def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, c
     ax_loss.set_title("the loss", fontsize=10)
     ax_loss.legend(fontsize=8)
     ax_weight.set_xlabel("log-ratio margin h")
-    ax_weight.set_ylabel("−∂L/∂h = β σ(−β h)")
-    ax_weight.set_title("each pair's gradient weight: large while the pair is mis-ordered", fontsize=10)
+    ax_weight.set_ylabel("relative weight σ(−β h) = −∂L/∂h ÷ β")
+    ax_weight.set_ylim(0, 1.02)
+    ax_weight.set_title("each pair's pull: large while the pair is mis-ordered", fontsize=10)
+    ax_weight.legend(fontsize=8)
     for ax in (ax_loss, ax_weight):
         ax.axvline(0, color="black", lw=0.6)
         ax.grid(alpha=0.3)
@@ -138,11 +149,16 @@ def dpo_beta_widget():
                                                                description="β"))
 
 
-def plot_preference_history(history, *, title: str = "DPO on review-base"):
+def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None):
     """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
     and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected
     (train-batch means, faint, and the held-out means, which are always the same pairs); two by two, to fit the
-    book's column."""
+    book's column.
+
+    ``before``: the held-out evaluation of the reference, ``PreferenceTrainer.evaluate()`` before training
+    (keys ``rewards/accuracies``, ``rewards/margins``, ``logps/chosen``, ``logps/rejected``); drawn as
+    black stars at step −1, so the first held-out marker, after one update, is not mistaken for the start.
+    """
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
                if k not in frame]
@@ -172,6 +188,13 @@ def plot_preference_history(history, *, title: str = "DPO on review-base"):
     if has_eval_logps:
         axes[3].plot(evals["step"], evals["eval/logps/chosen"], "o-", color="tab:blue", label="chosen, held-out")
         axes[3].plot(evals["step"], evals["eval/logps/rejected"], "o-", color="tab:red", label="rejected, held-out")
+    if before is not None:
+        star = dict(marker="*", color="black", markersize=10, ls="none")
+        axes[1].plot([-1], [before["rewards/accuracies"]], label="reference", **star)
+        axes[2].plot([-1], [before["rewards/margins"]], label="reference", **star)
+        axes[3].plot([-1, -1], [before["logps/chosen"], before["logps/rejected"]], label="reference", **star)
+        for ax in axes[1:3]:
+            ax.legend(fontsize=8)
     axes[3].set_title("policy log-probs log π(y|x) (means)", fontsize=10)
     axes[3].legend(fontsize=8)
     for ax in axes:
