@@ -35,7 +35,7 @@ import torch
 
 from rlbook.coverage import plug_in_pass_at_k
 from rlbook.evidence import paired_pass_at_k_difference
-from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _call, _failed, _not_attempted, _one_number, _verdict, _within
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _call, _failed, _not_attempted, _one_number, _run, _verdict, _within
 from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
 
 __all__ = ["CASES", "GAP_CASES", "ONE_COIN_RATES", "check_gap_se", "check_lowest_curve", "check_pass_at_k",
@@ -222,7 +222,13 @@ def check_lowest_curve(answer) -> bool | None:
     if answer is None:
         print("Nothing to check yet: replace None with your answer, {2: ..., 1024: ...}, and run this cell again.")
         return None
-    if not isinstance(answer, dict) or set(answer) != set(LOWEST_AT):
+    if callable(answer):  # a function returning the dict, as the other checkers take
+        answer, error = _run(answer)
+        if error:
+            return _failed(error)
+    if not isinstance(answer, dict):
+        raise ValueError(f"answer must be a dict {{2: name, 1024: name}} or a function returning one, got {answer!r}")
+    if set(answer) != set(LOWEST_AT):
         raise ValueError(f"answer must be a dict with the keys {LOWEST_AT}, each a model name from "
                          f"{sorted(ONE_COIN_RATES)}, got {answer!r}")
     curves = {name: {k: _mean_pass_at_k(rates, k) for k in LOWEST_AT} for name, rates in ONE_COIN_RATES.items()}
