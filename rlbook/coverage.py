@@ -52,7 +52,7 @@ from rlbook.rollout import Rollout, rollout_logprobs
 from rlbook.tasks.arithmetic import addition_steps
 
 __all__ = ["addition_cot_correct", "completion_logprob_sums", "coverage_split", "crossover_k", "dispersion",
-           "expected_estimates", "one_coin_curve", "one_coin_gap", "pass_at_k_curve", "per_problem_pass_at_k",
+           "between_sd_upper", "expected_estimates", "one_coin_curve", "one_coin_gap", "pass_at_k_curve", "per_problem_pass_at_k",
            "majority_at_k",
            "plug_in_pass_at_k", "powers_of_two", "problems_behind", "problems_lost", "seen_fraction"]
 
@@ -87,15 +87,25 @@ def per_problem_pass_at_k(correct, k: int) -> torch.Tensor:
     return torch.tensor([pass_at_k(n, int(c), k) for c in correct.sum(dim=1).tolist()], dtype=torch.float64)
 
 
-def pass_at_k_curve(correct, ks) -> list[float]:
+def pass_at_k_curve(correct, ks, *, estimator: str = "unbiased") -> list[float]:
     """Mean pass@k over problems for each k in ``ks`` (each 1 ≤ k ≤ n), from the (P, n) table ``correct``.
 
     Each point averages ``per_problem_pass_at_k`` with ``math.fsum``, as ``rlbook.metrics.mean_pass_at_k``.
+    ``estimator="plug_in"`` averages ``plug_in_pass_at_k`` instead (biased low; to measure that bias).
     """
     ks = list(ks)
     if not ks:
         raise ValueError("ks must hold at least one k")
-    return [math.fsum(per_problem_pass_at_k(correct, k).tolist()) / len(correct) for k in ks]
+    if estimator == "unbiased":
+        return [math.fsum(per_problem_pass_at_k(correct, k).tolist()) / len(correct) for k in ks]
+    if estimator != "plug_in":
+        raise ValueError(f"estimator must be 'unbiased' or 'plug_in', got {estimator!r}")
+    table = _correct_table("correct", correct)
+    n, counts = table.shape[1], table.sum(dim=1).tolist()
+    for k in ks:
+        if not 1 <= check_int("k", k, minimum=1) <= n:
+            raise ValueError(f"k must be at most the samples per problem n={n}, got {k}")
+    return [math.fsum(plug_in_pass_at_k(n, int(c), k) for c in counts) / len(counts) for k in ks]
 
 
 def crossover_k(ks, base_curve, policy_curve) -> int | None:
@@ -279,6 +289,29 @@ def dispersion(correct) -> dict[str, float]:
             "index": variance / noise if noise > 0 else math.nan, "low": low, "high": high,
             "between_sd": math.sqrt(max(0.0, variance - noise) * n / (n - 1)),
             "detectable_sd": math.sqrt(max(0.0, expected_at_power - 1.0) * mean * (1.0 - mean) / (n - 1))}
+
+
+def between_sd_upper(correct, *, confidence: float = 0.95) -> float:
+    """A one-sided upper confidence bound on τ, the sd of a model's true per-problem solve rates.
+
+    ``correct``: a (P, n) 0/1 table, as in ``dispersion``. The variance s² of the observed rates p̂_i
+    (ddof 1) estimates Var(p̂_i) = τ²(1 − 1/n) + p̄(1 − p̄)/n, and (P − 1)s²/Var(p̂_i) is about χ² with
+    P − 1 degrees of freedom (Cochran 1954, the index-of-dispersion test of ``dispersion``). So
+    s² / q, with q the χ²'s lower (1 − ``confidence``) quantile over its degrees of freedom
+    (Wilson–Hilferty), bounds Var(p̂_i) from above, and removing the binomial part gives the bound
+    √(max(0, s²/q − p̄(1 − p̄)/n) · n/(n − 1)). A bound, not a test: "one coin" is never shown, only
+    how uneven the problems can be and still give this table.
+    """
+    table = _correct_table("correct", correct).double()
+    problems, n = table.shape
+    if problems < 2 or n < 2:
+        raise ValueError(f"correct must have at least 2 problems and 2 samples each, got shape {tuple(table.shape)}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.5 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}")
+    rates = table.mean(dim=1)
+    mean, variance = float(rates.mean()), float(rates.var(unbiased=True))
+    lower = _chi2_quantile_over_dof(-NormalDist().inv_cdf(confidence), problems - 1)
+    return math.sqrt(max(0.0, variance / lower - mean * (1.0 - mean) / n) * n / (n - 1))
 
 
 def problems_behind(base_correct, policy_correct, *, alpha: float = 0.05) -> list[int]:

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from rlbook.coverage import (addition_cot_correct, completion_logprob_sums, coverage_split, crossover_k, dispersion,
+from rlbook.coverage import (addition_cot_correct, between_sd_upper, completion_logprob_sums, coverage_split, crossover_k, dispersion,
                              expected_estimates, majority_at_k, one_coin_curve, one_coin_gap, pass_at_k_curve, per_problem_pass_at_k,
                              plug_in_pass_at_k, powers_of_two, problems_behind, problems_lost, seen_fraction)
 from rlbook.metrics import mean_pass_at_k, pass_at_k
@@ -176,6 +176,35 @@ def test_dispersion_tells_one_coin_from_many():
     assert math.isnan(dispersion(torch.zeros(4, 8))["index"])
     with pytest.raises(ValueError, match="2 problems"):
         dispersion(torch.ones(1, 8))
+
+
+def test_plug_in_curve_is_the_mean_of_the_plug_in_and_lies_below():
+    table = torch.tensor([[1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]])
+    plug = pass_at_k_curve(table, [1, 4, 8], estimator="plug_in")
+    assert plug[0] == pytest.approx(0.25)
+    assert plug[2] == pytest.approx((1 - (7 / 8) ** 8 + 1 - (5 / 8) ** 8) / 2)
+    assert all(p < u for p, u in zip(plug[1:], pass_at_k_curve(table, [4, 8])))
+    with pytest.raises(ValueError, match="estimator"):
+        pass_at_k_curve(table, [1], estimator="naive")
+    with pytest.raises(ValueError, match="at most"):
+        pass_at_k_curve(table, [9], estimator="plug_in")
+
+
+def test_between_sd_upper_covers_the_true_spread_about_as_often_as_it_says():
+    generator = torch.Generator().manual_seed(1)
+    rates = 0.3 + 0.05 * torch.linspace(-1.7, 1.7, 64)  # true per-problem rates, sd about 0.05
+    tau = float(rates.std(unbiased=False))
+    bounds = [between_sd_upper((torch.rand(64, 128, generator=generator) < rates[:, None]).int())
+              for _ in range(200)]
+    covered = sum(b >= tau for b in bounds) / len(bounds)
+    assert 0.88 <= covered <= 0.995  # 95 % nominal, Wilson–Hilferty and p̄ estimated
+    one_coin = (torch.rand(64, 256, generator=generator) < 0.3).int()
+    assert 0.0 <= between_sd_upper(one_coin) < 0.03
+    assert between_sd_upper(one_coin, confidence=0.99) >= between_sd_upper(one_coin, confidence=0.9)
+    with pytest.raises(ValueError, match="confidence"):
+        between_sd_upper(one_coin, confidence=1.0)
+    with pytest.raises(ValueError, match="2 problems"):
+        between_sd_upper(torch.ones(1, 8))
 
 
 def test_addition_cot_correct_checks_the_working_line_for_line():

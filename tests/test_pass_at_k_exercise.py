@@ -42,8 +42,8 @@ from rlbook.evidence import paired_pass_at_k_difference  # noqa: E402
 
 def library_gap(base, policy, k):
     return paired_pass_at_k_difference(policy, base, k)
-from rlbook.exercises.pass_at_k import GAP_CASES, check_gap_se, gap_tables  # noqa: E402
-from rlbook.metrics import pass_at_k_per_prompt  # noqa: E402
+from rlbook.exercises.pass_at_k import GAP_CASES, check_gap_se, check_lowest_curve, gap_tables  # noqa: E402
+from rlbook.metrics import pass_at_k, pass_at_k_per_prompt  # noqa: E402
 
 
 def _per_problem_gap(base, policy, k):
@@ -97,6 +97,33 @@ WRONG["within-problem"] = _within_problem
 # a 95 % interval's half-width returned in place of the SE (read s43c: it was named "unpaired")
 WRONG["half-width"] = lambda b, p, k: (_per_problem_gap(b, p, k).mean(), 1.96 * _per_problem_gap(b, p, k).std(ddof=1)
                                        / np.sqrt(b.shape[0]))
+
+
+# pass@k of the pooled rate, or of the pooled counts: the one-coin curve of §3 (read s43e)
+WRONG["one-coin"] = lambda b, p, k: (
+    (1 - (1 - p.double().mean().item()) ** k) - (1 - (1 - b.double().mean().item()) ** k),
+    _per_problem_gap(b, p, k).std(ddof=1) / np.sqrt(b.shape[0]))
+
+
+def test_one_coin_from_pooled_counts_is_named(capsys):
+    def pooled(b, p, k):
+        gap = pass_at_k(p.numel(), int(p.sum()), k) - pass_at_k(b.numel(), int(b.sum()), k)
+        return gap, _per_problem_gap(b, p, k).std(ddof=1) / np.sqrt(b.shape[0])
+    assert check_gap_se(pooled) is False
+    assert "one-coin" in capsys.readouterr().out
+
+
+def test_lowest_curve_exercise(capsys):
+    assert check_lowest_curve(None) is None
+    assert check_lowest_curve({2: "C", 1024: "b"}) is True
+    assert check_lowest_curve({2: "B", 1024: "B"}) is False
+    assert "variance" in capsys.readouterr().out
+    assert check_lowest_curve({2: "C", 1024: "C"}) is False
+    assert "share of problems" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="keys"):
+        check_lowest_curve({2: "C"})
+    with pytest.raises(ValueError, match="one of"):
+        check_lowest_curve({2: "E", 1024: "B"})
 
 
 @pytest.mark.parametrize("name", list(WRONG))

@@ -119,3 +119,31 @@ def test_breakdown_labels_the_training_seed_when_named():
     assert fig.axes[-1].get_title().startswith("RL seed 11 vs the base")
     fig = viz.plot_pass_at_k_breakdown(BASE, POLICIES, 2, policy="RL", seed=1)
     assert fig.axes[-1].get_title().startswith("RL seed index 1 vs the base")
+
+
+def test_panels_carry_a_caption_and_cdfs_zoom_on_their_tail():
+    fig = viz.plot_pass_at_k_panels(BASE, POLICIES, title="t", caption="band: the seeds' range, not an SE")
+    assert any("not an SE" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+    values = list(np.linspace(-1.0, -0.05, 40))
+    fig = viz.plot_logprob_cdfs({"base": (values, ["scratchpad"] * 40)}, kinds=("scratchpad",), tail=0.1)
+    full, zoom = fig.axes
+    assert full.get_ylim() == (0, 1.02) and zoom.get_ylim() == (0, 0.1)
+    assert zoom.get_xlim()[1] < -0.7  # cut where the curve reaches a tenth of its answers
+    assert "lowest 10%" in zoom.get_title()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="tail"):
+        viz.plot_logprob_cdfs({"base": (values, ["scratchpad"] * 40)}, tail=1.5)
+
+
+def test_widget_offers_every_policy_and_falls_back_where_a_family_lacks_one(monkeypatch):
+    import ipywidgets as widgets
+    monkeypatch.setattr(plt, "show", lambda: None)
+    interactive = viz.pass_at_k_widget({"easy": (BASE, POLICIES), "hard": (BASE, {"RL + KL": POLICIES["RL + KL"]})})
+    box = interactive.widget if hasattr(interactive, "widget") else interactive
+    menu = [child for child in box.children if isinstance(child, widgets.Dropdown) and child.description == "policy"]
+    assert list(menu[0].options) == ["RL", "RL + KL"]
+    draw = interactive.widget.f if hasattr(interactive, "widget") else interactive.f
+    draw(family="hard", k=2, policy="RL", seed=1)  # "hard" has no "RL": its first policy is shown
+    assert "RL + KL" in plt.gcf().axes[1].get_title()
+    plt.close("all")

@@ -7,7 +7,15 @@ where the usual mistakes give visibly different numbers, and names them: the gap
 round, the plug-in estimator, an SE that treats the P·n samples as independent (unclustered), an
 SE that adds the two models' SEs as if they had been measured on different problems (unpaired),
 the spread of the per-problem gaps returned for the SE of their mean, an SE of the within-problem
-binomial noise only, and a 95 % interval's half-width (1.96 × SE) returned for the SE.
+binomial noise only, a 95 % interval's half-width (1.96 × SE) returned for the SE, and the one-coin
+curve of the pooled pass@1 (1 − (1 − p̄)^k, or pass@k of the pooled counts) in place of the mean of
+the per-problem pass@k.
+
+``check_lowest_curve`` (a short conceptual exercise on §3): four made-up models with the same pass@1
+(``ONE_COIN_RATES``); the reader names the one with the lowest pass@k at k = 2 and at k = 1024. At
+k = 2 the gap below the one-coin curve is the variance of the rates; as k grows pass@k tends to the
+share of problems ever solved, so the answers differ, and the checker says which idea a wrong answer
+missed.
 
 ``check_pass_at_k``: the reader writes ``my_pass_at_k(n, c, k) -> float``: the unbiased estimate of Chen et al. (2021,
 arXiv:2107.03374, §2.1), 1 − C(n − c, k) / C(n, k), the chance that k of the n samples drawn without
@@ -27,10 +35,11 @@ import torch
 
 from rlbook.coverage import plug_in_pass_at_k
 from rlbook.evidence import paired_pass_at_k_difference
-from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _call, _failed, _not_attempted, _one_number, _verdict, _within
+from rlbook.exercises.framework import FLOAT32_NUMBER_NOTE, FunctionExercise, _call, _failed, _not_attempted, _one_number, _run, _verdict, _within
 from rlbook.metrics import pass_at_k, pass_at_k_per_prompt
 
-__all__ = ["CASES", "GAP_CASES", "check_gap_se", "check_pass_at_k", "gap_tables"]
+__all__ = ["CASES", "GAP_CASES", "ONE_COIN_RATES", "check_gap_se", "check_lowest_curve", "check_pass_at_k",
+           "gap_tables"]
 
 # (n, c, k): typical cases where the plug-in estimate differs from the unbiased one, then the edges:
 # no correct sample, fewer wrong samples than k, k = n, k = 1.
@@ -129,6 +138,17 @@ def _gap_mistakes(base, policy, k: int) -> dict[str, tuple[float | None, float |
                              "the per-problem differences"),
                 "sd": (None, float(np.std(d, ddof=1)), "that is the spread (sd) of the per-problem gaps, not the "
                                                        "SE of their mean: divide by √P")}
+    # The one-coin curve of §3 in place of pass@k: the pooled rate's 1 − (1 − p̄)^k, or Chen et al.'s estimator on
+    # the pooled counts (all P·n samples as one problem); equal to the right gap at k = 1 only.
+    one_coin_hint = ("that is the one-coin curve of the mean pass@1 (pass@k from the pooled rate or the pooled counts, "
+                     "as if every problem were one coin): it is the highest pass@k that pass@1 allows (§3), not the "
+                     "pass@k measured. pass@k is a mean over problems of each problem's own pass@k: take one paired "
+                     "gap per problem")
+    pooled_rate = lambda table: 1.0 - (1.0 - float(table.double().mean())) ** k
+    pooled_counts = lambda table: pass_at_k(table.numel(), int(table.sum()), k)
+    if k > 1:
+        mistakes["one_coin_rate"] = (pooled_rate(policy) - pooled_rate(base), None, one_coin_hint)
+        mistakes["one_coin_counts"] = (pooled_counts(policy) - pooled_counts(base), None, one_coin_hint)
     se_right = paired_pass_at_k_difference(policy, base, k)[1]
     mistakes["half_width"] = (None, 1.96 * se_right, "that is a 95 % interval's half-width (1.96 × SE, or 2 × SE), "
                                                      "not the SE: return the standard error itself")
@@ -181,3 +201,54 @@ def check_gap_se(fn) -> bool | None:
         return _verdict(False, "", unnamed)
     return _verdict(True, f"the gap and its problem-clustered SE match on {len(GAP_CASES)} cases (k = "
                           f"{', '.join(str(k) for k, _ in GAP_CASES)})", "")
+
+
+# Four made-up models, each a list of per-problem solve rates, all with pass@1 0.25 (lesson 18, §3).
+ONE_COIN_RATES = {"A": (0.25, 0.25, 0.25, 0.25), "B": (0.5, 0.5, 0.0, 0.0), "C": (0.97, 0.01, 0.01, 0.01),
+                  "D": (0.4, 0.3, 0.2, 0.1)}
+LOWEST_AT = (2, 1024)
+
+
+def _mean_pass_at_k(rates, k: int) -> float:
+    return float(np.mean([1.0 - (1.0 - p) ** k for p in rates]))
+
+
+def check_lowest_curve(answer) -> bool | None:
+    """Check ``answer = {2: name, 1024: name}``: which model of ``ONE_COIN_RATES`` has the lowest pass@k at
+    k = 2 and at k = 1024 (true rates, no sampling). Prints a verdict naming the idea a wrong answer missed:
+    at k = 2 the shortfall below the one-coin curve is the variance of the rates (``rlbook.coverage.one_coin_gap``);
+    at large k pass@k tends to the share of problems with a rate above 0. Returns True / False, or None when not
+    attempted yet."""
+    if answer is None:
+        print("Nothing to check yet: replace None with your answer, {2: ..., 1024: ...}, and run this cell again.")
+        return None
+    if callable(answer):  # a function returning the dict, as the other checkers take
+        answer, error = _run(answer)
+        if error:
+            return _failed(error)
+    if not isinstance(answer, dict):
+        raise ValueError(f"answer must be a dict {{2: name, 1024: name}} or a function returning one, got {answer!r}")
+    if set(answer) != set(LOWEST_AT):
+        raise ValueError(f"answer must be a dict with the keys {LOWEST_AT}, each a model name from "
+                         f"{sorted(ONE_COIN_RATES)}, got {answer!r}")
+    curves = {name: {k: _mean_pass_at_k(rates, k) for k in LOWEST_AT} for name, rates in ONE_COIN_RATES.items()}
+    variance = {name: float(np.var(rates)) for name, rates in ONE_COIN_RATES.items()}
+    ever = {name: sum(p > 0 for p in rates) / len(rates) for name, rates in ONE_COIN_RATES.items()}
+    for k in LOWEST_AT:
+        name = str(answer[k]).strip().upper()
+        if name not in ONE_COIN_RATES:
+            raise ValueError(f"answer[{k}] must be one of {sorted(ONE_COIN_RATES)}, got {answer[k]!r}")
+        right = min(curves, key=lambda m: curves[m][k])
+        if name == right:
+            continue
+        if k == 2:
+            why = (f"at k = 2 the shortfall below the one-coin curve 1 − (1 − p̄)² is exactly the variance of the rates; "
+                   f"{right}'s is {variance[right]:.4f}, {name}'s {variance[name]:.4f}")
+        else:
+            why = (f"at large k pass@k tends to the share of problems solved with any probability above 0: "
+                   f"{right} never solves {1 - ever[right]:.0%} of its problems, {name} solves "
+                   f"{ever[name]:.0%} of them sometimes (variance no longer orders the curves)")
+        return _verdict(False, "", f"k = {k}: the lowest is {right} (pass@{k} {curves[right][k]:.3f}), not {name} "
+                                   f"({curves[name][k]:.3f}): {why}")
+    return _verdict(True, f"lowest at k = 2: {answer[2]} (the largest variance); at k = 1024: {answer[1024]} (the "
+                          "fewest problems ever solved) — a spread orders the curves at small k, support at large k", "")

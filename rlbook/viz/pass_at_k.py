@@ -77,9 +77,10 @@ def plot_pass_at_k_curves(base_correct, policies: dict, *, k: int | None = None,
     return ax.figure
 
 
-def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = None):
+def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = None, caption: str | None = None):
     """``plot_pass_at_k_curves`` beside the miss rate 1 − pass@k on a log scale (same lines and bands;
-    a miss rate of 0, every problem solved, is left off the log axis)."""
+    a miss rate of 0, every problem solved, is left off the log axis). ``caption``: a line of text under
+    both panels, part of the figure (what the band is, how far the curves are told apart)."""
     _check_policies(policies)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     plot_pass_at_k_curves(base_correct, policies, ax=left)
@@ -102,7 +103,11 @@ def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = N
     right.legend(fontsize=8, loc="upper right")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    if caption:
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=9, wrap=True)
+    else:
+        fig.tight_layout()
     return fig
 
 
@@ -147,7 +152,8 @@ def plot_pass_at_k_breakdown(base_correct, policies: dict, k: int, *, policy: st
 
 def pass_at_k_widget(families: dict, *, seed_names=None):
     """``plot_pass_at_k_breakdown`` with a problem-family dropdown, a k slider (powers of two up to n),
-    the policy (a menu only when there is more than one) and its seed. ``families``: ``{family label: (base_correct, policies)}``;
+    the policy (a menu only when there is more than one; a family without the chosen policy shows its first) and
+    its seed. ``families``: ``{family label: (base_correct, policies)}``;
     ``seed_names`` as in ``plot_pass_at_k_breakdown``."""
     import ipywidgets as widgets
 
@@ -155,11 +161,13 @@ def pass_at_k_widget(families: dict, *, seed_names=None):
         raise ValueError("families must map each family's label to (base_correct, policies)")
     for base_correct, policies in families.values():
         _check_policies(policies)
-    first_base, first_policies = next(iter(families.values()))
+    first_base, _ = next(iter(families.values()))
+    every_policy = list(dict.fromkeys(label for _, policies in families.values() for label in policies))
 
     def draw(family, k, policy, seed):
         base_correct, policies = families[family]
         k = min(k, base_correct.shape[1])
+        policy = policy if policy in policies else next(iter(policies))  # a family need not have every policy
         plot_pass_at_k_breakdown(base_correct, policies, k, policy=policy, seed=min(seed, len(policies[policy]) - 1),
                                  seed_names=seed_names)
         plt.show()
@@ -168,29 +176,45 @@ def pass_at_k_widget(families: dict, *, seed_names=None):
         draw, family=widgets.Dropdown(options=list(families), description="problems"),
         k=widgets.SelectionSlider(options=powers_of_two(first_base.shape[1]), value=1, description="k"),
         # A policy menu only when there is a choice: one recipe gets no dead control.
-        policy=(widgets.Dropdown(options=list(first_policies), description="policy") if len(first_policies) > 1
-                else widgets.fixed(next(iter(first_policies)))),
+        policy=(widgets.Dropdown(options=list(every_policy), description="policy") if len(every_policy) > 1
+                else widgets.fixed(every_policy[0])),
         seed=widgets.IntSlider(value=0, min=0, max=max(len(t) for _, p in families.values() for t in p.values()) - 1,
                                description="seed"))
 
 
 def plot_logprob_cdfs(samples: dict, *, kinds=("scratchpad", "direct"),
-                      xlabel: str = "log π_base(y | x) per token"):
+                      xlabel: str = "log π_base(y | x) per token", tail: float | None = None):
     """Cumulative distributions of ``{label: (values, kinds of the answers)}``, one panel per kind in
     ``kinds``: how the base model scores each set of answers, the scratchpads apart from the direct
-    answers (a kind a set does not have is left out of its panel)."""
+    answers (a kind a set does not have is left out of its panel). ``tail`` (a share in (0, 1)): each
+    kind also gets a second panel, the same curves with the y axis cut at ``tail`` and the x axis at
+    the highest value any set reaches below that share: the low end, where sets whose bulk coincides
+    can still differ."""
     if not samples or any(len(values) == 0 or len(values) != len(labels) for values, labels in samples.values()):
         raise ValueError("samples must map each label to (values, kinds), non-empty and of one length")
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.5 * len(kinds), 4), squeeze=False)
+    if tail is not None and not 0.0 < tail < 1.0:
+        raise ValueError(f"tail must be a share in (0, 1), got {tail!r}")
+    panels = [(kind, None) for kind in kinds] if tail is None else [(kind, z) for kind in kinds for z in (None, tail)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4), squeeze=False)
     styles = ("-", "--", ":", "-.")
-    for ax, kind in zip(axes[0], kinds):
+    for ax, (kind, zoom) in zip(axes[0], panels):
+        right_end = -np.inf
         for i, (color, (label, (values, labels))) in enumerate(zip(("black", *COLORS), samples.items())):
             chosen = np.sort(np.asarray(values, dtype=float)[np.asarray(labels) == kind])
             if chosen.size == 0:
                 continue
-            ax.step(chosen, np.arange(1, chosen.size + 1) / chosen.size, where="post", color=color,
+            share = np.arange(1, chosen.size + 1) / chosen.size
+            ax.step(chosen, share, where="post", color=color,
                     linestyle=styles[i % len(styles)], lw=1.8, label=f"{label} (n = {chosen.size})")
-        ax.set(xlabel=xlabel, ylabel="share of answers at or below", ylim=(0, 1.02), title=f"{kind} answers")
+            if zoom is not None:
+                right_end = max(right_end, chosen[min(int(np.searchsorted(share, zoom)), chosen.size - 1)])
+        if zoom is None:
+            ax.set(xlabel=xlabel, ylabel="share of answers at or below", ylim=(0, 1.02), title=f"{kind} answers")
+        else:
+            left_end = min(float(np.min(np.asarray(values, dtype=float)[np.asarray(labels) == kind]))
+                           for values, labels in samples.values() if (np.asarray(labels) == kind).any())
+            ax.set(xlabel=xlabel, ylabel="share of answers at or below", ylim=(0, zoom),
+                   xlim=(left_end - 0.02 * abs(left_end), right_end), title=f"{kind} answers: the lowest {zoom:.0%}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
