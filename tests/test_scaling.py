@@ -443,12 +443,17 @@ def test_the_gpu_plan_checker_accepts_the_library_and_gives_the_gpu_counts(capsy
 
 
 def test_the_gpu_plan_checker_names_wrong_gpu_and_wave_counts(capsys):
-    assert exercise.reference_plan(False)[2:] == (2, 4) and exercise.reference_plan(True)[2:] == (1, 8)
+    assert exercise.reference_plan(False)[2:] == (3, 3) and exercise.reference_plan(True)[2:] == (1, 8)
     one_engine = {lora: (*exercise.reference_plan(lora)[:3], 8) for lora in (False, True)}
     assert exercise.check_gpu_plan(lambda lora: one_engine[lora]) is False
     assert "the waves of one engine" in capsys.readouterr().out
-    assert exercise.check_gpu_plan(lambda lora: (*exercise.reference_plan(lora)[:2], 3, 1)) is False
+    assert exercise.check_gpu_plan(lambda lora: (*exercise.reference_plan(lora)[:2], 4, 1)) is False
     assert "the fewest N" in capsys.readouterr().out
+    # the count without the weights each engine gathers to generate (2 GPUs, 4 waves in full fine-tuning): a plan
+    # whose GPUs would hold 84.9 GiB, named as that slip
+    no_weights = {False: (*exercise.reference_plan(False)[:2], 2, 4), True: exercise.reference_plan(True)}
+    assert exercise.check_gpu_plan(lambda lora: no_weights[lora]) is False
+    assert "gathers to generate are left out" in capsys.readouterr().out
 
 
 def test_the_gpu_plan_counts_one_engines_pool_and_names_the_one_wave_cache(capsys):
@@ -457,9 +462,19 @@ def test_the_gpu_plan_counts_one_engines_pool_and_names_the_one_wave_cache(capsy
         assert exercise.reference_pool_gib(lora) * 2 ** 30 == pytest.approx(2 * 28 * 4 * 128 * 2 * 32 * 8192)
         states = exercise.reference_states_gib(lora)
         assert states + memory["KV cache"] == pytest.approx(sum(memory[role] for role in exercise.PLAN_ROLES))
-        n = exercise.plan_gpus(lora)  # the fewest N with states / N + pool <= 80
-        assert states / n + memory["KV cache"] <= 80 and (n == 1 or states / (n - 1) + memory["KV cache"] > 80)
-    assert (exercise.plan_gpus(False), exercise.plan_gpus(True)) == (2, 1)
+        n = exercise.plan_gpus(lora)  # the fewest N with states / N + weights × (1 − 1/N) + pool <= 80
+
+        def per_gpu(n, memory=memory, states=states):
+            return states / n + memory["policy weights"] * (1 - 1 / n) + memory["KV cache"]
+
+        assert per_gpu(n) <= 80 and (n == 1 or per_gpu(n - 1) > 80)
+        # the library's own layout agrees: training_memory at n shards, the plan's roles and the gathered weights
+        at_n = scaling.training_memory(scaling.HUB_SHAPES[exercise.PLAN_MODEL], shards=n, in_flight=exercise.PLAN_IN_FLIGHT,
+                                       lora_fraction=exercise.PLAN_LORA_FRACTION if lora else None,
+                                       **exercise.PLAN_ROLLOUT)
+        assert per_gpu(n) == pytest.approx(sum(at_n[role] for role in (*exercise.PLAN_ROLES,
+                                                                       "weights gathered for generation")))
+    assert (exercise.plan_gpus(False), exercise.plan_gpus(True)) == (3, 1)
     # the whole rollout's KV cache charged as the pool is named as a mistake
     one_wave = {lora: (exercise.reference_states_gib(lora), exercise.reference_pool_gib(lora) * 8, 1, 1)
                 for lora in (False, True)}
