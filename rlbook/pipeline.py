@@ -28,6 +28,8 @@ This module holds the pieces of that pipeline that are not already trainers of t
 * ``mixed_examples`` and ``MixedReward``: stage 4's prompt mix and its routed reward (the verifier
   for reasoning prompts, a reward model for general ones); ``clause_ladder``: a reward model's score of
   the best reviews the gold reward allows at each number of clauses (its length bias, read off);
+  ``gold_by_clauses``: the gold reward by clause count in a set of replies (what such a model could learn
+  about length); ``fewer_clauses_wins``: the "shorter review wins" heuristic on preference pairs;
 * ``stage_report``: one row of the lesson's stage-by-stage table (held-out pass@1 / pass@k, length,
   format adherence, the review gold reward, with standard errors clustered by prompt) and ``save_stage``: a stage's policy, saved with
   ``save_pretrained`` so that ``rlbook.models.load_model(folder)`` loads it.
@@ -50,7 +52,7 @@ from rlbook.rollout import prompt_text, sample
 from rlbook.tasks.reviews import ASPECTS, POSITIVE, UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
-__all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
+__all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
            "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
            "sample_replies", "save_stage", "show_replies",
            "solver_agreement", "stage_report", "t_multiplier"]
@@ -360,6 +362,45 @@ def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 
     return rows
 
 
+def fewer_clauses_wins(pairs) -> list[float]:
+    """A length heuristic for preference pairs of two reviews: for each pair (a dataset or list of rows
+    with ``chosen`` and ``rejected``), 1.0 when the chosen review has fewer clauses than the rejected
+    one, 0.0 when it has more, 0.5 (a coin) on a tie in clause count or when either completion does not
+    parse as a review. Its mean over pairs ordered by the gold reward is the accuracy of "the shorter
+    review wins": the comparator a reward model must beat to show that it reads more than length
+    (here the gold labeller's repeat and length penalties, ``rlbook.tasks.reviews.gold_reward``, make
+    the corpus's longer reviews worse on average)."""
+    rows = _pair_rows(pairs)
+    out = []
+    for row in rows:
+        a, b = parse_review(row["chosen"]), parse_review(row["rejected"])
+        out.append(0.5 if a is None or b is None or len(a) == len(b) else float(len(a) < len(b)))
+    return out
+
+
+def gold_by_clauses(texts) -> list[dict]:
+    """The gold reward of the replies in ``texts`` that parse as reviews, by their number of clauses:
+    one dict per count present (ascending) with ``clauses``, ``n``, ``gold`` (mean) and ``gold SE``
+    (sd / √n; NaN for a single reply). Read beside ``clause_ladder``: what a reward model trained on
+    these replies could learn about length — if gold falls with the clause count in its training data
+    (repeats and clauses past ``MAX_CLAUSES`` cost, ``rlbook.tasks.reviews.gold_reward``), the clause
+    count is a proxy for the penalties, whatever the best reviews of each length would score."""
+    groups: dict[int, list[float]] = {}
+    for text in texts:
+        clauses = parse_review(text)
+        if clauses is not None:
+            groups.setdefault(len(clauses), []).append(gold_reward(text))
+    if not groups:
+        raise ValueError("texts must hold at least one reply that parses as a review")
+    rows = []
+    for c in sorted(groups):
+        xs = groups[c]
+        mu = sum(xs) / len(xs)
+        se = (sum((x - mu) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) ** 0.5 if len(xs) > 1 else float("nan")
+        rows.append({"clauses": c, "n": len(xs), "gold": mu, "gold SE": se})
+    return rows
+
+
 def paired_change(before, after) -> dict:
     """The change of held-out pass@1 between two stages evaluated on the same problems, paired by problem.
 
@@ -486,12 +527,17 @@ def gold_gain_split(before: dict, after: dict) -> dict:
     return {"total": parsing + content, "parsing": parsing, "content": content}
 
 
+def _pair_rows(pairs) -> list[dict]:
+    """Preference pairs (a ``datasets.Dataset`` or a list of rows) as a list of dicts with ``chosen`` and ``rejected``."""
+    return [dict(row) for row in pairs] if not hasattr(pairs, "column_names") else [
+        {"chosen": c, "rejected": r} for c, r in zip(pairs["chosen"], pairs["rejected"])]
+
+
 def pair_kinds(pairs) -> list[str]:
     """For each preference pair (a dataset or list of rows with ``chosen`` and ``rejected``): "both
     reviews" when both completions parse as reviews (the pair differs in what the review says), "one
     review" when only one does (a parse check alone orders it), "no review" when neither does."""
-    rows = [dict(row) for row in pairs] if not hasattr(pairs, "column_names") else [
-        {"chosen": c, "rejected": r} for c, r in zip(pairs["chosen"], pairs["rejected"])]
+    rows = _pair_rows(pairs)
     names = {2: "both reviews", 1: "one review", 0: "no review"}
     return [names[(parse_review(row["chosen"]) is not None) + (parse_review(row["rejected"]) is not None)] for row in rows]
 

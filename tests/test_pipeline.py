@@ -303,6 +303,26 @@ def test_clause_ladder():
         pl.clause_ladder(FakeRewardModel(), [], clauses=(1,))
 
 
+def test_fewer_clauses_wins():
+    one, two, three = "the plot was fun.", "the plot was fun, the cast was superb.", "the plot was fun, the cast was superb, the music was lovely."
+    pairs = [{"chosen": one, "rejected": three}, {"chosen": three, "rejected": two}, {"chosen": two, "rejected": two},
+             {"chosen": "no review here", "rejected": one}]
+    assert pl.fewer_clauses_wins(pairs) == [1.0, 0.0, 0.5, 0.5]
+    from datasets import Dataset
+    assert pl.fewer_clauses_wins(Dataset.from_list(pairs)) == [1.0, 0.0, 0.5, 0.5]
+
+
+def test_gold_by_clauses():
+    from rlbook.tasks.reviews import gold_reward
+    texts = ["the plot was fun.", "the plot was dull.", "the plot was fun, the cast was superb.", "not a review"]
+    rows = pl.gold_by_clauses(texts)
+    assert [(r["clauses"], r["n"]) for r in rows] == [(1, 2), (2, 1)]
+    assert rows[0]["gold"] == pytest.approx((gold_reward(texts[0]) + gold_reward(texts[1])) / 2)
+    assert rows[0]["gold SE"] > 0 and rows[1]["gold SE"] != rows[1]["gold SE"]  # NaN for one reply
+    with pytest.raises(ValueError):
+        pl.gold_by_clauses(["not a review"])
+
+
 def test_checker_names_the_lax_and_well_formed_slips(capsys):
     from rlbook.tasks.verifiers import is_well_formed
     lax = lambda s, a: next((x for x in s if arithmetic_reward(x, a, strict=False) == 1.0 and pl.is_r1_formatted(x)), None)  # noqa: E731

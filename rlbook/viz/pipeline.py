@@ -64,7 +64,8 @@ def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2
     se = table["pass@1 SE"] if "pass@1 SE" in table else None  # ± 2 SE (clustered by problem) when given
     axes[0].barh(y, table["pass@1"], color="tab:blue", xerr=None if se is None else 2 * se, ecolor="black", capsize=2)
     axes[0].plot(table[f"pass@{k}"], y, "k|", ms=14, mew=2)
-    axes[0].set(xlim=(0, 1.02), xlabel="held-out addition pass@1", title=f"accuracy (bar: pass@1, tick: pass@{k})")
+    axes[0].set(xlim=(0, 1.02), xlabel="held-out addition pass@1" + ("" if se is None else "; ± 2 SE"),
+                title=f"accuracy (bar: pass@1, tick: pass@{k})")
     axes[1].barh(y, table["format"], color="tab:green")
     axes[1].set(xlim=(0, 1), xlabel="share in R1's format", title="format adherence")
     gold = table["gold preference"]
@@ -181,6 +182,11 @@ def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_
     gap = max(last, 1.0) * 0.08
     arms = ([("RL, end: the final evaluation", rl_finals, RUN_COLORS[0], "s")] if rl_finals else []) + [
         (arm, by_seed, RUN_COLORS[(j + 1) % len(RUN_COLORS)], "D") for j, (arm, by_seed) in enumerate(finals.items())]
+    if arms:  # the final evaluations are categories, not RL steps: a band of their own past a separator
+        ax.axvline(last + gap * 0.5, color="gray", lw=0.8)
+        ax.axvspan(last + gap * 0.5, last + gap * (len(arms) + 0.6), color="0.93", zorder=0)
+        ax.text(last + gap * (len(arms) + 1.1) / 2, 0.98, "final\nevaluations", ha="center", va="top", fontsize=8)
+        ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= last])
     for j, (arm, by_seed, color, marker) in enumerate(arms):
         x = last + gap * (j + 1)
         values = list(by_seed.values())
@@ -191,8 +197,8 @@ def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_
     if prefilled is not None:
         ax.axhline(prefilled, color="black", ls="--", lw=1,
                    label="small model before any training, <think> prefilled on every problem")
-    ax.set(xlabel="RL step on the small model (markers on the right: each arm's final evaluation)",
+    ax.set(xlabel="RL step on the small model (shaded band on the right: each arm's final evaluation, no step)",
            ylabel="held-out pass@1", ylim=(0, 1))
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     return ax
