@@ -24,6 +24,7 @@ after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import matplotlib.ticker
@@ -354,7 +355,8 @@ def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect"),
                 if str(label) not in rows:
                     raise ValueError(f"points[{metric!r}] has label {label!r}, not a row of table")
                 ax.plot(float(value), rows[str(label)], "o", color="black", ms=3.5)
-        ax.set_title(metric + (" (dots: seeds)" if metric in points else ""), fontsize=10)
+        title = metric + (" (dots: seeds)" if metric in points else "")
+        ax.set_title("\n".join(textwrap.wrap(title, 34)), fontsize=10)  # side by side, long titles would overlap
         ax.grid(axis="x", alpha=0.3)
         ax.invert_yaxis()
     for ax in axes[0, 1:]:
@@ -387,9 +389,10 @@ def plot_paired_differences(differences, seed_columns, *, xlabel: str = "held-ou
     ax.invert_yaxis()
     ax.set(xlabel=xlabel)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    ax.figure.tight_layout()
-    return ax.figure
+    fig = ax.figure  # the legend in a strip above the axes, across the figure: it hides no row
+    fig.legend(*ax.get_legend_handles_labels(), loc="upper center", ncol=3, frameon=False, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
+    return fig
 
 
 def plot_paired_gap_by_step(frame, high: str, low: str, metric: str = "entropy", *, ax=None):
