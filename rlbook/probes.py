@@ -239,7 +239,12 @@ def ratio_crossings(batch: dict, eps_high: float, group_size: int | None = None,
     tabular policy as much as in a network) or "other contexts" (only rows with other contexts: shared
     weights and Adam's momentum). The columns are ``prompt``, ``position``, ``rows``, ``final_ratio``,
     ``crossed_in``, ``crossed_by`` (one of the three kinds), ``ratio_before``, ``ratio_after``,
-    ``own_rise``, ``same_context_rise``, ``other_rise`` (adding up to log r_final).
+    ``own_rise``, ``same_context_rise``, ``other_rise`` (adding up to log r_final), and
+    ``own_updates``, ``same_context_updates``, ``other_updates``: how many updates of each kind there
+    were (they add up to the number of updates), so a kind's rise can be read per update. The kinds
+    are bookkeeping, not a controlled split: every update trains a whole minibatch, so an "own" or
+    "same context" update also holds rows of other prompts, and a decision shared by many rows of its
+    group (the first token) is in an "own" or "same context" update far more often than not.
     """
     import pandas as pd
 
@@ -310,9 +315,10 @@ def _decision_crossings(path, steps, in_update, mask, advantages, line, group_si
             "crossed_in": k, "crossed_by": kind,
             "ratio_before": float(trace[k - 1]) if k else float("nan"), "ratio_after": float(trace[k]),
             "own_rise": float(rise[own].sum()), "same_context_rise": float(rise[same].sum()),
-            "other_rise": float(rise[other].sum())})
+            "other_rise": float(rise[other].sum()),
+            "own_updates": int(own.sum()), "same_context_updates": int(same.sum()), "other_updates": int(other.sum())})
     columns = ["prompt", "position", "rows", "final_ratio", "crossed_in", "crossed_by", "ratio_before", "ratio_after",
-               "own_rise", "same_context_rise", "other_rise"]
+               "own_rise", "same_context_rise", "other_rise", "own_updates", "same_context_updates", "other_updates"]
     return pd.DataFrame.from_records(records, columns=columns)
 
 

@@ -287,6 +287,7 @@ def test_ratio_crossings_by_decision_merges_shared_prefixes_and_splits_own_sibli
     assert decision["other_rise"] == pytest.approx(np.log(1.3 / 1.1))
     assert decision["own_rise"] == pytest.approx(np.log(1.5 / 1.3))
     assert decision[["own_rise", "same_context_rise", "other_rise"]].sum() == pytest.approx(np.log(1.5))
+    assert (decision["own_updates"], decision["same_context_updates"], decision["other_updates"]) == (1, 1, 1)
     by_row = ratio_crossings(batch, 0.2)                                    # the old count: two rows
     assert len(by_row) == 2
     with pytest.raises(ValueError, match="completion_ids"):
@@ -311,3 +312,41 @@ def test_policy_after_updates_warm_start_fills_adams_moments_without_moving_the_
     mask = warm["mask"] > 0
     assert torch.allclose(warm["ratio_path"][0][mask], torch.ones(int(mask.sum())), atol=1e-5)   # weights unmoved
     assert not torch.allclose(warm["logp"], fresh["logp"])
+
+
+def test_plot_ablation_bars_sets_the_x_labels_it_is_given():
+    import pandas as pd
+
+    table = pd.DataFrame({"pass@1": [0.5, 0.6], "n": [32, 60]}, index=["a", "b"])
+    fig = dapo_viz.plot_ablation_bars(table, ("pass@1", "n"), xlabels={"n": "completions per step"})
+    assert [ax.get_xlabel() for ax in fig.axes] == ["", "completions per step"]
+
+
+def test_label_panels_titles_each_panel_and_moves_the_legend_off_the_axes():
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="a")
+        ax.plot([0, 1], [1, 0], label="b")
+    axes[0].legend(title="line: mean\nband: range")
+    dapo_viz.label_panels(fig, ["pass@1 (first round)", "entropy (nats)"])
+    assert [ax.get_ylabel() for ax in axes] == ["pass@1", "entropy"]
+    assert axes[0].get_legend() is None and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b"]
+    with pytest.raises(ValueError, match="names"):
+        dapo_viz.label_panels(fig, ["x", "y", "z"])
+    plt.close(fig)
+
+
+def test_plot_against_samples_puts_a_row_that_samples_more_further_right():
+    import pandas as pd
+
+    frame = pd.DataFrame({"label": ["a"] * 4 + ["b"] * 4, "seed": [0, 0, 1, 1] * 2, "step": [1, 2] * 4,
+                          "extra_samples": [0, 0, 0, 0, 32, 32, 32, 32], "pass@1": [0.1, 0.2, 0.3, 0.4] * 2})
+    fig = dapo_viz.plot_against_samples(frame, "pass@1", batch_size=32, smooth=1)
+    (a, b) = fig.axes[0].get_lines()
+    assert list(a.get_xdata()) == [32, 64] and list(b.get_xdata()) == [64, 128]
+    assert list(a.get_ydata()) == pytest.approx([0.2, 0.3])
+    with pytest.raises(ValueError, match="lacks"):
+        dapo_viz.plot_against_samples(frame.drop(columns="extra_samples"), batch_size=32)

@@ -14,6 +14,9 @@
 - ``plot_dynamic_sampling``: DAPO's dynamic sampling in a run: flat groups before and after the filter,
   and the samples it cost;
 - ``plot_ablation_bars``: one bar chart per metric of an ablation table;
+- ``label_panels``: titles and y-labels for a figure of ``AblationResult.plot``, its legend under the panels;
+- ``plot_against_samples``: a training metric against the completions sampled so far (dynamic sampling
+  draws more per step, so a plot against the step flatters it);
 - ``plot_paired_differences``: a forest plot of paired differences (mean, 95 % interval, seeds);
 - ``plot_paired_gap_by_step``: one run's metric minus another's, seed by seed, against the step.
 
@@ -24,6 +27,7 @@ after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import matplotlib.ticker
@@ -37,6 +41,7 @@ from rlbook.shaping import soft_overlong_penalty
 
 __all__ = ["plot_overlong_penalty", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
            "clip_higher_widget", "plot_clip_higher_bandit", "plot_dynamic_sampling", "plot_ablation_bars",
+           "label_panels", "plot_against_samples",
            "plot_paired_differences", "plot_paired_gap_by_step"]
 
 
@@ -331,9 +336,10 @@ def plot_dynamic_sampling(frame, *, batch_size: int):
     return fig
 
 
-def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect"), *, points=None):
+def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect"), *, points=None, xlabels=None):
     """One horizontal bar chart per metric (column of ``table``, indexed by run label).
 
+    ``xlabels``: optional ``{metric: x-axis label}`` (e.g. the unit); a metric without one gets none.
     ``points``: optional ``{metric: Series indexed by (label, seed)}`` (e.g. ``AblationResult.per_run``), drawn
     as one black dot per seed on its row's bar, so the spread between seeds shows beside the mean.
     """
@@ -354,7 +360,10 @@ def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect"),
                 if str(label) not in rows:
                     raise ValueError(f"points[{metric!r}] has label {label!r}, not a row of table")
                 ax.plot(float(value), rows[str(label)], "o", color="black", ms=3.5)
-        ax.set_title(metric + (" (dots: seeds)" if metric in points else ""), fontsize=10)
+        title = metric + (" (dots: seeds)" if metric in points else "")
+        ax.set_title("\n".join(textwrap.wrap(title, 34)), fontsize=10)  # side by side, long titles would overlap
+        if xlabels and metric in xlabels:
+            ax.set_xlabel(xlabels[metric])
         ax.grid(axis="x", alpha=0.3)
         ax.invert_yaxis()
     for ax in axes[0, 1:]:
@@ -387,9 +396,10 @@ def plot_paired_differences(differences, seed_columns, *, xlabel: str = "held-ou
     ax.invert_yaxis()
     ax.set(xlabel=xlabel)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    ax.figure.tight_layout()
-    return ax.figure
+    fig = ax.figure  # the legend in a strip above the axes, across the figure: it hides no row
+    fig.legend(*ax.get_legend_handles_labels(), loc="upper center", ncol=3, frameon=False, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
+    return fig
 
 
 def plot_paired_gap_by_step(frame, high: str, low: str, metric: str = "entropy", *, ax=None):
@@ -416,5 +426,66 @@ def plot_paired_gap_by_step(frame, high: str, low: str, metric: str = "entropy",
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def label_panels(fig, names):
+    """Give each panel of a multi-panel figure (e.g. ``AblationResult.plot``) a title and a y-label, and
+    move the first panel's legend to a strip under the panels, so that neither the labels nor the legend
+    sit on the curves.
+
+    ``names``: one string per panel, "what (how)": the whole string is the title, the part before " ("
+    the y-label. Returns ``fig``.
+    """
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    names = list(names)
+    if len(names) > len(axes):
+        raise ValueError(f"{len(names)} names for {len(axes)} panels")
+    for ax, name in zip(axes, names):
+        ax.set_title("\n".join(textwrap.wrap(name, 34)), fontsize=10)
+        ax.set_ylabel(name.split(" (")[0])
+    legend = axes[0].get_legend()
+    if legend is not None:
+        handles, labels = axes[0].get_legend_handles_labels()
+        title = legend.get_title().get_text().replace("\n", "; ")
+        legend.remove()
+        ncol = min(len(labels), 2)
+        strip = 0.2 * math.ceil(len(labels) / ncol) + (0.25 if title else 0.05) + 0.1  # inches under the panels
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width, height + strip)
+        fig.tight_layout(rect=(0, strip / (height + strip), 1, 1))
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0), ncol=ncol, fontsize=8,
+                   title=title or None, title_fontsize=7, frameon=False)
+    else:
+        fig.tight_layout()
+    return fig
+
+
+def plot_against_samples(frame, metric: str = "pass@1", *, batch_size: int, smooth: int = 3, ax=None):
+    """``metric`` against the completions sampled so far, one line per label (mean over seeds).
+
+    ``frame``: a per-step log like ``AblationResult.frame`` (columns ``label``, ``seed``, ``step``,
+    ``extra_samples`` and ``metric``). A step samples ``batch_size`` completions plus its
+    ``extra_samples`` (dynamic sampling's extra rounds), so a row that draws more per step is drawn at
+    the sample count it actually used. ``smooth`` > 1: a trailing moving average over steps.
+    """
+    missing = [c for c in ("label", "seed", "step", "extra_samples", metric) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks columns {missing}")
+    check_positive("batch_size", batch_size)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.0, 3.4))
+    for label, runs in frame.groupby("label", sort=False):
+        ys, xs = [], []
+        for _, run in runs.sort_values("step").groupby("seed", sort=False):
+            xs.append((batch_size + run["extra_samples"]).cumsum().to_numpy(dtype=float))
+            ys.append(run[metric].rolling(smooth, min_periods=1).mean().to_numpy(dtype=float))
+        length = min(len(v) for v in ys)
+        ax.plot(np.mean([v[:length] for v in xs], axis=0), np.mean([v[:length] for v in ys], axis=0), label=str(label))
+    ax.set(xlabel="completions sampled so far (mean over seeds)", ylabel=metric,
+           title=f"{metric} against samples, not steps")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     ax.figure.tight_layout()
     return ax.figure
