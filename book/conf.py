@@ -59,6 +59,7 @@ html_css_files = ["rlbook.css"]
 html_js_files = ["rlbook.js"]
 html_theme_options = {
     "show_toc_level": 2,
+    "collapse_navbar": True,
     "use_download_button": False,  # each lesson page offers the notebook as stored (book/build.py's banner)
     "use_fullscreen_button": False,
 }

@@ -26,7 +26,8 @@ This module holds the pieces of that pipeline that are not already trainers of t
 * ``rejection_samples``: stage 3's sampling — n samples per prompt, keep a right, well-formatted one;
   ``solver_agreement``: the share of kept samples whose working is exactly the task's own solution;
 * ``mixed_examples`` and ``MixedReward``: stage 4's prompt mix and its routed reward (the verifier
-  for reasoning prompts, a reward model for general ones);
+  for reasoning prompts, a reward model for general ones); ``clause_ladder``: a reward model's score of
+  the best reviews the gold reward allows at each number of clauses (its length bias, read off);
 * ``stage_report``: one row of the lesson's stage-by-stage table (held-out pass@1 / pass@k, length,
   format adherence, the review gold reward, with standard errors clustered by prompt) and ``save_stage``: a stage's policy, saved with
   ``save_pretrained`` so that ``rlbook.models.load_model(folder)`` loads it.
@@ -43,13 +44,13 @@ from pathlib import Path
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
-from rlbook.evidence import _t_quantile, paired_minimum_detectable_difference
+from rlbook.evidence import _t_quantile, clustered_se, paired_minimum_detectable_difference
 from rlbook.metrics import mean_pass_at_k
 from rlbook.rollout import prompt_text, sample
-from rlbook.tasks.reviews import UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
+from rlbook.tasks.reviews import ASPECTS, POSITIVE, UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
-__all__ = ["DOMAINS", "MixedReward", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
+__all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "general_data", "gold_gain_split", "is_r1_formatted", "keep_first",
            "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
            "sample_replies", "save_stage", "show_replies",
            "solver_agreement", "stage_report", "t_multiplier"]
@@ -191,9 +192,11 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
     a trainer's ``format_reward_weight`` pays on every prompt, review requests included, although
     such a reply never parses as a review). Each mean comes with its standard
     error clustered by prompt (samples of one prompt share it): ``pass@1 SE`` is the standard deviation
-    of the per-problem pass rates over √(problems); ``gold SE`` the same over the distinct review
-    prompts (repeated prompts pooled into one cluster; NaN with a single distinct prompt), and
-    ``parsed SE`` for the share that parse, clustered the same way. With ``per_problem``, also
+    of the per-problem pass rates over √(problems); ``gold SE`` is clustered over the distinct review
+    prompts (repeated prompts pooled into one cluster, so clusters differ in size:
+    ``rlbook.evidence.clustered_se``, the CR1 form for the sample-weighted mean; NaN with a single
+    distinct prompt),
+    and ``parsed SE`` for the share that parse, clustered the same way. With ``per_problem``, also
     ``per-problem pass@1``: each held-out problem's share of right samples (a list, in ``held_out``'s
     order), for a paired comparison of two stages on the same problems (``paired_change``).
     """
@@ -218,14 +221,9 @@ def stage_report(model, tokenizer, task, held_out, *, review_prompts=None, n_sam
         golds = [gold_reward(t) for t in reviews.texts]
         parsed = [g for g, t in zip(golds, reviews.texts) if parse_review(t) is not None]
         report["gold preference"] = sum(golds) / len(golds)
-        by_prompt = {}
-        for i, g in enumerate(golds):
-            by_prompt.setdefault(repr(review_prompts[i // n_samples]), []).append(g)
-        report["gold SE"] = _cluster_se([sum(v) / len(v) for v in by_prompt.values()])
-        parsed_by_prompt = {}
-        for i, t in enumerate(reviews.texts):
-            parsed_by_prompt.setdefault(repr(review_prompts[i // n_samples]), []).append(parse_review(t) is not None)
-        report["parsed SE"] = _cluster_se([sum(v) / len(v) for v in parsed_by_prompt.values()])
+        labels = [repr(review_prompts[i // n_samples]) for i in range(len(golds))]
+        report["gold SE"] = _by_prompt_se(golds, labels)
+        report["parsed SE"] = _by_prompt_se([float(parse_review(t) is not None) for t in reviews.texts], labels)
         report["reviews parsed"] = len(parsed) / len(golds)
         report["gold of parsed"] = sum(parsed) / len(parsed) if parsed else float("nan")
         report["reviews in answer format"] = sum(map(is_well_formed, reviews.texts)) / len(reviews.texts)
@@ -256,7 +254,8 @@ def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(
     ``n_samples`` replies to each row of ``examples`` (rows of ``task``) and to each of ``review_prompts``.
     One dict per reply: ``kind`` ("sum" or "review"), ``request`` (the user's text), ``reply``; a sum adds
     ``right`` (the strict verifier) and ``r1 format`` (``is_r1_formatted``), a review ``parses``
-    (``parse_review``) and ``gold`` (``gold_reward``: ``UNPARSABLE`` when it does not parse), and, with a
+    (``parse_review``), ``gold`` (``gold_reward``: ``UNPARSABLE`` when it does not parse) and ``cut`` (no
+    end of sequence within ``review_max_new_tokens``: the reply was cut off at the cap), and, with a
     ``reward_model`` (a ``RewardModel``), ``rm score``: its score of the reply after the request. With
     ``seed`` s the review replies are those ``stage_report(..., seed=s)`` scores (both sample them with s + 1).
     """
@@ -280,7 +279,8 @@ def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(
                          seed=seed + 1)
         for i, text in enumerate(rollout.texts):
             out.append({"kind": "review", "request": _request(review_prompts[i // n_samples]), "reply": text,
-                        "parses": parse_review(text) is not None, "gold": gold_reward(text)})
+                        "parses": parse_review(text) is not None, "gold": gold_reward(text),
+                        "cut": bool(rollout.truncated[i])})
         if reward_model is not None:
             scores = reward_model.score([p for p in review_prompts for _ in range(n_samples)], rollout.texts).tolist()
             for row, score in zip(out[len(out) - len(scores):], scores):
@@ -299,7 +299,8 @@ def review_readout(replies) -> dict:
     giving 1 / replies. With ``rm score`` in the rows (``sample_replies(reward_model=...)``): ``rm score``
     (mean), ``rm of parsed`` / ``rm of unparsed`` and ``unparsed over parsed``, the chance that the reward
     model scores a random reply that is no review above a random review (0.5: it cannot tell them apart;
-    NaN when either kind is missing).
+    NaN when either kind is missing). With ``cut`` in the rows: ``cut`` (the share of replies cut off at
+    the token cap) and ``cut of unparsed`` (the share of the replies that do not parse that were cut off).
     """
     rows = [r for r in replies if r.get("kind", "review") == "review"]
     if not rows:
@@ -315,12 +316,48 @@ def review_readout(replies) -> dict:
            "clauses": {c: counts.count(c) / len(counts) for c in sorted(set(counts))},
            "mean clauses": mean(counts),
            "distinct": mean([len(set(v)) / len(v) for v in by_request.values()])}
+    if all("cut" in r for r in rows):
+        out["cut"] = mean([float(r["cut"]) for r in rows])
+        out["cut of unparsed"] = mean([float(r["cut"]) for r in rows if not r["parses"]])
     if all("rm score" in r for r in rows):
         good, bad = [r["rm score"] for r in parsed], [r["rm score"] for r in rows if not r["parses"]]
         out.update({"rm score": mean([r["rm score"] for r in rows]), "rm of parsed": mean(good), "rm of unparsed": mean(bad)})
         wins = [(b > g) + 0.5 * (b == g) for b in bad for g in good]
         out["unparsed over parsed"] = mean(wins)
     return out
+
+
+def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 16, seed: int = 0) -> list[dict]:
+    """The reward model's score of reviews built to be as good as the gold reward allows at each length.
+
+    For each count c in ``clauses``, ``per`` reviews of c clauses, every aspect and every adjective
+    distinct and every adjective positive (``rlbook.tasks.reviews``: ASPECTS, POSITIVE), each after one
+    of ``prompts`` in turn. Their gold reward is c up to ``MAX_CLAUSES`` and then flat (each clause past
+    it costs ``LENGTH_PENALTY`` = 1 and adds 1): the gold optimum is reached at ``MAX_CLAUSES`` clauses.
+    One dict per count: ``clauses``, ``chars`` (mean length: the tokenizer is per character, so this is
+    the reply's length in tokens, end of sequence aside), ``gold`` (mean) and ``rm score`` (mean) with
+    ``rm SE`` (sd / √per: each review drawn independently). Shows whether a reward model pays length
+    the way the gold reward does, a probe of a learned reward's length bias.
+    """
+    check_int("per", per, minimum=2)
+    counts = [check_int("clauses", c, minimum=1) for c in clauses]
+    if max(counts) > min(len(ASPECTS), len(POSITIVE)):
+        raise ValueError(f"clauses must be at most {min(len(ASPECTS), len(POSITIVE))} (distinct aspects and positive "
+                         f"adjectives), got {max(counts)}")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts must hold at least one review request")
+    rng = random.Random(seed)
+    rows = []
+    for c in counts:
+        texts = [", ".join(f"the {a} was {j}" for a, j in zip(rng.sample(ASPECTS, c), rng.sample(POSITIVE, c))) + "."
+                 for _ in range(per)]
+        scores = reward_model.score([prompts[i % len(prompts)] for i in range(per)], texts).tolist()
+        mu = sum(scores) / per
+        sd = (sum((x - mu) ** 2 for x in scores) / (per - 1)) ** 0.5
+        rows.append({"clauses": c, "chars": sum(map(len, texts)) / per, "gold": sum(map(gold_reward, texts)) / per,
+                     "rm score": mu, "rm SE": sd / per ** 0.5})
+    return rows
 
 
 def paired_change(before, after) -> dict:
@@ -412,6 +449,12 @@ def _cluster_se(cluster_means) -> float:
         return float("nan")
     mu = sum(cluster_means) / m
     return (sum((x - mu) ** 2 for x in cluster_means) / (m - 1) / m) ** 0.5
+
+
+def _by_prompt_se(values, labels) -> float:
+    """``rlbook.evidence.clustered_se`` of the sample-weighted mean of ``values`` clustered by ``labels``
+    (clusters of any sizes: the CR1 ratio form), or NaN with fewer than two distinct labels."""
+    return clustered_se(values, labels) if len(set(labels)) >= 2 else float("nan")
 
 
 def gold_gain_split(before: dict, after: dict) -> dict:

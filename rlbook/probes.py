@@ -130,7 +130,7 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
 
 def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,
                          lr: float = 3e-4, eps_low: float = 0.2, eps_high: float = 0.28, seed: int = 0,
-                         track_ratios: bool = False) -> dict:
+                         track_ratios: bool = False, warm_start=None, max_grad_norm: float | None = None) -> dict:
     """A real batch for the clip pictures: ``updates`` AdamW steps of DAPO's loss on minibatches of
     ``rollout``, then every token's log-prob under the moved policy.
 
@@ -153,6 +153,15 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
 
     - ``ratio_path`` (updates + 1, B, T): the ratios before the first update and after each update;
     - ``in_update`` (updates, B) bool: which rows each update trained.
+
+    By default the AdamW is fresh, so the first update is Adam's bias-corrected first step, about
+    ``lr`` times the sign of each gradient coordinate (Kingma & Ba 2015, arXiv:1412.6980, Algorithm 1):
+    the largest step Adam takes, as in a trainer's first step. ``warm_start``, a list of
+    ``(rollout, advantages)`` pairs of *other* batches, fills Adam's moments first: the same plan of
+    minibatches on each, at learning rate 0, so the weights do not move (the ratios of ``rollout``
+    stay 1) while ``exp_avg``, ``exp_avg_sq`` and the step count become those of an optimiser that
+    has trained on those batches, as in a trainer's later steps. ``max_grad_norm`` clips the
+    gradient's norm before each step, as the trainers do (None: no clipping, the default).
     """
     check_int("updates", updates, minimum=1)
     eps_high = check_positive("eps_high", eps_high, allow_zero=True)
@@ -160,6 +169,15 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
     plan = minibatch_plan(torch.arange(len(rollout)), minibatch_size, epochs=math.ceil(updates / per_pass),
                           generator=torch.Generator().manual_seed(seed))[:updates]
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    for warm_rollout, warm_advantages in warm_start or ():
+        for group in optimizer.param_groups:
+            group["lr"] = 0.0                       # moments and step count only, the weights stay put
+        warm_plan = minibatch_plan(torch.arange(len(warm_rollout)), minibatch_size, epochs=math.ceil(updates / per_pass),
+                                   generator=torch.Generator().manual_seed(seed))[:updates]
+        policy_update(model, optimizer, warm_rollout, warm_advantages, warm_plan, max_grad_norm=max_grad_norm,
+                      variant="dapo", eps_low=eps_low, eps_high=eps_high)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
     old_logp = rollout.logprobs.detach()
     mask = rollout.completion_mask > 0
     token_advantages = advantages.unsqueeze(1).expand_as(old_logp) if advantages.dim() == 1 else advantages
@@ -181,7 +199,7 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
         last_ratio[rows] = ratio
         updates_per_row[rows] += 1
         in_update[k, rows] = True
-        policy_update(model, optimizer, rollout, advantages, [rows], max_grad_norm=None, variant="dapo",
+        policy_update(model, optimizer, rollout, advantages, [rows], max_grad_norm=max_grad_norm, variant="dapo",
                       eps_low=eps_low, eps_high=eps_high)
         if track_ratios:
             path.append(all_ratios())
@@ -194,7 +212,7 @@ def policy_after_updates(model, rollout, advantages, *, updates: int = 8, miniba
     return result
 
 
-def ratio_crossings(batch: dict, eps_high: float):
+def ratio_crossings(batch: dict, eps_high: float, group_size: int | None = None, completion_ids=None):
     """How each A > 0 token that ended above the clip line 1 + ε_high got there, from a batch of
     ``policy_after_updates(..., track_ratios=True)``.
 
@@ -210,6 +228,18 @@ def ratio_crossings(batch: dict, eps_high: float):
     ≤ 1 + ε_high to above it, 0 if it started above), ``crossed_by`` ("own" when that update trained the
     token's row, "carried" when it did not), ``ratio_before`` / ``ratio_after`` that update;
     ``own_rise`` / ``carried_rise``: the sums of Δ_k over the two kinds of update (they add up to log r_final).
+
+    With ``group_size`` and ``completion_ids`` (B, T) it counts by *decision* instead of by row, as
+    ``clip_relief`` does: the rows of one group that share a prefix and then the same token are one
+    probability at one context, so they are one decision (``rows``: how many rows it stands for; it is
+    counted when any of them has A > 0). Each update is then one of three kinds, tested in this order:
+    "own" (it trained a row holding this token at this context, of either sign of A: the token's own
+    terms), "same context" (it trained a row of the same group with the same prefix but another token
+    there: through the softmax at this one context, pushing a sibling down lifts this token, in a
+    tabular policy as much as in a network) or "other contexts" (only rows with other contexts: shared
+    weights and Adam's momentum). The columns are ``prompt``, ``position``, ``rows``, ``final_ratio``,
+    ``crossed_in``, ``crossed_by`` (one of the three kinds), ``ratio_before``, ``ratio_after``,
+    ``own_rise``, ``same_context_rise``, ``other_rise`` (adding up to log r_final).
     """
     import pandas as pd
 
@@ -226,6 +256,8 @@ def ratio_crossings(batch: dict, eps_high: float):
         raise ValueError("ratio_path must be (updates + 1, B, T) and in_update (updates, B) for the batch's (B, T)")
     line = 1 + eps_high
     steps = path.clamp_min(1e-30).log().diff(dim=0)                       # (updates, B, T)
+    if group_size is not None:
+        return _decision_crossings(path, steps, in_update, mask, advantages, line, group_size, completion_ids)
     own = in_update.unsqueeze(2).expand_as(steps)
     ended = mask & (advantages > 0) & (path[-1] > line)
     records = []
@@ -241,6 +273,46 @@ def ratio_crossings(batch: dict, eps_high: float):
             "carried_rise": float(steps[:, row, position][~own[:, row, position]].sum())})
     columns = ["row", "position", "final_ratio", "crossed_in", "crossed_by", "ratio_before", "ratio_after",
                "own_rise", "carried_rise"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def _decision_crossings(path, steps, in_update, mask, advantages, line, group_size, completion_ids):
+    """``ratio_crossings`` by decision: one row per (group, prefix, token) with A > 0 ending above ``line``."""
+    import pandas as pd
+
+    group_size = check_int("group_size", group_size, minimum=1)
+    if completion_ids is None:
+        raise ValueError("counting by decision needs completion_ids (B, T) to tell prefixes apart")
+    ids = torch.as_tensor(completion_ids)
+    if ids.shape != mask.shape or mask.shape[0] % group_size:
+        raise ValueError(f"completion_ids must be the batch's (B, T) = {tuple(mask.shape)}, B a multiple of group_size")
+    decisions, contexts = {}, {}
+    for row, position in mask.nonzero().tolist():
+        prompt, prefix = row // group_size, tuple(ids[row, :position].tolist())
+        decisions.setdefault((prompt, prefix, int(ids[row, position])), []).append(row)
+        contexts.setdefault((prompt, prefix), []).append(row)
+    records = []
+    for (prompt, prefix, _), rows in decisions.items():
+        position, first = len(prefix), rows[0]
+        trace = path[:, first, position]
+        if not (advantages[rows, position] > 0).any() or not trace[-1] > line:
+            continue
+        own = in_update[:, rows].any(1)
+        siblings = [r for r in contexts[(prompt, prefix)] if r not in rows]
+        same = ~own & (in_update[:, siblings].any(1) if siblings else torch.zeros_like(own))
+        other = ~own & ~same
+        ups = [k for k in range(1, len(trace)) if trace[k - 1] <= line < trace[k]]
+        k = ups[-1] if ups else 0
+        kind = ("own" if own[k - 1] else "same context" if same[k - 1] else "other contexts") if k else "started above"
+        rise = steps[:, first, position]
+        records.append({
+            "prompt": prompt, "position": position, "rows": len(rows), "final_ratio": float(trace[-1]),
+            "crossed_in": k, "crossed_by": kind,
+            "ratio_before": float(trace[k - 1]) if k else float("nan"), "ratio_after": float(trace[k]),
+            "own_rise": float(rise[own].sum()), "same_context_rise": float(rise[same].sum()),
+            "other_rise": float(rise[other].sum())})
+    columns = ["prompt", "position", "rows", "final_ratio", "crossed_in", "crossed_by", "ratio_before", "ratio_after",
+               "own_rise", "same_context_rise", "other_rise"]
     return pd.DataFrame.from_records(records, columns=columns)
 
 

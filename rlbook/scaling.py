@@ -121,6 +121,7 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         "dynamic_sampling": (config.dynamic_sampling, "GRPOTrainer does not resample flat groups"),
         "advantage_filter": (config.advantage_filter is not None, "no advantage filter in GRPOConfig"),
         "advantage_noise": (config.advantage_noise > 0, "no advantage noise in GRPOConfig"),
+        "overlong_filter": (config.overlong_filter, "rlbook does not translate overlong filtering to TRL"),
         "overlong": (config.overlong is not None,
                      "the soft overlong penalty is a reward function in TRL, not a config key"),
         "format_reward_weight": (config.format_reward_weight > 0,
@@ -221,6 +222,7 @@ def verl_overrides(config: OnlineConfig) -> dict:
     for field, is_set, why in (
             ("advantage_filter", config.advantage_filter is not None, "no key for it in ppo_trainer.yaml"),
             ("advantage_noise", config.advantage_noise > 0, "no key for it in ppo_trainer.yaml"),
+            ("overlong_filter", config.overlong_filter, "rlbook does not translate overlong filtering to verl"),
             ("format_reward_weight", config.format_reward_weight > 0,
              "verl's reward is one function (custom_reward_function): add the weighted format reward there")):
         if is_set:

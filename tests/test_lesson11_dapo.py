@@ -263,3 +263,51 @@ def test_plot_clip_higher_counts_tokens_that_land_on_one_spot():
     batch = {"old_logp": old.log(), "logp": new.log(), "advantages": torch.tensor([1.0]), "mask": torch.ones(1, 4)}
     texts = [t.get_text() for t in dapo_viz.plot_clip_higher(0.2, 0.2, batch=batch).axes[1].texts]
     assert "×3" in texts
+
+
+def test_ratio_crossings_by_decision_merges_shared_prefixes_and_splits_own_sibling_and_other_updates():
+    from rlbook.probes import ratio_crossings
+
+    # one group of 3 rows (G = 3) and one of another prompt; position 0: rows 0 and 1 sampled token 5, row 2 token 9
+    ids = torch.tensor([[5, 1], [5, 2], [9, 1], [5, 1], [7, 7], [7, 7]])
+    mask = torch.ones(6, 2)
+    advantages = torch.tensor([1.0, 1.0, -1.0, 1.0, -1.0, 1.0])
+    # three updates: 1 trains row 2 (the sibling at row 0's context), 2 trains row 3 (another prompt), 3 trains row 0
+    in_update = torch.zeros(3, 6, dtype=torch.bool)
+    in_update[0, 2] = in_update[1, 3] = in_update[2, 0] = True
+    path = torch.ones(4, 6, 2)
+    path[:, 0, 0] = path[:, 1, 0] = torch.tensor([1.0, 1.1, 1.3, 1.5])     # the shared first token of rows 0 and 1
+    batch = {"ratio_path": path, "in_update": in_update, "mask": mask, "advantages": advantages}
+    table = ratio_crossings(batch, 0.2, group_size=3, completion_ids=ids)
+    assert len(table) == 1                                                 # rows 0 and 1: one decision, two rows
+    decision = table.iloc[0]
+    assert (decision["prompt"], decision["position"], decision["rows"]) == (0, 0, 2)
+    assert decision["crossed_in"] == 2 and decision["crossed_by"] == "other contexts"
+    assert decision["same_context_rise"] == pytest.approx(np.log(1.1))
+    assert decision["other_rise"] == pytest.approx(np.log(1.3 / 1.1))
+    assert decision["own_rise"] == pytest.approx(np.log(1.5 / 1.3))
+    assert decision[["own_rise", "same_context_rise", "other_rise"]].sum() == pytest.approx(np.log(1.5))
+    by_row = ratio_crossings(batch, 0.2)                                    # the old count: two rows
+    assert len(by_row) == 2
+    with pytest.raises(ValueError, match="completion_ids"):
+        ratio_crossings(batch, 0.2, group_size=3)
+
+
+def test_policy_after_updates_warm_start_fills_adams_moments_without_moving_the_weights(model_dir):
+    from rlbook.models import load_model
+    from rlbook.probes import policy_after_updates
+    from rlbook.rollout import sample
+
+    model, tokenizer = load_model(model_dir)
+    rollout = sample(model, tokenizer, ["1+2=", "3+4="], num_samples=4, max_new_tokens=6, seed=0)
+    other = sample(model, tokenizer, ["5+6=", "7+1="], num_samples=4, max_new_tokens=6, seed=1)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.0, 1.0, -1.0, -1.0])
+    kwargs = dict(updates=4, minibatch_size=4, lr=3e-2, eps_low=0.2, eps_high=0.0, seed=0, track_ratios=True)
+    fresh = policy_after_updates(copy.deepcopy(model), rollout, advantages, **kwargs)
+    same = policy_after_updates(copy.deepcopy(model), rollout, advantages, warm_start=[], **kwargs)
+    assert torch.equal(fresh["logp"], same["logp"])                          # no warm batch: the default
+    warm = policy_after_updates(copy.deepcopy(model), rollout, advantages, max_grad_norm=1.0,
+                                warm_start=[(other, advantages.flip(0))], **kwargs)
+    mask = warm["mask"] > 0
+    assert torch.allclose(warm["ratio_path"][0][mask], torch.ones(int(mask.sum())), atol=1e-5)   # weights unmoved
+    assert not torch.allclose(warm["logp"], fresh["logp"])

@@ -330,3 +330,21 @@ def test_scored_batch_select_and_concat_keep_rows_aligned(tokenizer):
     assert torch.equal(picked.ref_logp, joined.ref_logp[[3, 0]])
     with pytest.raises(ValueError, match="rows"):
         joined.select(torch.tensor([4]))
+
+
+def test_overlong_filter_leaves_the_truncated_answers_out_of_the_update(tokenizer, dataset):
+    # an untrained tiny model rarely ends within 4 tokens: most answers are truncated
+    kept, truncated = [], []
+    for flag in (False, True):
+        trainer = make_trainer(tokenizer, dataset, "grpo", max_new_tokens=4, overlong_filter=flag)
+        seen = []
+        original = trainer._optimise
+        trainer._optimise = lambda batch, rows, *rest: (seen.append((batch.rollout.truncated, rows)),
+                                                        original(batch, rows, *rest))[1]
+        trainer.train(2, progress=False)
+        kept.append([len(rows) for _, rows in seen])
+        truncated.append([(t[rows]).sum().item() for t, rows in seen])
+    assert kept[0] == [6, 6] and sum(truncated[0]) > 0           # without the filter: every answer, truncated or not
+    assert sum(truncated[1]) == 0 and all(k < 6 for k in kept[1])  # with it: no truncated answer is trained on
+    with pytest.raises(ValueError, match="overlong_filter"):
+        tiny_config("grpo", overlong_filter=1)

@@ -202,6 +202,10 @@ def test_figures_draw():
         pl_viz.plot_rs_yield(keepable, 5)
     ax = pl_viz.plot_distillation(curves[curves.run == "a"], {0: 0.7, 1: 0.8}, base=0.2)
     assert ax.get_ylabel() == "held-out pass@1"
+    ax = pl_viz.plot_distillation(curves[curves.run == "a"], {0: 0.7, 1: 0.8}, base=0.2, prefilled=0.6)
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and list(dashed[0].get_ydata()) == [0.6, 0.6]
+    assert any("prefilled" in t.get_text() for t in ax.get_legend().get_texts())
     ax = pl_viz.plot_distillation(curves[curves.run == "a"], {"distilled": {0: 0.7, 1: 0.8}, "clean data": {0: 0.8, 1: 0.9}})
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("clean data" in t for t in labels) and any("distilled" in t for t in labels)
@@ -250,7 +254,8 @@ def test_plot_stage_table_gold_multiplier():
 def test_exercise_checker_names_each_mistake(capsys):
     assert check_keep_first(reference_keep) is True
     for name, phrase in (("lax", "lax verifier"), ("no_format", "<think>"), ("no_accuracy", "wrong answer"),
-                         ("last", "last good sample"), ("think_substring", "appears somewhere")):
+                         ("last", "last good sample"), ("think_substring", "appears somewhere"),
+                         ("adjacent_tags", "text before")):
         capsys.readouterr()
         assert check_keep_first(lambda s, a, name=name: _mistakes(s, a)[name][0]) is False
         assert phrase in capsys.readouterr().out
@@ -259,6 +264,10 @@ def test_exercise_checker_names_each_mistake(capsys):
     # the slip a reader made: the strict verifier plus a substring test for <think> in place of the format
     assert check_keep_first(lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0 and "<think>" in x), None)) is False
     assert "appears somewhere" in capsys.readouterr().out
+    # a blind reader's slip that passed before: a substring test for the two blocks side by side
+    assert check_keep_first(lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0
+                                               and "</think><answer>" in x), None)) is False
+    assert "line break" in capsys.readouterr().out
     # right answers written other ways pass
     assert check_keep_first(lambda s, a: next((x for x in s if pl.is_r1_formatted(x) and arithmetic_reward(x, a) == 1.0), None)) is True
     assert check_keep_first(lambda s, a: [x for x in s if pl.keep_first([x], {"answer": a}, TASK)][0]
@@ -271,6 +280,27 @@ def test_cluster_se():
     assert pl._cluster_se([0.0, 1.0]) == pytest.approx(0.5)
     assert pl._cluster_se([0.3, 0.3, 0.3]) == 0.0
     assert pl._cluster_se([0.5]) != pl._cluster_se([0.5])  # NaN: one cluster
+
+
+def test_by_prompt_se_weights_clusters_by_their_size():
+    # equal sizes: the same as the SE over the cluster means
+    assert pl._by_prompt_se([0.0, 0.0, 1.0, 1.0], ["a", "a", "b", "b"]) == pytest.approx(pl._cluster_se([0.0, 1.0]))
+    # sizes 3 and 1, mean 0.25: cluster scores −0.75 and +0.75, SE = √(2 · 2 · 0.5625) / 4
+    assert pl._by_prompt_se([0.0, 0.0, 0.0, 1.0], ["a", "a", "a", "b"]) == pytest.approx(1.5 / 4)
+    assert pl._by_prompt_se([0.0, 1.0], ["a", "a"]) != pl._by_prompt_se([0.0, 1.0], ["a", "a"])  # NaN: one cluster
+
+
+def test_clause_ladder():
+    prompts = [[{"role": "user", "content": "Review Dune."}]]
+    rows = pl.clause_ladder(FakeRewardModel(), prompts, clauses=(1, 3, 5), per=4, seed=0)
+    assert [r["clauses"] for r in rows] == [1, 3, 5]
+    assert [r["gold"] for r in rows] == [1.0, 3.0, 3.0]  # distinct positive clauses: flat past MAX_CLAUSES
+    assert all(r["rm score"] == pytest.approx(r["chars"]) for r in rows)  # the fake scores a reply by its length
+    assert rows[0]["chars"] < rows[1]["chars"] < rows[2]["chars"]
+    with pytest.raises(ValueError):
+        pl.clause_ladder(FakeRewardModel(), prompts, clauses=(7,))
+    with pytest.raises(ValueError):
+        pl.clause_ladder(FakeRewardModel(), [], clauses=(1,))
 
 
 def test_checker_names_the_lax_and_well_formed_slips(capsys):
@@ -390,6 +420,11 @@ def test_sample_replies_with_reward_model_and_review_readout(tiny):
     assert out["rm of parsed"] == 1.0 and out["rm of unparsed"] == 2.0
     assert out["unparsed over parsed"] == 0.75  # 1 beats 0, not 2; 3 beats both
     assert "rm score" not in pl.review_readout([{k: v for k, v in r.items() if k != "rm score"} for r in rows])
+    assert "cut" not in out  # the hand-made rows carry no cut flag
+    # a reply cut at the token cap: review_max_new_tokens=8 cuts every reply of the tiny model that has not ended
+    assert all(isinstance(r["cut"], bool) for r in replies)
+    cut = pl.review_readout([{**r, "cut": i == 2} for i, r in enumerate(rows)])
+    assert cut["cut"] == 0.25 and cut["cut of unparsed"] == 0.5
     with pytest.raises(ValueError):
         pl.review_readout([])
 

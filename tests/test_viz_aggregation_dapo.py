@@ -159,3 +159,25 @@ def test_the_trainer_logs_flat_groups_of_the_trained_batch():
     row = OnlineTrainer(model, tokenizer, get_task("arithmetic", digits=3), config).train(1, progress=False)[-1]
     trained = row["frac_zero_adv_groups_trained"]
     assert trained == 0.0 or (row["trained_samples"] == 0 and trained != trained)
+
+
+def test_paired_difference_figures_draw_and_check_their_input():
+    import matplotlib.pyplot as plt
+
+    differences = pd.DataFrame({"seed 0": [0.1, -0.2], "seed 1": [0.2, 0.0], "mean": [0.15, -0.1],
+                                "CI low": [-0.3, -0.8], "CI high": [0.6, 0.6]}, index=["b − a", "c − b"])
+    fig = dapo_viz.plot_paired_differences(differences, ["seed 0", "seed 1"])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["b − a", "c − b"]
+    assert any(list(line.get_xdata()) == [0, 0] for line in ax.lines)          # the line at zero
+    plt.close(fig)
+    with pytest.raises(ValueError, match="CI low"):
+        dapo_viz.plot_paired_differences(differences.drop(columns="CI low"), ["seed 0"])
+    frame = pd.DataFrame({"label": ["a"] * 4 + ["b"] * 4, "seed": [0, 0, 1, 1] * 2, "step": [1, 2] * 4,
+                          "entropy": [1.0, 1.0, 2.0, 2.0, 1.5, 1.0, 2.5, 3.0]})
+    fig = dapo_viz.plot_paired_gap_by_step(frame, "b", "a")
+    mean_line = [line for line in fig.axes[0].lines if line.get_label() == "mean over seeds"][0]
+    assert list(mean_line.get_ydata()) == pytest.approx([0.5, 0.5])            # (0.5 + 0.5) / 2, (0 + 1) / 2
+    plt.close(fig)
+    with pytest.raises(ValueError, match="labelled"):
+        dapo_viz.plot_paired_gap_by_step(frame, "b", "z")

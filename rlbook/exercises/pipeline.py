@@ -8,8 +8,8 @@ responses, with mixed languages, long paragraphs and code blocks filtered out; h
 stands for that readability filter). The checker compares it with ``rlbook.pipeline.keep_first`` on
 sample lists chosen so that each common mistake returns a different completion, and names the one
 it matches: the lax verifier (with or without the right format filter), ``is_well_formed`` (the
-format reward's test) in place of ``is_r1_formatted``, no format filter, a substring test for ``<think>`` in place of the
-format filter, the format filter without the accuracy one, the last right sample instead of the
+format reward's test) in place of ``is_r1_formatted``, no format filter, a substring test for ``<think>`` (or for
+``</think><answer>``) in place of the format filter, the format filter without the accuracy one, the last right sample instead of the
 first, a list instead of one completion.
 
 ``check_gold_gain_split`` (the second exercise): the reader writes ``my_split(p0, q0, p1, q1) ->
@@ -43,6 +43,8 @@ SPRAY = "<think>5+8=13</think><answer>623 624</answer>"
 TRAILING = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer> done"
 PROSE_BETWEEN = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think> so the sum is <answer>623</answer>"  # strict-right, not R1's format
 UNCLOSED = "<think>5+8=13\n4+7+1=12\n3+2+1=6 <answer>623</answer>"  # strict-right, its <think> never closed
+PREFIXED = "Sure: <think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>"  # strict-right, text before <think>
+SPACED = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think>\n<answer>623</answer>"  # R1's format: whitespace between blocks
 
 # (samples, answer): each list separates some of the mistakes from the reference.
 CASES = (
@@ -54,6 +56,7 @@ CASES = (
     ([PROSE_BETWEEN, UNCLOSED, RIGHT], "623"),
     ([UNCLOSED, RIGHT_TOO], "623"),
     ([DIRECT_SPRAY, RIGHT], "623"),
+    ([PREFIXED, SPACED, RIGHT], "623"),
     ([], "623"),
 )
 
@@ -86,6 +89,10 @@ def _mistakes(samples, answer) -> dict[str, tuple[object, str]]:
                             "</think> and <answer>, or a <think> never closed, passes that test; R1's format is the "
                             "whole completion <think>…</think><answer>…</answer> and nothing else "
                             "(rlbook.pipeline.is_r1_formatted)"),
+        "adjacent_tags": (_first(samples, lambda s: strict(s) and "</think><answer>" in s),
+                          "that tests for the substring '</think><answer>': it keeps a completion with text before "
+                          "<think> ('Sure: <think>…') and drops one with a line break between the two blocks, which "
+                          "R1's format allows; test the whole completion (rlbook.pipeline.is_r1_formatted)"),
         "no_accuracy": (_first(samples, is_r1_formatted),
                         "that keeps a well-formatted but wrong answer; the sample must also be right"),
         "last": (next((s for s in reversed(samples) if strict(s) and is_r1_formatted(s)), None),
@@ -196,7 +203,8 @@ def check_gold_gain_split(fn) -> bool | None:
     wrong = [(case, got) for case, got in answers if not _same(got, reference_split(*case))]
     if not wrong:
         return _verdict(True, f"splits the gain as gold_gain_split does on {len(SPLIT_CASES)} cases, "
-                              "no review parsed before included", "")
+                              "no review parsed before included (and the answer on paper: the two orders' parts "
+                              "differ by the interaction Δp·Δq, which the midpoint split shares half and half)", "")
     if all(any(math.isnan(x) for x in got) for _, got in wrong) and all(case[0] == 0 for case, _ in wrong):
         return _verdict(False, "", "NaN when no review parsed before: q0 has no value there (nothing to average); "
                                    "take the whole change as parsing, with q̄ the later q")

@@ -65,7 +65,10 @@ class OnlineConfig:
     E[k·∇log π] = ∇KL(π‖π_ref) needs k = log(π/π_ref) sample by sample; any other estimator there
     warns (lesson 02, §6; Shah et al. 2025, arXiv:2512.21852, report "K3 in reward" biased).
     Rewards: the verifier's reward plus ``format_reward_weight`` × the format reward, plus DAPO's
-    soft overlong penalty when ``overlong`` = (max_len, cache_len).
+    soft overlong penalty when ``overlong`` = (max_len, cache_len). ``overlong_filter``: DAPO's overlong
+    filtering (Yu et al. 2025, arXiv:2503.14476, §3.4, Table 1's "Overlong Filtering"): answers that
+    reached ``max_new_tokens`` without ending are left out of the update (their loss is masked); they
+    still count in their group's advantages.
     Batch filters: ``dynamic_sampling`` (DAPO: resample prompts, at most ``max_resample_rounds``
     extra rounds, until no group in the batch has all-equal rewards; ``True`` or ``"reward"`` tests
     the total reward the advantages see, ``"correct"`` tests the verifier's correctness, DAPO's
@@ -106,6 +109,7 @@ class OnlineConfig:
     kl_cov_coef: float = 1.0
     format_reward_weight: float = 0.0
     overlong: tuple[int, int] | None = None
+    overlong_filter: bool = False
     dynamic_sampling: bool | str = False
     max_resample_rounds: int = 4
     advantage_filter: float | None = None
@@ -247,6 +251,8 @@ class OnlineConfig:
                           "gives the reverse-KL gradient; a detached k2/k3 there is biased (lesson 02, §6)",
                           UserWarning, stacklevel=4)
         check_positive("format_reward_weight", self.format_reward_weight, allow_zero=True)
+        if not isinstance(self.overlong_filter, bool):
+            raise ValueError(f"overlong_filter must be True or False, got {self.overlong_filter!r}")
         if self.overlong is not None:
             if not isinstance(self.overlong, (tuple, list)) or len(self.overlong) != 2:
                 raise ValueError(f"overlong must be (max_len, cache_len) or None, got {self.overlong!r}")

@@ -231,6 +231,8 @@ class OnlineTrainer:
         first_round, batch, extra_samples, sampled_tokens = self._collect()
         advantages, returns, old_values = self._advantages(batch)
         rows, advantages = self._filter_and_dither(advantages)
+        if self.config.overlong_filter and rows.numel():  # DAPO's overlong filtering: truncated answers get no loss
+            rows = rows[~batch.rollout.truncated.to(rows.device)[rows]]
         learning_rate = self.optimizer.param_groups[0]["lr"]
         update = self._optimise(batch, rows, advantages, returns, old_values)
         if rows.numel():  # the warm-up counts steps that updated the policy

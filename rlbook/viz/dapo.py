@@ -13,7 +13,9 @@
   entropy and the mass on the rare right answers against the step;
 - ``plot_dynamic_sampling``: DAPO's dynamic sampling in a run: flat groups before and after the filter,
   and the samples it cost;
-- ``plot_ablation_bars``: one bar chart per metric of an ablation table.
+- ``plot_ablation_bars``: one bar chart per metric of an ablation table;
+- ``plot_paired_differences``: a forest plot of paired differences (mean, 95 % interval, seeds);
+- ``plot_paired_gap_by_step``: one run's metric minus another's, seed by seed, against the step.
 
 A real batch is a dict of tensors: ``old_logp`` (B, T) of the sampling policy, ``logp`` (B, T)
 after some updates, ``advantages`` (B,) or (B, T), and ``mask`` (B, T).
@@ -34,7 +36,8 @@ from rlbook.losses import clipped_surrogate
 from rlbook.shaping import soft_overlong_penalty
 
 __all__ = ["plot_overlong_penalty", "upclip_stats", "upclipped_tokens", "plot_clip_higher",
-           "clip_higher_widget", "plot_clip_higher_bandit", "plot_dynamic_sampling", "plot_ablation_bars"]
+           "clip_higher_widget", "plot_clip_higher_bandit", "plot_dynamic_sampling", "plot_ablation_bars",
+           "plot_paired_differences", "plot_paired_gap_by_step"]
 
 
 def plot_overlong_penalty(max_len: int = 64, cache_len: int = 16, *, lengths=None, ax=None):
@@ -358,3 +361,60 @@ def plot_ablation_bars(table, metrics=("reward", "entropy", "length_incorrect"),
         ax.set_yticklabels([])
     fig.tight_layout()
     return fig
+
+
+def plot_paired_differences(differences, seed_columns, *, xlabel: str = "held-out pass@1 difference", ax=None):
+    """A forest plot of paired differences: one line per row of ``differences``.
+
+    ``differences``: a table like ``AblationResult.paired_differences`` (index: "a − b" labels; columns
+    ``mean``, ``CI low``, ``CI high`` and the per-seed differences named in ``seed_columns``). Each row is
+    drawn as its 95 % interval (a line), its mean (a diamond) and its seeds (dots), beside a line at 0,
+    so an interval that crosses 0 (a difference not separated) is visible as such.
+    """
+    missing = [c for c in ("mean", "CI low", "CI high", *seed_columns) if c not in differences.columns]
+    if missing:
+        raise ValueError(f"differences lacks columns {missing}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 0.8 + 0.45 * len(differences)))
+    for i, (_, row) in enumerate(differences.iterrows()):
+        ax.plot([row["CI low"], row["CI high"]], [i, i], color="tab:blue", lw=2,
+                label="95 % interval (t, over seeds)" if i == 0 else None)
+        ax.plot(row["mean"], i, "D", color="tab:blue", ms=6, label="mean" if i == 0 else None)
+        ax.plot(row[list(seed_columns)].to_numpy(float), [i] * len(seed_columns), "o", color="black", ms=3.5,
+                label="seeds" if i == 0 else None)
+    ax.axvline(0, color="grey", lw=1, ls="--")
+    ax.set_yticks(range(len(differences)), [str(label) for label in differences.index], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel=xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def plot_paired_gap_by_step(frame, high: str, low: str, metric: str = "entropy", *, ax=None):
+    """``metric`` of run ``high`` minus run ``low``, seed by seed (runs of one seed pair up), against the step.
+
+    ``frame``: an ablation's per-step table with columns ``label``, ``seed``, ``step`` and ``metric``
+    (``AblationResult.frame``). One thin line per seed, their mean thick, and a line at 0: a gap of one
+    sign in every seed shows as all lines on one side. Returns the figure.
+    """
+    for column in ("label", "seed", "step", metric):
+        if column not in frame.columns:
+            raise ValueError(f"frame lacks column {column!r}")
+    wide = frame[frame["label"].isin([high, low])].pivot_table(index="step", columns=["label", "seed"], values=metric)
+    if high not in wide.columns.get_level_values(0) or low not in wide.columns.get_level_values(0):
+        raise ValueError(f"frame must hold runs labelled {high!r} and {low!r}")
+    gap = wide[high] - wide[low]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 3.2))
+    for seed in gap.columns:
+        ax.plot(gap.index, gap[seed], lw=1, alpha=0.7, label=f"seed {seed}")
+    ax.plot(gap.index, gap.mean(axis=1), color="black", lw=2.2, label="mean over seeds")
+    ax.axhline(0, color="grey", lw=1, ls="--")
+    ax.set(xlabel="step", ylabel=f"{metric} difference", title=f"{metric}: {high} minus {low}, paired by seed")
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax.figure

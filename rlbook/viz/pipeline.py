@@ -159,14 +159,16 @@ def rs_yield_widget(keepable, *, hardest: int | None = None):
 
 
 def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_finals: dict | None = None,
-                      probe_label: str = "probes", ax=None):
+                      probe_label: str = "probes", prefilled: float | None = None, ax=None):
     """``rl_curves``: a DataFrame with columns seed, step, pass@1 (RL on the small model, one line per
     seed, from the probes ``probe_label`` names); ``finals``: ``{arm: {seed: pass@1}}`` of the small model
     after each SFT arm (e.g. SFT on the teacher's samples, SFT on clean data), each seed drawn as a
     marker in the arm's colour to the right of the curves (an SFT arm has no RL step), the seeds spread
     sideways so that none hides another; ``rl_finals``: ``{seed: pass@1}`` of the RL arm measured the
     way the SFT arms were (the same held-out set), drawn the same way; ``base``: its pass@1 before any
-    training. (A bare ``{seed: pass@1}`` is read as one arm, "distilled".)"""
+    training; ``prefilled``: its pass@1 before any training with ``<think>`` prefilled (its own scratchpad on
+    every problem), a dashed line: the no-training baseline an arm must clear to have taught the working
+    anything. (A bare ``{seed: pass@1}`` is read as one arm, "distilled".)"""
     _check_columns("rl_curves", rl_curves, ("seed", "step", "pass@1"))
     if finals and not isinstance(next(iter(finals.values())), dict):
         finals = {"distilled (SFT on the teacher)": finals}
@@ -186,6 +188,9 @@ def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_
         ax.plot(spread, values, marker, ms=6, color=color, ls="none", label=f"{arm} (each seed)")
     if base is not None:
         ax.axhline(base, color="gray", ls=":", label="small model before any training")
+    if prefilled is not None:
+        ax.axhline(prefilled, color="black", ls="--", lw=1,
+                   label="small model before any training, <think> prefilled on every problem")
     ax.set(xlabel="RL step on the small model (markers on the right: each arm's final evaluation)",
            ylabel="held-out pass@1", ylim=(0, 1))
     ax.legend(loc="lower right", fontsize=7)
