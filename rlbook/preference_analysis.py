@@ -10,6 +10,12 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
   log π*/π_ref = (r − β log Z)/β, with β log Z estimated from the reference's own samples.
 - ``parse_rule_accuracy`` and ``gap_matched_accuracy``: the bars a preference accuracy is read against
   (the rule "prefer the parsable review"; another group of pairs with the same gold gaps).
+- ``margin_slope`` and ``preference_margin_run``: the slope of a margin curve with its standard
+  error, and one training run of DPO, IPO or KTO reduced to the margins lesson 07 reads (the
+  batch margins, KTO's reference point, every pair's margin at the end), one seed per call so
+  ``rlbook.parallel.run_parallel`` can run seeds side by side.
+- ``review_samples_summary``: the gold reward of sampled reviews split into what it is made of
+  (the share the parser rejects, the gold reward and the clause count of the parsed ones).
 - ``clause_credit``, ``clause_credit_table`` and ``stop_credit_table``: a review's implicit reward
   β log π/π_ref split among its clauses and its stop, set beside the gold reward's rules
   (``rlbook.tasks.reviews``).
@@ -17,19 +23,23 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import torch
 
 from rlbook import losses
-from rlbook._checks import check_int, check_positive
+from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.rollout import completion_logprobs
 from rlbook.tasks import reviews
 from rlbook.tasks.verifiers import completion_text
+from rlbook.trainers import PreferenceTrainer
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
-__all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "pair_losses_vs_margin", "pair_sequence_logps",
-           "sequence_logps", "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
+__all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "margin_slope", "pair_losses_vs_margin",
+           "pair_sequence_logps", "preference_margin_run", "review_samples_summary", "sequence_logps",
+           "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
            "clause_credit_by_position", "stop_credit_table"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
@@ -72,6 +82,85 @@ def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tup
     prompts = list(pairs["prompt"])
     return (sequence_logps(model, tokenizer, prompts, list(pairs["chosen"]), batch_size=batch_size),
             sequence_logps(model, tokenizer, prompts, list(pairs["rejected"]), batch_size=batch_size))
+
+
+def margin_slope(values, start: int = 0, stop: int | None = None) -> tuple[float, float]:
+    """Least-squares slope of ``values[start:stop]`` against the step index, and its standard error.
+
+    The ordinary least-squares line y = a + b·t through the points (t, y_t); the standard error is
+    the usual one, sqrt(Σ residual² / (n − 2) / Σ (t − t̄)²), which treats the points' deviations
+    from the line as independent (right for the batch margins of a trainer, each a fresh batch of
+    pairs; it ignores the slower drift of the weights). Returns (slope per step, its s.e.).
+    """
+    y = np.asarray(values, dtype=float)[start:stop]
+    if y.ndim != 1 or len(y) < 3 or not np.isfinite(y).all():
+        raise ValueError(f"margin_slope needs at least 3 finite values in [start, stop), got {len(y)}")
+    t = np.arange(len(y), dtype=float)
+    t_centred = t - t.mean()
+    slope = float((t_centred * (y - y.mean())).sum() / (t_centred ** 2).sum())
+    residuals = y - y.mean() - slope * t_centred
+    se = float(np.sqrt((residuals ** 2).sum() / (len(y) - 2) / (t_centred ** 2).sum()))
+    return slope, se
+
+
+def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, steps: int, lr: float = 2e-4,
+                          batch_size: int = 16, reference_logps=None, **knobs) -> dict:
+    """Train a copy of ``model`` with ``PreferenceTrainer(loss=...)`` and return its margins.
+
+    ``loss`` is one of the reference-based losses whose log-ratio margin h is the trained quantity:
+    "dpo" or "kto" (``beta`` in ``knobs``) or "ipo" (``tau``). The run is the trainer's, with
+    ``steps``, ``lr``, ``batch_size`` and the batch order of ``seed``; ``model`` is not changed.
+    ``reference_logps``: (chosen, rejected) log-probs of ``model`` on ``pairs``
+    (``pair_sequence_logps``), computed here when None. Returns numpy arrays:
+
+    - ``"h"``: (steps,) the mean log-ratio margin h of each training batch (the logged
+      ``rewards/margins``, β h or τ h, divided by β or τ);
+    - ``"kl"``: (steps,) KTO's reference point z0 of each batch (zeros for DPO and IPO);
+    - ``"pair_h"``: (N,) every pair's h at the end of training;
+    - ``"chosen"``, ``"rejected"``: (N,) each pair's change of log π(y_w|x) and log π(y_l|x).
+    """
+    check_choice("loss", loss, ("dpo", "ipo", "kto"))
+    scale = knobs["tau"] if loss == "ipo" else knobs.get("beta", 0.1)
+    trainer = PreferenceTrainer(copy.deepcopy(model), tokenizer, pairs, loss=loss, lr=lr, batch_size=batch_size,
+                                steps=steps, seed=seed, progress=False, **knobs)
+    frame = trainer.train(live=False).to_pandas()
+    if reference_logps is None:
+        reference_logps = pair_sequence_logps(model, tokenizer, pairs)
+    chosen, rejected = pair_sequence_logps(trainer.model, tokenizer, pairs)
+    chosen = (chosen - reference_logps[0]).numpy()
+    rejected = (rejected - reference_logps[1]).numpy()
+    kl = frame["kl"].to_numpy(dtype=float) if "kl" in frame else np.zeros(len(frame))
+    return {"h": frame["rewards/margins"].to_numpy(dtype=float) / scale, "kl": kl,
+            "pair_h": chosen - rejected, "chosen": chosen, "rejected": rejected}
+
+
+def review_samples_summary(texts, lengths=None) -> dict[str, float]:
+    """The gold reward of sampled reviews and what it is made of (``rlbook.tasks.reviews``).
+
+    A review the parser rejects scores ``reviews.UNPARSABLE`` (−3) whatever it says, so the mean
+    gold reward is (1 − u)·g_parsed + u·(−3), u the unparsable share and g_parsed the mean gold
+    reward of the parsed reviews; the clause count of the parsed ones says how much they say (the
+    gold reward counts each clause's sentiment and penalises repeats and clauses past the limit).
+    Returns ``gold reward``, ``gold s.e.`` (over the samples), ``unparsable``, ``gold (parsed)``,
+    ``clauses (parsed)`` and, when ``lengths`` (one per text) is given, their mean ``length``.
+    """
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts must hold at least one sampled review")
+    golds = np.array([reviews.gold_reward(text) for text in texts], dtype=float)
+    parsed = [reviews.parse_review(text) for text in texts]
+    ok = np.array([clauses is not None for clauses in parsed])
+    summary = {"gold reward": float(golds.mean()),
+               "gold s.e.": float(golds.std(ddof=1) / np.sqrt(len(golds))) if len(golds) > 1 else float("nan"),
+               "unparsable": float(1 - ok.mean()),
+               "gold (parsed)": float(golds[ok].mean()) if ok.any() else float("nan"),
+               "clauses (parsed)": float(np.mean([len(c) for c in parsed if c is not None])) if ok.any() else float("nan")}
+    if lengths is not None:
+        lengths = np.asarray(lengths, dtype=float)
+        if lengths.shape != (len(texts),):
+            raise ValueError(f"lengths must hold one number per text ({len(texts)}), got shape {lengths.shape}")
+        summary["length"] = float(lengths.mean())
+    return summary
 
 
 def sequence_logps(model, tokenizer, prompts, completions, *, batch_size: int = 64,

@@ -1028,21 +1028,29 @@ def verifier_best_of_n_efficiency(pass_rates, ns) -> dict[str, np.ndarray]:
 
 
 def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: float = 0.5, tau: float = 0.25,
-                        n_responses: int = 4) -> np.ndarray:
+                        n_responses: int = 4, optimizer: str = "gd") -> np.ndarray:
     """The log-ratio margin h at the start of each of ``steps`` gradient steps on one preference pair.
 
     The toy: one prompt, ``n_responses`` responses, a tabular policy π = softmax(θ) starting at
-    π_ref (uniform), the pair (y_w = response 0, y_l = response 1), plain gradient descent with
-    step ``lr`` on ``rlbook.losses.dpo_loss`` (``loss="dpo"``, with ``beta``) or ``ipo_loss``
-    (``loss="ipo"``, with ``tau``). DPO's margin keeps growing (its gradient β σ(−β h) is never
-    zero), IPO's converges to 1/(2τ) (Azar et al. 2023, arXiv:2310.12036). Returns (steps,)
-    margins; the first is 0 (π = π_ref).
+    π_ref (uniform), the pair (y_w = response 0, y_l = response 1), trained on
+    ``rlbook.losses.dpo_loss`` (``loss="dpo"``, with ``beta``) or ``ipo_loss`` (``loss="ipo"``, with
+    ``tau``). DPO's margin keeps growing (its gradient β σ(−β h) is never zero), IPO's converges to
+    1/(2τ) (Azar et al. 2023, arXiv:2310.12036). Returns (steps,) margins; the first is 0 (π = π_ref).
+
+    ``optimizer``: ``"gd"``, plain gradient descent with step ``lr`` (each step moves h by
+    2·lr·(−∂L/∂h), so under DPO h ≈ (1/β) log t); or ``"adam"``, torch's Adam with step ``lr`` and
+    its default betas (0.9, 0.999) (Kingma & Ba 2015, arXiv:1412.6980, Algorithm 1), the optimiser
+    of the book's preference runs: Adam divides each step by a running root-mean-square of the
+    gradient, so a step's size no longer follows the pull's size — the first steps move every
+    logit by about ``lr`` whatever the loss, and a fading pull does not mean a fading step.
     """
     check_choice("loss", loss, ("dpo", "ipo"))
+    check_choice("optimizer", optimizer, ("gd", "adam"))
     steps = check_int("steps", steps, minimum=1)
     lr = check_positive("lr", lr)
     n_responses = check_int("n_responses", n_responses, minimum=2)
     logits = torch.zeros(n_responses, dtype=DTYPE, requires_grad=True)
+    adam = torch.optim.Adam([logits], lr=lr) if optimizer == "adam" else None
     ref = torch.log_softmax(torch.zeros(n_responses, dtype=DTYPE), 0)
     margins = np.empty(steps)
     for step in range(steps):
@@ -1050,8 +1058,12 @@ def toy_margin_dynamics(loss: str, *, steps: int = 2000, lr: float = 0.1, beta: 
         pair = (logp[:1], logp[1:2], ref[:1], ref[1:2])
         value = dpo_loss(*pair, beta) if loss == "dpo" else ipo_loss(*pair, tau)
         (grad,) = torch.autograd.grad(value.sum(), logits)
-        with torch.no_grad():
-            logits -= lr * grad
+        if adam is None:
+            with torch.no_grad():
+                logits -= lr * grad
+        else:
+            logits.grad = grad
+            adam.step()
         margins[step] = float(((logp[0] - ref[0]) - (logp[1] - ref[1])).detach())
     return margins
 

@@ -10,8 +10,8 @@ from datasets import Dataset
 
 from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.preference_analysis import (
-    _unit_of_each_token, clause_credit, clause_credit_by_position, clause_credit_table, pair_losses_vs_margin,
-    pair_sequence_logps, stop_credit_table,
+    _unit_of_each_token, clause_credit, clause_credit_by_position, clause_credit_table, margin_slope,
+    pair_losses_vs_margin, pair_sequence_logps, preference_margin_run, review_samples_summary, stop_credit_table,
 )
 from rlbook.tasks.reviews import gold_reward
 
@@ -155,3 +155,50 @@ def test_gap_matched_accuracy_reweights_the_reference_to_the_groups_gaps():
     assert matched == pytest.approx((2 * 0.5 + 1 * 1.0) / 3)
     with pytest.raises(ValueError):
         gap_matched_accuracy([1], [1.0], [True], [False])
+
+
+def test_margin_slope_is_the_least_squares_line_and_its_standard_error():
+    t = np.arange(40, dtype=float)
+    noise = np.random.default_rng(0).normal(0, 0.5, 40)
+    slope, se = margin_slope(3.0 + 0.2 * t + noise)
+    fit = np.polyfit(t, 3.0 + 0.2 * t + noise, 1, cov="unscaled")
+    residuals = 3.0 + 0.2 * t + noise - np.polyval(fit[0], t)
+    assert slope == pytest.approx(fit[0][0])
+    assert se == pytest.approx(np.sqrt(fit[1][0, 0] * (residuals ** 2).sum() / 38))
+    assert margin_slope(np.r_[np.zeros(10), 1.0, 2.0, 3.0], start=10) == pytest.approx((1.0, 0.0))
+    with pytest.raises(ValueError, match="3 finite"):
+        margin_slope([1.0, 2.0])
+
+
+def test_review_samples_summary_splits_the_gold_reward():
+    texts = ["the plot was great.", "the plot was great, the cast was dull.", "plot great", "the ending was moving."]
+    summary = review_samples_summary(texts, lengths=[19, 38, 10, 22])
+    golds = [gold_reward(text) for text in texts]
+    assert summary["gold reward"] == pytest.approx(np.mean(golds))
+    assert summary["unparsable"] == pytest.approx(0.25)
+    assert summary["gold (parsed)"] == pytest.approx(np.mean([golds[0], golds[1], golds[3]]))
+    assert summary["clauses (parsed)"] == pytest.approx(4 / 3)
+    assert summary["length"] == pytest.approx(22.25)
+    # the mean is the parsed reviews' mean and the unparsable ones' −3, weighted by their shares
+    assert summary["gold reward"] == pytest.approx(0.75 * summary["gold (parsed)"] + 0.25 * -3.0)
+    with pytest.raises(ValueError, match="lengths"):
+        review_samples_summary(texts, lengths=[1, 2])
+
+
+def test_preference_margin_run_returns_the_trained_margins():
+    tokenizer = build_char_tokenizer()
+    pairs = Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"Review {film}."}] for film in ("Dune", "Up", "Jaws", "Heat")],
+        "chosen": ["the plot was great.", "the cast was fun.", "the ending was moving.", "the pace was brisk."],
+        "rejected": ["the plot was dull.", "the cast was weak.", "the music was bland.", "the pace was slow."],
+    })
+    model = build_tiny_model(tokenizer, shape="test", seed=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    out = preference_margin_run(model, tokenizer, pairs, "ipo", 0, steps=3, batch_size=2, lr=1e-3, tau=0.25)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the model is not changed
+    assert out["h"].shape == (3,) and out["pair_h"].shape == (4,) and (out["kl"] == 0).all()
+    np.testing.assert_allclose(out["pair_h"], out["chosen"] - out["rejected"], atol=1e-6)
+    kto = preference_margin_run(model, tokenizer, pairs, "kto", 0, steps=2, batch_size=2, lr=1e-3, beta=0.5)
+    assert (kto["kl"] >= 0).all() and kto["kl"].shape == (2,)
+    with pytest.raises(ValueError, match="loss"):
+        preference_margin_run(model, tokenizer, pairs, "simpo", 0, steps=1)

@@ -458,3 +458,18 @@ def test_toy_margin_dynamics_dpo_grows_and_ipo_settles():
     assert ipo[-1] == pytest.approx(1 / (2 * 0.25), rel=1e-3)  # IPO's settles on 1/(2τ)
     with pytest.raises(ValueError, match="loss"):
         toys.toy_margin_dynamics("kto")
+
+
+def test_toy_margin_dynamics_under_adam():
+    lr = 0.01
+    dpo = toys.toy_margin_dynamics("dpo", steps=2000, beta=0.5, lr=lr, optimizer="adam")
+    ipo = toys.toy_margin_dynamics("ipo", steps=2000, tau=0.25, lr=lr, optimizer="adam")
+    # Adam's first step moves each of the pair's logits by lr whatever the gradient's size: h = 2 lr.
+    assert dpo[1] == pytest.approx(2 * lr, rel=1e-3) and ipo[1] == pytest.approx(2 * lr, rel=1e-3)
+    assert dpo[10] == pytest.approx(ipo[10], rel=0.02)  # the same first steps, though IPO's pull is 16x DPO's
+    assert ipo[-1] == pytest.approx(2.0, abs=1e-3)  # the finite target survives Adam
+    assert all(later > earlier for earlier, later in zip(dpo, dpo[1:]))
+    # not the logarithm of gradient descent: doubling the steps adds more than ln 2 / β
+    assert dpo[1999] - dpo[1000] > 1.5 * math.log(2) / 0.5
+    with pytest.raises(ValueError, match="optimizer"):
+        toys.toy_margin_dynamics("dpo", optimizer="sgd")

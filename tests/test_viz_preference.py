@@ -128,6 +128,11 @@ def test_margin_histograms_figure():
     assert any(label.startswith("DPO: median") for label in labels) and any("1/(2τ)" in label for label in labels)
     with pytest.raises(ValueError, match="margins"):
         viz.plot_margin_histograms({})
+    apart = viz.plot_margin_histograms({"DPO": generator.normal(5, 3, 200), "IPO": generator.normal(1, 1, 200)},
+                                       target=2.0, separate=True)
+    assert len(apart.axes) == 2  # one panel per run, each binned over its own range
+    ipo_bars = [patch for patch in apart.axes[1].patches]
+    assert ipo_bars and apart.axes[1].get_xlim()[1] < 6
 
 
 def test_dpo_weight_panel_is_the_relative_weight_with_a_colour_per_beta():
@@ -144,3 +149,10 @@ def test_preference_history_marks_the_reference_before_training():
     fig = viz.plot_preference_history(fake_history(), before=before)
     stars = [line for ax in fig.axes for line in ax.lines if line.get_label() == "reference"]
     assert len(stars) == 3 and all(list(line.get_xdata()) in ([-1], [-1, -1]) for line in stars)
+
+
+def test_kto_value_axis_stays_put_as_the_reference_point_moves():
+    low = viz.plot_kto_value(0.5, 0.0).axes[0].get_lines()[0].get_xdata()
+    high = viz.plot_kto_value(0.5, 6.0).axes[0].get_lines()[0].get_xdata()
+    np.testing.assert_allclose(low, high)  # the same r-axis: z0 slides the curves, not the ticks
+    assert viz.plot_kto_value(0.5, 6.0).axes[0].get_ylabel()

@@ -204,6 +204,15 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
         "scaled_margin": ((tau * h - 1 / 2) ** 2,
                           "you regressed τ·h onto ½: that is τ² times IPO's loss, (h − 1/(2τ))²; the scale "
                           "changes the effective step size"),
+        "precedence": ((h - 1 / 2 * tau) ** 2,
+                       "the target came out as τ/2: in Python 1/2*tau is (1/2)·τ; write 1/(2*tau)"),
+        "constant_kept": ((h - 1 / (2 * tau)) ** 2 + 1 / (4 * tau ** 2),
+                          "right up to a constant: this is ½[(h − 1/τ)² + h²], the two orderings' squared errors "
+                          "before the constant 1/(4τ²) is dropped; it has the same gradient, but IPO's loss (Azar et "
+                          "al. 2023, eq. 17) is (h − 1/(2τ))², which is 0 at the target"),
+        "both_orderings_summed": ((h - 1 / tau) ** 2 + h ** 2,
+                                  "this is (h − 1/τ)² + h², the two orderings summed: it equals 2(h − 1/(2τ))² "
+                                  "+ 1/(2τ²); drop the constant and the factor 2 to get IPO's (h − 1/(2τ))²"),
     }
 
 

@@ -293,8 +293,8 @@ def simpo_loss(
         L_SimPO = −log σ( β/|y_w| · log π(y_w|x) − β/|y_l| · log π(y_l|x) − γ )
 
     No reference model: the implicit reward is the length-averaged log-prob β/|y| log π(y|x), which
-    is what generation ranks by and removes DPO's pull towards long responses. γ ≥ 0 is a target
-    reward margin. ``label_smoothing`` ε as in ``dpo_loss``.
+    is what generation ranks by and which length alone cannot raise (a summed reward can grow with
+    the length; Meng et al. report DPO's outputs lengthening). γ ≥ 0 is a target reward margin. ``label_smoothing`` ε as in ``dpo_loss``.
 
     TRL: ``CPOTrainer`` with ``loss_type="simpo"``, ``cpo_alpha=0`` (no NLL term), the same
     ``beta`` and ``simpo_gamma`` = γ. TRL writes it as β (avg_w − avg_l − γ/β), the same number.

@@ -229,25 +229,40 @@ def plot_clause_credit(credit: pd.DataFrame, *, title: str = "what the implicit 
 
 
 def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: int = 40,
-                           title: str = "per-pair log-ratio margin h on held-out pairs"):
-    """Histograms of per-pair margins, one per run (``{name: (N,) array}``), IPO's target dotted."""
+                           title: str = "per-pair log-ratio margin h on held-out pairs", separate: bool = False):
+    """Histograms of per-pair margins, one per run (``{name: (N,) array}``), IPO's target dotted.
+
+    ``separate``: one panel per run, each with its own bins over its own range (so a run whose
+    margins are small is not squeezed into a few bars by another's long tail); otherwise all runs
+    share one panel and one set of bins.
+    """
     if not margins:
         raise ValueError("margins must map at least one run name to its per-pair margins")
     values = {name: np.asarray(v, dtype=float) for name, v in margins.items()}
-    low = min(float(v.min()) for v in values.values())
-    high = max(float(v.max()) for v in values.values())
-    edges = np.linspace(low, high, bins + 1)
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    for name, v in values.items():
+    if separate:
+        fig, axes = plt.subplots(1, len(values), figsize=(3.6 * len(values) + 0.6, 3.4), squeeze=False)
+        axes = list(axes[0])
+    else:
+        fig, ax = plt.subplots(figsize=(7.5, 3.4))
+        axes = [ax] * len(values)
+        low = min(float(v.min()) for v in values.values())
+        high = max(float(v.max()) for v in values.values())
+        shared_edges = np.linspace(low, high, bins + 1)
+    for ax, (name, v) in zip(axes, values.items()):
+        edges = np.linspace(float(v.min()), float(v.max()), bins + 1) if separate else shared_edges
         ax.hist(v, bins=edges, histtype="step", lw=1.8, color=LOSS_COLOURS.get(name.split()[0].lower()),
                 label=f"{name}: median {np.median(v):.2f}")
-    if target is not None:
-        ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
-    ax.axvline(0, color="black", lw=0.6)
-    ax.set_xlabel("h = log π/π_ref (chosen) − log π/π_ref (rejected)")
-    ax.set_ylabel("pairs")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    for ax in dict.fromkeys(axes):
+        if target is not None:
+            ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
+        ax.axvline(0, color="black", lw=0.6)
+        ax.set_xlabel("h = log π/π_ref (chosen) − log π/π_ref (rejected)" if not separate else "h (nats)")
+        ax.set_ylabel("pairs")
+        ax.legend(fontsize=8)
+    if separate:
+        fig.suptitle(title, fontsize=10)
+    else:
+        axes[0].set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -266,7 +281,7 @@ def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.
     h = torch.linspace(-margin_range, margin_range, 801, dtype=torch.float64)
     curves = pair_losses_vs_margin(h, beta=beta, tau=tau, gamma=gamma, simpo_beta=simpo_beta)
     names = {"dpo": f"DPO (β={beta:g})", "ipo": f"IPO (τ={tau:g})", "kto": f"KTO (β={beta:g}, z0=0)",
-             "simpo": f"SimPO (β={simpo_beta:g}, γ={gamma:g})", "orpo": "ORPO odds-ratio term"}
+             "simpo": f"SimPO (β={simpo_beta:g}, γ={gamma:g})", "orpo": "ORPO odds-ratio term (λ = 1)"}
     fig, (ax_loss, ax_pull) = plt.subplots(1, 2, figsize=(12, 3.8))
     hs = h.numpy()
     for name, loss in curves.items():
@@ -277,8 +292,14 @@ def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.
     for ax in (ax_loss, ax_pull):
         ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1)
         ax.axhline(0, color="black", lw=0.6)
-        ax.set_xlabel("margin")
+        ax.set_xlabel("margin: h (DPO, IPO, KTO), per-token log-prob margin (SimPO), log odds ratio (ORPO)",
+                      fontsize=8)
         ax.grid(alpha=0.3)
+    ax_loss.set_ylabel("loss of one pair")
+    ax_pull.set_ylabel("pull −∂L/∂margin")
+    if simpo_beta > 1.2:
+        ax_pull.annotate(f"SimPO's pull rises to β = {simpo_beta:g}, off the scale", xy=(0.02, 0.95),
+                         xycoords="axes fraction", fontsize=8, va="top", color=LOSS_COLOURS["simpo"])
     ax_loss.set_ylim(-0.1, 4)
     ax_loss.set_title(f"loss of one pair (IPO's target 1/(2τ) = {target:.3g} dotted)", fontsize=10)
     ax_pull.set_ylim(-0.6, 1.2)
@@ -289,23 +310,28 @@ def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.
 
 
 def losses_vs_margin_widget():
-    """β, τ and γ as knobs of ``plot_losses_vs_margin`` (an ``ipywidgets.interact``)."""
+    """β, τ, γ and SimPO's own β as knobs of ``plot_losses_vs_margin`` (an ``ipywidgets.interact``).
+
+    The sliders start where lesson 07's static figure is drawn (β = 0.5 and τ = 0.25, the race's
+    DPO, KTO and IPO settings; SimPO β = 2, γ = 0.5); SimPO's β and γ reach the race's 20 and 2.
+    """
     import ipywidgets as widgets
 
-    def draw(beta, tau, gamma):
-        plot_losses_vs_margin(beta, tau, gamma)
+    def draw(beta, tau, gamma, simpo_beta):
+        plot_losses_vs_margin(beta, tau, gamma, simpo_beta=simpo_beta)
         plt.show()
 
     return widgets.interact(
         draw,
-        beta=widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.05, description="β"),
-        tau=widgets.FloatLogSlider(value=0.1, base=10, min=-1.5, max=0.5, step=0.05, description="τ (IPO)"),
+        beta=widgets.FloatLogSlider(value=0.5, base=10, min=-2, max=0.5, step=0.05, description="β"),
+        tau=widgets.FloatLogSlider(value=0.25, base=10, min=-1.5, max=0.5, step=0.05, description="τ (IPO)"),
         gamma=widgets.FloatSlider(value=0.5, min=0.0, max=3.0, step=0.1, description="γ (SimPO)"),
+        simpo_beta=widgets.FloatLogSlider(value=2.0, base=10, min=0, max=1.5, step=0.05, description="β (SimPO)"),
     )
 
 
 def plot_kto_value(beta: float = 0.5, reference_point: float = 0.0, *, desirable_weight: float = 1.0,
-                   undesirable_weight: float = 1.0, reward_range: float = 15.0):
+                   undesirable_weight: float = 1.0, reward_range: float = 15.0, axis_centre: float = 0.0):
     """KTO's per-example loss (left) and its pull −∂L/∂r (right) against the implicit reward r = log π/π_ref.
 
     One curve for a desirable response and one for an undesirable one, both through
@@ -313,10 +339,13 @@ def plot_kto_value(beta: float = 0.5, reference_point: float = 0.0, *, desirable
     desirable response is pushed up past z0, an undesirable one down below it; the pull peaks at
     r = z0 (λβ/4) and fades on *both* sides, so examples far from z0 — well learned, or hopelessly
     wrong — stop pulling.
+
+    The r-axis runs over ``axis_centre`` ± ``reward_range`` whatever z0 is, so moving z0 slides both
+    curves along it (the curves depend on r − z0 only).
     """
     beta = check_positive("beta", beta)
     reward_range = check_positive("reward_range", reward_range)
-    r = torch.linspace(reference_point - reward_range, reference_point + reward_range, 601,
+    r = torch.linspace(axis_centre - reward_range, axis_centre + reward_range, 601,
                        dtype=torch.float64).requires_grad_(True)
     z0 = torch.tensor(float(reference_point), dtype=torch.float64)
     fig, (ax_loss, ax_pull) = plt.subplots(1, 2, figsize=(11, 3.6))
@@ -334,6 +363,8 @@ def plot_kto_value(beta: float = 0.5, reference_point: float = 0.0, *, desirable
         ax.set_xlabel("implicit reward r = log π(y|x) − log π_ref(y|x)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    ax_loss.set_ylabel("loss of one example, λ − v")
+    ax_pull.set_ylabel("pull −∂L/∂r")
     ax_loss.set_title(f"KTO loss λ − v  (β = {beta:g}, reference point z0 = {float(z0):g} dotted)", fontsize=10)
     ax_pull.set_title("pull on r, −∂L/∂r: largest at z0, fading on both sides", fontsize=10)
     fig.tight_layout()
@@ -341,7 +372,10 @@ def plot_kto_value(beta: float = 0.5, reference_point: float = 0.0, *, desirable
 
 
 def kto_value_widget():
-    """β, the reference point z0 and the undesirable weight λ_U as knobs of ``plot_kto_value``."""
+    """β, the reference point z0 and the undesirable weight λ_U as knobs of ``plot_kto_value``.
+
+    The r-axis stays at −15 … 15 as z0 moves, so the curves visibly slide with it.
+    """
     import ipywidgets as widgets
 
     def draw(beta, reference_point, undesirable_weight):
