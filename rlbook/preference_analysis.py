@@ -234,6 +234,36 @@ def parse_rule_accuracy(chosen, rejected) -> np.ndarray:
     return np.where(ok_w == ok_l, 0.5, ok_w.astype(np.float64))
 
 
+def shorter_rule_accuracy(chosen, rejected) -> np.ndarray:
+    """Per pair, the expected preference accuracy of the rule "prefer the shorter review": 1 when
+    ``chosen`` has fewer characters than ``rejected`` (the book's tokenizer is character-level, so this
+    is the shorter completion in tokens), 0 when it has more, ½ (a coin) at equal length. Its mean is
+    the bar any ranker that reads only length reaches; a near-uniform per-token shift of log-probs ranks
+    pairs this way, the length exploitation DPO is known for (Park et al. 2024, arXiv:2403.19159)."""
+    chosen, rejected = list(chosen), list(rejected)
+    if len(chosen) != len(rejected):
+        raise ValueError(f"chosen and rejected must have the same length, got {len(chosen)} and {len(rejected)}")
+    n_w = np.array([len(t) for t in chosen], dtype=np.int64)
+    n_l = np.array([len(t) for t in rejected], dtype=np.int64)
+    return np.where(n_w == n_l, 0.5, (n_w < n_l).astype(np.float64))
+
+
+def gold_by_clause_count(texts, golds) -> dict[int, tuple[float, int]]:
+    """``{clauses: (mean gold, n)}`` over the well-formed reviews among ``texts`` (``parse_review`` not
+    None), grouped by their number of clauses: the gold reward at matched length. Two policies that write
+    reviews of different lengths compare fairly only within a clause count, since the gold reward itself
+    changes with length (the penalty past the third clause, more chances to repeat)."""
+    texts, golds = list(texts), np.asarray(golds, dtype=np.float64).reshape(-1)
+    if len(texts) != golds.size:
+        raise ValueError(f"texts and golds must have the same length, got {len(texts)} and {golds.size}")
+    groups: dict[int, list[float]] = {}
+    for text, gold in zip(texts, golds):
+        clauses = reviews.parse_review(text)
+        if clauses is not None:
+            groups.setdefault(len(clauses), []).append(float(gold))
+    return {k: (float(np.mean(v)), len(v)) for k, v in sorted(groups.items())}
+
+
 def gap_matched_accuracy(correct, gaps, in_group, in_reference) -> tuple[float, float, int]:
     """``(group_accuracy, matched_reference_accuracy, n)``: a group's accuracy beside another group's,
     reweighted to the first group's gold gaps.

@@ -143,6 +143,25 @@ def test_parse_rule_accuracy_scores_one_zero_and_a_coin():
         parse_rule_accuracy([good], [])
 
 
+def test_shorter_rule_accuracy_scores_one_zero_and_a_coin():
+    from rlbook.preference_analysis import shorter_rule_accuracy
+    short, long = "the plot was clever.", "the plot was clever, the cast was dull."
+    assert list(shorter_rule_accuracy([short, long, short], [long, short, "the cast was dull!!."])) == [1.0, 0.0, 0.5]
+    with pytest.raises(ValueError):
+        shorter_rule_accuracy([short], [])
+
+
+def test_gold_by_clause_count_groups_well_formed_reviews_by_length():
+    from rlbook.preference_analysis import gold_by_clause_count
+    texts = ["the plot was clever.", "the plot was dull.", "the plot was clever, the cast was superb.", "the plot was"]
+    table = gold_by_clause_count(texts, [gold_reward(t) for t in texts])
+    assert set(table) == {1, 2}                         # the broken review is left out
+    assert table[1] == (pytest.approx((gold_reward(texts[0]) + gold_reward(texts[1])) / 2), 2)
+    assert table[2] == (pytest.approx(gold_reward(texts[2])), 1)
+    with pytest.raises(ValueError):
+        gold_by_clause_count(texts, [0.0])
+
+
 def test_gap_matched_accuracy_reweights_the_reference_to_the_groups_gaps():
     from rlbook.preference_analysis import gap_matched_accuracy
     correct = [1, 0, 1, 1, 0, 1, 1, 1]

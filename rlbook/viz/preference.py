@@ -190,7 +190,8 @@ def plot_preference_history(history, *, title: str = "DPO on review-base", befor
         axes[3].plot(evals["step"], evals["eval/logps/rejected"], "o-", color="tab:red", label="rejected, held-out")
     if before is not None:
         star = dict(marker="*", color="black", markersize=10, ls="none")
-        axes[1].plot([-1], [before["rewards/accuracies"]], label="reference", **star)
+        if "rewards/accuracies" in before:   # a caller may leave it out (ties broken by round-off, lesson 06)
+            axes[1].plot([-1], [before["rewards/accuracies"]], label="reference", **star)
         axes[2].plot([-1], [before["rewards/margins"]], label="reference", **star)
         axes[3].plot([-1, -1], [before["logps/chosen"], before["logps/rejected"]], label="reference", **star)
         for ax in axes[1:3]:
