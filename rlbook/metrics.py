@@ -315,6 +315,22 @@ def standardised_coefficients(y, *xs) -> np.ndarray:
     return np.linalg.lstsq(design, target, rcond=None)[0]
 
 
+def bradley_terry_expected_loss(gold_gaps, margins, temperature: float) -> np.ndarray:
+    """The expected Bradley–Terry loss of each pair when a reward model gives the higher-gold response a
+    margin ``margins`` and a Bradley–Terry labeller of ``temperature`` T labels it.
+
+    The label says the higher-gold response won with p = σ(|Δr*|/T); the expected loss is
+    −p log σ(m) − (1 − p) log σ(−m) (Ouyang et al. 2022, eq. 1, in expectation over the label). At the
+    optimum m = |Δr*|/T it is the floor H(p) of ``bradley_terry_loss_floor``. Lesson 04's exercise 2
+    uses it to show how much a proxy with a small slope on gold still has to gain."""
+    gaps = np.abs(np.asarray(torch.as_tensor(gold_gaps).double(), dtype=float))
+    margin = np.asarray(torch.as_tensor(margins).double(), dtype=float)
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    p = 1 / (1 + np.exp(-gaps / temperature))
+    return p * np.logaddexp(0, -margin) + (1 - p) * np.logaddexp(0, margin)
+
+
 def bradley_terry_loss_floor(gold_gaps, temperature: float) -> float:
     """The least Bradley–Terry loss any reward model can reach in expectation on pairs labelled by a
     Bradley–Terry labeller of ``temperature`` T, given each pair's gold gap Δr* (either sign).

@@ -346,3 +346,16 @@ def test_pool_best_of_n_kl_is_at_most_the_bound_and_smaller_with_duplicates():
     assert pool_best_of_n_kl(distinct, 512) <= math.log(512) + 1e-9
     with pytest.raises(ValueError, match="P, N"):
         pool_best_of_n_kl(torch.arange(5.0), 2)
+
+
+def test_bradley_terry_expected_loss_is_least_at_the_optimum_margin():
+    from rlbook.metrics import bradley_terry_expected_loss, bradley_terry_loss_floor
+    gaps = np.array([1.0, 2.32, 3.0])
+    at_optimum = bradley_terry_expected_loss(gaps, gaps / 0.5, 0.5)
+    assert at_optimum.mean() == pytest.approx(bradley_terry_loss_floor(gaps, 0.5))          # the floor H(p)
+    np.testing.assert_allclose(bradley_terry_expected_loss(gaps, 0.63 * gaps, 0.5), [0.502, 0.223, 0.145], atol=1e-3)
+    for scale in (0.5, 0.9, 1.1, 3.0):                                                     # any other margin pays more
+        assert (bradley_terry_expected_loss(gaps, scale * gaps / 0.5, 0.5) > at_optimum).all()
+    assert bradley_terry_expected_loss([1.0], [0.0], 0.5)[0] == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="temperature"):
+        bradley_terry_expected_loss(gaps, gaps, 0.0)
