@@ -310,6 +310,21 @@ def paired_t_test(differences) -> dict:
     return {"t": t, "p_two_sided": float(2 * upper), "p_one_sided": float(upper if t >= 0 else 1.0 - upper)}
 
 
+def cluster_t_critical(clusters, *, level: float = 0.95) -> float:
+    """The two-sided Student-t critical value for a cluster-robust SE from G clusters, df = G − 1.
+
+    With few clusters the CR1 SE of ``clustered_se`` is itself noisy, so a test that uses it should
+    compare against t_{G−1} rather than the normal 1.96 (Cameron & Miller 2015, "A practitioner's guide
+    to cluster-robust inference", §VI: G − 1 degrees of freedom). ``clusters``: one label per sample."""
+    labels = list(clusters) if not isinstance(clusters, np.ndarray) else clusters.reshape(-1).tolist()
+    groups = len(set(labels))
+    if groups < 2:
+        raise ValueError("clusters must name at least two clusters")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    return _t_quantile((1 + level) / 2, groups - 1)
+
+
 def _t_cdf(t: float, df: int) -> float:
     """Student's t CDF at t ≥ 0 (the density integrated from 0 by Simpson's rule)."""
     log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)

@@ -242,6 +242,45 @@ def overoptimisation_downturn(proxies, gold, ns, *, resamples: int = 2000, level
             "se_last": float(boot[:, -1].std(ddof=1)), "level": level, "resamples": resamples}
 
 
+def best_of_n_share_rise(proxies, indicator, n_from: int, n_to: int, *, resamples: int = 2000,
+                         level: float = 0.95, seed: int = 0) -> dict:
+    """How much the share of best-of-n winners with a property rises from ``n_from`` to ``n_to``, over
+    several proxies scoring one pool, with a percentile bootstrap over the pool's prompts.
+
+    ``proxies`` (S, P, N) are S reward models' scores of the same N samples of P prompts, ``indicator``
+    (P, N) a 0/1 property of each sample. For every proxy and prompt the share is
+    ``best_of_n_expectation`` of the indicator (the unbiased one-pool estimator); the rise is the
+    seed-mean share at ``n_to`` minus that at ``n_from``, averaged over prompts. The interval resamples
+    the P prompts with replacement (the seeds held fixed), as ``overoptimisation_downturn`` does for the
+    drop: when all proxies score the same pool, which prompts happen to hold a sample with the property
+    is a source of variance the seed spread does not see.
+
+    Returns a dict: ``rise`` (float), ``seed_rises`` (S,), ``interval`` (lo, hi), ``se`` (the bootstrap
+    standard deviation), ``level``, ``resamples``."""
+    proxies = torch.as_tensor(proxies).double()
+    indicator = torch.as_tensor(indicator).double()
+    if proxies.dim() == 2:
+        proxies = proxies.unsqueeze(0)
+    if proxies.dim() != 3 or proxies.shape[1:] != indicator.shape:
+        raise ValueError(f"proxies must be (S, P, N) over the indicator's (P, N) {tuple(indicator.shape)}, "
+                         f"got {tuple(proxies.shape)}")
+    n_from, n_to = check_int("n_from", n_from, minimum=1), check_int("n_to", n_to, minimum=1)
+    if n_to > indicator.shape[1] or n_from > indicator.shape[1]:
+        raise ValueError(f"n_from and n_to must be at most the pool size {indicator.shape[1]}, got {n_from}, {n_to}")
+    check_int("resamples", resamples, minimum=1)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    per_prompt = torch.stack([best_of_n_expectation(proxy, indicator, n_to) - best_of_n_expectation(proxy, indicator, n_from)
+                              for proxy in proxies]).numpy()                # (S, P)
+    seed_mean = per_prompt.mean(0)
+    rng = np.random.default_rng(seed)
+    boot = seed_mean[rng.integers(0, seed_mean.size, size=(resamples, seed_mean.size))].mean(-1)
+    tail = (1 - level) / 2
+    return {"rise": float(seed_mean.mean()), "seed_rises": per_prompt.mean(-1),
+            "interval": tuple(float(q) for q in np.quantile(boot, [tail, 1 - tail])),
+            "se": float(boot.std(ddof=1)), "level": level, "resamples": resamples}
+
+
 def least_squares_slope(y, x) -> float:
     """The least-squares slope of ``y`` on ``x`` (with an intercept): cov(x, y) / var(x).
 
@@ -255,6 +294,41 @@ def least_squares_slope(y, x) -> float:
     if spread == 0:
         raise ValueError("x is constant: the slope is not defined")
     return float(((x - x.mean()) * (y - y.mean())).sum() / spread)
+
+
+def standardised_coefficients(y, *xs) -> np.ndarray:
+    """Multiple least-squares regression of ``y`` on the predictors ``xs`` (with an intercept), each
+    variable standardised to mean 0, sd 1: the coefficient of x_j is the change of y, in its sds, per
+    sd of x_j **with the other predictors held fixed** (a partial effect, unlike a correlation).
+
+    Lesson 04 regresses a reward model's score on gold and length to ask whether it relies on length
+    beyond what gold itself does."""
+    def z(v):
+        v = np.asarray(torch.as_tensor(v).double().flatten())
+        if v.std() == 0:
+            raise ValueError("a variable is constant: its standardised coefficient is not defined")
+        return (v - v.mean()) / v.std()
+    target = z(y)
+    design = np.stack([z(x) for x in xs], axis=1)
+    if design.shape[0] != target.size or target.size <= design.shape[1]:
+        raise ValueError(f"need equally long samples longer than the number of predictors, got {target.size}, {design.shape}")
+    return np.linalg.lstsq(design, target, rcond=None)[0]
+
+
+def bradley_terry_expected_loss(gold_gaps, margins, temperature: float) -> np.ndarray:
+    """The expected Bradley–Terry loss of each pair when a reward model gives the higher-gold response a
+    margin ``margins`` and a Bradley–Terry labeller of ``temperature`` T labels it.
+
+    The label says the higher-gold response won with p = σ(|Δr*|/T); the expected loss is
+    −p log σ(m) − (1 − p) log σ(−m) (Ouyang et al. 2022, eq. 1, in expectation over the label). At the
+    optimum m = |Δr*|/T it is the floor H(p) of ``bradley_terry_loss_floor``. Lesson 04's exercise 2
+    uses it to show how much a proxy with a small slope on gold still has to gain."""
+    gaps = np.abs(np.asarray(torch.as_tensor(gold_gaps).double(), dtype=float))
+    margin = np.asarray(torch.as_tensor(margins).double(), dtype=float)
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    p = 1 / (1 + np.exp(-gaps / temperature))
+    return p * np.logaddexp(0, -margin) + (1 - p) * np.logaddexp(0, margin)
 
 
 def bradley_terry_loss_floor(gold_gaps, temperature: float) -> float:
@@ -316,6 +390,20 @@ def best_of_n_exact_kl(probs, rewards, n: int) -> float:
     base = as_float_tensor("probs", probs, ndim=(1,)).double()
     support = best > 0
     return max(0.0, (best[support] * (best[support] / base[support]).log()).sum().item())
+
+
+def pool_best_of_n_kl(scores, n: int) -> float:
+    """The exact KL of best-of-``n`` by ``scores`` from a finite pool, averaged over prompts.
+
+    ``scores`` (P, N): each row is one prompt's pool of N samples, taken as π (each sample 1/N;
+    duplicate texts share a score and so merge into one outcome of their total mass). Returns the mean
+    over prompts of ``best_of_n_exact_kl``: how far the bound log n − (n − 1)/n (Beirami et al. 2024)
+    overstates the KL when the pool has duplicates or, at n near N, when the pool is small."""
+    scores = torch.as_tensor(scores).double()
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be (P, N), got {tuple(scores.shape)}")
+    uniform = torch.full((scores.shape[1],), 1.0 / scores.shape[1], dtype=torch.float64)
+    return float(np.mean([best_of_n_exact_kl(uniform, row, n) for row in scores]))
 
 
 def expected_max_of_normals(k: int, *, grid_points: int = 20_001) -> float:

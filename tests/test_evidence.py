@@ -278,3 +278,12 @@ def test_paired_t_test_matches_student_t_tables():
         paired_t_test([0.1])
     with pytest.raises(ValueError, match="spread"):
         paired_t_test([0.1, 0.1])
+
+
+def test_cluster_t_critical_uses_g_minus_one_degrees_of_freedom():
+    from rlbook.evidence import cluster_t_critical
+    assert cluster_t_critical(["a", "b", "c", "d", "e", "a"]) == pytest.approx(2.776, abs=1e-3)   # t_4, 97.5 %
+    assert cluster_t_critical(np.arange(1000) % 500) == pytest.approx(1.965, abs=2e-3)           # near the normal 1.96
+    assert cluster_t_critical(["a", "b"], level=0.9) == pytest.approx(6.314, abs=1e-3)           # t_1, 95 %
+    with pytest.raises(ValueError, match="two clusters"):
+        cluster_t_critical(["a", "a"])

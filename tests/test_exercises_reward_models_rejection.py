@@ -29,6 +29,15 @@ def test_bradley_terry_checker_refuses_the_unstable_textbook_forms(naive, capsys
     assert "not finite at a margin of −800" in out and "the formula is right" in out
 
 
+@pytest.mark.parametrize("clamped", [lambda c, r: -torch.log(torch.sigmoid(c - r) + 1e-8).mean(),
+                                     lambda c, r: -torch.log(torch.sigmoid(c - r).clamp(min=1e-12)).mean()])
+def test_bradley_terry_checker_names_the_epsilon_clamp(clamped, capsys):
+    # the common half-fix of the unstable form: finite, right on ordinary margins, capped at −log ε at −800
+    assert rm_exercises.check_bradley_terry_loss(clamped) is False
+    out = capsys.readouterr().out
+    assert "ε inside the log" in out and "capped" in out
+
+
 @pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge", "pointwise"])
 def test_bradley_terry_checker_names_each_mistake(name, capsys):
     def wrong(chosen, rejected):

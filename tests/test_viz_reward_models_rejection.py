@@ -284,3 +284,78 @@ def test_bradley_terry_figure_has_no_hidden_reference_and_history_draws_floors()
     assert any(np.allclose(line.get_ydata(), 0.3) for line in fig.axes[0].lines)
     assert any(np.allclose(line.get_ydata(), 0.93) for line in fig.axes[1].lines)
     np.testing.assert_allclose(fig.axes[2].lines[1].get_ydata(), [0.1, 0.9])
+    smoothed = rm_viz.plot_reward_model_history(frame, smooth=2)
+    running = [line for line in smoothed.axes[0].lines if "running mean" in line.get_label()]
+    np.testing.assert_allclose(running[0].get_ydata(), [0.7, 0.65, 0.55, 0.45])   # centred window of 2 (pandas)
+    with pytest.raises(ValueError, match="smooth"):
+        rm_viz.plot_reward_model_history(frame, smooth=0)
+    # the loss panel marks the Bradley–Terry optimum margins Δgold / T, which move with T
+    optimum = [line.get_xdata()[0] for line in rm_viz.plot_bradley_terry(1.0).axes[1].lines if line.get_marker() == "o"]
+    np.testing.assert_allclose(sorted(optimum), [0.5, 1.0])
+
+
+def test_best_of_n_share_rise_bootstraps_over_prompts():
+    from rlbook.metrics import best_of_n_expectation, best_of_n_share_rise
+    ranked = torch.arange(12.0).repeat(16, 1)                        # every proxy ranks sample 11 top
+    proxies = torch.stack([ranked, ranked.flip(-1)])                 # ... and a second one sample 0
+    top = torch.zeros(16, 12)
+    top[:, 11] = 1.0                                                 # the property: sample 11, in every prompt
+    result = best_of_n_share_rise(proxies, top, 1, 12, resamples=200)
+    expected = [(best_of_n_expectation(p, top, 12) - best_of_n_expectation(p, top, 1)).mean().item() for p in proxies]
+    np.testing.assert_allclose(result["seed_rises"], [11 / 12, -1 / 12])
+    np.testing.assert_allclose(result["seed_rises"], expected)
+    assert result["rise"] == pytest.approx(5 / 12)
+    lo, hi = result["interval"]           # every prompt is the same pool: no spread over prompts
+    assert lo == pytest.approx(hi) == pytest.approx(5 / 12) and result["se"] == pytest.approx(0, abs=1e-12)
+    half = top.clone()
+    half[8:] = 0.0                                                   # half the prompts hold no such sample
+    spread = best_of_n_share_rise(proxies, half, 1, 12, resamples=400)
+    assert spread["rise"] == pytest.approx(5 / 24)
+    assert spread["interval"][0] < spread["rise"] < spread["interval"][1] and spread["se"] > 0
+    with pytest.raises(ValueError, match="proxies"):
+        best_of_n_share_rise(proxies[:, :, :3], top, 1, 2)
+    with pytest.raises(ValueError, match="pool size"):
+        best_of_n_share_rise(proxies, top, 1, 13)
+
+
+def test_standardised_coefficients_are_partial_effects():
+    from rlbook.metrics import standardised_coefficients
+    generator = torch.Generator().manual_seed(0)
+    gold = torch.randn(4000, generator=generator, dtype=torch.float64)
+    length = -0.5 * gold + torch.randn(4000, generator=generator, dtype=torch.float64)   # correlated with gold
+    follows_gold = 2 * gold + 3.0
+    on_gold, on_length = standardised_coefficients(follows_gold, gold, length)
+    assert on_gold == pytest.approx(1.0) and on_length == pytest.approx(0.0, abs=1e-9)   # correlated with length, no partial effect
+    assert abs(np.corrcoef(follows_gold, length)[0, 1]) > 0.3
+    both = gold - 0.5 * length
+    coefficients = standardised_coefficients(both, gold, length)
+    assert coefficients[1] < -0.2 and coefficients[0] > 0.5
+    with pytest.raises(ValueError, match="constant"):
+        standardised_coefficients(torch.ones(10), gold[:10])
+
+
+def test_pool_best_of_n_kl_is_at_most_the_bound_and_smaller_with_duplicates():
+    from rlbook.metrics import best_of_n_kl, pool_best_of_n_kl
+    distinct = torch.arange(512.0).repeat(2, 1)
+    assert pool_best_of_n_kl(distinct, 1) == pytest.approx(0.0, abs=1e-12)
+    for n in (2, 8, 64):                      # many distinct outcomes: close to the bound, never above it
+        assert pool_best_of_n_kl(distinct, n) <= best_of_n_kl(n) + 1e-9
+        assert pool_best_of_n_kl(distinct, n) == pytest.approx(best_of_n_kl(n), abs=0.05)
+    duplicated = torch.cat([torch.arange(256.0), torch.full((256,), 1000.0)]).repeat(2, 1)   # the top half is one text
+    assert pool_best_of_n_kl(duplicated, 64) == pytest.approx(math.log(2), abs=1e-6)   # the bound says 3.17
+    assert pool_best_of_n_kl(distinct, 512) <= math.log(512) + 1e-9
+    with pytest.raises(ValueError, match="P, N"):
+        pool_best_of_n_kl(torch.arange(5.0), 2)
+
+
+def test_bradley_terry_expected_loss_is_least_at_the_optimum_margin():
+    from rlbook.metrics import bradley_terry_expected_loss, bradley_terry_loss_floor
+    gaps = np.array([1.0, 2.32, 3.0])
+    at_optimum = bradley_terry_expected_loss(gaps, gaps / 0.5, 0.5)
+    assert at_optimum.mean() == pytest.approx(bradley_terry_loss_floor(gaps, 0.5))          # the floor H(p)
+    np.testing.assert_allclose(bradley_terry_expected_loss(gaps, 0.63 * gaps, 0.5), [0.502, 0.223, 0.145], atol=1e-3)
+    for scale in (0.5, 0.9, 1.1, 3.0):                                                     # any other margin pays more
+        assert (bradley_terry_expected_loss(gaps, scale * gaps / 0.5, 0.5) > at_optimum).all()
+    assert bradley_terry_expected_loss([1.0], [0.0], 0.5)[0] == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="temperature"):
+        bradley_terry_expected_loss(gaps, gaps, 0.0)

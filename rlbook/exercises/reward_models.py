@@ -62,6 +62,12 @@ def _not_finite_or_shown(result, reference, *case):
                     "of −800, where σ(Δr) underflows to 0 or e^{−Δr} overflows: use F.logsigmoid (or F.softplus), "
                     "which is stable")
         return "the loss is not finite: use F.logsigmoid, which is stable"
+    chosen, rejected = case
+    if (chosen - rejected).abs().max() > 100 and result.item() < reference.item():
+        # the third batch only: the formula was right on the ordinary ones, but the −800 margin's loss is capped
+        return (f"right on the two ordinary batches, but at the margin of −800 the loss is capped ({result.item():.1f} "
+                f"instead of {reference.item():.1f}): an ε inside the log, −log(σ(Δr) + ε), or a clamp of σ or Δr, "
+                f"stops the loss at about −log ε; use F.logsigmoid (or F.softplus), which is exact and stable")
     return f"expected {reference.item():.6f}, got {result.item():.6f}"
 
 

@@ -21,7 +21,9 @@ PROXY_COLOUR, GOLD_COLOUR, ORACLE_COLOUR = "tab:orange", "tab:blue", "tab:green"
 
 def plot_bradley_terry(temperature: float = 0.5):
     """Left: the gold labeller's P(a ≻ b) = σ(Δgold / T) against the gold gap Δgold, at ``temperature``.
-    Right: the reward model's loss −log σ(Δr) and the size of its gradient σ(−Δr) against its margin Δr."""
+    Right: the reward model's loss −log σ(Δr) and the size of its gradient σ(−Δr) against its margin Δr,
+    with the margins Δr = Δgold / T that the Bradley–Terry optimum r*/T + c(x) gives the two marked gold
+    gaps at this T: a noisier labeller (larger T) makes a flatter reward model."""
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     gap = np.linspace(-4, 4, 401)
@@ -42,7 +44,15 @@ def plot_bradley_terry(temperature: float = 0.5):
     ax_loss.plot(margin, 1 / (1 + np.exp(margin)), color="tab:red", lw=1.5, label="|∂loss/∂Δr| = σ(−Δr)")
     ax_loss.axhline(np.log(2), color="grey", lw=0.8, ls=":")
     ax_loss.annotate("ln 2 at Δr = 0", (0, np.log(2)), textcoords="offset points", xytext=(6, 6), fontsize=8)
-    ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylim=(0, 4), title="the reward model's loss")
+    for g in (1.0, 0.5):
+        optimum = g / temperature
+        if optimum <= margin[-1]:
+            ax_loss.plot([optimum], [np.logaddexp(0, -optimum)], "o", color=GOLD_COLOUR)
+            ax_loss.annotate(f"optimum for Δgold={g}: Δr = {optimum:.2f}", (optimum, np.logaddexp(0, -optimum)),
+                             textcoords="offset points", xytext=(-60, 14 if g == 1.0 else 30), fontsize=8,
+                             arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "grey"})
+    ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylim=(0, 4),
+                title=f"the reward model's loss (optimal Δr = Δgold / T = {1 / temperature:.2f} Δgold)")
     ax_loss.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -61,25 +71,38 @@ def bradley_terry_widget():
 
 
 def plot_reward_model_history(history, *, loss_floor: float | None = None, label_agreement: float | None = None,
-                              margins: bool = False):
+                              margins: bool = False, smooth: int = 1):
     """Training loss, batch accuracy and held-out accuracy of ``train_reward_model`` (a History or DataFrame).
 
     ``loss_floor``: the least loss the labels allow (``rlbook.metrics.bradley_terry_loss_floor``), drawn
     on the loss panel. ``label_agreement``: the share of training labels that agree with the gold order,
     drawn on the accuracy panel — the most a batch accuracy against noisy labels can reach in
     expectation, while held-out pairs are ordered by gold itself. ``margins``: a third panel with the
-    mean margin r(chosen) − r(rejected) on the training batches and the held-out pairs."""
+    mean margin r(chosen) − r(rejected) on the training batches and the held-out pairs. ``smooth``: the
+    batch curves are drawn faint with a centred running mean over that many steps on top (1: raw only)."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
+    if not (isinstance(smooth, int) and smooth >= 1):
+        raise ValueError(f"smooth must be a positive int, got {smooth!r}")
+
+    def batch_curve(ax, column, colour, label=None):
+        if smooth == 1:
+            ax.plot(frame["step"], frame[column], color=colour, alpha=0.6 if label else 1.0, label=label)
+            return
+        ax.plot(frame["step"], frame[column], color=colour, alpha=0.25, lw=0.8)
+        running = frame[column].rolling(smooth, center=True, min_periods=1).mean()
+        ax.plot(frame["step"], running, color=colour, lw=2,
+                label=f"{label}, running mean of {smooth}" if label else f"running mean of {smooth}")
+
     fig, axes = plt.subplots(1, 3 if margins else 2, figsize=(13 if margins else 10, 3.2))
     ax_loss, ax_acc = axes[0], axes[1]
-    ax_loss.plot(frame["step"], frame["loss"], color="black")
+    batch_curve(ax_loss, "loss", "black")
     ax_loss.axhline(np.log(2), color="grey", ls=":", lw=1)
     if loss_floor is not None:
         ax_loss.axhline(loss_floor, color="tab:red", ls="--", lw=1)
         ax_loss.annotate(f"floor of the labels {loss_floor:.3f}", (frame["step"].iloc[0], loss_floor),
                          textcoords="offset points", xytext=(4, -11), fontsize=8, color="tab:red")
     ax_loss.set(xlabel="step", ylabel="Bradley–Terry loss", title="loss (ln 2 = a coin flip)")
-    ax_acc.plot(frame["step"], frame["accuracy"], color="grey", alpha=0.6, label="training batch")
+    batch_curve(ax_acc, "accuracy", "grey", "training batch")
     if "eval/accuracy" in frame:
         held_out = frame.dropna(subset=["eval/accuracy"])
         ax_acc.plot(held_out["step"], held_out["eval/accuracy"], "o-", color=PROXY_COLOUR, label="held-out pairs")
@@ -91,7 +114,7 @@ def plot_reward_model_history(history, *, loss_floor: float | None = None, label
     ax_acc.legend(fontsize=8)
     if margins:
         ax_margin = axes[2]
-        ax_margin.plot(frame["step"], frame["margin"], color="grey", alpha=0.6, label="training batch")
+        batch_curve(ax_margin, "margin", "grey", "training batch")
         if "eval/margin" in frame:
             held_out = frame.dropna(subset=["eval/margin"])
             ax_margin.plot(held_out["step"], held_out["eval/margin"], "o-", color=PROXY_COLOUR, label="held-out pairs")
@@ -178,10 +201,10 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     ax.annotate(f"gold peaks at n = {curves['n'][peak]}", (d[peak], gold[peak] - gold[0]),
                 textcoords="offset points", xytext=(-40, 12), fontsize=8)
     top = ax.secondary_xaxis("top", functions=(lambda x: x ** 2, lambda k: np.sqrt(np.maximum(k, 0))))
-    top.set_xlabel("KL(π_best-of-n ‖ π) (nats)")
-    ax.set(xlabel="d = √KL,  KL = log n − (n − 1)/n", ylabel="reward gain over n = 1",
+    top.set_xlabel("upper bound on KL(π_best-of-n ‖ π) (nats): log n − (n − 1)/n")
+    ax.set(xlabel="d = √(KL bound),  KL ≤ log n − (n − 1)/n (Beirami et al. 2024)", ylabel="reward gain over n = 1",
            title="best-of-n against an imperfect reward model")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 
