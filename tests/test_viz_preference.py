@@ -156,3 +156,12 @@ def test_kto_value_axis_stays_put_as_the_reference_point_moves():
     high = viz.plot_kto_value(0.5, 6.0).axes[0].get_lines()[0].get_xdata()
     np.testing.assert_allclose(low, high)  # the same r-axis: z0 slides the curves, not the ticks
     assert viz.plot_kto_value(0.5, 6.0).axes[0].get_ylabel()
+
+
+def test_margin_trajectories_colour_each_curve_by_its_loss_and_dash_a_variant():
+    fig = viz.plot_margin_trajectories({"DPO": [0.0, 1.0], "IPO": [0.0, 0.5], "DPO, Adam": [0.0, 2.0],
+                                        "IPO, Adam": [0.0, 0.4]})
+    lines = {line.get_label(): line for line in fig.axes[0].lines}
+    assert lines["DPO, Adam"].get_color() == lines["DPO"].get_color() != lines["IPO"].get_color()
+    assert lines["IPO, Adam"].get_color() == lines["IPO"].get_color()
+    assert lines["DPO"].get_linestyle() == "-" and lines["DPO, Adam"].get_linestyle() == "--"

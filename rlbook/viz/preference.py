@@ -393,13 +393,20 @@ def kto_value_widget():
 
 def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlabel: str = "step",
                              title: str = "log-ratio margin h during training"):
-    """Margin curves, one per loss (``{name: (steps,) array}``), with IPO's target 1/(2τ) dotted."""
+    """Margin curves, one per loss (``{name: (steps,) array}``), with IPO's target 1/(2τ) dotted.
+
+    A name is a loss ("DPO") or a loss and a variant ("DPO, Adam"): each curve takes its loss's colour, and
+    a variant's curve is dashed, so two runs of one loss are told apart by line style, not by a colour that
+    would be another loss's.
+    """
     if not margins:
         raise ValueError("margins must map at least one loss name to its margin curve")
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     for name, values in margins.items():
         values = np.asarray(values, dtype=float)
-        ax.plot(np.arange(1, len(values) + 1), values, color=LOSS_COLOURS.get(name.lower(), None), label=name)
+        loss = name.split(",")[0].strip().lower()
+        ax.plot(np.arange(1, len(values) + 1), values, color=LOSS_COLOURS.get(loss, None),
+                ls="-" if loss == name.strip().lower() else "--", label=name)
     if target is not None:
         ax.axhline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
     ax.set_xlabel(xlabel)
