@@ -21,9 +21,10 @@ PROXY_COLOUR, GOLD_COLOUR, ORACLE_COLOUR = "tab:orange", "tab:blue", "tab:green"
 
 def plot_bradley_terry(temperature: float = 0.5):
     """Left: the gold labeller's P(a ≻ b) = σ(Δgold / T) against the gold gap Δgold, at ``temperature``.
-    Right: the reward model's loss −log σ(Δr) and the size of its gradient σ(−Δr) against its margin Δr,
-    with the margins Δr = Δgold / T that the Bradley–Terry optimum r*/T + c(x) gives the two marked gold
-    gaps at this T: a noisier labeller (larger T) makes a flatter reward model."""
+    Right: the reward model's loss −log σ(Δr) on one labelled pair (it only falls as Δr grows) and the size of its
+    gradient σ(−Δr) against its margin Δr, and for the two marked gold gaps the loss averaged over the labeller's
+    draws, whose minimum is the Bradley–Terry optimum Δr = Δgold / T (of r*/T + c(x)): a noisier labeller
+    (larger T) makes a flatter reward model."""
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     gap = np.linspace(-4, 4, 401)
@@ -44,15 +45,19 @@ def plot_bradley_terry(temperature: float = 0.5):
     ax_loss.plot(margin, 1 / (1 + np.exp(margin)), color="tab:red", lw=1.5, label="|∂loss/∂Δr| = σ(−Δr)")
     ax_loss.axhline(np.log(2), color="grey", lw=0.8, ls=":")
     ax_loss.annotate("ln 2 at Δr = 0", (0, np.log(2)), textcoords="offset points", xytext=(6, 6), fontsize=8)
-    for g in (1.0, 0.5):
+    for g, style in ((1.0, "--"), (0.5, "-.")):
+        # One pair's loss only falls with Δr; the optimum is the minimum of the loss averaged over the labeller's
+        # draws, −p log σ(Δr) − (1 − p) log σ(−Δr) with p = σ(Δgold / T), at Δr = Δgold / T.
+        p = 1 / (1 + np.exp(-g / temperature))
+        expected = p * np.logaddexp(0, -margin) + (1 - p) * np.logaddexp(0, margin)
         optimum = g / temperature
+        ax_loss.plot(margin, expected, color=GOLD_COLOUR, ls=style, lw=1.2,
+                     label=f"expected loss, Δgold = {g}: min at Δr = {optimum:.2f}")
         if optimum <= margin[-1]:
-            ax_loss.plot([optimum], [np.logaddexp(0, -optimum)], "o", color=GOLD_COLOUR)
-            ax_loss.annotate(f"optimum for Δgold={g}: Δr = {optimum:.2f}", (optimum, np.logaddexp(0, -optimum)),
-                             textcoords="offset points", xytext=(-60, 14 if g == 1.0 else 30), fontsize=8,
-                             arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "grey"})
+            ax_loss.plot([optimum], [p * np.logaddexp(0, -optimum) + (1 - p) * np.logaddexp(0, optimum)], "o",
+                         color=GOLD_COLOUR)
     ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylim=(0, 4),
-                title=f"the reward model's loss (optimal Δr = Δgold / T = {1 / temperature:.2f} Δgold)")
+                title=f"the reward model's loss (optimum Δr = {1 / temperature:.2f} Δgold)")
     ax_loss.legend(fontsize=8)
     fig.tight_layout()
     return fig
