@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.exercises.grpo import advantage_exercise
+from rlbook.exercises.grpo import advantage_exercise, _interleaved_advantages
 
 __all__ = ["check_rloo_advantages"]
 
@@ -43,14 +43,12 @@ def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str,
     """``_rloo_mistakes`` (shared with lesson 01's loss exercise, which names these three its own way) and three
     more: GRPO with Bessel's σ, groups read with ``view(G, -1)``, the leave-one-out along the wrong axis."""
     groups = rewards.view(-1, group_size)
-    interleaved = rewards.view(group_size, -1).T.reshape(-1)  # groups read as rows 0, n, 2n, … by mistake
-    undo = torch.arange(rewards.numel()).view(group_size, -1).T.reshape(-1).argsort()
     return {
         **_rloo_mistakes(rewards, group_size),
         "grpo_bessel": (group_advantages(rewards, group_size, "grpo", unbiased_std=True),
                         "that is GRPO's (r − μ)/σ with Bessel's σ (torch's default `.std()`): RLOO neither includes "
                         "the sample in the mean nor divides by any σ."),
-        "interleaved": (group_advantages(interleaved, group_size, "rloo")[undo],
+        "interleaved": (_interleaved_advantages(rewards, group_size, "rloo"),
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* (rows 0…G−1 are "
                         "the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
         "columns": ((groups - (groups.sum(0, keepdim=True) - groups) / (groups.shape[0] - 1)).reshape(-1)

@@ -49,11 +49,17 @@ def _close(result: torch.Tensor, expected: torch.Tensor) -> bool:
     return result.shape == expected.shape and bool(torch.allclose(result, expected, rtol=1e-3, atol=1e-3))
 
 
+def _interleaved_advantages(rewards: torch.Tensor, group_size: int, estimator: str) -> torch.Tensor:
+    """The mistake of reading groups with ``rewards.view(G, -1)`` (sample i grouped with i ± B/G, not with its
+    neighbours): ``estimator``'s advantages of those groups, returned in the samples' own order."""
+    interleaved = rewards.view(group_size, -1).T.reshape(-1)
+    undo = torch.arange(rewards.numel()).view(group_size, -1).T.reshape(-1).argsort()
+    return group_advantages(interleaved, group_size, estimator)[undo]
+
+
 def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
     """The usual wrong answers for this batch, each with the hint that names it."""
     groups = rewards.view(-1, group_size)
-    interleaved = rewards.view(group_size, -1).T.reshape(-1)  # groups read as rows 0, n, 2n, … by mistake
-    undo = torch.arange(rewards.numel()).view(group_size, -1).T.reshape(-1).argsort()
     return {
         "bessel": (group_advantages(rewards, group_size, "grpo", unbiased_std=True),
                    "you used Bessel's std (divide by G − 1, torch's default `.std()`). GRPO here uses the "
@@ -92,7 +98,7 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
                     "you took μ and σ along the wrong axis: `view(-1, G)` puts one prompt per *row*, so the "
                     "group statistics are `mean(dim=1)` and `std(dim=1, correction=0)`; `dim=0` compares the "
                     "j-th samples of different prompts with each other."),
-        "interleaved": (group_advantages(interleaved, group_size, "grpo")[undo],
+        "interleaved": (_interleaved_advantages(rewards, group_size, "grpo"),
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* "
                         "(rows 0…G−1 are the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
     }

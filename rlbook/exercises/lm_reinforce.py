@@ -31,6 +31,7 @@ from rlbook.advantages import group_advantages
 from rlbook.aggregation import token_weights
 from rlbook.exercises.baselines import _rloo_mistakes
 from rlbook.exercises.framework import _close, _failed, _not_attempted, _verdict
+from rlbook.exercises.grpo import _interleaved_advantages
 from rlbook.exercises.pg_kl import _gradient_of_loss
 
 __all__ = ["check_lm_reinforce_loss", "reference_lm_reinforce_loss"]
@@ -71,8 +72,7 @@ def _advantage_variants(rewards: torch.Tensor, group_size: int) -> dict[str, tup
             "neither includes the sample in the mean nor divides by σ.")
     # Groups read sample-major, rewards.view(G, -1): sample i joins the group of i mod (B/G), not i // G.
     n_groups = rewards.numel() // group_size
-    interleaved = group_advantages(rewards.view(group_size, n_groups).T.reshape(-1), group_size, "rloo")
-    variants["interleaved"] = (interleaved.view(n_groups, group_size).T.reshape(-1),
+    variants["interleaved"] = (_interleaved_advantages(rewards, group_size, "rloo"),
                                "the groups are read the wrong way round (rewards.view(G, -1), which puts sample i "
                                "with samples i ± B/G): the G samples of one prompt are consecutive, so group with "
                                "rewards.view(-1, G), one row per prompt.")
