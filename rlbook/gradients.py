@@ -32,6 +32,8 @@ REINFORCE samples, get a baseline for free!", ICLR DeepRLStructPred workshop).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_int, check_positive
@@ -39,8 +41,8 @@ from rlbook.advantages import group_advantages
 from rlbook.rollout import completion_forward
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
-           "fit_critic_head", "gradient_statistics", "grpo_length_factor", "group_gradient_estimates", "heuristic_noise_ratios",
-           "noise_ratio", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
+           "fit_critic_head", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor", "group_gradient_estimates", "heuristic_noise_ratios",
+           "mean_gradient_share", "noise_ratio", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
            "sweep_group_sizes", "value_head_outputs"]
 
 # "none": A = R (vanilla REINFORCE, b = 0; Williams 1992's update carries a reinforcement baseline b); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
@@ -226,7 +228,7 @@ def _prompt_summary(statistics, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     return statistics["prompt_variances"].to(torch.float64), statistics["prompt_means"].to(torch.float64)
 
 
-def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes) -> dict:
+def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes, *, mean_share: float = 0.0) -> dict:
     """§1's variance heuristic for 0/1 rewards at success rate p, with the score size allowed to depend on R.
 
     Pretend the baseline b is independent of the sample (R, s) and that only ‖s‖²'s mean depends on R:
@@ -240,19 +242,99 @@ def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes)
     - a reward offset c earned by all, no baseline: E[(R + c)²‖s‖²] / (p S₁) = (1 + c)² + (1 − p) c² k / p
       (returned for c = 1 as "offset").
 
-    The cross terms between the samples of a group (b_i holds R_j, b_j holds R_i) are ignored. Returns
-    {"value": float, "offset": float, "rloo": {G: float}}.
+    With the default ``mean_share`` = 0 the cross terms between the samples of a group (b_i holds R_j, b_j
+    holds R_i) and the mean gradient are left out: the ratios of second moments. That is the exact answer
+    when ∇J_x = 0 (a score independent of the reward is pure noise: E[R s] = E[R] E[s] = 0).
+
+    ``mean_share`` m = ‖∇J_x‖² / (p S₁), the squared mean gradient over no baseline's per-sample second moment,
+    puts both back, and the ratios become the ratios of the group estimates' *variances* (what
+    ``noise_ratio`` measures for unbiased estimators), exact for one prompt whose scores have E[‖s‖² | R] = S_R.
+    With 0/1 rewards E[s | R] = (R − p) d, d = ∇J_x / (p(1 − p)) (E s = 0 and E[R s] = ∇J_x), and given the
+    rewards the G scores are independent, so two samples' cross term is E⟨A₁s₁, A₂s₂⟩ = ‖d‖² X,
+    X = E[A₁A₂(R₁ − p)(R₂ − p)]. Then Var ĝ = M/G + (G − 1)/G · ‖d‖² X − ‖∇J_x‖² for M the per-sample second
+    moment; X = p²(1 − p)² for value, none and the offset (the variance is then (M − ‖∇J_x‖²)/G), and for
+    leave-one-out X is summed over the binomial rewards (``_leave_one_out_cross``). Relative to no baseline's
+    (p S₁ − ‖∇J_x‖²)/G: value (M_v − m)/(1 − m), offset (M_c − m)/(1 − m), leave-one-out
+    (M_r + (G − 1) m X / (p(1 − p))² − G m)/(1 − m). At G = 2 leave-one-out's cross term cancels the mean
+    exactly: Var = M_r/2. Returns {"value": float, "offset": float, "rloo": {G: float}}.
     """
     p = float(success_rate)
     if not 0 < p < 1:
         raise ValueError(f"success_rate must lie strictly between 0 and 1, got {success_rate!r}")
     k = check_positive("score_ratio", score_ratio)
+    m = float(mean_share)
+    if not 0 <= m < 1:
+        raise ValueError(f"mean_share must lie in [0, 1) (‖∇J‖² is below no baseline's second moment), got {mean_share!r}")
     rloo = {}
     for g in group_sizes:
         g = check_int("group_sizes", g, minimum=2)
         v = p * (1 - p) / (g - 1)
-        rloo[g] = (1 - p) ** 2 + v + (1 - p) * (p**2 + v) * k / p
-    return {"value": (1 - p) ** 2 + p * (1 - p) * k, "offset": 4 + (1 - p) * k / p, "rloo": rloo}
+        second_moment = (1 - p) ** 2 + v + (1 - p) * (p**2 + v) * k / p
+        cross = (g - 1) * m * _leave_one_out_cross(p, g) / (p * (1 - p)) ** 2
+        rloo[g] = (second_moment + cross - g * m) / (1 - m)
+    value = ((1 - p) ** 2 + p * (1 - p) * k - m) / (1 - m)
+    offset = (4 + (1 - p) * k / p - m) / (1 - m)
+    return {"value": value, "offset": offset, "rloo": rloo}
+
+
+def _leave_one_out_cross(p: float, group_size: int) -> float:
+    """X = E[A₁A₂(R₁ − p)(R₂ − p)] for leave-one-out advantages of two samples of one group of G, 0/1 rewards.
+
+    A₁ = R₁ − (R₂ + T)/(G − 1), A₂ = R₂ − (R₁ + T)/(G − 1), T ~ Binomial(G − 2, p) the other rewards: summed
+    over R₁, R₂ with E T and E T² in closed form."""
+    n, others = group_size - 1, group_size - 2
+    mean_t, square_t = others * p, others * p * (1 - p) + (others * p) ** 2
+    total = 0.0
+    for r1 in (0, 1):
+        for r2 in (0, 1):
+            weight = (p if r1 else 1 - p) * (p if r2 else 1 - p) * (r1 - p) * (r2 - p)
+            a, b = r1 - r2 / n, r2 - r1 / n          # A₁ = a − T/n, A₂ = b − T/n
+            total += weight * (a * b - (a + b) * mean_t / n + square_t / n**2)
+    return total
+
+
+def mean_gradient_share(scores, rewards, prompt_gradients, *, n_prompts: int) -> float:
+    """m = Σ_x ‖∇J_x‖² / Σ_x E[R² ‖s‖² | x]: ``heuristic_noise_ratios``'s ``mean_share``, pooled over prompts.
+
+    ``scores`` (B, D), ``rewards`` (B,): n_prompts blocks of N completions (as in ``group_gradient_estimates``);
+    ``prompt_gradients`` (P, D): each prompt's ∇J_x measured on an *independent* sample (e.g. RLOO over a
+    reference sample). ‖∇J_x‖² is read as ⟨ḡ_x, ∇J_x⟩ with ḡ_x = mean of R_i s_i over x's completions: the
+    inner product of two independent unbiased estimates is unbiased, where ‖ḡ_x‖² would add ḡ_x's own variance.
+    """
+    scores = as_float_tensor("scores", scores, ndim=(2,)).to(torch.float64)
+    rewards = as_float_tensor("rewards", rewards, ndim=(1,)).to(torch.float64)
+    n_prompts = check_int("n_prompts", n_prompts, minimum=1)
+    prompt_gradients = as_float_tensor("prompt_gradients", prompt_gradients, ndim=(2,)).to(torch.float64)
+    if rewards.shape[0] != scores.shape[0] or scores.shape[0] % n_prompts:
+        raise ValueError(f"rewards ({rewards.shape[0]}) must match scores ({scores.shape[0]}) and n_prompts must "
+                         f"divide it, got n_prompts={n_prompts}")
+    if prompt_gradients.shape != (n_prompts, scores.shape[1]):
+        raise ValueError(f"prompt_gradients must be ({n_prompts}, {scores.shape[1]}), got {tuple(prompt_gradients.shape)}")
+    blocks, block_rewards = scores.view(n_prompts, -1, scores.shape[1]), rewards.view(n_prompts, -1)
+    prompt_means = torch.einsum("pn,pnd->pd", block_rewards, blocks) / blocks.shape[1]   # no (B, D) temporary
+    signal = float((prompt_means * prompt_gradients).sum())
+    norms = torch.linalg.vector_norm(scores, dim=1) ** 2
+    second_moment = float((rewards**2 * norms).view(n_prompts, -1).mean(dim=1).sum())
+    return signal / second_moment
+
+
+def grpo_signal_factor(success_rate: float, group_size: int) -> float:
+    """α(p) = E ĝ_GRPO,x / ∇J_x for one prompt with 0/1 rewards at success rate p (population σ).
+
+    Given the group's success count k, E[s_i | R_i] = (R_i − p) d with d = ∇J_x / (p(1 − p)), so RLOO's group
+    estimate has E[ĝ_RLOO | k] = k(G − k)/(G(G − 1)) · d, and GRPO's advantage is RLOO's times
+    c_k = (G − 1)/(G σ_k) = (G − 1)/√(k(G − k)). Hence E ĝ_GRPO,x = α ∇J_x, parallel to ∇J_x (no direction
+    bias within a prompt), with α = Σ_k P(k) k(G − k) c_k / Σ_k P(k) k(G − k), P(k) binomial: the stretch
+    averaged with each group weighted by its share of the signal, k(G − k). Since c_k ≥ 2(G − 1)/G, α ≥ 1.5 at
+    G ≥ 4 and α = 1 at G = 2. Across prompts α differs with p, which re-weights them: GRPO's only direction
+    bias (Shao et al. 2024, arXiv:2402.03300, eq. 3's advantage; Liu et al. 2025, arXiv:2503.20783)."""
+    p = float(success_rate)
+    if not 0 < p < 1:
+        raise ValueError(f"success_rate must lie strictly between 0 and 1, got {success_rate!r}")
+    g = check_int("group_size", group_size, minimum=2)
+    weights = [math.comb(g, k) * p**k * (1 - p) ** (g - k) * k * (g - k) for k in range(1, g)]
+    stretch = [(g - 1) / math.sqrt(k * (g - k)) for k in range(1, g)]
+    return sum(w * c for w, c in zip(weights, stretch)) / sum(weights)
 
 
 def optimal_constant_baseline(rewards, score_norms) -> float:

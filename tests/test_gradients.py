@@ -15,7 +15,9 @@ from rlbook.gradients import (
     gradient_statistics,
     group_gradient_estimates,
     grpo_length_factor,
+    grpo_signal_factor,
     heuristic_noise_ratios,
+    mean_gradient_share,
     noise_ratio,
     optimal_constant_baseline,
     output_layer_gradients,
@@ -239,3 +241,66 @@ def test_optimal_constant_baseline_and_grpo_length_factor():
     assert grpo_length_factor(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4) == pytest.approx(3**0.5)
     with pytest.raises(ValueError, match="not all equal"):
         grpo_length_factor(torch.ones(4), 2)
+
+
+def _synthetic_scores(p, group_size, groups, seed=0):
+    # 0/1 rewards at rate p; s = (R − p) d + σ_R ε: E[s | R] = (R − p) d, as for any score with 0/1 rewards
+    generator = torch.Generator().manual_seed(seed)
+    d = torch.tensor([2.0, -1.0, 0.5], dtype=torch.float64)
+    noise = {0: 1.5, 1: 0.8}
+    rewards = (torch.rand(groups * group_size, generator=generator, dtype=torch.float64) < p).to(torch.float64)
+    sigma = torch.where(rewards > 0, noise[1], noise[0]).unsqueeze(1)
+    scores = (rewards - p).unsqueeze(1) * d + sigma * torch.randn(rewards.shape[0], 3, generator=generator,
+                                                                  dtype=torch.float64)
+    exact = {r: (r - p) ** 2 * float(d @ d) + 3 * noise[r] ** 2 for r in (0, 1)}   # S_R = E[‖s‖² | R]
+    gradient = p * (1 - p) * d                                                       # ∇J = E[R s]
+    return scores, rewards, exact, gradient
+
+
+@pytest.mark.parametrize("group_size", [2, 4, 8])
+def test_heuristic_with_the_mean_share_is_the_exact_variance_ratio(group_size):
+    # Simulated groups whose scores have E[s | R] = (R − p) d: with mean_share put in, the formula gives the
+    # variance ratios of the group estimates (cross terms and the subtracted mean included) to sampling noise.
+    p = 0.3
+    scores, rewards, exact, gradient = _synthetic_scores(p, group_size, groups=60_000)
+    k, m = exact[0] / exact[1], float(gradient @ gradient) / (p * exact[1])
+    predicted = heuristic_noise_ratios(p, k, (group_size,), mean_share=m)
+    estimates = {name: group_gradient_estimates(scores, rewards, group_size, baseline=name,
+                                                prompt_values=torch.full_like(rewards, p))
+                 for name in ("none", "rloo", "value")}
+    variance = {name: float(e.var(dim=0).sum()) for name, e in estimates.items()}
+    assert variance["rloo"] / variance["none"] == pytest.approx(predicted["rloo"][group_size], rel=0.03)
+    assert variance["value"] / variance["none"] == pytest.approx(predicted["value"], rel=0.03)
+    offset = group_gradient_estimates(scores, rewards + 1, group_size, baseline="none")
+    assert float(offset.var(dim=0).sum()) / variance["none"] == pytest.approx(predicted["offset"], rel=0.03)
+    # mean_share = 0 is the plain second-moment heuristic, unchanged
+    assert heuristic_noise_ratios(p, k, (group_size,)) == heuristic_noise_ratios(p, k, (group_size,), mean_share=0.0)
+
+
+def test_leave_one_out_at_two_keeps_the_mean():
+    # At G = 2 RLOO's cross term cancels the subtracted mean: its ratio is the second moment over 1 − m.
+    plain, with_mean = (heuristic_noise_ratios(0.3, 1.7, (2,), mean_share=m)["rloo"][2] for m in (0.0, 0.2))
+    assert with_mean == pytest.approx(plain / 0.8)
+    with pytest.raises(ValueError, match="mean_share"):
+        heuristic_noise_ratios(0.3, 1.0, (2,), mean_share=1.0)
+
+
+def test_mean_gradient_share_reads_the_signal_from_an_independent_gradient():
+    p = 0.3
+    scores, rewards, exact, gradient = _synthetic_scores(p, 4, groups=50_000, seed=1)
+    share = mean_gradient_share(scores, rewards, gradient.unsqueeze(0), n_prompts=1)
+    assert share == pytest.approx(float(gradient @ gradient) / (p * exact[1]), rel=0.03)
+    with pytest.raises(ValueError, match="prompt_gradients"):
+        mean_gradient_share(scores, rewards, gradient.unsqueeze(0).repeat(2, 1), n_prompts=1)
+
+
+@pytest.mark.parametrize("group_size", [2, 4, 8])
+def test_grpo_signal_factor_is_grpo_over_the_true_gradient(group_size):
+    p = 0.3
+    scores, rewards, _, gradient = _synthetic_scores(p, group_size, groups=80_000, seed=2)
+    mean = group_gradient_estimates(scores, rewards, group_size, baseline="grpo").mean(dim=0)
+    alpha = grpo_signal_factor(p, group_size)
+    assert torch.allclose(mean, alpha * gradient, rtol=0.04, atol=0.01)   # parallel to ∇J, stretched by α
+    assert (alpha == pytest.approx(1.0)) if group_size == 2 else alpha >= 1.5
+    with pytest.raises(ValueError, match="success_rate"):
+        grpo_signal_factor(0.0, 4)
