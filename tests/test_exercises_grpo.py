@@ -77,6 +77,13 @@ def test_group_advantages_names_the_mistake(answer, phrase, capsys):
         torch.arange(r.numel()).view(g, -1).T.reshape(-1).argsort()], "view(G, -1)"),
     (lambda r, g: (r.view(-1, g) - (r.view(-1, g).sum(0) - r.view(-1, g)) / (r.numel() // g - 1)).reshape(-1),
      "wrong axis"),
+    # RLOO normalised by the group's σ (either σ), the baseline returned, G = 4 written into the code
+    (lambda r, g: (group_advantages(r, g, "rloo").view(-1, g) / (r.view(-1, g).std(1, keepdim=True) + 1e-8))
+     .reshape(-1), "divided RLOO's advantage by the group's σ"),
+    (lambda r, g: (group_advantages(r, g, "rloo").view(-1, g) / (r.view(-1, g).std(1, correction=0, keepdim=True)
+                                                                 + 1e-8)).reshape(-1), "divided RLOO's advantage"),
+    (lambda r, g: ((r.view(-1, g).sum(1, keepdim=True) - r.view(-1, g)) / (g - 1)).reshape(-1), "returned the baseline"),
+    (lambda r, g: group_advantages(r, 4, "rloo"), "groups of 4, but this batch has G = 2"),
 ])
 def test_rloo_checker(answer, phrase, capsys):
     assert check_rloo_advantages(answer) is (phrase == "match")

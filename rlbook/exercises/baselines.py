@@ -1,11 +1,12 @@
 """Checker for the exercise of lesson 09 (baselines): the reader writes RLOO's leave-one-out advantages.
 
 ``check_rloo_advantages(fn)`` runs ``fn(rewards, group_size)`` on the batches of
-``rlbook.exercises.grpo.GROUP_CASES`` and compares it with
+``rlbook.exercises.grpo.GROUP_CASES`` and one of G = 2 (``RLOO_CASES``) and compares it with
 ``rlbook.advantages.group_advantages(rewards, G, "rloo")``: A_i = r_i − (1/(G−1)) Σ_{j≠i} r_j
 (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740), naming the likely mistake: the mean with the
-sample itself, the others' sum over G, the whole batch, GRPO with either σ, the sign, groups read with
-``view(G, -1)``, the leave-one-out along the wrong axis. It returns
+sample itself, the others' sum over G, the whole batch, GRPO with either σ, the sign, RLOO divided by σ,
+the baseline returned, a group size written into the code, groups read with ``view(G, -1)``, the
+leave-one-out along the wrong axis. It returns
 True / False, or None when the exercise is not attempted yet (``None``, or a function that raises
 ``NotImplementedError``).
 """
@@ -15,9 +16,9 @@ from __future__ import annotations
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.exercises.grpo import advantage_exercise, _interleaved_advantages
+from rlbook.exercises.grpo import GROUP_CASES, advantage_exercise, _interleaved_advantages
 
-__all__ = ["check_rloo_advantages"]
+__all__ = ["RLOO_CASES", "check_rloo_advantages"]
 
 
 def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
@@ -39,12 +40,31 @@ def _rloo_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[to
     }
 
 
+# GROUP_CASES with a case of G = 2 (where RLOO's advantage is r_i − r_j) before the G = 3 one: an answer with
+# G = 4 written into it meets a batch that divides by 4 before one that does not, so it can be named.
+RLOO_CASES = [*GROUP_CASES[:2], (torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0], dtype=torch.float64), 2),
+              *GROUP_CASES[2:]]
+
+
 def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
-    """``_rloo_mistakes`` (shared with lesson 01's loss exercise, which names these three its own way) and three
-    more: GRPO with Bessel's σ, groups read with ``view(G, -1)``, the leave-one-out along the wrong axis."""
+    """``_rloo_mistakes`` (shared with lesson 01's loss exercise, which names these three its own way) and more:
+    GRPO with Bessel's σ, RLOO divided by the group's σ, the baseline returned for the advantage, a group size
+    written into the code, groups read with ``view(G, -1)``, the leave-one-out along the wrong axis."""
     groups = rewards.view(-1, group_size)
+    leave_one_out = group_advantages(rewards, group_size, "rloo").view(-1, group_size)
+    over_sigma = [(leave_one_out / (groups.std(dim=1, keepdim=True, correction=c) + 1e-6)).reshape(-1) for c in (0, 1)]
+    written_in = next((g for g in (4, 8, 2, 16) if g != group_size and rewards.numel() % g == 0), None)
     return {
         **_rloo_mistakes(rewards, group_size),
+        "over_sigma": (over_sigma[0], "you divided RLOO's advantage by the group's σ (some libraries normalise it so): "
+                                      "plain RLOO stops at r_i − the others' mean."),
+        "over_sigma_bessel": (over_sigma[1], "you divided RLOO's advantage by the group's σ (Bessel's): plain RLOO "
+                                             "stops at r_i − the others' mean."),
+        "baseline": (((groups.sum(1, keepdim=True) - groups) / (group_size - 1)).reshape(-1),
+                     "you returned the baseline b_i = Σ_{j≠i} r_j / (G − 1) itself: the advantage is r_i − b_i."),
+        "written_in": (group_advantages(rewards, written_in, "rloo") if written_in else None,
+                       f"these are RLOO's advantages for groups of {written_in}, but this batch has G = {group_size}: "
+                       "use the `group_size` argument, not a number written into the code."),
         "grpo_bessel": (group_advantages(rewards, group_size, "grpo", unbiased_std=True),
                         "that is GRPO's (r − μ)/σ with Bessel's σ (torch's default `.std()`): RLOO neither includes "
                         "the sample in the mean nor divides by any σ."),
@@ -59,7 +79,7 @@ def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str,
 
 
 check_rloo_advantages = advantage_exercise(
-    "check_rloo_advantages", "leave-one-out advantages", "rloo", "RLOO's", _rloo_exercise_mistakes,
+    "check_rloo_advantages", "leave-one-out advantages", "rloo", "RLOO's", _rloo_exercise_mistakes, cases=RLOO_CASES,
     doc="""Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when
