@@ -34,3 +34,18 @@ def test_no_ratio_labels_without_a_none_bar():
     statistics = {name: s for name, s in _statistics().items() if name != "none"}
     fig = baselines_viz.plot_baseline_comparison(statistics)
     assert len(fig.axes[1].texts) == 0 and fig.axes[1].get_ylim()[1] == pytest.approx(1.22 * 0.036)
+
+
+def test_widget_draws_the_ratio_panel_when_given_ratios():
+    # the slider's sweep gains the panel of ratios to no baseline (with the predictions) when ratios are passed
+    import matplotlib.pyplot as plt
+
+    sweep = {g: _statistics(scale=8 / g) for g in (2, 4, 8)}
+    ratios = {name: {g: (1.0, 0.05) for g in sweep} for name in ("rloo", "critic")}
+    plt.close("all")
+    baselines_viz.group_size_widget(sweep, ratios=ratios, predictions={"heuristic": {2: 1.4, 4: 1.0, 8: 0.8}})
+    sweep_figures = [plt.figure(n) for n in plt.get_fignums() if len(plt.figure(n).axes) == 2]
+    assert sweep_figures, "the sweep should be drawn with its ratio panel"
+    labels = [t.get_text() for t in sweep_figures[0].axes[1].get_legend().get_texts()]
+    assert "heuristic" in labels and "rloo, measured ± SE" in labels
+    plt.close("all")

@@ -139,7 +139,7 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
             shift = [g * 1.03 ** (offset - (len(ratios) - 1) / 2) for g in shown]  # side by side on the log axis
             right.errorbar(shift, [by_size[g][0] for g in shown], yerr=[by_size[g][1] for g in shown], fmt="o-",
                            ms=4, capsize=2, color=BASELINE_COLOURS.get(name, "tab:olive"), label=f"{name}, measured ± SE")
-        for marker, (label, by_size) in zip("xP+", (predictions or {}).items()):
+        for marker, (label, by_size) in zip("xPD", (predictions or {}).items()):
             shown = [g for g in sizes if g in by_size]
             right.plot(shown, [by_size[g] for g in shown], marker, ls=":", color="black", ms=6, label=label)
         right.axhline(1, color="tab:red", lw=1)
@@ -157,15 +157,18 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
     return fig
 
 
-def group_size_widget(sweep: dict[int, dict[str, dict[str, float]]], ratios=None):
-    """A slider over the measured group sizes: the sweep with G marked, and the three panels at G
-    (with ``ratios`` as in ``plot_variance_vs_group_size``, the noise-to-signal labels carry their SE)."""
+def group_size_widget(sweep: dict[int, dict[str, dict[str, float]]], ratios=None, predictions=None):
+    """A slider over the measured group sizes: the sweep with G marked, and the three panels at G.
+
+    ``ratios`` and ``predictions`` as in ``plot_variance_vs_group_size``: with ``ratios`` the sweep gains its
+    panel of ratios to no baseline (with ``predictions`` as crosses), and the noise-to-signal labels carry
+    their SE."""
     import ipywidgets as widgets
 
     sizes = sorted(sweep)
 
     def draw(group_size):
-        plot_variance_vs_group_size(sweep, highlight=group_size)
+        plot_variance_vs_group_size(sweep, highlight=group_size, ratios=ratios, predictions=predictions)
         errors = {name: by_size[group_size][1] for name, by_size in (ratios or {}).items() if group_size in by_size}
         plot_baseline_comparison(sweep[group_size], group_size=group_size, ratio_errors=errors or None)
         plt.show()
