@@ -38,7 +38,8 @@ def test_bradley_terry_checker_names_the_epsilon_clamp(clamped, capsys):
     assert "ε inside the log" in out and "capped" in out
 
 
-@pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge", "pointwise"])
+@pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge", "pointwise", "over_temperature",
+                                  "times_temperature"])
 def test_bradley_terry_checker_names_each_mistake(name, capsys):
     def wrong(chosen, rejected):
         return rm_exercises._mistakes(chosen, rejected)[name][0]
@@ -61,6 +62,22 @@ def test_bradley_terry_checker_other_failures(capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
     with pytest.raises(ValueError, match="function"):
         rm_exercises.check_bradley_terry_loss(0.5)
+
+
+@pytest.mark.parametrize("number", [lambda c, r: -F.logsigmoid(c - r).mean().item(),
+                                    lambda c, r: float(-F.logsigmoid(c - r).mean().detach()),
+                                    lambda c, r: -F.logsigmoid(c - r).mean().detach()])
+def test_bradley_terry_checker_refuses_a_loss_no_gradient_flows_through(number, capsys):
+    # the right value, but a number cannot train a reward model
+    assert rm_exercises.check_bradley_terry_loss(number) is False
+    assert "no gradient flows back" in capsys.readouterr().out
+
+
+def test_bradley_terry_checker_accepts_other_differentiable_forms(capsys):
+    assert rm_exercises.check_bradley_terry_loss(
+        lambda c, r: F.binary_cross_entropy_with_logits(c - r, torch.ones_like(c))) is True
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: -F.logsigmoid(c.float() - r.float()).mean()) is True
+    assert "✓" in capsys.readouterr().out
 
 
 def test_bradley_terry_mistakes_all_differ_from_the_reference():

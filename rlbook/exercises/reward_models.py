@@ -2,7 +2,9 @@
 
 ``check_bradley_terry_loss(fn)`` runs the reader's ``fn(chosen_rewards, rejected_rewards)`` on a
 few fixed batches, compares it with ``rlbook.losses.bradley_terry_loss`` and, when
-it differs, names the usual mistake it matches. It prints its verdict and returns True / False,
+it differs, names the usual mistake it matches (a temperature T in the loss among them). The rewards it
+passes require grad, and a loss that no gradient can flow back through (``.item()``, ``float()``, NumPy)
+is refused by name. It prints its verdict and returns True / False,
 or None when the exercise is not attempted yet (``None``, or a function that raises
 ``NotImplementedError``).
 """
@@ -30,6 +32,28 @@ def _cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return cases
 
 
+LABELLER_T = 0.5  # the lesson's labeller (rlbook.tasks.reviews' default): a slip the checker names
+_TEMPERATURE_HINT = ("the margin is {} the labeller's temperature T = 0.5: T belongs to the labels (how noisy the "
+                     "labeller is), not to the loss. The reward model's loss is −log σ(r_chosen − r_rejected); the "
+                     "model absorbs T into its own scale (at the optimum r = r*/T + c).")
+
+
+def _differentiable(fn):
+    """``fn`` called on rewards that require grad, so that the check below can see whether the loss is
+    still connected to them (a loss turned into a Python float or a NumPy number cannot train a model)."""
+    def called(chosen, rejected):
+        return fn(chosen.requires_grad_(True), rejected.requires_grad_(True))
+    return called
+
+
+def _not_differentiable(result, reference, *case):
+    if result.requires_grad:
+        return None
+    return ("the loss is not connected to the rewards (no gradient flows back): it was turned into a number "
+            "(.item(), float(), NumPy) or detached. A reward model trains by backpropagating this loss, so "
+            "return the tensor torch computed.")
+
+
 def _mistakes(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, tuple[torch.Tensor, str]]:
     margin = chosen - rejected
     return {
@@ -46,6 +70,8 @@ def _mistakes(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, tuple[t
         "pointwise": (-(F.logsigmoid(chosen) + F.logsigmoid(-rejected)).mean(),
                       "this scores each response on its own (chosen as 'good', rejected as 'bad'), a pointwise "
                       "classifier; Bradley–Terry models the comparison: −log σ(r_chosen − r_rejected)."),
+        "over_temperature": (-F.logsigmoid(margin / LABELLER_T).mean(), _TEMPERATURE_HINT.format("divided by")),
+        "times_temperature": (-F.logsigmoid(margin * LABELLER_T).mean(), _TEMPERATURE_HINT.format("multiplied by")),
     }
 
 
@@ -75,7 +101,9 @@ check_bradley_terry_loss = FunctionExercise(
     "check_bradley_terry_loss", what="Bradley–Terry loss", cases=_cases, reference=bradley_terry_loss,
     mistakes=_finite_mistakes,
     checks=(lambda result, reference, *case: (f"the loss must be one number (mean over the pairs), got shape "
-                                              f"{tuple(result.shape)}" if result.numel() != 1 else None),),
+                                              f"{tuple(result.shape)}" if result.numel() != 1 else None),
+            _not_differentiable),
+    adapt=_differentiable,
     prepare=lambda result, *case: result.reshape(()).to(DTYPE) if result.numel() == 1 else result,
     otherwise=_not_finite_or_shown, success=f"Correct on all {len(_cases())} batches.",
     doc="""Check ``fn(chosen_rewards, rejected_rewards) -> scalar loss`` against the library's Bradley–Terry loss.""")
