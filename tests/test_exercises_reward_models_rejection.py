@@ -89,6 +89,60 @@ def test_bradley_terry_mistakes_all_differ_from_the_reference():
             assert not torch.allclose(candidate, reference), name
 
 
+# ------------------------------------------------------------------------------ one-pool best-of-n estimator
+
+
+def test_brute_force_best_of_n_equals_the_library_closed_form():
+    from rlbook.metrics import best_of_n_expectation
+
+    generator = torch.Generator().manual_seed(0)
+    scores, values = torch.randn(8, generator=generator, dtype=torch.float64), torch.randn(8, generator=generator, dtype=torch.float64)
+    for n in range(1, 9):
+        assert torch.allclose(rm_exercises.brute_force_best_of_n(scores, values, n),
+                              best_of_n_expectation(scores[None], values[None], n)[0])
+    # ties go to the earlier sample, as in the library
+    tied = torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64)
+    assert rm_exercises.brute_force_best_of_n(tied, torch.tensor([5.0, 7.0, 0.0]), 2).item() == pytest.approx((5 + 5 + 7) / 3)
+    with pytest.raises(ValueError, match="1 <= n <= N"):
+        rm_exercises.brute_force_best_of_n(scores, values, 9)
+
+
+def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
+    def answer(scores, values, n):
+        size = scores.numel()
+        weights = torch.tensor([math.comb(k - 1, n - 1) / math.comb(size, n) for k in range(1, size + 1)])
+        return (values[torch.argsort(scores)] * weights.to(values.dtype)).sum()
+
+    assert rm_exercises.check_best_of_n_expectation(answer) is True
+    assert "brute-force enumeration" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "plain_mean"])
+def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
+    def wrong(scores, values, n):
+        return rm_exercises._pool_mistakes(scores, values, n)[name][0]
+
+    scores, values, n = rm_exercises._pool_cases()[1]
+    hint = rm_exercises._pool_mistakes(scores, values, n)[name][1]
+    assert rm_exercises.check_best_of_n_expectation(wrong) is False
+    assert hint in capsys.readouterr().out
+
+
+def test_best_of_n_expectation_checker_other_answers(capsys):
+    assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v.max()) is False
+    assert "expected" in capsys.readouterr().out
+    assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v) is False
+    assert "one number" in capsys.readouterr().out
+    assert rm_exercises.check_best_of_n_expectation(None) is None
+
+
+def test_best_of_n_mistakes_all_differ_from_brute_force_where_it_matters():
+    # every mistake is wrong on at least one case (the checker can name it)
+    for name in rm_exercises._pool_mistakes(*rm_exercises._pool_cases()[0]):
+        assert any(not torch.allclose(rm_exercises._pool_mistakes(*case)[name][0], rm_exercises.brute_force_best_of_n(*case))
+                   for case in rm_exercises._pool_cases()), name
+
+
 # ------------------------------------------------------------------------------ best-of-n distribution
 
 
