@@ -11,6 +11,15 @@ from rlbook.exercises import reward_models as rm_exercises
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 
+def _names_the_mistake(checker, mistakes, case, name, capsys):
+    """The checker, given an answer that commits mistake ``name`` on every case, refuses it with that mistake's hint."""
+    def wrong(*args):
+        return mistakes(*args)[name][0]
+
+    assert checker(wrong) is False
+    assert mistakes(*case)[name][1] in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------ Bradley–Terry loss
 
 
@@ -119,13 +128,8 @@ def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
 
 @pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "plain_mean"])
 def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
-    def wrong(scores, values, n):
-        return rm_exercises._pool_mistakes(scores, values, n)[name][0]
-
-    scores, values, n = rm_exercises._pool_cases()[1]
-    hint = rm_exercises._pool_mistakes(scores, values, n)[name][1]
-    assert rm_exercises.check_best_of_n_expectation(wrong) is False
-    assert hint in capsys.readouterr().out
+    _names_the_mistake(rm_exercises.check_best_of_n_expectation, rm_exercises._pool_mistakes,
+                       rm_exercises._pool_cases()[1], name, capsys)
 
 
 def test_best_of_n_expectation_checker_other_answers(capsys):
@@ -204,13 +208,8 @@ def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches
 @pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "inverse_permutation", "pi_times",
                                   "unsorted", "strict_cdf", "appears", "continuous_normalised"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
-    def wrong(probs, rewards, n):
-        return rejection_exercises._mistakes(probs, rewards, n)[name][0]
-
-    probs, rewards, n = rejection_exercises._cases()[0]
-    hint = rejection_exercises._mistakes(probs, rewards, n)[name][1]
-    assert rejection_exercises.check_best_of_n_probabilities(wrong) is False
-    assert hint in capsys.readouterr().out
+    _names_the_mistake(rejection_exercises.check_best_of_n_probabilities, rejection_exercises._mistakes,
+                       rejection_exercises._cases()[0], name, capsys)
 
 
 def test_best_of_n_checker_other_failures(capsys):
