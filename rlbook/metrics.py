@@ -187,8 +187,23 @@ def overoptimisation_curves(proxy, gold, ns) -> dict[str, np.ndarray]:
     return curves
 
 
+def _resampled_prompts(rng, prompts: int, resamples: int, strata=None) -> np.ndarray:
+    """(resamples, prompts) indices of prompts drawn with replacement: from all of them, or, with ``strata``
+    (one label per prompt), within each stratum, so that every resample keeps each stratum's count."""
+    if strata is None:
+        return rng.integers(0, prompts, size=(resamples, prompts))
+    strata = np.asarray([str(label) for label in strata])
+    if strata.shape != (prompts,):
+        raise ValueError(f"strata must give one label per prompt ({prompts}), got {strata.shape[0]}")
+    picks = np.empty((resamples, prompts), dtype=np.int64)
+    for label in np.unique(strata):
+        members = np.flatnonzero(strata == label)
+        picks[:, members] = members[rng.integers(0, members.size, size=(resamples, members.size))]
+    return picks
+
+
 def overoptimisation_downturn(proxies, gold, ns, *, resamples: int = 2000, level: float = 0.95,
-                              seed: int = 0) -> dict:
+                              seed: int = 0, strata=None) -> dict:
     """How far the gold reward of best-of-n under a proxy falls from its peak, over several proxies
     (reward-model seeds) scoring one pool, with a bootstrap interval over the pool's prompts.
 
@@ -201,11 +216,14 @@ def overoptimisation_downturn(proxies, gold, ns, *, resamples: int = 2000, level
     ``resamples`` draws P prompts with replacement, recomputes ḡ on them, **re-locates its peak** and
     takes the drop, so the interval also carries the upward bias of picking the best of noisy points.
     It does not resample the S proxies: their spread is reported as the seed standard deviation of
-    the per-seed drops.
+    the per-seed drops. ``strata`` (one label per prompt, e.g. the film when several prompts share one):
+    each resample draws prompts within each stratum, keeping its count — inference for these strata,
+    not for new ones (for those, cluster by stratum: ``pool_drops`` are the per-prompt drops at n*).
 
     Returns a dict: ``curves`` (S, L) and ``mean_curve`` (L,), ``band`` (2, L) the bootstrap interval
     of ḡ(n) at each n, ``peak`` (index of the peak of ḡ), ``drop`` D, ``interval`` (lo, hi) of D,
     ``seed_drops`` (S,) at n* and ``seed_sd`` (their standard deviation, ddof 1; 0 for one proxy),
+    ``pool_drops`` (P,) the seed-mean drop of each prompt's pool at n*,
     ``se_last`` the bootstrap SE of ḡ(n_last) — the noisiest point when n_last = N, one argmax per
     prompt and proxy.
     """
@@ -230,7 +248,7 @@ def overoptimisation_downturn(proxies, gold, ns, *, resamples: int = 2000, level
     rng = np.random.default_rng(seed)
     prompts = per_prompt.shape[-1]
     seed_mean = per_prompt.mean(0).numpy()                                   # (L, P)
-    picks = rng.integers(0, prompts, size=(resamples, prompts))
+    picks = _resampled_prompts(rng, prompts, resamples, strata)
     boot = seed_mean[:, picks].mean(-1).T                                    # (B, L)
     boot_drops = boot.max(1) - boot[:, -1]
     tail = (1 - level) / 2
@@ -239,11 +257,12 @@ def overoptimisation_downturn(proxies, gold, ns, *, resamples: int = 2000, level
             "drop": float(mean_curve.max() - mean_curve[-1]),
             "interval": tuple(float(q) for q in np.quantile(boot_drops, [tail, 1 - tail])),
             "seed_drops": seed_drops, "seed_sd": float(seed_drops.std(ddof=1)) if len(seed_drops) > 1 else 0.0,
+            "pool_drops": seed_mean[peak] - seed_mean[-1],
             "se_last": float(boot[:, -1].std(ddof=1)), "level": level, "resamples": resamples}
 
 
 def best_of_n_share_rise(proxies, indicator, n_from: int, n_to: int, *, resamples: int = 2000,
-                         level: float = 0.95, seed: int = 0) -> dict:
+                         level: float = 0.95, seed: int = 0, strata=None) -> dict:
     """How much the share of best-of-n winners with a property rises from ``n_from`` to ``n_to``, over
     several proxies scoring one pool, with a percentile bootstrap over the pool's prompts.
 
@@ -253,7 +272,8 @@ def best_of_n_share_rise(proxies, indicator, n_from: int, n_to: int, *, resample
     seed-mean share at ``n_to`` minus that at ``n_from``, averaged over prompts. The interval resamples
     the P prompts with replacement (the seeds held fixed), as ``overoptimisation_downturn`` does for the
     drop: when all proxies score the same pool, which prompts happen to hold a sample with the property
-    is a source of variance the seed spread does not see.
+    is a source of variance the seed spread does not see. ``strata``: resample within each stratum, as in
+    ``overoptimisation_downturn``; ``pool_rises`` (P,) are the per-prompt seed-mean rises.
 
     Returns a dict: ``rise`` (float), ``seed_rises`` (S,), ``interval`` (lo, hi), ``se`` (the bootstrap
     standard deviation), ``level``, ``resamples``."""
@@ -274,9 +294,9 @@ def best_of_n_share_rise(proxies, indicator, n_from: int, n_to: int, *, resample
                               for proxy in proxies]).numpy()                # (S, P)
     seed_mean = per_prompt.mean(0)
     rng = np.random.default_rng(seed)
-    boot = seed_mean[rng.integers(0, seed_mean.size, size=(resamples, seed_mean.size))].mean(-1)
+    boot = seed_mean[_resampled_prompts(rng, seed_mean.size, resamples, strata)].mean(-1)
     tail = (1 - level) / 2
-    return {"rise": float(seed_mean.mean()), "seed_rises": per_prompt.mean(-1),
+    return {"rise": float(seed_mean.mean()), "seed_rises": per_prompt.mean(-1), "pool_rises": seed_mean,
             "interval": tuple(float(q) for q in np.quantile(boot, [tail, 1 - tail])),
             "se": float(boot.std(ddof=1)), "level": level, "resamples": resamples}
 

@@ -11,6 +11,15 @@ from rlbook.exercises import reward_models as rm_exercises
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl
 
 
+def _names_the_mistake(checker, mistakes, case, name, capsys):
+    """The checker, given an answer that commits mistake ``name`` on every case, refuses it with that mistake's hint."""
+    def wrong(*args):
+        return mistakes(*args)[name][0]
+
+    assert checker(wrong) is False
+    assert mistakes(*case)[name][1] in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------ Bradley–Terry loss
 
 
@@ -38,7 +47,8 @@ def test_bradley_terry_checker_names_the_epsilon_clamp(clamped, capsys):
     assert "ε inside the log" in out and "capped" in out
 
 
-@pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge", "pointwise"])
+@pytest.mark.parametrize("name", ["swapped", "no_minus", "sum", "no_log", "hinge", "pointwise", "over_temperature",
+                                  "times_temperature"])
 def test_bradley_terry_checker_names_each_mistake(name, capsys):
     def wrong(chosen, rejected):
         return rm_exercises._mistakes(chosen, rejected)[name][0]
@@ -63,6 +73,22 @@ def test_bradley_terry_checker_other_failures(capsys):
         rm_exercises.check_bradley_terry_loss(0.5)
 
 
+@pytest.mark.parametrize("number", [lambda c, r: -F.logsigmoid(c - r).mean().item(),
+                                    lambda c, r: float(-F.logsigmoid(c - r).mean().detach()),
+                                    lambda c, r: -F.logsigmoid(c - r).mean().detach()])
+def test_bradley_terry_checker_refuses_a_loss_no_gradient_flows_through(number, capsys):
+    # the right value, but a number cannot train a reward model
+    assert rm_exercises.check_bradley_terry_loss(number) is False
+    assert "no gradient flows back" in capsys.readouterr().out
+
+
+def test_bradley_terry_checker_accepts_other_differentiable_forms(capsys):
+    assert rm_exercises.check_bradley_terry_loss(
+        lambda c, r: F.binary_cross_entropy_with_logits(c - r, torch.ones_like(c))) is True
+    assert rm_exercises.check_bradley_terry_loss(lambda c, r: -F.logsigmoid(c.float() - r.float()).mean()) is True
+    assert "✓" in capsys.readouterr().out
+
+
 def test_bradley_terry_mistakes_all_differ_from_the_reference():
     from rlbook.trainers.reward_model import bradley_terry_loss
 
@@ -70,6 +96,55 @@ def test_bradley_terry_mistakes_all_differ_from_the_reference():
         reference = bradley_terry_loss(chosen, rejected)
         for name, (candidate, _) in rm_exercises._mistakes(chosen, rejected).items():
             assert not torch.allclose(candidate, reference), name
+
+
+# ------------------------------------------------------------------------------ one-pool best-of-n estimator
+
+
+def test_brute_force_best_of_n_equals_the_library_closed_form():
+    from rlbook.metrics import best_of_n_expectation
+
+    generator = torch.Generator().manual_seed(0)
+    scores, values = torch.randn(8, generator=generator, dtype=torch.float64), torch.randn(8, generator=generator, dtype=torch.float64)
+    for n in range(1, 9):
+        assert torch.allclose(rm_exercises.brute_force_best_of_n(scores, values, n),
+                              best_of_n_expectation(scores[None], values[None], n)[0])
+    # ties go to the earlier sample, as in the library
+    tied = torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64)
+    assert rm_exercises.brute_force_best_of_n(tied, torch.tensor([5.0, 7.0, 0.0]), 2).item() == pytest.approx((5 + 5 + 7) / 3)
+    with pytest.raises(ValueError, match="1 <= n <= N"):
+        rm_exercises.brute_force_best_of_n(scores, values, 9)
+
+
+def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
+    def answer(scores, values, n):
+        size = scores.numel()
+        weights = torch.tensor([math.comb(k - 1, n - 1) / math.comb(size, n) for k in range(1, size + 1)])
+        return (values[torch.argsort(scores)] * weights.to(values.dtype)).sum()
+
+    assert rm_exercises.check_best_of_n_expectation(answer) is True
+    assert "brute-force enumeration" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "plain_mean"])
+def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
+    _names_the_mistake(rm_exercises.check_best_of_n_expectation, rm_exercises._pool_mistakes,
+                       rm_exercises._pool_cases()[1], name, capsys)
+
+
+def test_best_of_n_expectation_checker_other_answers(capsys):
+    assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v.max()) is False
+    assert "expected" in capsys.readouterr().out
+    assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v) is False
+    assert "one number" in capsys.readouterr().out
+    assert rm_exercises.check_best_of_n_expectation(None) is None
+
+
+def test_best_of_n_mistakes_all_differ_from_brute_force_where_it_matters():
+    # every mistake is wrong on at least one case (the checker can name it)
+    for name in rm_exercises._pool_mistakes(*rm_exercises._pool_cases()[0]):
+        assert any(not torch.allclose(rm_exercises._pool_mistakes(*case)[name][0], rm_exercises.brute_force_best_of_n(*case))
+                   for case in rm_exercises._pool_cases()), name
 
 
 # ------------------------------------------------------------------------------ best-of-n distribution
@@ -133,13 +208,8 @@ def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches
 @pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "inverse_permutation", "pi_times",
                                   "unsorted", "strict_cdf", "appears", "continuous_normalised"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
-    def wrong(probs, rewards, n):
-        return rejection_exercises._mistakes(probs, rewards, n)[name][0]
-
-    probs, rewards, n = rejection_exercises._cases()[0]
-    hint = rejection_exercises._mistakes(probs, rewards, n)[name][1]
-    assert rejection_exercises.check_best_of_n_probabilities(wrong) is False
-    assert hint in capsys.readouterr().out
+    _names_the_mistake(rejection_exercises.check_best_of_n_probabilities, rejection_exercises._mistakes,
+                       rejection_exercises._cases()[0], name, capsys)
 
 
 def test_best_of_n_checker_other_failures(capsys):

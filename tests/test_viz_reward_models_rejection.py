@@ -36,8 +36,21 @@ def test_reward_model_history_plots_held_out_points_only_where_measured():
                           "eval/accuracy": [0.55, np.nan, np.nan, 0.85]})
     fig = rm_viz.plot_reward_model_history(frame)
     held_out = fig.axes[1].lines[1]
-    np.testing.assert_allclose(held_out.get_xdata(), [0, 3])
+    # step i's held-out metrics are taken after its update: drawn at i + 1 updates done
+    np.testing.assert_allclose(held_out.get_xdata(), [1, 4])
     np.testing.assert_allclose(held_out.get_ydata(), [0.55, 0.85])
+    marked = rm_viz.plot_reward_model_history(frame, untrained={"accuracy": 0.6})
+    before = [line for line in marked.axes[1].lines if "untrained" in line.get_label()]
+    assert len(before) == 1 and before[0].get_xdata()[0] == 0 and before[0].get_ydata()[0] == pytest.approx(0.6)
+
+
+def test_proxy_against_gold_colours_the_unparsable_kinds():
+    proxy, gold = torch.tensor([[1.0, 2.0, 3.0, 0.5]]), torch.tensor([[-3.0, -3.0, 1.0, 0.0]])
+    fig = rm_viz.plot_proxy_against_gold(proxy, gold, top=2, kinds=[["cut off", "malformed", "None", "None"]])
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert "unparsable: cut off (1)" in labels and "unparsable: malformed (1)" in labels
+    with pytest.raises(ValueError, match="one kind per sample"):
+        rm_viz.plot_proxy_against_gold(proxy, gold, kinds=["cut off"])
 
 
 def _pool_with_a_hack():
@@ -231,6 +244,13 @@ def test_overoptimisation_downturn_over_seeds_with_a_bootstrap_interval():
     # one proxy: the seed spread is 0, and a pool where every prompt is the same has no bootstrap spread
     same = overoptimisation_downturn(hacked[:1].repeat(4, 1), gold[:1].repeat(4, 1), ns, resamples=50)
     assert same["seed_sd"] == 0.0 and same["interval"][0] == pytest.approx(same["interval"][1])
+    # per-pool drops average to the drop at n*; within strata of identical pools there is no spread
+    np.testing.assert_allclose(result["pool_drops"].mean(), result["mean_curve"][result["peak"]] - result["mean_curve"][-1])
+    mixed = torch.cat([hacked[:8], honest[8:]])
+    strata = [f"{'hacked' if i < 8 else 'honest'} {i % 2}" for i in range(16)]   # gold's rows alternate two pools
+    fixed = overoptimisation_downturn(mixed, gold, ns, resamples=100, strata=strata)
+    assert fixed["interval"][0] == pytest.approx(fixed["interval"][1]) == pytest.approx(fixed["drop"])
+    assert overoptimisation_downturn(mixed, gold, ns, resamples=100)["interval"][1] > fixed["drop"] + 1e-6
     with pytest.raises(ValueError, match="increasing"):
         overoptimisation_downturn(hacked, gold, [4, 2])
     with pytest.raises(ValueError, match="proxies"):
@@ -312,6 +332,13 @@ def test_best_of_n_share_rise_bootstraps_over_prompts():
     spread = best_of_n_share_rise(proxies, half, 1, 12, resamples=400)
     assert spread["rise"] == pytest.approx(5 / 24)
     assert spread["interval"][0] < spread["rise"] < spread["interval"][1] and spread["se"] > 0
+    # within strata: prompts 0-7 (the property) and 8-15 (none) keep their counts, so no spread at all
+    strata = ["a"] * 8 + ["b"] * 8
+    fixed = best_of_n_share_rise(proxies, half, 1, 12, resamples=100, strata=strata)
+    assert fixed["interval"][0] == pytest.approx(fixed["interval"][1]) == pytest.approx(5 / 24)
+    np.testing.assert_allclose(fixed["pool_rises"], [5 / 12] * 8 + [0.0] * 8)
+    with pytest.raises(ValueError, match="one label per prompt"):
+        best_of_n_share_rise(proxies, half, 1, 12, strata=["a"])
     with pytest.raises(ValueError, match="proxies"):
         best_of_n_share_rise(proxies[:, :, :3], top, 1, 2)
     with pytest.raises(ValueError, match="pool size"):

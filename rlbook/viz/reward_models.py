@@ -76,7 +76,7 @@ def bradley_terry_widget():
 
 
 def plot_reward_model_history(history, *, loss_floor: float | None = None, label_agreement: float | None = None,
-                              margins: bool = False, smooth: int = 1):
+                              margins: bool = False, smooth: int = 1, untrained: dict | None = None):
     """Training loss, batch accuracy and held-out accuracy of ``train_reward_model`` (a History or DataFrame).
 
     ``loss_floor``: the least loss the labels allow (``rlbook.metrics.bradley_terry_loss_floor``), drawn
@@ -84,7 +84,12 @@ def plot_reward_model_history(history, *, loss_floor: float | None = None, label
     drawn on the accuracy panel — the most a batch accuracy against noisy labels can reach in
     expectation, while held-out pairs are ordered by gold itself. ``margins``: a third panel with the
     mean margin r(chosen) − r(rejected) on the training batches and the held-out pairs. ``smooth``: the
-    batch curves are drawn faint with a centred running mean over that many steps on top (1: raw only)."""
+    batch curves are drawn faint with a centred running mean over that many steps on top (1: raw only).
+
+    The logged batch loss of step i is computed before that step's update, the held-out metrics of step i
+    after it; the held-out points are therefore drawn at i + 1 (the updates done), so that both read as the
+    model after that many updates. ``untrained``: the held-out ``accuracy`` (and ``margin``) of the model
+    before any update (``pairwise_accuracy`` of the untrained model), drawn at 0 as an open marker."""
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     if not (isinstance(smooth, int) and smooth >= 1):
         raise ValueError(f"smooth must be a positive int, got {smooth!r}")
@@ -106,44 +111,60 @@ def plot_reward_model_history(history, *, loss_floor: float | None = None, label
         ax_loss.axhline(loss_floor, color="tab:red", ls="--", lw=1)
         ax_loss.annotate(f"floor of the labels {loss_floor:.3f}", (frame["step"].iloc[0], loss_floor),
                          textcoords="offset points", xytext=(4, -11), fontsize=8, color="tab:red")
-    ax_loss.set(xlabel="step", ylabel="Bradley–Terry loss", title="loss (ln 2 = a coin flip)")
+    ax_loss.set(xlabel="updates done", ylabel="Bradley–Terry loss", title="loss (ln 2 = a coin flip)")
     batch_curve(ax_acc, "accuracy", "grey", "training batch")
     if "eval/accuracy" in frame:
         held_out = frame.dropna(subset=["eval/accuracy"])
-        ax_acc.plot(held_out["step"], held_out["eval/accuracy"], "o-", color=PROXY_COLOUR, label="held-out pairs")
+        ax_acc.plot(held_out["step"] + 1, held_out["eval/accuracy"], "o-", color=PROXY_COLOUR, label="held-out pairs")
+    if untrained is not None:
+        ax_acc.plot([0], [untrained["accuracy"]], "o", mfc="white", color=PROXY_COLOUR,
+                    label=f"held-out, untrained ({untrained['accuracy']:.3f})")
     ax_acc.axhline(0.5, color="grey", ls=":", lw=1)
     if label_agreement is not None:
         ax_acc.axhline(label_agreement, color="tab:red", ls="--", lw=1,
                        label=f"training labels that agree with gold ({label_agreement:.3f})")
-    ax_acc.set(xlabel="step", ylabel="pairwise accuracy", ylim=(0.3, 1.0), title="accuracy")
+    ax_acc.set(xlabel="updates done", ylabel="pairwise accuracy", ylim=(0.3, 1.0), title="accuracy")
     ax_acc.legend(fontsize=8)
     if margins:
         ax_margin = axes[2]
         batch_curve(ax_margin, "margin", "grey", "training batch")
         if "eval/margin" in frame:
             held_out = frame.dropna(subset=["eval/margin"])
-            ax_margin.plot(held_out["step"], held_out["eval/margin"], "o-", color=PROXY_COLOUR, label="held-out pairs")
+            ax_margin.plot(held_out["step"] + 1, held_out["eval/margin"], "o-", color=PROXY_COLOUR, label="held-out pairs")
+        if untrained is not None and "margin" in untrained:
+            ax_margin.plot([0], [untrained["margin"]], "o", mfc="white", color=PROXY_COLOUR)
         ax_margin.axhline(0, color="grey", ls=":", lw=1)
-        ax_margin.set(xlabel="step", ylabel="mean r(chosen) − r(rejected)", title="margin")
+        ax_margin.set(xlabel="updates done", ylabel="mean r(chosen) − r(rejected)", title="margin")
         ax_margin.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def plot_proxy_against_gold(proxy, gold, *, top: int = 50):
+def plot_proxy_against_gold(proxy, gold, *, top: int = 50, kinds=None):
     """The proxy reward of every sample of a pool against its gold reward, one column per gold level.
 
     Points are jittered sideways; the ``top`` samples with the highest proxy reward (where best-of-n
-    with a large n takes its winners) are ringed in red, with their gold levels counted in the title."""
+    with a large n takes its winners) are ringed in red, with their gold levels counted in the title.
+    ``kinds`` (one per sample, ``rlbook.tasks.reviews.unparsable_kind`` as a string): the texts cut off
+    at the token budget and the malformed ones are drawn in their own colours (both sit at gold −3)."""
     proxy, gold = torch.as_tensor(proxy).flatten().double(), torch.as_tensor(gold).flatten().double()
     if proxy.shape != gold.shape:
         raise ValueError(f"proxy and gold must hold the same samples, got {tuple(proxy.shape)} and {tuple(gold.shape)}")
+    kinds = None if kinds is None else np.asarray(kinds, dtype=str).reshape(-1)
+    if kinds is not None and kinds.shape[0] != proxy.numel():
+        raise ValueError(f"kinds must give one kind per sample ({proxy.numel()}), got {kinds.shape[0]}")
     top = min(int(top), proxy.numel())
     levels = torch.unique(gold)
     column = torch.searchsorted(levels, gold).numpy()
     jitter = np.random.default_rng(0).uniform(-0.3, 0.3, size=proxy.numel())
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    ax.scatter(column + jitter, proxy.numpy(), s=3, alpha=0.25, color=PROXY_COLOUR, rasterized=True)
+    colours = np.full(proxy.numel(), PROXY_COLOUR, dtype=object)
+    if kinds is not None:
+        colours[kinds == "cut off"], colours[kinds == "malformed"] = "tab:grey", "tab:purple"
+    ax.scatter(column + jitter, proxy.numpy(), s=3, alpha=0.25, c=list(colours), rasterized=True)
+    if kinds is not None:
+        for kind, colour in (("cut off", "tab:grey"), ("malformed", "tab:purple")):
+            ax.scatter([], [], s=12, color=colour, label=f"unparsable: {kind} ({int((kinds == kind).sum())})")
     means = [proxy[gold == v].mean().item() for v in levels]
     ax.plot(np.arange(len(levels)), means, "k_", ms=18, mew=2, label="mean proxy per gold level")
     best = torch.argsort(proxy, descending=True, stable=True)[:top]
@@ -167,7 +188,7 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     (least squares), drawn dashed. The green curve is best-of-n under gold itself (no proxy).
 
     ``downturn`` (``rlbook.metrics.overoptimisation_downturn`` over several reward-model seeds on the
-    same pool and ns): the gold curve drawn is then the seed mean, with its bootstrap band over prompts
+    same pool and ns): the gold curve drawn is then the seed mean, with its bootstrap band over the pools
     shaded and each seed's curve thin. ``proxy_scale``: the proxy gain is divided by it — the slope of
     the proxy on gold (a Bradley–Terry reward is r*/T + c in theory), so that it reads in gold units."""
     d = curves["sqrt_kl"]
@@ -191,7 +212,7 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
         lo, hi = downturn["band"]
         ax.fill_between(d, lo - gold[0], hi - gold[0], color=GOLD_COLOUR, alpha=0.18, lw=0)
         gold_label = (f"gold reward of the proxy's pick: mean of {len(downturn['curves'])} reward models (thin), "
-                      f"{downturn['level']:.0%} band over prompts")
+                      f"{downturn['level']:.0%} band over pools")
     ax.plot(d, gold - gold[0], "o-", color=GOLD_COLOUR, label=gold_label)
     ax.plot(d, curves["gold_oracle"] - curves["gold_oracle"][0], ":", color=ORACLE_COLOUR,
             label="gold reward of best-of-n under gold itself")
