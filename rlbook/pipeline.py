@@ -24,7 +24,8 @@ This module holds the pieces of that pipeline that are not already trainers of t
   chains of thought);
 * ``general_data``: the non-reasoning SFT data — review requests answered by the review corpus;
 * ``rejection_samples``: stage 3's sampling — n samples per prompt, keep a right, well-formatted one;
-  ``solver_agreement``: the share of kept samples whose working is exactly the task's own solution;
+  ``solver_agreement``: the share of kept samples whose working is exactly the task's own solution
+  (``solver_disagreements``: the others, beside the solver's);
   ``solver_demonstrations``: the solver's worked solutions on given rows (on the prompts a filter kept:
   a control matched on prompts);
 * ``mixed_examples`` and ``MixedReward``: stage 4's prompt mix and its routed reward (the verifier
@@ -57,7 +58,7 @@ from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 __all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
            "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
            "sample_replies", "save_stage", "show_replies",
-           "solver_agreement", "solver_demonstrations", "stage_report", "t_multiplier"]
+           "solver_agreement", "solver_demonstrations", "solver_disagreements", "stage_report", "t_multiplier"]
 
 DOMAINS = ("reasoning", "general")
 
@@ -506,12 +507,19 @@ def solver_agreement(pairs, examples, task) -> float:
     """The share of kept ``(prompt, completion)`` pairs (``rejection_samples``' output on ``examples``)
     whose completion is exactly the task's own worked solution (``task.solution(example,
     style="scratchpad")``). The filter checks only the final answer and the format, so a kept sample
-    can carry working that differs from the solver's — a wrong step, or only a different layout."""
+    can carry working that differs from the solver's — a wrong step, or only a different layout
+    (``solver_disagreements`` lists them)."""
     if not pairs:
         raise ValueError("pairs must hold at least one kept sample")
+    return 1 - len(solver_disagreements(pairs, examples, task)) / len(pairs)
+
+
+def solver_disagreements(pairs, examples, task) -> list[tuple[str, str]]:
+    """``(completion, solver's)`` for each kept ``(prompt, completion)`` pair whose completion is not
+    exactly the task's own worked solution, in the pairs' order (see ``solver_agreement``)."""
     rows = _rows_for(pairs, examples)
-    same = [completion == task.solution(row, style="scratchpad") for (_, completion), row in zip(pairs, rows)]
-    return sum(same) / len(same)
+    solutions = [task.solution(row, style="scratchpad") for row in rows]
+    return [(completion, solution) for (_, completion), solution in zip(pairs, solutions) if completion != solution]
 
 
 def _cluster_se(cluster_means) -> float:

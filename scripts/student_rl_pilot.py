@@ -9,9 +9,8 @@ and/or a half or a quarter of the learning rate) for the lesson's 60 steps, on s
 training-split problems (seed 9) x 8 samples, with ``rlbook.pipeline.stage_report``. The rule, written
 down before the pilot ran: the setting whose lowest pilot seed is highest; the lesson runs it on its
 own seeds 0-2 and checks it against the prefilled baseline on its held-out problems. The pilot ran first
-without the two settings at lr 1e-4; they were added when no setting had kept the prefilled baseline (at
-2e-4 the scratchpad became the habit but lost accuracy, at 5e-5 it had not yet become the habit), and the
-whole pilot was run again (the same seeds give the same numbers for the first four).
+without the two settings at lr 1e-4; they were added when none of the first four had kept the prefilled
+baseline, and the whole pilot was run again (the same seeds give the same numbers for the first four).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/student_rl_pilot.py > scripts/student_rl_pilot.txt
 

@@ -372,6 +372,8 @@ def test_solver_agreement():
     prompt, completion = exact[0]
     altered = [(prompt, completion.replace("</think>", "\n</think>"))] + exact[1:]
     assert pl.solver_agreement(altered, rows, TASK) == pytest.approx(len(exact[1:]) / len(exact))
+    assert pl.solver_disagreements(altered, rows, TASK) == [(altered[0][1], completion)]
+    assert pl.solver_disagreements(exact, rows, TASK) == []
     with pytest.raises(ValueError):
         pl.solver_agreement([], rows, TASK)
 
