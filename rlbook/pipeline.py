@@ -24,7 +24,10 @@ This module holds the pieces of that pipeline that are not already trainers of t
   chains of thought);
 * ``general_data``: the non-reasoning SFT data — review requests answered by the review corpus;
 * ``rejection_samples``: stage 3's sampling — n samples per prompt, keep a right, well-formatted one;
-  ``solver_agreement``: the share of kept samples whose working is exactly the task's own solution;
+  ``solver_agreement``: the share of kept samples whose working is exactly the task's own solution
+  (``solver_disagreements``: the others, beside the solver's);
+  ``solver_demonstrations``: the solver's worked solutions on given rows (on the prompts a filter kept:
+  a control matched on prompts);
 * ``mixed_examples`` and ``MixedReward``: stage 4's prompt mix and its routed reward (the verifier
   for reasoning prompts, a reward model for general ones); ``clause_ladder``: a reward model's score of
   the best reviews the gold reward allows at each number of clauses (its length bias, read off);
@@ -55,7 +58,7 @@ from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 __all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
            "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
            "sample_replies", "save_stage", "show_replies",
-           "solver_agreement", "stage_report", "t_multiplier"]
+           "solver_agreement", "solver_demonstrations", "solver_disagreements", "stage_report", "t_multiplier"]
 
 DOMAINS = ("reasoning", "general")
 
@@ -68,16 +71,31 @@ def is_r1_formatted(text: str) -> bool:
 
 
 def cold_start_data(task, n: int, *, seed: int = 0) -> list[tuple[list, str]]:
-    """``n`` curated demonstrations ``(prompt, completion)`` on training prompts of ``task``.
+    """``n`` curated demonstrations ``(prompt, completion)`` on training prompts of ``task``: the first
+    ``n`` training rows drawn with ``seed``, through ``solver_demonstrations``.
 
-    Each completion is the task's worked solution (``task.solution(example, style="scratchpad")``),
-    kept only if the strict verifier accepts it and it is in R1's format: a check that the solver and
-    the verifier agree. This is not how R1 curated its cold start (arXiv:2501.12948 §2.3.1: few-shot
-    long-CoT prompting, R1-Zero outputs made readable, human post-processing); keeping only samples a
-    verifier accepts is R1's later rejection-sampling stage (§2.3.3).
+    This is not how R1 curated its cold start (arXiv:2501.12948 §2.3.1: few-shot long-CoT prompting,
+    R1-Zero outputs made readable, human post-processing); keeping only samples a verifier accepts is
+    R1's later rejection-sampling stage (§2.3.3).
     """
     check_int("n", n, minimum=1)
-    rows = task.dataset(n, seed=seed, split="train")
+    return solver_demonstrations(task, task.dataset(n, seed=seed, split="train"))
+
+
+def solver_demonstrations(task, examples, *, matching=None) -> list[tuple[list, str]]:
+    """The task's own worked solution ``(prompt, completion)`` for each row of ``examples``
+    (``task.solution(example, style="scratchpad")``), kept only if the strict verifier accepts it and it
+    is in R1's format: a check that the solver and the verifier agree.
+
+    ``matching``: ``(prompt, completion)`` pairs on those rows, such as ``rejection_samples``' kept
+    output; then one demonstration for each pair's prompt, in the pairs' order, and none for the rows
+    no pair holds. That is the solver's working on exactly the prompts the filter kept a sample for: a
+    control for SFT on the kept samples that is matched on prompts (the filter drops the prompts the
+    sampled policy failed, the hard ones; a control on as many fresh rows would keep them).
+    """
+    rows = [dict(row) for row in examples]
+    if matching is not None:
+        rows = _rows_for(matching, rows)
     pairs = []
     for example in rows:
         completion = task.solution(example, style="scratchpad")
@@ -86,6 +104,16 @@ def cold_start_data(task, n: int, *, seed: int = 0) -> list[tuple[list, str]]:
     if not pairs:
         raise ValueError(f"task={getattr(task, 'name', task)!r} gave no demonstration its own verifier accepts")
     return pairs
+
+
+def _rows_for(pairs, examples) -> list[dict]:
+    """The row of ``examples`` behind each ``(prompt, completion)`` pair, in the pairs' order; a
+    ``ValueError`` names a pair whose prompt no row holds."""
+    by_prompt = {repr(e["prompt"]): e for e in (dict(row) for row in examples)}
+    missing = [prompt for prompt, _ in pairs if repr(prompt) not in by_prompt]
+    if missing:
+        raise ValueError(f"pairs holds prompts that no row of examples has, e.g. {missing[0]!r}")
+    return [by_prompt[repr(prompt)] for prompt, _ in pairs]
 
 
 def general_data(n: int, *, seed: int = 0) -> list[tuple[list, str]]:
@@ -302,7 +330,9 @@ def review_readout(replies) -> dict:
     (mean), ``rm of parsed`` / ``rm of unparsed`` and ``unparsed over parsed``, the chance that the reward
     model scores a random reply that is no review above a random review (0.5: it cannot tell them apart;
     NaN when either kind is missing). With ``cut`` in the rows: ``cut`` (the share of replies cut off at
-    the token cap) and ``cut of unparsed`` (the share of the replies that do not parse that were cut off).
+    the token cap) and ``cut of unparsed`` (the share of the replies that do not parse that were cut off);
+    with both, ``rm of uncut unparsed``: the reward model's mean score of the replies that do not parse and
+    were not cut off (malformed or garbled endings, not long reviews cut short; NaN when there is none).
     """
     rows = [r for r in replies if r.get("kind", "review") == "review"]
     if not rows:
@@ -326,6 +356,8 @@ def review_readout(replies) -> dict:
         out.update({"rm score": mean([r["rm score"] for r in rows]), "rm of parsed": mean(good), "rm of unparsed": mean(bad)})
         wins = [(b > g) + 0.5 * (b == g) for b in bad for g in good]
         out["unparsed over parsed"] = mean(wins)
+        if "cut" in out:
+            out["rm of uncut unparsed"] = mean([r["rm score"] for r in rows if not r["parses"] and not r["cut"]])
     return out
 
 
@@ -475,12 +507,19 @@ def solver_agreement(pairs, examples, task) -> float:
     """The share of kept ``(prompt, completion)`` pairs (``rejection_samples``' output on ``examples``)
     whose completion is exactly the task's own worked solution (``task.solution(example,
     style="scratchpad")``). The filter checks only the final answer and the format, so a kept sample
-    can carry working that differs from the solver's — a wrong step, or only a different layout."""
-    by_prompt = {repr(e["prompt"]): e for e in (dict(row) for row in examples)}
+    can carry working that differs from the solver's — a wrong step, or only a different layout
+    (``solver_disagreements`` lists them)."""
     if not pairs:
         raise ValueError("pairs must hold at least one kept sample")
-    same = [completion == task.solution(by_prompt[repr(prompt)], style="scratchpad") for prompt, completion in pairs]
-    return sum(same) / len(same)
+    return 1 - len(solver_disagreements(pairs, examples, task)) / len(pairs)
+
+
+def solver_disagreements(pairs, examples, task) -> list[tuple[str, str]]:
+    """``(completion, solver's)`` for each kept ``(prompt, completion)`` pair whose completion is not
+    exactly the task's own worked solution, in the pairs' order (see ``solver_agreement``)."""
+    rows = _rows_for(pairs, examples)
+    solutions = [task.solution(row, style="scratchpad") for row in rows]
+    return [(completion, solution) for (_, completion), solution in zip(pairs, solutions) if completion != solution]
 
 
 def _cluster_se(cluster_means) -> float:

@@ -237,6 +237,20 @@ def test_rs_yield_widget_responds():
         pl_viz.rs_yield_widget(keepable, hardest=0)
 
 
+def test_plot_stage_table_sets_an_ablation_apart():
+    table = pd.DataFrame({"pass@1": [0.3, 0.5, 0.8], "pass@8": [0.9, 0.9, 1.0], "format": [0.3, 0.6, 0.9],
+                          "gold preference": [-3.0, -3.0, -1.0]}, index=["base", "ablation", "stage"])
+    axes = pl_viz.plot_stage_table(table, set_apart=["ablation"])
+    ticks = dict(zip([t.get_text() for t in axes[0].get_yticklabels()], axes[0].get_yticks()))
+    assert ticks["ablation"] < ticks["stage"] < ticks["base"]  # the ablation is drawn last, at the bottom
+    bars = {round(p.get_width(), 3): p for p in axes[0].patches}
+    assert bars[0.5].get_hatch() == "//" and not bars[0.8].get_hatch()
+    assert bars[0.5].get_y() < min(b.get_y() for w, b in bars.items() if w != 0.5) - 0.5  # below a gap
+    with pytest.raises(ValueError, match="set_apart"):
+        pl_viz.plot_stage_table(table, set_apart=["nope"])
+    plt.close("all")
+
+
 def test_plot_stage_table_gold_multiplier():
     table = pd.DataFrame({"pass@1": [0.3, 0.8], "pass@8": [0.9, 1.0], "format": [0.3, 0.9], "gold preference": [-3.0, -1.0],
                           "gold SE": [0.0, 0.1], "reviews parsed": [0.0, 0.7]}, index=["base", "stage"])
@@ -259,6 +273,10 @@ def test_exercise_checker_names_each_mistake(capsys):
         capsys.readouterr()
         assert check_keep_first(lambda s, a, name=name: _mistakes(s, a)[name][0]) is False
         assert phrase in capsys.readouterr().out
+    assert check_keep_first(lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0 and x.startswith("<think>")), None)) is False
+    assert "starts with '<think>'" in capsys.readouterr().out
+    assert check_keep_first(lambda s, a: reference_keep(s, a) or "") is False
+    assert "return None" in capsys.readouterr().out
     assert check_keep_first(lambda s, a: list(s)) is False
     assert "not a list" in capsys.readouterr().out
     # the slip a reader made: the strict verifier plus a substring test for <think> in place of the format
@@ -333,6 +351,20 @@ def test_checker_names_the_lax_and_well_formed_slips(capsys):
     assert "is_well_formed" in capsys.readouterr().out
 
 
+def test_solver_demonstrations_matched_on_kept_prompts():
+    rows = TASK.dataset(6, seed=1, split="train")
+    everything = pl.solver_demonstrations(TASK, rows)
+    assert everything == pl.cold_start_data(TASK, 6, seed=1)
+    # a filter that kept samples for rows 4, 1 and 3 only (in that order): one demonstration for each, in order
+    kept = [(rows[i]["prompt"], "<think>x</think><answer>0</answer>") for i in (4, 1, 3)]
+    matched = pl.solver_demonstrations(TASK, rows, matching=kept)
+    assert [prompt for prompt, _ in matched] == [prompt for prompt, _ in kept]
+    assert matched == [everything[i] for i in (4, 1, 3)]
+    other = TASK.dataset(1, seed=2, split="train")[0]["prompt"]
+    with pytest.raises(ValueError, match="no row"):
+        pl.solver_demonstrations(TASK, rows, matching=[(other, "")])
+
+
 def test_solver_agreement():
     rows = TASK.dataset(4, seed=1, split="train")
     exact = pl.cold_start_data(TASK, 4, seed=1)
@@ -340,6 +372,8 @@ def test_solver_agreement():
     prompt, completion = exact[0]
     altered = [(prompt, completion.replace("</think>", "\n</think>"))] + exact[1:]
     assert pl.solver_agreement(altered, rows, TASK) == pytest.approx(len(exact[1:]) / len(exact))
+    assert pl.solver_disagreements(altered, rows, TASK) == [(altered[0][1], completion)]
+    assert pl.solver_disagreements(exact, rows, TASK) == []
     with pytest.raises(ValueError):
         pl.solver_agreement([], rows, TASK)
 
@@ -445,6 +479,8 @@ def test_sample_replies_with_reward_model_and_review_readout(tiny):
     assert all(isinstance(r["cut"], bool) for r in replies)
     cut = pl.review_readout([{**r, "cut": i == 2} for i, r in enumerate(rows)])
     assert cut["cut"] == 0.25 and cut["cut of unparsed"] == 0.5
+    assert cut["rm of uncut unparsed"] == 3.0  # the unparsed reply that was not cut off (rm 3), not the cut one (rm 1)
+    assert "rm of uncut unparsed" not in out
     with pytest.raises(ValueError):
         pl.review_readout([])
 

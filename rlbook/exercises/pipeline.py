@@ -9,7 +9,7 @@ stands for that readability filter). The checker compares it with ``rlbook.pipel
 sample lists chosen so that each common mistake returns a different completion, and names the one
 it matches: the lax verifier (with or without the right format filter), ``is_well_formed`` (the
 format reward's test) in place of ``is_r1_formatted``, no format filter, a substring test for ``<think>`` (or for
-``</think><answer>``) in place of the format filter, the format filter without the accuracy one, the last right sample instead of the
+``</think><answer>``) or a ``startswith("<think>")`` test in place of the format filter, ``""`` for "none kept", the format filter without the accuracy one, the last right sample instead of the
 first, a list instead of one completion.
 
 ``check_gold_gain_split`` (the second exercise): the reader writes ``my_split(p0, q0, p1, q1) ->
@@ -89,6 +89,10 @@ def _mistakes(samples, answer) -> dict[str, tuple[object, str]]:
                             "</think> and <answer>, or a <think> never closed, passes that test; R1's format is the "
                             "whole completion <think>…</think><answer>…</answer> and nothing else "
                             "(rlbook.pipeline.is_r1_formatted)"),
+        "think_prefix": (_first(samples, lambda s: strict(s) and s.strip().startswith("<think>")),
+                         "that checks only that the completion starts with '<think>': one with text between </think> "
+                         "and <answer>, or a <think> never closed, passes that test; R1's format is the whole "
+                         "completion <think>…</think><answer>…</answer> and nothing else (rlbook.pipeline.is_r1_formatted)"),
         "adjacent_tags": (_first(samples, lambda s: strict(s) and "</think><answer>" in s),
                           "that tests for the substring '</think><answer>': it keeps a completion with text before "
                           "<think> ('Sure: <think>…') and drops one with a line break between the two blocks, which "
@@ -125,6 +129,9 @@ def check_keep_first(fn) -> bool | None:
     wrong = [(s, a, got) for s, a, got in answers if got != reference_keep(s, a)]
     if not wrong:
         return _verdict(True, f"keeps exactly what stage 3 keeps on {len(CASES)} sample lists", "")
+    if all(got == "" and reference_keep(s, a) is None for s, a, got in wrong):
+        return _verdict(False, "", "that returns an empty string when no sample passes; return None, so that a "
+                                   "caller can tell 'nothing kept' from a kept completion")
     for name, (_, hint) in _mistakes(*CASES[0]).items():
         if all(got == _mistakes(s, a)[name][0] for s, a, got in answers):
             return _verdict(False, "", hint)

@@ -50,17 +50,23 @@ def plot_rlvr_curves(curves, *, axes=None):
     return axes
 
 
-def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2.0):
+def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2.0, set_apart=()):
     """``table``: a DataFrame indexed by stage with columns pass@1, pass@{k}, format and gold preference
     (and, optionally, reviews parsed, written beside each preference bar, and ``pass@1 SE`` / ``gold SE``,
     drawn as ± 2 SE error bars; the preference bars' as ± ``gold_multiplier`` SE, e.g. Student's t for an
     SE clustered over few films, ``rlbook.pipeline.t_multiplier``). The preference bars start
-    at −3, the score of a reply that is no review, so that a longer bar is a better-liked policy."""
+    at −3, the score of a reply that is no review, so that a longer bar is a better-liked policy.
+    ``set_apart``: rows that are not stages of the chain (an ablation), drawn at the bottom, hatched,
+    below a gap and a dashed line, so that the eye does not read them as a step of the pipeline."""
     check_positive("gold_multiplier", gold_multiplier)
     _check_columns("table", table, ("pass@1", f"pass@{k}", "format", "gold preference"))
+    apart = [name for name in table.index if name in set(set_apart)]
+    if len(apart) != len(set(set_apart)):
+        raise ValueError(f"set_apart names rows that table does not have: {sorted(set(set_apart) - set(apart))}")
+    table = table.loc[[name for name in table.index if name not in apart] + apart]
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 0.5 * len(table) + 1.8), sharey=True)
-    y = np.arange(len(table))[::-1]
+        _, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 0.5 * len(table) + 1.8 + 0.3 * bool(apart)), sharey=True)
+    y = np.arange(len(table))[::-1] - np.where(np.isin(np.asarray(table.index), apart), 0.6, 0.0)
     se = table["pass@1 SE"] if "pass@1 SE" in table else None  # ± 2 SE (clustered by problem) when given
     axes[0].barh(y, table["pass@1"], color="tab:blue", xerr=None if se is None else 2 * se, ecolor="black", capsize=2)
     axes[0].plot(table[f"pass@{k}"], y, "k|", ms=14, mew=2)
@@ -87,6 +93,11 @@ def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2
     axes[0].set_yticks(y, table.index)
     for ax in axes:
         ax.grid(axis="x", alpha=0.3)
+        if apart:  # a dashed line between the chain and the rows set apart, which are hatched
+            ax.axhline(y[len(table) - len(apart) - 1] - 0.8, color="gray", ls="--", lw=0.8)
+            for bar in ax.patches[len(table) - len(apart):len(table)]:
+                bar.set_hatch("//")
+                bar.set_alpha(0.6)
     return axes
 
 
@@ -199,6 +210,6 @@ def plot_distillation(rl_curves, finals: dict, *, base: float | None = None, rl_
                    label="small model before any training, <think> prefilled on every problem")
     ax.set(xlabel="RL step on the small model (shaded band on the right: each arm's final evaluation, no step)",
            ylabel="held-out pass@1", ylim=(0, 1))
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)  # below the axes, off the data
     ax.grid(alpha=0.3)
     return ax
