@@ -16,6 +16,10 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
   ``rlbook.parallel.run_parallel`` can run seeds side by side.
 - ``review_samples_summary``: the gold reward of sampled reviews split into what it is made of
   (the share the parser rejects, the gold reward and the clause count of the parsed ones).
+- ``ranked_correctly`` and ``paired_accuracy_gain``: which pairs a scorer ranks right, and the gain of
+  one ranker over another on the same pairs with its paired standard error.
+- ``sampled_kl``: KL(π ‖ π_ref) of a policy measured on its own samples, with its standard error
+  clustered by prompt.
 - ``clause_credit``, ``clause_credit_table`` and ``stop_credit_table``: a review's implicit reward
   β log π/π_ref split among its clauses and its stop, set beside the gold reward's rules
   (``rlbook.tasks.reviews``).
@@ -31,13 +35,14 @@ import torch
 
 from rlbook import losses
 from rlbook._checks import check_choice, check_int, check_positive
-from rlbook.rollout import completion_logprobs
+from rlbook.evidence import clustered_se
+from rlbook.rollout import completion_logprobs, sample
 from rlbook.tasks import reviews
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers import PreferenceTrainer
 from rlbook.trainers.data import collate_prompt_completions, encode_prompt_completions
 
-__all__ = ["CLAUSE_KINDS", "clause_credit", "clause_credit_table", "margin_slope", "pair_losses_vs_margin",
+__all__ = ["CLAUSE_KINDS", "ranked_correctly", "paired_accuracy_gain", "sampled_kl", "clause_credit", "clause_credit_table", "margin_slope", "pair_losses_vs_margin",
            "pair_sequence_logps", "preference_margin_run", "review_samples_summary", "sequence_logps",
            "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
            "clause_credit_by_position", "stop_credit_table"]
@@ -71,40 +76,112 @@ def pair_losses_vs_margin(margins, *, beta: float = 0.1, tau: float = 0.1, gamma
     }
 
 
-def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_sequence_logps(model, tokenizer, pairs, *, batch_size: int = 64,
+                        per_token: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(y_w|x) and log π(y_l|x), each (N,), for every pair of ``pairs`` (prompt, chosen, rejected).
 
     Scored as ``PreferenceTrainer`` scores them (the completion followed by end-of-sequence, the
     token log-probs summed over the completion), so per-pair log-ratio margins of any two models are
     ``(chosen − ref_chosen) − (rejected − ref_rejected)``. The trainer's ``evaluate`` reports only
-    batch means; this gives the whole distribution.
+    batch means; this gives the whole distribution. With ``per_token`` each sum is divided by the
+    number of tokens scored: the length-averaged log-prob that SimPO and ORPO rank by.
     """
     prompts = list(pairs["prompt"])
-    return (sequence_logps(model, tokenizer, prompts, list(pairs["chosen"]), batch_size=batch_size),
-            sequence_logps(model, tokenizer, prompts, list(pairs["rejected"]), batch_size=batch_size))
+    return (sequence_logps(model, tokenizer, prompts, list(pairs["chosen"]), batch_size=batch_size,
+                           per_token=per_token),
+            sequence_logps(model, tokenizer, prompts, list(pairs["rejected"]), batch_size=batch_size,
+                           per_token=per_token))
 
 
-def margin_slope(values, start: int = 0, stop: int | None = None) -> tuple[float, float]:
+def ranked_correctly(chosen_scores, rejected_scores) -> np.ndarray:
+    """Per pair, True where a scorer ranks the chosen response strictly above the rejected one.
+
+    The scores are whatever a loss ranks by: the log-ratio log π/π_ref for DPO, IPO and KTO (any
+    positive scale β or τ leaves the order alone), the length-averaged log-prob for SimPO and ORPO
+    (``pair_sequence_logps(..., per_token=True)``). A tie counts as wrong, as in TRL's
+    ``rewards/accuracies``; an untrained log-ratio is 0 on every pair, so it ties everywhere.
+    """
+    chosen = np.asarray(chosen_scores, dtype=np.float64).reshape(-1)
+    rejected = np.asarray(rejected_scores, dtype=np.float64).reshape(-1)
+    if chosen.shape != rejected.shape or chosen.size == 0:
+        raise ValueError(f"chosen_scores and rejected_scores must be non-empty and of one length, got "
+                         f"{chosen.size} and {rejected.size}")
+    return chosen > rejected
+
+
+def paired_accuracy_gain(correct, baseline) -> tuple[float, float]:
+    """``(gain, se)``: mean(correct) − mean(baseline) over the same pairs, and its paired standard error.
+
+    ``correct``: one 0/1 per pair (``ranked_correctly``); ``baseline``: another ranker's score on the same
+    pairs, 0/1 or ½ for a coin (``parse_rule_accuracy``). The differences d_i are paired, so
+    se = sd(d)/√n — the normal form of McNemar's test (McNemar 1947), which uses only the pairs the
+    two rankers disagree on; a baseline measured on the same pairs is not treated as a fixed number.
+    """
+    a = np.asarray(correct, dtype=np.float64).reshape(-1)
+    b = np.asarray(baseline, dtype=np.float64).reshape(-1)
+    if a.shape != b.shape or a.size < 2:
+        raise ValueError(f"correct and baseline must hold one value per pair, at least 2, got {a.size} and {b.size}")
+    d = a - b
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def sampled_kl(policy, reference, tokenizer, prompts, *, num_samples: int = 2, max_new_tokens: int = 96,
+               seed: int = 3) -> dict:
+    """KL(π ‖ π_ref) of ``policy`` measured on its own samples, and the samples' review summary.
+
+    Draws ``num_samples`` completions per prompt from π (temperature 1, ``rlbook.rollout.sample``), scores
+    them under ``reference`` and takes the sequence log-ratio Σ_t log π(y_t|x, y_<t) − log π_ref(y_t|x, y_<t):
+    its mean over y ~ π is KL(π ‖ π_ref) of the completion distribution (the k1 estimator, unbiased;
+    Schulman 2020, "Approximating KL divergence"), here of completions cut at ``max_new_tokens``. This is
+    the quantity the KL-regularised objective (and Azar et al.'s ΨPO, arXiv:2310.12036, §4) charges τ
+    per nat for. Returns ``kl``, ``kl s.e.`` (clustered by prompt: a prompt's samples share it) and
+    ``review_samples_summary``'s numbers of the same samples.
+    """
+    rollout = sample(policy, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens,
+                     seed=seed)
+    with torch.no_grad():
+        reference_logps = completion_logprobs(reference, rollout.prompt_ids, rollout.prompt_mask,
+                                              rollout.completion_ids, rollout.completion_mask)
+    mask = rollout.completion_mask.float()
+    log_ratio = ((rollout.logprobs - reference_logps) * mask).sum(1).numpy().astype(np.float64)
+    clusters = np.repeat(np.arange(len(log_ratio) // num_samples), num_samples)
+    return {"kl": float(log_ratio.mean()), "kl s.e.": clustered_se(log_ratio, clusters),
+            **review_samples_summary(rollout.texts, mask.sum(1).numpy())}
+
+
+def margin_slope(values, start: int = 0, stop: int | None = None, *, lags: int = 0) -> tuple[float, float]:
     """Least-squares slope of ``values[start:stop]`` against the step index, and its standard error.
 
-    The ordinary least-squares line y = a + b·t through the points (t, y_t); the standard error is
-    the usual one, sqrt(Σ residual² / (n − 2) / Σ (t − t̄)²), which treats the points' deviations
-    from the line as independent (right for the batch margins of a trainer, each a fresh batch of
-    pairs; it ignores the slower drift of the weights). Returns (slope per step, its s.e.).
+    The ordinary least-squares line y = a + b·t through the points (t, y_t). With ``lags`` = 0 the
+    standard error is the usual one, sqrt(Σ residual² / (n − 2) / Σ (t − t̄)²), which treats the
+    points' deviations from the line as independent (each batch margin is a fresh batch of pairs, but
+    the weights drift slowly, so neighbouring deviations are correlated and this s.e. is optimistic).
+    With ``lags`` = L > 0 it is Newey and West's (1987, Econometrica 55(3), eq. 2) autocorrelation-robust
+    s.e.: Var(b) = [Σ_t u_t² + 2 Σ_{l=1..L} (1 − l/(L + 1)) Σ_t u_t u_{t−l}] / (Σ (t − t̄)²)², u_t = (t − t̄) e_t,
+    e_t the residuals (Bartlett weights; a rule of thumb is L ≈ 4 (n/100)^(2/9)).
+    Returns (slope per step, its s.e.).
     """
+    lags = check_int("lags", lags, minimum=0)
     y = np.asarray(values, dtype=float)[start:stop]
     if y.ndim != 1 or len(y) < 3 or not np.isfinite(y).all():
         raise ValueError(f"margin_slope needs at least 3 finite values in [start, stop), got {len(y)}")
+    if lags >= len(y):
+        raise ValueError(f"lags must be below the number of values ({len(y)}), got {lags}")
     t = np.arange(len(y), dtype=float)
     t_centred = t - t.mean()
-    slope = float((t_centred * (y - y.mean())).sum() / (t_centred ** 2).sum())
+    sxx = (t_centred ** 2).sum()
+    slope = float((t_centred * (y - y.mean())).sum() / sxx)
     residuals = y - y.mean() - slope * t_centred
-    se = float(np.sqrt((residuals ** 2).sum() / (len(y) - 2) / (t_centred ** 2).sum()))
-    return slope, se
+    if lags == 0:
+        return slope, float(np.sqrt((residuals ** 2).sum() / (len(y) - 2) / sxx))
+    u = t_centred * residuals
+    variance = (u ** 2).sum() + 2 * sum((1 - lag / (lags + 1)) * (u[lag:] * u[:-lag]).sum()
+                                        for lag in range(1, lags + 1))
+    return slope, float(np.sqrt(max(variance, 0.0)) / sxx)
 
 
 def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, steps: int, lr: float = 2e-4,
-                          batch_size: int = 16, reference_logps=None, **knobs) -> dict:
+                          batch_size: int = 16, reference_logps=None, kl_prompts=None, **knobs) -> dict:
     """Train a copy of ``model`` with ``PreferenceTrainer(loss=...)`` and return its margins.
 
     ``loss`` is one of the reference-based losses whose log-ratio margin h is the trained quantity:
@@ -117,7 +194,9 @@ def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, step
       ``rewards/margins``, β h or τ h, divided by β or τ);
     - ``"kl"``: (steps,) KTO's reference point z0 of each batch (zeros for DPO and IPO);
     - ``"pair_h"``: (N,) every pair's h at the end of training;
-    - ``"chosen"``, ``"rejected"``: (N,) each pair's change of log π(y_w|x) and log π(y_l|x).
+    - ``"chosen"``, ``"rejected"``: (N,) each pair's change of log π(y_w|x) and log π(y_l|x);
+    - with ``kl_prompts`` (a list of prompts), ``"samples"``: ``sampled_kl`` of the trained policy
+      against ``model`` on them (KL(π ‖ π_ref) on its own samples, and what the samples are).
     """
     check_choice("loss", loss, ("dpo", "ipo", "kto"))
     scale = knobs["tau"] if loss == "ipo" else knobs.get("beta", 0.1)
@@ -130,8 +209,11 @@ def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, step
     chosen = (chosen - reference_logps[0]).numpy()
     rejected = (rejected - reference_logps[1]).numpy()
     kl = frame["kl"].to_numpy(dtype=float) if "kl" in frame else np.zeros(len(frame))
-    return {"h": frame["rewards/margins"].to_numpy(dtype=float) / scale, "kl": kl,
-            "pair_h": chosen - rejected, "chosen": chosen, "rejected": rejected}
+    out = {"h": frame["rewards/margins"].to_numpy(dtype=float) / scale, "kl": kl,
+           "pair_h": chosen - rejected, "chosen": chosen, "rejected": rejected}
+    if kl_prompts is not None:
+        out["samples"] = sampled_kl(trainer.model, model, tokenizer, kl_prompts)
+    return out
 
 
 def review_samples_summary(texts, lengths=None) -> dict[str, float]:

@@ -11,7 +11,8 @@ from datasets import Dataset
 from rlbook.models import build_char_tokenizer, build_tiny_model
 from rlbook.preference_analysis import (
     _unit_of_each_token, clause_credit, clause_credit_by_position, clause_credit_table, margin_slope,
-    pair_losses_vs_margin, pair_sequence_logps, preference_margin_run, review_samples_summary, stop_credit_table,
+    pair_losses_vs_margin, pair_sequence_logps, paired_accuracy_gain, preference_margin_run, ranked_correctly,
+    review_samples_summary, sampled_kl, stop_credit_table,
 )
 from rlbook.tasks.reviews import gold_reward
 
@@ -45,6 +46,39 @@ def test_pair_sequence_logps_score_pairs_as_the_trainer_does():
     means = PreferenceTrainer(model, tokenizer, pairs, steps=1, progress=False).evaluate(pairs)
     assert float(chosen.mean()) == pytest.approx(means["logps/chosen"], abs=1e-4)
     assert float(rejected.mean()) == pytest.approx(means["logps/rejected"], abs=1e-4)
+    # per token: the length-averaged log-prob SimPO and ORPO rank by, so the ranking is the trainer's
+    chosen_avg, rejected_avg = pair_sequence_logps(model, tokenizer, pairs, per_token=True)
+    lengths = torch.tensor([len(text) + 1 for text in pairs["chosen"]], dtype=torch.float32)  # characters + EOS
+    torch.testing.assert_close(chosen_avg, chosen / lengths)
+    simpo = PreferenceTrainer(model, tokenizer, pairs, loss="simpo", beta=1.0, progress=False).evaluate(pairs)
+    assert ranked_correctly(chosen_avg, rejected_avg).mean() == pytest.approx(simpo["rewards/accuracies"])
+
+
+def test_ranked_correctly_counts_a_tie_as_wrong_and_the_paired_gain_has_its_paired_se():
+    assert ranked_correctly([1.0, 0.0, -1.0], [0.0, 0.0, 0.0]).tolist() == [True, False, False]
+    correct = np.array([1, 1, 0, 1, 0, 1], dtype=float)
+    coin = np.full(6, 0.5)
+    gain, se = paired_accuracy_gain(correct, coin)
+    assert gain == pytest.approx(correct.mean() - 0.5)
+    assert se == pytest.approx(np.std(correct - coin, ddof=1) / np.sqrt(6))
+    # identical rankers: no gain and no spread, whatever their accuracy
+    assert paired_accuracy_gain(correct, correct) == (0.0, 0.0)
+    with pytest.raises(ValueError):
+        ranked_correctly([1.0], [0.0, 1.0])
+    with pytest.raises(ValueError):
+        paired_accuracy_gain([1.0, 0.0], [1.0])
+
+
+def test_sampled_kl_is_zero_for_the_reference_itself_and_positive_for_another_policy():
+    tokenizer = build_char_tokenizer()
+    prompts = [[{"role": "user", "content": f"Review {film}."}] for film in ("Dune", "Up", "Jaws")]
+    reference = build_tiny_model(tokenizer, shape="test", seed=0)
+    same = sampled_kl(reference, reference, tokenizer, prompts, max_new_tokens=12)
+    assert same["kl"] == pytest.approx(0.0, abs=1e-4) and same["kl s.e."] == pytest.approx(0.0, abs=1e-4)
+    other = sampled_kl(build_tiny_model(tokenizer, shape="test", seed=1), reference, tokenizer, prompts,
+                       max_new_tokens=12)
+    assert other["kl"] > 0 and other["kl s.e."] > 0
+    assert {"gold reward", "unparsable", "length"} <= set(other)
 
 
 def test_clause_credit_splits_the_implicit_reward_and_the_gold_reward_exactly():
@@ -189,6 +223,26 @@ def test_margin_slope_is_the_least_squares_line_and_its_standard_error():
         margin_slope([1.0, 2.0])
 
 
+def test_margin_slope_newey_west_widens_the_se_of_autocorrelated_noise():
+    t = np.arange(200, dtype=float)
+    rng = np.random.default_rng(1)
+    drift = np.zeros(200)
+    for i in range(1, 200):   # AR(1) noise, ρ = 0.8: neighbouring deviations from the line agree
+        drift[i] = 0.8 * drift[i - 1] + rng.normal(0, 0.3)
+    y = 1.0 + 0.01 * t + drift
+    slope, plain = margin_slope(y)
+    slope_nw, robust = margin_slope(y, lags=8)
+    assert slope_nw == slope and robust > 1.5 * plain
+    # by hand: Bartlett-weighted autocovariances of u_t = (t − t̄) e_t
+    tc = t - t.mean()
+    e = y - y.mean() - slope * tc
+    u = tc * e
+    variance = (u ** 2).sum() + 2 * sum((1 - lag / 9) * (u[lag:] * u[:-lag]).sum() for lag in range(1, 9))
+    assert robust == pytest.approx(np.sqrt(variance) / (tc ** 2).sum())
+    with pytest.raises(ValueError, match="lags"):
+        margin_slope(y[:5], lags=5)
+
+
 def test_review_samples_summary_splits_the_gold_reward():
     texts = ["the plot was great.", "the plot was great, the cast was dull.", "plot great", "the ending was moving."]
     summary = review_samples_summary(texts, lengths=[19, 38, 10, 22])
@@ -217,6 +271,10 @@ def test_preference_margin_run_returns_the_trained_margins():
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the model is not changed
     assert out["h"].shape == (3,) and out["pair_h"].shape == (4,) and (out["kl"] == 0).all()
     np.testing.assert_allclose(out["pair_h"], out["chosen"] - out["rejected"], atol=1e-6)
+    assert "samples" not in out
+    with_kl = preference_margin_run(model, tokenizer, pairs, "dpo", 0, steps=2, batch_size=2, lr=1e-3, beta=0.5,
+                                    kl_prompts=list(pairs["prompt"][:2]))
+    assert with_kl["samples"]["kl"] > 0
     kto = preference_margin_run(model, tokenizer, pairs, "kto", 0, steps=2, batch_size=2, lr=1e-3, beta=0.5)
     assert (kto["kl"] >= 0).all() and kto["kl"].shape == (2,)
     with pytest.raises(ValueError, match="loss"):

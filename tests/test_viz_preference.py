@@ -165,3 +165,32 @@ def test_margin_trajectories_colour_each_curve_by_its_loss_and_dash_a_variant():
     assert lines["DPO, Adam"].get_color() == lines["DPO"].get_color() != lines["IPO"].get_color()
     assert lines["IPO, Adam"].get_color() == lines["IPO"].get_color()
     assert lines["DPO"].get_linestyle() == "-" and lines["DPO, Adam"].get_linestyle() == "--"
+
+
+def test_margin_trajectories_on_a_log_step_axis():
+    fig = viz.plot_margin_trajectories({"DPO": [0.0, 1.0, 2.0]}, log_steps=True)
+    assert fig.axes[0].get_xscale() == "log" and "log" in fig.axes[0].get_xlabel()
+
+
+def test_margin_histograms_on_one_shared_axis_with_a_bound():
+    generator = np.random.default_rng(0)
+    fig = viz.plot_margin_histograms({"DPO": generator.normal(10, 6, 200), "IPO": generator.normal(1, 1, 200)},
+                                     target=2.0, separate=True, shared_axis=True, bound=4.0)
+    assert len(fig.axes) == 2 and fig.axes[0].get_xlim() == fig.axes[1].get_xlim()
+    assert fig.axes[1].get_xlim()[1] > 20   # IPO's panel spans DPO's range too
+    labels = [text.get_text() for text in fig.axes[1].get_legend().get_texts()]
+    assert any("1/τ = 4" in label for label in labels)
+
+
+def test_losses_vs_margin_draws_conservative_dpo_with_its_finite_target():
+    fig = viz.plot_losses_vs_margin(0.5, 0.25, 0.5, label_smoothing=0.1)
+    pull = fig.axes[1]
+    cdpo = [line for line in pull.lines if line.get_label().startswith("cDPO")]
+    assert len(cdpo) == 1 and cdpo[0].get_linestyle() == "--"
+    x, y = cdpo[0].get_data()
+    crossing = x[np.argmin(np.abs(y))]
+    assert crossing == pytest.approx(np.log(0.9 / 0.1) / 0.5, abs=0.1)   # h* = (1/β) log((1 − ε)/ε)
+    assert not [line for line in viz.plot_losses_vs_margin(0.5, 0.25, 0.5).axes[1].lines
+                if line.get_label().startswith("cDPO")]
+    with pytest.raises(ValueError, match="label_smoothing"):
+        viz.plot_losses_vs_margin(label_smoothing=0.5)

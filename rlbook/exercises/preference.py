@@ -239,6 +239,12 @@ def simpo_loss_mistakes(chosen, rejected, chosen_lens, rejected_lens, beta,
         "common_length": (-F.logsigmoid(beta * (chosen - rejected) / ((chosen_lens + rejected_lens) / 2) - gamma),
                           "you divided the difference by one common length: each response's log-prob is divided by "
                           "its own length, log π(y_w)/|y_w| − log π(y_l)/|y_l|"),
+        "chosen_length_for_both": (-F.logsigmoid(beta * (chosen - rejected) / chosen_lens - gamma),
+                                   "you divided both log-probs by the chosen response's length: each is divided by "
+                                   "its own, log π(y_w)/|y_w| − log π(y_l)/|y_l|"),
+        "no_beta": (-F.logsigmoid(average_margin - gamma),
+                    "β is missing: the length-averaged margin is scaled by β before γ is subtracted, "
+                    "−log σ(β·Δ − γ)"),
         "gamma_scaled": (-F.logsigmoid(beta * (average_margin - gamma)),
                          "γ is multiplied by β: the target margin is subtracted after scaling, β·Δ − γ "
                          "(TRL writes it β(Δ − γ/β))"),

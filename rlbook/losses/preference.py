@@ -225,8 +225,10 @@ def kto_reference_point(mismatched_logps, ref_mismatched_logps) -> torch.Tensor:
         z0 = max(0, mean_j [log π(y_j'|x_j) − log π_ref(y_j'|x_j)])
 
     (Ethayarajh et al., 2024, arXiv:2402.01306, §4.) The pairs (x_j, y_j') are *mismatched*: each
-    prompt with another example's response, so the estimate does not reuse the responses being
-    scored. No gradient flows through z0. In TRL these are the "KL" completions its collator builds
+    prompt with another example's response. The texts are the batch's own responses, only paired
+    with another prompt, so where the model barely reads the prompt the estimate is close to the
+    batch mean of the log-ratios being trained (undesirable ones included, which the loss pushes
+    down). No gradient flows through z0. In TRL these are the "KL" completions its collator builds
     by shifting the responses within the batch. Returns a 0-d tensor.
     """
     logps, ref_logps = _sequence_tensors(

@@ -230,36 +230,43 @@ def plot_clause_credit(credit: pd.DataFrame, *, title: str = "what the implicit 
 
 
 def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: int = 40,
-                           title: str = "per-pair log-ratio margin h on held-out pairs", separate: bool = False):
+                           title: str = "per-pair log-ratio margin h on held-out pairs", separate: bool = False,
+                           shared_axis: bool = False, bound: float | None = None):
     """Histograms of per-pair margins, one per run (``{name: (N,) array}``), IPO's target dotted.
 
     ``separate``: one panel per run, each with its own bins over its own range (so a run whose
     margins are small is not squeezed into a few bars by another's long tail); otherwise all runs
-    share one panel and one set of bins.
+    share one panel and one set of bins. ``shared_axis`` (with ``separate``): the panels share one
+    h-axis and one set of bins instead, so their ranges compare at a glance. ``bound``: a margin
+    drawn dashed (lesson 07: 1/τ, the largest IPO's optimum allows).
     """
     if not margins:
         raise ValueError("margins must map at least one run name to its per-pair margins")
     values = {name: np.asarray(v, dtype=float) for name, v in margins.items()}
+    low = min(float(v.min()) for v in values.values())
+    high = max(float(v.max()) for v in values.values())
+    shared_edges = np.linspace(low, high, bins + 1)
     if separate:
-        fig, axes = plt.subplots(1, len(values), figsize=(3.6 * len(values) + 0.6, 3.4), squeeze=False)
+        fig, axes = plt.subplots(1, len(values), figsize=(3.6 * len(values) + 0.6, 3.4), squeeze=False,
+                                 sharex=shared_axis)
         axes = list(axes[0])
     else:
         fig, ax = plt.subplots(figsize=(7.5, 3.4))
         axes = [ax] * len(values)
-        low = min(float(v.min()) for v in values.values())
-        high = max(float(v.max()) for v in values.values())
-        shared_edges = np.linspace(low, high, bins + 1)
     for ax, (name, v) in zip(axes, values.items()):
-        edges = np.linspace(float(v.min()), float(v.max()), bins + 1) if separate else shared_edges
+        own_edges = np.linspace(float(v.min()), float(v.max()), bins + 1)
+        edges = own_edges if separate and not shared_axis else shared_edges
         ax.hist(v, bins=edges, histtype="step", lw=1.8, color=LOSS_COLOURS.get(name.split()[0].lower()),
                 label=f"{name}: median {np.median(v):.2f}")
     for ax in dict.fromkeys(axes):
         if target is not None:
             ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
+        if bound is not None:
+            ax.axvline(bound, color="black", ls="--", lw=1.0, label=f"1/τ = {bound:.3g}")
         ax.axvline(0, color="black", lw=0.6)
         ax.set_xlabel("h = log π/π_ref (chosen) − log π/π_ref (rejected)" if not separate else "h (nats)")
         ax.set_ylabel("pairs")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
     if separate:
         fig.suptitle(title, fontsize=10)
     else:
@@ -272,13 +279,18 @@ def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: 
 
 
 def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.5, *, simpo_beta: float = 2.0,
-                          margin_range: float = 20.0):
+                          margin_range: float = 20.0, label_smoothing: float = 0.0):
     """The zoo's losses against the margin (left) and the pull −∂L/∂margin (right).
 
     Where the pull reaches zero the margin stops moving: only IPO's does, at h = 1/(2τ); DPO's,
     SimPO's and ORPO's pull decays but never vanishes, so their margins keep growing; KTO's
-    saturates on both sides.
+    saturates on both sides. ``label_smoothing`` ε > 0 adds conservative DPO (``dpo_loss(...,
+    label_smoothing=ε)``, Mitchell 2023), dashed in DPO's colour: its pull crosses zero at
+    h* = (1/β) log((1 − ε)/ε), a finite target like IPO's, marked where it falls in the plotted range.
     """
+    label_smoothing = float(label_smoothing)
+    if not 0.0 <= label_smoothing < 0.5:
+        raise ValueError(f"label_smoothing must be in [0, 0.5), got {label_smoothing}")
     h = torch.linspace(-margin_range, margin_range, 801, dtype=torch.float64)
     curves = pair_losses_vs_margin(h, beta=beta, tau=tau, gamma=gamma, simpo_beta=simpo_beta)
     names = {"dpo": f"DPO (β={beta:g})", "ipo": f"IPO (τ={tau:g})", "kto": f"KTO (β={beta:g}, z0=0)",
@@ -289,6 +301,15 @@ def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.
         pull = -np.gradient(loss, hs)
         ax_loss.plot(hs, loss, color=LOSS_COLOURS[name], label=names[name])
         ax_pull.plot(hs, pull, color=LOSS_COLOURS[name], label=names[name])
+    if label_smoothing > 0:
+        zeros = torch.zeros_like(h)
+        cdpo = losses.dpo_loss(h, zeros, zeros, zeros, beta, label_smoothing=label_smoothing).numpy()
+        label = f"cDPO (β={beta:g}, ε={label_smoothing:g})"
+        ax_loss.plot(hs, cdpo, color=LOSS_COLOURS["dpo"], ls="--", label=label)
+        ax_pull.plot(hs, -np.gradient(cdpo, hs), color=LOSS_COLOURS["dpo"], ls="--", label=label)
+        cdpo_target = math.log((1 - label_smoothing) / label_smoothing) / beta
+        if cdpo_target < margin_range:
+            ax_pull.plot([cdpo_target], [0.0], "o", color=LOSS_COLOURS["dpo"], ms=5)
     target = 1 / (2 * tau)
     for ax in (ax_loss, ax_pull):
         ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1)
@@ -311,15 +332,16 @@ def plot_losses_vs_margin(beta: float = 0.1, tau: float = 0.1, gamma: float = 0.
 
 
 def losses_vs_margin_widget():
-    """β, τ, γ and SimPO's own β as knobs of ``plot_losses_vs_margin`` (an ``ipywidgets.interact``).
+    """β, τ, γ, SimPO's own β and cDPO's ε as knobs of ``plot_losses_vs_margin`` (an ``ipywidgets.interact``).
 
     The sliders start where lesson 07's static figure is drawn (β = 0.5 and τ = 0.25, the race's
-    DPO, KTO and IPO settings; SimPO β = 2, γ = 0.5); SimPO's β and γ reach the race's 20 and 2.
+    DPO, KTO and IPO settings; SimPO β = 2, γ = 0.5; ε = 0, no cDPO curve); SimPO's β and γ reach the
+    race's 20 and 2.
     """
     import ipywidgets as widgets
 
-    def draw(beta, tau, gamma, simpo_beta):
-        plot_losses_vs_margin(beta, tau, gamma, simpo_beta=simpo_beta)
+    def draw(beta, tau, gamma, simpo_beta, label_smoothing):
+        plot_losses_vs_margin(beta, tau, gamma, simpo_beta=simpo_beta, label_smoothing=label_smoothing)
         plt.show()
 
     return widgets.interact(
@@ -328,6 +350,7 @@ def losses_vs_margin_widget():
         tau=widgets.FloatLogSlider(value=0.25, base=10, min=-1.5, max=0.5, step=0.05, description="τ (IPO)"),
         gamma=widgets.FloatSlider(value=0.5, min=0.0, max=3.0, step=0.1, description="γ (SimPO)"),
         simpo_beta=widgets.FloatLogSlider(value=2.0, base=10, min=0, max=1.5, step=0.05, description="β (SimPO)"),
+        label_smoothing=widgets.FloatSlider(value=0.0, min=0.0, max=0.3, step=0.01, description="ε (cDPO)"),
     )
 
 
@@ -392,12 +415,13 @@ def kto_value_widget():
 
 
 def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlabel: str = "step",
-                             title: str = "log-ratio margin h during training"):
+                             title: str = "log-ratio margin h during training", log_steps: bool = False):
     """Margin curves, one per loss (``{name: (steps,) array}``), with IPO's target 1/(2τ) dotted.
 
     A name is a loss ("DPO") or a loss and a variant ("DPO, Adam"): each curve takes its loss's colour, and
     a variant's curve is dashed, so two runs of one loss are told apart by line style, not by a colour that
-    would be another loss's.
+    would be another loss's. ``log_steps``: a logarithmic step axis, on which a margin growing like
+    (1/β) log t is a straight line.
     """
     if not margins:
         raise ValueError("margins must map at least one loss name to its margin curve")
@@ -409,7 +433,9 @@ def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlab
                 ls="-" if loss == name.strip().lower() else "--", label=name)
     if target is not None:
         ax.axhline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
-    ax.set_xlabel(xlabel)
+    if log_steps:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel + (" (log scale)" if log_steps else ""))
     ax.set_ylabel("h = log π/π_ref (chosen − rejected)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
