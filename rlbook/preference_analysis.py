@@ -526,7 +526,7 @@ def paired_accuracy_gap(correct, baseline, *, clusters=None) -> tuple[float, flo
 
 def repeat_rule_gap(model, reference, tokenizer, pairs) -> dict:
     """A DPO policy's accuracy on the pairs the repeat rule decides, against the pairs no rule decides
-    reweighted to the same gold gaps, both reviews parsable in each pair (lesson 06 §7).
+    reweighted to the same gold gaps, both reviews parsable in each pair (lesson 06 §6).
 
     A pair's implicit-reward order is right when (log π − log π_ref)(y_w) > (log π − log π_ref)(y_l).
     Repeat-decided pairs (``rlbook.tasks.reviews.decided_by_rule``) have small gold gaps by
