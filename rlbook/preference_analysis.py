@@ -22,7 +22,14 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
   clustered by prompt.
 - ``clause_credit``, ``clause_credit_table`` and ``stop_credit_table``: a review's implicit reward
   β log π/π_ref split among its clauses and its stop, set beside the gold reward's rules
-  (``rlbook.tasks.reviews``).
+  (``rlbook.tasks.reviews``); ``credit_contrasts`` reads the rules' contrasts off it in sentiment steps,
+  and ``bootstrap_over_texts`` gives them standard errors.
+- ``optimum_by_reward_scale`` and ``optimum_reversal_scale``: how the exact optimum's verdict on the
+  chosen responses changes with the reward's scale, which preference labels do not fix.
+- ``sample_kl_objective``: the KL-regularised objective J = E[r] − β KL(π ‖ π_ref) of a trained policy,
+  estimated from its own samples, to set beside the optimum's value β log Z.
+- ``paired_accuracy_gap`` and ``repeat_rule_gap``: a ranker's accuracy against a rule's on the same
+  pairs, and on the pairs the repeat rule decides against gap-matched others.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import torch
 from rlbook import losses
 from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.evidence import clustered_se
-from rlbook.rollout import completion_logprobs, sample
+from rlbook.rollout import completion_logprobs, rollout_logprobs, sample
 from rlbook.tasks import reviews
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers import PreferenceTrainer
@@ -45,7 +52,9 @@ from rlbook.trainers.data import collate_prompt_completions, encode_prompt_compl
 __all__ = ["CLAUSE_KINDS", "ranked_correctly", "paired_accuracy_gain", "sampled_kl", "clause_credit", "clause_credit_table", "margin_slope", "pair_losses_vs_margin",
            "pair_sequence_logps", "preference_margin_run", "review_samples_summary", "sequence_logps",
            "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
-           "clause_credit_by_position", "stop_credit_table"]
+           "clause_credit_by_position", "stop_credit_table", "credit_contrasts", "bootstrap_over_texts",
+           "optimum_by_reward_scale", "optimum_reversal_scale", "sample_kl_objective", "paired_accuracy_gap",
+           "repeat_rule_gap"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
 
@@ -499,3 +508,174 @@ def stop_credit_table(credit: pd.DataFrame) -> pd.DataFrame:
     stops = credit[credit["unit"] == "stop"]
     table = stops.groupby("position").agg(credit=("credit", "mean"), reviews=("credit", "size"))
     return table.rename_axis("clauses before the stop")
+
+
+def optimum_by_reward_scale(chosen_rewards, reference_rewards, *, beta: float, scales) -> pd.DataFrame:
+    """The exact optimum's verdict on the chosen responses when the reward is c·r, for each c of ``scales``.
+
+    Preference labels fix a reward only up to its scale (Bradley–Terry with temperature T identifies
+    r/T; deterministic labels are T → 0), so "what π* does" depends on c. At reward c·r,
+    log π*(y)/π_ref(y) = (c·r(y) − β log Z_c)/β with β log Z_c = β log E_ref[e^{c·r/β}]
+    (Rafailov et al. 2023, arXiv:2305.18290, eq. 4; ``kl_optimum_log_ratio`` at β/c). In r's units the
+    bar a response must clear, b(c) = β log Z_c / c = (1/t) log E_ref[e^{t r}] with t = c/β, rises
+    with c (a log-mean-exp grows with its temperature's inverse): from E_ref[r] as c → 0 to max r. So
+    the share of chosen responses π* lowers can only grow with c. One row per scale: ``bar (r units)``
+    b(c), ``share lowered`` (chosen responses with r < b(c)) and ``mean log π*/π_ref`` over them.
+    """
+    rows = {}
+    for scale in scales:
+        scale = check_positive("scale", scale)
+        log_ratios, beta_log_z, _ = kl_optimum_log_ratio(chosen_rewards, reference_rewards, beta=beta / scale)
+        chosen = np.asarray(chosen_rewards, dtype=np.float64).reshape(-1)
+        rows[scale] = {"bar (r units)": beta_log_z, "share lowered": float(np.mean(chosen < beta_log_z)),
+                       "mean log π*/π_ref": float(log_ratios.mean())}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("reward scale c")
+
+
+def optimum_reversal_scale(chosen_rewards, reference_rewards, *, beta: float, statistic: str = "share",
+                           low: float = 1e-3, high: float = 1e3, iterations: int = 60) -> float:
+    """The reward scale c at which the exact optimum's verdict on the chosen responses turns over.
+
+    ``statistic="share"``: the smallest c at which π* lowers more than half of them (``share lowered``
+    of ``optimum_by_reward_scale`` passes ½; it only grows with c). ``statistic="mean"``: the c at which
+    their mean log π*/π_ref = (c·mean r − β log Z_c)/β changes sign. That function of c is 0 at c = 0,
+    concave (its derivative mean r − E_{π*_c}[r] falls as π*_c tilts to higher rewards), so it rises
+    first when the chosen responses beat the reference's mean, and crosses zero once. Found by
+    bisection on log c in [``low``, ``high``]; NaN when there is no crossing in that range.
+    """
+    check_choice("statistic", statistic, ("share", "mean"))
+
+    def past(scale: float) -> bool:
+        row = optimum_by_reward_scale(chosen_rewards, reference_rewards, beta=beta, scales=[scale]).iloc[0]
+        return row["share lowered"] > 0.5 if statistic == "share" else row["mean log π*/π_ref"] < 0
+    if past(low) or not past(high):
+        return float("nan")
+    lo, hi = np.log(low), np.log(high)
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if past(float(np.exp(mid))) else (mid, hi)
+    return float(np.exp(hi))
+
+
+def sample_kl_objective(policy, reference, rollout, rewards, *, beta: float, reward_scale: float = 1.0) -> dict:
+    """The KL-regularised objective of §1 of lesson 06, J = E_π[c·r] − β KL(π ‖ π_ref), from π's own samples.
+
+    ``rollout`` must be sampled from ``policy`` at temperature 1 (``rlbook.rollout.sample``), and
+    ``rewards`` holds one reward per row. Per sample, k1 = Σ_t [log π(y_t|·) − log π_ref(y_t|·)] over
+    its completion tokens is an unbiased estimate of the sequence KL (Schulman's k1, summed; a sample
+    cut off at ``max_new_tokens`` counts its tokens so far, the KL of the length-capped sampler).
+    J's value at the optimum is β log Z (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), so
+    J ≤ β log Z up to noise. Returns ``reward``, ``kl`` and ``J`` (means; J in the units of
+    ``reward_scale`` × r) with ``*_se`` standard errors clustered by prompt (the rollout's groups).
+    """
+    beta = check_positive("beta", beta)
+    reward_scale = check_positive("reward_scale", reward_scale)
+    rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
+    if rewards.size != len(rollout):
+        raise ValueError(f"rewards must hold one number per rollout row ({len(rollout)}), got {rewards.size}")
+    with torch.no_grad():
+        kl = (rollout_logprobs(policy, rollout) - rollout_logprobs(reference, rollout)).sum(dim=1).double().numpy()
+    clusters = np.arange(len(rollout)) // rollout.num_samples
+    objective = reward_scale * rewards - beta * kl
+    out = {}
+    for name, values in (("reward", rewards), ("kl", kl), ("J", objective)):
+        out[name] = float(values.mean())
+        out[f"{name}_se"] = clustered_se(values, clusters) if len(set(clusters)) > 1 else float("nan")
+    return out
+
+
+def paired_accuracy_gap(correct, baseline, *, clusters=None) -> tuple[float, float]:
+    """``(gap, se)``: mean(correct − baseline) over the same pairs, and its paired standard error.
+
+    ``correct``: 0/1 per pair (a ranker's verdict); ``baseline``: a rule's expected accuracy per pair
+    (1, 0, or ½ for a coin, as ``parse_rule_accuracy`` and ``shorter_rule_accuracy`` give). Both are
+    read on the same pairs, so the gap's SE comes from the per-pair differences (a paired test, like
+    McNemar's), not from either accuracy alone. With ``clusters`` (e.g. the pair's prompt) the SE is
+    the larger of the per-pair one and the cluster-robust one (``rlbook.evidence.clustered_se``).
+    """
+    correct = np.asarray(correct, dtype=np.float64).reshape(-1)
+    baseline = np.asarray(baseline, dtype=np.float64).reshape(-1)
+    if correct.size != baseline.size or correct.size < 2:
+        raise ValueError(f"correct and baseline must hold one number per pair (at least 2), got {correct.size} "
+                         f"and {baseline.size}")
+    difference = correct - baseline
+    se = clustered_se(difference, np.arange(difference.size))
+    if clusters is not None:
+        se = max(se, clustered_se(difference, clusters))
+    return float(difference.mean()), float(se)
+
+
+def repeat_rule_gap(model, reference, tokenizer, pairs) -> dict:
+    """A DPO policy's accuracy on the pairs the repeat rule decides, against the pairs no rule decides
+    reweighted to the same gold gaps, both reviews parsable in each pair (lesson 06 §6).
+
+    A pair's implicit-reward order is right when (log π − log π_ref)(y_w) > (log π − log π_ref)(y_l).
+    Repeat-decided pairs (``rlbook.tasks.reviews.decided_by_rule``) have small gold gaps by
+    construction, and some have broken chosen text, so both are removed from the comparison:
+    ``gap_matched_accuracy`` standardises the other group to their gaps. Returns ``repeat`` and
+    ``matched`` (the two accuracies), ``n`` (repeat-decided pairs used), ``gap`` and ``se`` (the two
+    binomial SEs in quadrature).
+    """
+    policy_chosen, policy_rejected = pair_sequence_logps(model, tokenizer, pairs)
+    ref_chosen, ref_rejected = pair_sequence_logps(reference, tokenizer, pairs)
+    correct = ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected) > 0).numpy()
+    gaps = np.array(pairs["chosen_gold"]) - np.array(pairs["rejected_gold"])
+    parses = lambda texts: np.array([reviews.parse_review(t) is not None for t in texts], dtype=bool)
+    both_parse = parses(pairs["chosen"]) & parses(pairs["rejected"])
+    decided = {rule: np.array([reviews.decided_by_rule(c, r, rule) for c, r in zip(pairs["chosen"], pairs["rejected"])],
+                              dtype=bool) for rule in ("repeat", "length")}
+    repeat, matched, n = gap_matched_accuracy(correct, gaps, decided["repeat"] & both_parse,
+                                              ~decided["repeat"] & ~decided["length"] & both_parse)
+    se = float(np.sqrt((repeat * (1 - repeat) + matched * (1 - matched)) / n))
+    return {"repeat": repeat, "matched": matched, "n": n, "gap": repeat - matched, "se": se}
+
+
+def credit_contrasts(credit: pd.DataFrame) -> dict:
+    """The gold rules' contrasts read off ``clause_credit``'s output, in sentiment steps (lesson 06 §6).
+
+    ``step`` s: half the credit gap between a new positive and a new negative clause among the first
+    ``reviews.MAX_CLAUSES`` (gold: 1 per step). ``repeat discount``: new minus repeated clauses at the
+    same positions, averaged over positions and sentiments (gold: 1.5 s). ``late discount``: new clauses
+    among the first MAX_CLAUSES minus new clauses past them, averaged over sentiments (gold: 1 s, but the
+    groups stand at different positions). ``slope``: the mean credit lost from one position to the next
+    before the limit; ``extra step at the limit``: the loss from position MAX_CLAUSES − 1 to MAX_CLAUSES
+    minus that slope (gold: a 1 s step there, no slope). All but ``step`` are in units of s.
+    """
+    table = clause_credit_table(credit)
+    new = table[("credit", "first 3, new")]
+    step = float((new["positive"] - new["negative"]) / 2)
+    by_position, repeats = clause_credit_by_position(credit), clause_credit_by_position(credit, repeat=True)
+    shared = [p for p in repeats.index if 0 < p < reviews.MAX_CLAUSES and p in by_position.index]
+    repeat_discount = float((by_position.loc[shared] - repeats.loc[shared]).stack().mean()) if shared else float("nan")
+    late = table[("credit", "past the limit")] if ("credit", "past the limit") in table else None
+    late_discount = float((new - late).mean()) if late is not None else float("nan")
+    drops = -by_position.loc[:reviews.MAX_CLAUSES].diff().mean(axis=1)
+    slope = float(drops.loc[1:reviews.MAX_CLAUSES - 1].mean())
+    at_limit = float(drops.get(reviews.MAX_CLAUSES, float("nan")))
+    return {"step": step, "repeat discount": repeat_discount / step, "late discount": late_discount / step,
+            "slope": slope / step, "extra step at the limit": (at_limit - slope) / step}
+
+
+def bootstrap_over_texts(credit: pd.DataFrame, statistic, *, draws: int = 200, seed: int = 0) -> pd.DataFrame:
+    """Bootstrap standard errors of ``statistic(credit)`` (a dict of numbers), resampling whole texts.
+
+    The clauses of one review share its history, so the unit of resampling is the review (the
+    ``text`` column of ``clause_credit``), drawn with replacement as many times as there are reviews
+    (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 6). Returns one row per key:
+    ``value`` (on the data), ``se`` (the spread over ``draws`` resamples; NaN draws left out).
+    """
+    draws = check_int("draws", draws, minimum=2)
+    texts = credit["text"].to_numpy()
+    labels, inverse = np.unique(texts, return_inverse=True)
+    rows_of = [np.flatnonzero(inverse == k) for k in range(len(labels))]
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(draws):
+        picked = rng.integers(0, len(labels), size=len(labels))
+        index = np.concatenate([rows_of[k] for k in picked])
+        resampled = credit.iloc[index].copy()
+        resampled["text"] = np.repeat(np.arange(len(picked)), [len(rows_of[k]) for k in picked])
+        samples.append(statistic(resampled))
+    spread = pd.DataFrame(samples)
+    value = statistic(credit)
+    return pd.DataFrame({"value": pd.Series(value), "se": spread.std(ddof=1)})

@@ -153,3 +153,12 @@ def test_optimal_policy_rewards_the_stable_form(capsys):
     assert exercises.check_optimal_policy(naive) is False
     assert "overflowed" in capsys.readouterr().out
     assert exercises.check_optimal_policy(correct_optimum) is True
+
+
+def test_dpo_loss_names_swapped_reference_arguments(capsys):
+    # ref_chosen and ref_rejected passed the wrong way round: a student's common slip, named as such
+    def swapped(chosen, rejected, ref_chosen, ref_rejected, beta):
+        return dpo_loss(chosen, rejected, ref_rejected, ref_chosen, beta)
+
+    assert exercises.check_dpo_loss(swapped) is False
+    assert "ref_chosen and ref_rejected are swapped" in capsys.readouterr().out

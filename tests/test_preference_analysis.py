@@ -279,3 +279,116 @@ def test_preference_margin_run_returns_the_trained_margins():
     assert (kto["kl"] >= 0).all() and kto["kl"].shape == (2,)
     with pytest.raises(ValueError, match="loss"):
         preference_margin_run(model, tokenizer, pairs, "simpo", 0, steps=1)
+
+
+def test_optimum_by_reward_scale_bar_rises_from_the_reference_mean_to_the_max():
+    from rlbook.preference_analysis import optimum_by_reward_scale, optimum_reversal_scale
+
+    reference = np.array([-3.0, -1.0, -1.0, 0.0, 2.0])
+    chosen = np.array([-0.5, 0.0, 0.5, 1.0, -1.5])
+    table = optimum_by_reward_scale(chosen, reference, beta=0.5, scales=[1e-4, 0.1, 1.0, 10.0, 1e3])
+    bars = table["bar (r units)"].to_numpy()
+    assert bars[0] == pytest.approx(reference.mean(), abs=1e-3)       # c → 0: the reference's mean
+    assert bars[-1] == pytest.approx(reference.max(), abs=1e-2)       # c → ∞: the best reference sample
+    assert (np.diff(bars) > 0).all() and (np.diff(table["share lowered"]) >= 0).all()
+    # the mean log π*/π_ref at c equals (c·mean r − β log Z_c)/β
+    c = 1.0
+    beta_log_z = 0.5 * np.log(np.mean(np.exp(c * reference / 0.5)))
+    assert table.loc[c, "mean log π*/π_ref"] == pytest.approx((c * chosen.mean() - beta_log_z) / 0.5)
+    # the share lowered passes ½ at the c where the bar passes the chosen responses' 3rd-lowest reward (0.0)
+    share_c = optimum_reversal_scale(chosen, reference, beta=0.5, statistic="share")
+    at = optimum_by_reward_scale(chosen, reference, beta=0.5, scales=[share_c * 0.999, share_c * 1.001])
+    assert list(at["share lowered"]) == [0.4, 0.6]
+    mean_c = optimum_reversal_scale(chosen, reference, beta=0.5, statistic="mean")
+    around = optimum_by_reward_scale(chosen, reference, beta=0.5, scales=[mean_c * 0.99, mean_c * 1.01])
+    assert around["mean log π*/π_ref"].iloc[0] > 0 > around["mean log π*/π_ref"].iloc[1]
+    # chosen responses all above the best reference sample: π* never lowers most of them
+    assert math.isnan(optimum_reversal_scale(chosen + 10, reference, beta=0.5))
+
+
+def test_sample_kl_objective_is_zero_kl_for_the_reference_and_positive_otherwise():
+    from rlbook.preference_analysis import sample_kl_objective
+    from rlbook.rollout import sample
+
+    tokenizer = build_char_tokenizer()
+    reference = build_tiny_model(tokenizer, shape="test", seed=0)
+    policy = build_tiny_model(tokenizer, shape="test", seed=1)
+    prompts = [[{"role": "user", "content": f"Review {film}."}] for film in ("Dune", "Up", "Jaws", "Cars")]
+    rollout = sample(policy, tokenizer, prompts, num_samples=8, max_new_tokens=12, seed=0)
+    rewards = np.arange(len(rollout), dtype=float) % 3
+    same = sample_kl_objective(reference, reference, rollout, rewards, beta=0.5)
+    assert same["kl"] == pytest.approx(0.0, abs=1e-5) and same["J"] == pytest.approx(rewards.mean(), abs=1e-5)
+    out = sample_kl_objective(policy, reference, rollout, rewards, beta=0.5, reward_scale=2.0)
+    assert out["kl"] > 0 and out["kl_se"] > 0                    # two different random models: KL > 0
+    assert out["J"] == pytest.approx(2 * rewards.mean() - 0.5 * out["kl"], abs=1e-6)
+    with pytest.raises(ValueError, match="one number per rollout row"):
+        sample_kl_objective(policy, reference, rollout, rewards[:3], beta=0.5)
+
+
+def test_paired_accuracy_gap_uses_the_per_pair_differences():
+    from rlbook.preference_analysis import paired_accuracy_gap
+
+    correct = np.array([1, 1, 1, 0, 1, 1, 0, 1], dtype=float)
+    rule = np.array([1, 0.5, 1, 0, 0, 1, 0, 0.5])
+    gap, se = paired_accuracy_gap(correct, rule)
+    difference = correct - rule
+    assert gap == pytest.approx(difference.mean())
+    assert se == pytest.approx(difference.std(ddof=1) / math.sqrt(len(difference)))
+    # clustered by prompt: never below the per-pair SE
+    _, clustered = paired_accuracy_gap(correct, rule, clusters=[0, 0, 0, 0, 1, 1, 1, 1])
+    assert clustered >= se
+    with pytest.raises(ValueError):
+        paired_accuracy_gap(correct, rule[:3])
+
+
+def test_credit_contrasts_read_gold_like_credit_in_sentiment_steps():
+    import pandas as pd
+
+    from rlbook.preference_analysis import bootstrap_over_texts, credit_contrasts
+
+    # a credit that is exactly gold's terms: step 1, repeat discount 1.5, extra step 1 at the limit, no slope
+    rows = []
+    for text in range(12):
+        sentiment = (1, 0, -1)[text % 3]
+        for position in range(5):
+            repeat = position in (1, 2) and text % 2 == 1
+            gold = sentiment - 1.5 * repeat - 1.0 * (position >= 3)
+            rows.append({"text": text, "unit": "clause", "position": position, "sentiment": sentiment,
+                         "repeat": repeat, "past_limit": position >= 3, "gold": gold, "credit": gold})
+        rows.append({"text": text, "unit": "stop", "position": 5, "sentiment": 0, "repeat": False,
+                     "past_limit": False, "gold": 0.0, "credit": 0.3})
+    credit = pd.DataFrame(rows)
+    contrasts = credit_contrasts(credit)
+    assert contrasts["step"] == pytest.approx(1.0)
+    assert contrasts["repeat discount"] == pytest.approx(1.5)
+    assert contrasts["late discount"] == pytest.approx(1.0)
+    assert contrasts["slope"] == pytest.approx(0.0) and contrasts["extra step at the limit"] == pytest.approx(1.0)
+    table = bootstrap_over_texts(credit, credit_contrasts, draws=20, seed=0)
+    assert table.loc["step", "value"] == pytest.approx(1.0) and table["se"].max() < 1e-9   # no noise to resample
+    noisy = credit.assign(credit=credit["credit"] + np.random.default_rng(0).normal(0, 0.3, len(credit)))
+    assert (bootstrap_over_texts(noisy, credit_contrasts, draws=20, seed=0)["se"] > 0).all()
+
+
+def test_repeat_rule_gap_compares_repeat_decided_pairs_with_gap_matched_others():
+    from rlbook.preference_analysis import gap_matched_accuracy, repeat_rule_gap
+
+    tokenizer = build_char_tokenizer()
+    reference = build_tiny_model(tokenizer, shape="test", seed=0)
+    policy = build_tiny_model(tokenizer, shape="test", seed=1)
+    chosen = ["the plot was great.", "the cast was great.", "the plot was great, the cast was fun.",
+              "the cast was fun, the music was fun.", "not a review"]
+    rejected = ["the plot was fun, the cast was fun, the music was fun.", "the cast was fun, the music was fun, "
+                "the sets was fun.", "the plot was fun.", "the cast was dull.", "the plot was dull."]
+    pairs = Dataset.from_dict({"prompt": [[{"role": "user", "content": "Review Up."}]] * 5, "chosen": chosen,
+                               "rejected": rejected, "chosen_gold": [gold_reward(t) for t in chosen],
+                               "rejected_gold": [gold_reward(t) for t in rejected]})
+    out = repeat_rule_gap(policy, reference, tokenizer, pairs)
+    pc, pr = pair_sequence_logps(policy, tokenizer, pairs)
+    rc, rr = pair_sequence_logps(reference, tokenizer, pairs)
+    correct = ((pc - rc) - (pr - rr) > 0).numpy()
+    gaps = np.array(pairs["chosen_gold"]) - np.array(pairs["rejected_gold"])
+    # pairs 0 and 1 are repeat-decided (gap 1), pair 2 is decided by no rule at the same gap; 3 has gap 1.5 and
+    # 4 does not parse, so neither enters
+    expected = gap_matched_accuracy(correct, gaps, np.array([1, 1, 0, 0, 0], bool), np.array([0, 0, 1, 1, 0], bool))
+    assert (out["repeat"], out["matched"], out["n"]) == pytest.approx(expected)
+    assert out["n"] == 2 and out["gap"] == pytest.approx(out["repeat"] - out["matched"])

@@ -194,3 +194,25 @@ def test_losses_vs_margin_draws_conservative_dpo_with_its_finite_target():
                 if line.get_label().startswith("cDPO")]
     with pytest.raises(ValueError, match="label_smoothing"):
         viz.plot_losses_vs_margin(label_smoothing=0.5)
+
+
+def test_preference_history_can_leave_the_tied_first_batch_off_the_accuracy_panel():
+    history = fake_history()
+    steps = list(history.to_pandas()["step"])
+    drawn = viz.plot_preference_history(history).axes[1].lines[0]
+    assert list(drawn.get_xdata()) == steps
+    kept = viz.plot_preference_history(history, first_batch_tied=True).axes[1].lines[0]
+    assert list(kept.get_xdata()) == steps[1:] and "not drawn" in kept.get_label()
+
+
+def test_credit_by_position_figure_draws_new_clauses_and_repeats():
+    credit = pd.DataFrame({"text": [0, 0, 0, 0, 1, 1], "unit": ["clause"] * 4 + ["clause", "stop"],
+                           "position": [0, 1, 2, 3, 0, 1], "sentiment": [1, 1, -1, 0, 1, 0],
+                           "repeat": [False, True, False, False, False, False], "past_limit": [False] * 3 + [True, False, False],
+                           "gold": [1.0, -0.5, -1.0, -1.0, 1.0, 0.0], "credit": [0.5, 0.1, -1.0, -0.4, 0.3, 9.0]})
+    fig = viz.plot_credit_by_position(credit)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    x, y = lines["positive, new"].get_data()
+    assert list(x) == [1, 3, 4] and y[0] == pytest.approx(0.4)          # positions 0-based in the data, 1-based drawn
+    assert list(lines["positive, repeat"].get_xdata()) == [2]
+    assert "gold's length step" in lines

@@ -169,7 +169,9 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
         "beta_divides": (-F.logsigmoid(h / beta), "β divides the margin: the implicit reward is β · log π/π_ref, "
                                                   "so the loss is −log σ(β·h)"),
         "reference_sign": (-F.logsigmoid(beta * ((chosen + ref_chosen) - (rejected + ref_rejected))),
-                           "the reference's log-probs were added: each log-ratio is log π − log π_ref"),
+                           "ref_chosen and ref_rejected are swapped (each response must be divided by its own "
+                           "reference log-prob), or, the same numbers, the reference's log-probs were added: each "
+                           "log-ratio is log π(y) − log π_ref(y) of one response"),
     }
 
 

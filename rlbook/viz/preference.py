@@ -20,7 +20,8 @@ import torch
 from rlbook import losses
 from rlbook._checks import check_positive
 from rlbook._figures import COLUMN_IN, panel_grid
-from rlbook.preference_analysis import clause_credit_table, pair_losses_vs_margin
+from rlbook.preference_analysis import clause_credit_by_position, clause_credit_table, pair_losses_vs_margin
+from rlbook.tasks.reviews import MAX_CLAUSES
 from rlbook.toys import reverse_kl_optimum
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "dpo_beta_widget",
     "plot_preference_history",
     "plot_clause_credit",
+    "plot_credit_by_position",
     "plot_margin_histograms",
     "plot_losses_vs_margin",
     "losses_vs_margin_widget",
@@ -149,7 +151,8 @@ def dpo_beta_widget():
                                                                description="β"))
 
 
-def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None):
+def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None,
+                            first_batch_tied: bool = False):
     """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
     and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected
     (train-batch means, faint, and the held-out means, which are always the same pairs); two by two, to fit the
@@ -158,6 +161,9 @@ def plot_preference_history(history, *, title: str = "DPO on review-base", befor
     ``before``: the held-out evaluation of the reference, ``PreferenceTrainer.evaluate()`` before training
     (keys ``rewards/accuracies``, ``rewards/margins``, ``logps/chosen``, ``logps/rejected``); drawn as
     black stars at step −1, so the first held-out marker, after one update, is not mistaken for the start.
+    ``first_batch_tied``: the first training batch is scored at π = π_ref, where every pair ties and counts
+    as wrong; its accuracy of 0 is then left off the accuracy panel (the legend says so), so it is not
+    read as a collapse below a coin.
     """
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
@@ -170,7 +176,9 @@ def plot_preference_history(history, *, title: str = "DPO on review-base", befor
     axes[0].axhline(math.log(2), color="black", ls=":", lw=1, label="ln 2")
     axes[0].set_title("loss", fontsize=10)
     axes[0].legend(fontsize=8)
-    axes[1].plot(frame["step"], frame["rewards/accuracies"], color="0.6", lw=1, label="train batch")
+    accuracy_rows = frame.iloc[1:] if first_batch_tied else frame
+    axes[1].plot(accuracy_rows["step"], accuracy_rows["rewards/accuracies"], color="0.6", lw=1,
+                 label="train batch (step 0: all ties, not drawn)" if first_batch_tied else "train batch")
     if evals is not None:
         axes[1].plot(evals["step"], evals["eval/rewards/accuracies"], "o-", color="tab:green", label="held-out")
     axes[1].set_ylim(-0.02, 1.02)
@@ -225,6 +233,30 @@ def plot_clause_credit(credit: pd.DataFrame, *, title: str = "what the implicit 
     axes[0].set_title(title, fontsize=10)
     axes[1].set_title("what the labeller wanted", fontsize=10)
     axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_credit_by_position(credit: pd.DataFrame, *, title: str = "clause credit by position"):
+    """Mean credit of new clauses (lines) and of repeats (open markers) by position, one colour per
+    sentiment (``rlbook.preference_analysis.clause_credit_by_position``), with a dotted line where the
+    gold reward's length rule steps (between clause ``MAX_CLAUSES`` and the next). An even slope across
+    that line, with no extra drop at it, is "shorter is better" rather than the rule; a repeat sitting on
+    its sentiment's line is a repeat not discounted."""
+    new, repeats = clause_credit_by_position(credit), clause_credit_by_position(credit, repeat=True)
+    colours = {"positive": "tab:green", "neutral": "tab:gray", "negative": "tab:red"}
+    fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.7, 3.2))
+    for sentiment, colour in colours.items():
+        ax.plot(new.index + 1, new[sentiment], "o-", color=colour, label=f"{sentiment}, new")
+        if sentiment in repeats:
+            ax.plot(repeats.index + 1, repeats[sentiment], "o", mfc="none", color=colour, ms=8,
+                    label=f"{sentiment}, repeat")
+    ax.axvline(MAX_CLAUSES + 0.5, color="black", ls=":", lw=1, label="gold's length step")
+    ax.set_xlabel("clause position (1 = the first clause)")
+    ax.set_ylabel("mean credit β · Σ log π/π_ref", fontsize=9)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
 
