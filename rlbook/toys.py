@@ -625,7 +625,7 @@ def k3_batch_mean_spread(mu: float, sigma: float, *, batch_sizes, batches: int, 
 
 
 def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: int,
-                                   seed: int = 0) -> dict[str, dict[str, float]]:
+                                   seed: int = 0, stdev_batches: int = 100) -> dict[str, dict[str, float]]:
     """The same table measured from ``n_samples`` draws, with the standard errors of what it measures.
 
     - ``"bias_se/true"`` = stdev / √n / true, the standard error of the bias: a bias within a few of
@@ -637,7 +637,15 @@ def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: 
       mean of k − k3 on the same draws. k3 is unbiased (E r = 1), so this estimates the same bias;
       for k2 the paired difference ½L² − (e^L − 1 − L) ≈ −L³/6 is tiny when L is, so its standard
       error is far smaller than k2's own (common random numbers).
+    - ``"stdev_batch_se/true"``: the standard error of the sample stdev by batch means, free of the
+      fourth-moment estimate: the draws are cut into ``stdev_batches`` equal consecutive batches, the
+      stdev is measured in each, and the SE is their spread over √``stdev_batches`` (for the
+      log-normal-like k3 the delta method's sample fourth moment is itself noisy, and usually low).
+      Needs ``n_samples`` ≥ 2·``stdev_batches``; trailing draws that do not fill a batch are left out of it.
     """
+    stdev_batches = check_int("stdev_batches", stdev_batches, minimum=2)
+    if n_samples < 2 * stdev_batches:
+        raise ValueError(f"n_samples must be at least 2 * stdev_batches = {2 * stdev_batches}, got {n_samples}")
     true_kl = gaussian_kl(0.0, 1.0, mu, sigma)
     table = {"true_kl": {"value": true_kl}}
     samples = sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed)
@@ -650,6 +658,8 @@ def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: 
             "bias_se/true": stdev / math.sqrt(n_samples) / true_kl,
             "stdev_se/true": math.sqrt(max(fourth - stdev**4, 0.0) / n_samples) / (2 * stdev) / true_kl,
         }
+        per_batch = values[: n_samples - n_samples % stdev_batches].reshape(stdev_batches, -1).std(dim=1)
+        table[name]["stdev_batch_se/true"] = float(per_batch.std()) / math.sqrt(stdev_batches) / true_kl
         if name != "k3":
             paired = values - samples["k3"]
             table[name]["bias_vs_k3/true"] = float(paired.mean()) / true_kl

@@ -473,3 +473,15 @@ def test_toy_margin_dynamics_under_adam():
     assert dpo[1999] - dpo[1000] > 1.5 * math.log(2) / 0.5
     with pytest.raises(ValueError, match="optimizer"):
         toys.toy_margin_dynamics("dpo", optimizer="sgd")
+
+
+def test_monte_carlo_table_batch_means_stdev_se():
+    # The batch-means SE of the sample stdev matches the seed-to-seed spread of the stdev, k3 included,
+    # without the fourth-moment estimate the delta method needs.
+    tables = [toys.kl_estimator_table_monte_carlo(0.5, n_samples=20_000, seed=seed, stdev_batches=40) for seed in range(40)]
+    for name in ("k1", "k2", "k3"):
+        spread = float(torch.tensor([t[name]["stdev/true"] for t in tables]).std())
+        reported = sum(t[name]["stdev_batch_se/true"] for t in tables) / len(tables)
+        assert 0.7 < spread / reported < 1.4, (name, spread, reported)
+    with pytest.raises(ValueError, match="stdev_batches"):
+        toys.kl_estimator_table_monte_carlo(0.5, n_samples=100, stdev_batches=60)

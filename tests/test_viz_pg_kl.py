@@ -216,3 +216,19 @@ def test_baseline_factor_plot_draws_each_checkpoint_and_checks_arguments():
         pg_viz.plot_baseline_factor(rows, group_size=1)
     with pytest.raises(ValueError, match="SE"):
         pg_viz.plot_baseline_factor({"start": {"p": 0.3, "factor": 0.96}}, group_size=8)
+
+
+def test_kl_gradient_variance_plot_labels_every_panel_and_its_guides():
+    lengths = [1, 4, 16]
+    variances = {name: {"own_token": [0.1, 0.4, 1.6], "reward_to_go": [0.1, 1.6, 25.6]} for name in ("near", "far")}
+    fig = kl_viz.plot_kl_gradient_variance(lengths, variances, labels={"own_token": "per token"})
+    for ax in fig.axes:
+        assert ax.get_ylabel() and ax.get_legend() is not None
+        guides = [text for text in ax.texts if text.get_text().startswith("guide ∝ T")]
+        assert len(guides) == 3 and all(text.get_fontsize() >= 9 for text in guides)
+
+
+def test_batch_mean_spread_title_names_mu():
+    spread = {2.0: toys.k3_batch_mean_spread(0.5, 2.0, batch_sizes=(100, 1_000), batches=8, seed=0, resamples=10)}
+    fig = kl_viz.plot_batch_mean_spread(spread, mu=0.5)
+    assert "N(0.5, σ²)" in fig._suptitle.get_text()

@@ -343,7 +343,8 @@ def check_k3_straight_through(fn) -> bool | None:
     if not _close(gradient, gradients["k2"]) and not (value_float32 and _close_in_float32(gradient, gradients["k2"])):
         mistakes = {
             "plain_k3": (gradients["k3"], "that is plain k3: its gradient is k3's, the forward-KL one. Keep k3's value "
-                         "but take the gradient from k2: sg[k3] + k2 − sg[k2]."),
+                         "but take the gradient from k2: detach what carries the value, and add a term that is zero in "
+                         "value but has k2's gradient."),
             "undetached_k3": (gradients["k3"] + gradients["k2"], "k3 was not detached: its gradient adds to k2's. "
                               "Use k3.detach() for the value."),
             "k1_gradient": (gradients["k1"], "the gradient is k1's, which is zero in expectation; k3+ takes k2's."),

@@ -143,7 +143,7 @@ def plot_kl_estimator_table(mus=None, *, measured: dict[float, dict] | None = No
 
 
 def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float | None = None,
-                           histogram_size: int | None = None):
+                           histogram_size: int | None = None, mu: float | None = None):
     """k1's and k3's batch means as the batch grows (``rlbook.toys.k3_batch_mean_spread``, one result per σ).
 
     Left: the interquartile range of the batch means over the true KL against the batch size n, on
@@ -152,7 +152,8 @@ def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float 
     mean) and 1/α − 1 (the stable law of index α = σ²/(σ² − 1), −1/4 at σ = 2; Gnedenko & Kolmogorov
     1954). Right: histograms of the batch means over the true KL at ``histogram_size`` draws and
     ``histogram_sigma`` (default: the middle size, the largest σ), with the true KL at 1 and each
-    estimator's median dashed: k3's mass sits left of 1, its tail far right.
+    estimator's median dashed: k3's mass sits left of 1, its tail far right. ``mu`` (optional), the μ
+    the spread was measured at, is written into the title.
     """
     if not spread:
         raise ValueError("spread must map at least one σ to a k3_batch_mean_spread result")
@@ -207,7 +208,8 @@ def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float 
     ax_hist.set_title(f"{len(values['k1'])} batch means of {histogram_size:,} draws, σ = {histogram_sigma:g} "
                       "(dashed: medians)", fontsize=10)
     ax_hist.legend(fontsize=7.5, loc="upper right")
-    fig.suptitle("x ~ π_θ = N(0, 1), π_ref = N(μ, σ²): k1 and k3 averaged over batches", fontsize=10)
+    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({'μ' if mu is None else f'{mu:g}'}, σ²): k1 and k3 averaged over batches",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -318,13 +320,15 @@ def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float
             ax.loglog(lengths, values, marker="o", markersize=3, label=labels.get(credit, credit))
         start = min(float(np.asarray(v, dtype=float)[0]) for v in by_credit.values())
         for power in (1, 2, 3):
-            ax.loglog(lengths, start * (lengths / lengths[0]) ** power, ":", color="grey", linewidth=0.8)
-            ax.annotate(f"T{'' if power == 1 else '²³'[power - 2]}", (lengths[-1], start * (lengths[-1] / lengths[0]) ** power),
-                        fontsize=8, color="grey", ha="left", va="center")
-        ax.set_title(title, fontsize=9)
+            ax.loglog(lengths, start * (lengths / lengths[0]) ** power, ":", color="0.35", linewidth=1.0)
+            ax.annotate(f"guide ∝ T{'' if power == 1 else '²³'[power - 2]}",
+                        (lengths[-1], start * (lengths[-1] / lengths[0]) ** power), xytext=(-4, 0),
+                        textcoords="offset points", fontsize=9.5, color="0.2", ha="right", va="bottom",
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("response length T (tokens)")
-    axes[0][0].set_ylabel("variance of the KL gradient")
-    axes[0][0].legend(fontsize=7.5, loc="upper left")
+        ax.set_ylabel("variance of one response's KL gradient")
+        ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 
