@@ -26,6 +26,7 @@ __all__ = [
     "least_squares_slope",
     "bradley_terry_loss_floor",
     "expected_max_of_normals",
+    "best_of_n_normal_efficiency",
     "entropy_from_logits",
     "clip_fractions",
     "approx_kl",
@@ -439,3 +440,22 @@ def expected_max_of_normals(k: int, *, grid_points: int = 20_001) -> float:
     normal = torch.distributions.Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
     log_density = math.log(k) + normal.log_prob(x) + (k - 1) * torch.special.log_ndtr(x)
     return torch.trapezoid(x * log_density.exp(), x).item()
+
+
+def best_of_n_normal_efficiency(n: int) -> float:
+    """Best-of-``n``'s share of the most reward any policy can gain at its KL, for a reward that is
+    normal under π and has no ties: E[max of n] / √(2 (log n − (n − 1)/n)), scale-free.
+
+    If r(y) ~ N(μ, σ²) when y ~ π, the KL-regularised optimum π* ∝ π e^(r/β) (Rafailov et al. 2023,
+    arXiv:2305.18290, eq. 4) tilts the normal: under π* the reward is N(μ + σ²/β, σ²) and
+    KL(π* ‖ π) = σ²/(2β²), so its gain is exactly σ √(2 KL). No policy ν gains more at that KL: the
+    Donsker–Varadhan inequality E_ν[λr] − log E_π[e^(λr)] ≤ KL(ν ‖ π), minimised over λ > 0, gives
+    E_ν[r] − μ ≤ σ √(2 KL(ν ‖ π)). Best-of-n with no ties moves π by log n − (n − 1)/n
+    (``best_of_n_kl``; Beirami et al. 2024, arXiv:2401.01879, §3: exact in this continuous limit)
+    and gains σ E[max of n] (``expected_max_of_normals``). The ratio is below 1 for n ≥ 2 and rises
+    slowly toward 1 with n; NaN at n = 1 (no gain at no KL).
+    """
+    n = check_int("n", n, minimum=1)
+    if n == 1:
+        return math.nan
+    return expected_max_of_normals(n) / math.sqrt(2 * best_of_n_kl(n))

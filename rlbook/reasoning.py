@@ -527,7 +527,7 @@ def kl_mode_split(log_ratio, in_mode, policy_mode_prob, reference_mode_prob, clu
             "mode_exact": float(exact.mean()), "within_per_sample": within.numpy()}
 
 
-def success_conditioned_mode_split(in_mode, correct) -> dict:
+def success_conditioned_mode_split(in_mode, correct, *, reference_mode_prob=None) -> dict:
     """Where π(·|x, correct) spends its KL from π: the mode/within split of ``kl_mode_split``, exactly,
     for the policy conditioned on success, from samples of π.
 
@@ -545,6 +545,11 @@ def success_conditioned_mode_split(in_mode, correct) -> dict:
     (best-of-n leaves it at π). Returns ``total``, ``mode`` and ``within``, each (mean over prompts,
     its standard error over prompts), and ``mode_share`` (mean q̂*) and ``per_problem`` ((P, 3):
     total, mode, within of each prompt).
+
+    ``reference_mode_prob``: optionally (P,) each prompt's exact π(mode | x) (e.g.
+    ``scratchpad_opening_probability``). Then ``mode_exact_reference`` (mean, s.e.) is also returned:
+    KL(Bernoulli(q̂*) ‖ Bernoulli(q)) with that exact q in place of the sampled q̂, so that only q̂*
+    is a plug-in (0 on a prompt never solved). It no longer adds up with ``within`` to ``total``.
     """
     modes = torch.as_tensor(in_mode)
     right = torch.as_tensor(correct)
@@ -567,8 +572,15 @@ def success_conditioned_mode_split(in_mode, correct) -> dict:
         spread = float(values.std(unbiased=True)) / math.sqrt(len(values)) if len(values) > 1 else math.nan
         return float(values.mean()), spread
 
-    return {"total": mean_and_se(total), "mode": mean_and_se(mode), "within": mean_and_se(total - mode),
-            "mode_share": float(q_star[solved].mean()) if solved.any() else math.nan, "per_problem": per_problem.numpy()}
+    split = {"total": mean_and_se(total), "mode": mean_and_se(mode), "within": mean_and_se(total - mode),
+             "mode_share": float(q_star[solved].mean()) if solved.any() else math.nan, "per_problem": per_problem.numpy()}
+    if reference_mode_prob is not None:
+        exact_q = torch.as_tensor(reference_mode_prob, dtype=torch.float64).reshape(-1)
+        if exact_q.shape != p.shape or not torch.isfinite(exact_q).all() or (exact_q <= 0).any() or (exact_q >= 1).any():
+            raise ValueError(f"reference_mode_prob must hold one probability in (0, 1) per prompt ({len(p)}), "
+                             f"got shape {tuple(exact_q.shape)}")
+        split["mode_exact_reference"] = mean_and_se(bernoulli_kl(torch.where(solved, q_star, exact_q), exact_q))
+    return split
 
 
 def scratchpad_lines(text: str) -> list[str]:

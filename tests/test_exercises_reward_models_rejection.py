@@ -272,7 +272,7 @@ def test_verifier_kl_checker_accepts_right_answers(capsys):
 
 
 @pytest.mark.parametrize("name", ["formula", "ceiling", "one_term", "reverse", "linear_q", "all_right", "not_all_right",
-                                  "bits"])
+                                  "smaller_bound", "bits"])
 def test_verifier_kl_checker_names_each_mistake(name, capsys):
     def wrong(p, n):
         return rejection_exercises._verifier_mistakes(p, n)[name][0]
@@ -299,7 +299,13 @@ def test_verifier_kl_mistakes_are_told_apart_over_the_cases_and_other_failures(c
     columns = [[v for v, _ in rejection_exercises._verifier_mistakes(p, n).values()] + [_two_coins(p, n)]
                for p, n in rejection_exercises.VERIFIER_CASES]
     rows = list(zip(*columns))                                   # each mistake's (and the answer's) values over the cases
-    assert all(max(abs(x - y) for x, y in zip(a, b)) > 1e-3 for i, a in enumerate(rows) for b in rows[i + 1:])
+    names = list(rejection_exercises._verifier_mistakes(0.3, 8)) + ["answer"]
+    for i, a in enumerate(rows):
+        for j, b in enumerate(rows[i + 1:], start=i + 1):
+            if {names[i], names[j]} == {"formula", "smaller_bound"}:   # apart only at p = 0.3, n = 8: 1.20444 vs 1.20397
+                assert max(abs(x - y) / max(abs(x), abs(y), 1e-12) for x, y in zip(a, b)) > 3e-4   # > 3 × the checker's 1e-4
+            else:
+                assert max(abs(x - y) for x, y in zip(a, b)) > 1e-3, (names[i], names[j])
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: 1.01 * _two_coins(p, n)) is False
     assert "expected" in capsys.readouterr().out
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: [0.1, 0.2]) is False
@@ -312,3 +318,17 @@ def test_verifier_kl_mistakes_are_told_apart_over_the_cases_and_other_failures(c
     assert rejection_exercises.check_verifier_best_of_n_kl(None) is None
     with pytest.raises(ValueError, match="function"):
         rejection_exercises.check_verifier_best_of_n_kl("log(1/p)")
+
+
+def test_verifier_kl_checker_names_an_exponent_off_by_one_that_crashes_at_n_1(capsys):
+    def off_by_one(p, n):
+        q = 1 - (1 - p) ** (n - 1)
+        return q * math.log(q / p) + (1 - q) * math.log((1 - q) / (1 - p))   # q = 0 at n = 1: log(0)
+
+    assert rejection_exercises.check_verifier_best_of_n_kl(off_by_one) is False
+    out = capsys.readouterr().out
+    assert "ValueError" in out and "exponent is one short" in out and "q = 1 − (1 − p)^n" in out
+    # another crash at n = 1 gets no such hint
+    assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: _two_coins(p, n) if n > 1 else 1 / 0) is False
+    out = capsys.readouterr().out
+    assert "ZeroDivisionError" in out and "one short" not in out

@@ -138,3 +138,42 @@ def test_verifier_best_of_n_is_on_the_frontier_for_one_pass_rate_and_short_of_it
 def test_verifier_functions_name_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_best_of_n_normal_efficiency_is_the_toy_frontier_of_a_discretised_normal_reward():
+    from torch.distributions import Normal
+
+    from rlbook.metrics import best_of_n_kl, best_of_n_normal_efficiency, expected_max_of_normals
+
+    outcomes = 20_000   # π uniform over outcomes whose rewards are the normal's quantiles: a normal reward, finely cut
+    rewards = Normal(0.0, 1.0).icdf((torch.arange(outcomes, dtype=torch.float64) + 0.5) / outcomes)
+    probs = torch.full((outcomes,), 1.0 / outcomes, dtype=torch.float64)
+    ns = [2, 4, 8]
+    exact = best_of_n_efficiency(probs, rewards, ns)["ratio"]
+    formula = [best_of_n_normal_efficiency(n) for n in ns]
+    np.testing.assert_allclose(exact, formula, atol=1e-3)
+    assert formula[0] == pytest.approx(expected_max_of_normals(2) / math.sqrt(2 * best_of_n_kl(2)))
+    assert formula[0] == pytest.approx(0.9077, abs=1e-4) and np.all(np.diff(formula) > 0)
+    assert math.isnan(best_of_n_normal_efficiency(1))
+    with pytest.raises(ValueError, match="n"):
+        best_of_n_normal_efficiency(0)
+
+
+def test_success_conditioned_mode_part_against_an_exact_reference_opening_probability():
+    from rlbook.kl import bernoulli_kl
+    from rlbook.reasoning import success_conditioned_mode_split
+
+    # prompt 0: q̂* = 3/4 of its right samples in the mode; prompt 1 never solved; prompt 2 always right, q̂* = 1/4
+    in_mode = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]])
+    correct = torch.tensor([[1, 1, 1, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
+    exact_q = [0.4, 0.2, 0.3]
+    split = success_conditioned_mode_split(in_mode, correct, reference_mode_prob=exact_q)
+    by_hand = [float(bernoulli_kl(torch.tensor(0.75), torch.tensor(0.4))), 0.0,
+               float(bernoulli_kl(torch.tensor(0.25), torch.tensor(0.3)))]
+    assert split["mode_exact_reference"][0] == pytest.approx(np.mean(by_hand))
+    assert split["mode"] == success_conditioned_mode_split(in_mode, correct)["mode"]   # the plug-in part is unchanged
+    assert "mode_exact_reference" not in success_conditioned_mode_split(in_mode, correct)
+    with pytest.raises(ValueError, match="reference_mode_prob"):
+        success_conditioned_mode_split(in_mode, correct, reference_mode_prob=[0.4, 0.2])
+    with pytest.raises(ValueError, match="reference_mode_prob"):
+        success_conditioned_mode_split(in_mode, correct, reference_mode_prob=[0.4, 1.0, 0.3])

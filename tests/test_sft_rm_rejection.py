@@ -162,3 +162,29 @@ def test_pass_at_1_standard_error_is_clustered_by_prompt(monkeypatch):
     assert row["eval/pass@1"] == 0.5
     assert row["eval/pass@1_se"] == pytest.approx(clustered_se([1] * 4 + [0] * 4, [0] * 4 + [1] * 4))
     assert row["eval/pass@1_se"] > clustered_se([1] * 4 + [0] * 4, range(8))  # wider than 8 independent samples
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_rejection_sampling_finetune_restarts_each_round_from_the_starting_weights(tokenizer, monkeypatch, restart):
+    from rlbook.trainers import rejection
+
+    model = _model(tokenizer)
+    start = {name: value.clone() for name, value in model.state_dict().items()}
+    at_sft = []
+
+    def fake_sft(model, tokenizer, kept, **settings):   # records the weights each round's SFT starts from, then moves them
+        at_sft.append({name: value.clone() for name, value in model.state_dict().items()})
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.01)
+        return [{"loss": 0.0}]
+
+    monkeypatch.setattr(rejection, "sft", fake_sft)
+    rejection_sampling_finetune(model, tokenizer, ReviewTask(), rounds=2, n=2, prompts_per_round=2, sft_steps=1,
+                                eval_prompts=2, eval_samples=1, max_new_tokens=4, progress=False,
+                                restart_from_base=restart)
+    assert len(at_sft) == 2 and all(torch.equal(at_sft[0][k], start[k]) for k in start)
+    same_as_start = all(torch.equal(at_sft[1][k], start[k]) for k in start)
+    assert same_as_start == restart   # round 2 fits the starting weights only when restarting
+    with pytest.raises(ValueError, match="restart_from_base"):
+        rejection_sampling_finetune(model, tokenizer, ReviewTask(), rounds=1, restart_from_base="yes")

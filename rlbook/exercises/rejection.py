@@ -145,9 +145,40 @@ def _verifier_mistakes(p: float, n: int) -> dict[str, tuple[float, str]]:
         "not_all_right": (coins(1 - p ** n, p), "1 − p^n is the chance that not all n draws are right; the best of n "
                                                 "is right when at least one is, i.e. unless all n are wrong: "
                                                 "q = 1 − (1 − p)^n."),
+        "smaller_bound": (min(best_of_n_kl(n), math.log(1 / p)),
+                          "the smaller of the two bounds, log n − (n − 1)/n and log(1/p), is still a bound, not the "
+                          "KL: the winner is right with probability q = 1 − (1 − p)^n, and the KL is that of two "
+                          "coins, q against p."),
         "bits": (_verifier_kl(p, n) / math.log(2), "this is the right KL in bits (log base 2); the lesson measures KL "
                                                    "in nats, with the natural log."),
     }
+
+
+def _named_crash(fn):
+    """``fn``, with a hint added to an error it raises at n = 1 when its answers elsewhere fit q = 1 − (1 − p)^(n − 1)
+    (the exponent off by one: q = 0 at n = 1, and a log of 0)."""
+
+    def called(p, n):
+        try:
+            return fn(p, n)
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            if n == 1 and _off_by_one(fn):
+                raise type(error)(f"{error}. At n = 1 your q is 0: with q = 1 − (1 − p)^(n − 1) the exponent is one "
+                                  "short; the best of n draws is wrong only if all n are, q = 1 − (1 − p)^n") from error
+            raise
+
+    return called
+
+
+def _off_by_one(fn) -> bool:
+    """Whether ``fn`` matches the KL with q = 1 − (1 − p)^(n − 1) on the cases with n ≥ 2."""
+    try:
+        return all(math.isclose(float(fn(p, n)), float(bernoulli_kl(1 - (1 - p) ** (n - 1), p)), rel_tol=1e-4, abs_tol=1e-7)
+                   for p, n in VERIFIER_CASES if n >= 2)
+    except Exception:
+        return False
 
 
 def _verifier_otherwise(value: float, expected: float, p: float, n: int) -> str:
@@ -161,7 +192,7 @@ check_verifier_best_of_n_kl = FunctionExercise(
     "check_verifier_best_of_n_kl", what="verifier KL", cases=lambda: VERIFIER_CASES, reference=_verifier_kl,
     mistakes=_verifier_mistakes, checks=(_one_number("expected one number (the KL in nats)"),),
     close=lambda result, expected: math.isclose(float(result), float(expected), rel_tol=1e-4, abs_tol=1e-7),
-    together=lambda p, n: "all", across=True, wrong=lambda p, n: f"p = {p}, n = {n}: ",
+    together=lambda p, n: "all", across=True, wrong=lambda p, n: f"p = {p}, n = {n}: ", adapt=_named_crash,
     otherwise=lambda result, reference, p, n, **counts: _verifier_otherwise(float(result), float(reference), p, n),
     success=f"Correct on all {len(VERIFIER_CASES)} cases.",
     doc="""Check ``fn(p, n) -> KL(π_n ‖ π)`` in nats for best-of-n under a 0/1 verifier with success rate p.

@@ -20,19 +20,23 @@ prompt (``rlbook.evidence.clustered_se``: the samples of one prompt are not inde
 Rewards follow TRL's reward-function convention, ``reward_fn(prompts=..., completions=..., **columns)
 -> list[float]``, with each dataset column repeated for every sample of its prompt: a task's
 ``reward_fn()`` or a ``RewardModel`` both fit. Simplified on purpose: top-1 per prompt (RAFT also
-studies keeping a top fraction of the whole batch), a fixed sampling temperature, SFT that
-continues from the current policy each round (as Llama 2 samples each round "from the most recent
-model"), and each round's data alone (Llama 2, from its fourth round on, also pooled the best samples
-of all earlier rounds).
+studies keeping a top fraction of the whole batch), a fixed sampling temperature, and each round's
+data alone (Llama 2, from its fourth round on, also pooled the best samples of all earlier rounds).
+Each round samples from the current policy (Llama 2 samples "from the most recent model"); by default
+its SFT then continues from that policy, and with ``restart_from_base=True`` it fine-tunes the
+starting weights instead, as STaR (Zelikman et al. 2022, arXiv:2203.14465, Algorithm 1) and ReST-EM
+(Singh et al. 2023, arXiv:2312.06585, §3) do, and as Llama 2's only statement on it reads (§3.2.3:
+"always starting from the base model on each new RLHF version").
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
 
-from rlbook._checks import check_int, check_positive
+from rlbook._checks import check_bool, check_int, check_positive
 from rlbook.evaluation import sample_and_verify
 from rlbook.evidence import clustered_se
 from rlbook.metrics import mean_pass_at_k
@@ -97,7 +101,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                                 sft_batch_size: int = 16, eval_prompts: int = 64, eval_samples: int = 4,
                                 success_reward: float = 1.0, max_new_tokens: int = 64, temperature: float = 1.0,
                                 seed: int = 0, progress: bool = True, live: bool | None = None,
-                                describe=None) -> History:
+                                describe=None, restart_from_base: bool = False) -> History:
     """Iterated best-of-``n`` → SFT for ``rounds`` rounds on fresh training prompts of ``task``.
 
     Keeps the best completion of each prompt (only those with reward ≥ ``min_reward`` when given)
@@ -110,6 +114,9 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     ``describe``: optional ``describe(completions: list[str]) -> dict[str, float]``, measured on each
     round's kept completions (logged as ``kept/<name>``) and on the held-out samples (``eval/<name>``),
     e.g. the share of completions that use a scratchpad.
+    ``restart_from_base``: each round samples from the current weights but fine-tunes ``model``'s
+    weights as they were when called (STaR's and ReST-EM's restart); False (default) continues from
+    the current weights.
     """
     check_int("rounds", rounds, minimum=1)
     check_int("prompts_per_round", prompts_per_round, minimum=1)
@@ -118,6 +125,8 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     check_positive("temperature", temperature)
     if describe is not None and not callable(describe):
         raise ValueError(f"describe must be None or a function of a list of completions, got {type(describe).__name__}")
+    check_bool("restart_from_base", restart_from_base)
+    base_weights = copy.deepcopy(model.state_dict()) if restart_from_base else None
     reward_fn = task_reward_fn(task)
     train = task.dataset(rounds * prompts_per_round, seed=seed, split="train")
     test = task.dataset(eval_prompts, seed=seed, split="test")
@@ -136,6 +145,8 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
         if kept and describe is not None:
             row.update(_described("kept", describe, [completion for _, completion in kept]))
         if kept:
+            if base_weights is not None:
+                model.load_state_dict(base_weights)   # sampled from the current policy; fit from the start
             losses = sft(model, tokenizer, kept, steps=sft_steps, lr=sft_lr, batch_size=sft_batch_size,
                          seed=seed + round_, progress=progress, live=live)
             row["sft_loss"] = losses[-1]["loss"]
