@@ -37,11 +37,11 @@ import math
 import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_int, check_positive
-from rlbook.advantages import group_advantages
+from rlbook.advantages import gae, group_advantages
 from rlbook.rollout import completion_forward
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
-           "fit_critic_head", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor", "group_gradient_estimates", "heuristic_noise_ratios",
+           "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor", "group_gradient_estimates", "heuristic_noise_ratios",
            "mean_gradient_share", "noise_ratio", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
            "sweep_group_sizes", "value_head_outputs"]
 
@@ -434,6 +434,32 @@ def _check_hidden_states(hidden_states, completion_ids) -> None:
 
 
 @torch.no_grad()
+def gae_baseline_weights(final_rewards, values, completion_mask, lam: float, *, gamma: float = 1.0) -> torch.Tensor:
+    """(B, C) token weights b_t = R − A_t^λ: GAE's advantage written as the final reward minus a per-token baseline.
+
+    GAE (Schulman et al. 2015, arXiv:1506.02438, eq. 16; ``rlbook.advantages.gae``) with the reward R paid at a
+    completion's last token: δ_t = r_t + γV_{t+1} − V_t, A_t = Σ_l (γλ)^l δ_{t+l}, V = 0 after the last token.
+    With γ = 1 and λ = 1, A_t = R − V_t, so b_t = V_t (the Monte-Carlo critic, ``value_head_outputs``); with
+    λ < 1, b_t = R − A_t mixes in the critic's later values V_{t+k}, which depend on the token y_t that b_t
+    multiplies, so the estimator is biased unless V is exact. Passed as ``output_layer_gradients``'
+    ``token_weights``, it gives the ``value_terms`` of ``group_gradient_estimates(..., baseline="critic")``
+    for GAE(λ). ``final_rewards`` (B,), ``values`` and ``completion_mask`` (B, C), padding after each response.
+    """
+    values = as_float_tensor("values", values, ndim=(2,)).to(torch.float64)
+    final_rewards = as_float_tensor("final_rewards", final_rewards, ndim=(1,)).to(torch.float64)
+    if completion_mask.shape != values.shape or final_rewards.shape[0] != values.shape[0]:
+        raise ValueError(f"values {tuple(values.shape)}, completion_mask {tuple(completion_mask.shape)} and "
+                         f"final_rewards {tuple(final_rewards.shape)} must share B (and C)")
+    mask = completion_mask.to(torch.float64)
+    last = mask.sum(dim=1).long() - 1
+    if (last < 0).any():
+        raise ValueError("every completion needs at least one token (a row of completion_mask is all 0)")
+    token_rewards = torch.zeros_like(values)
+    token_rewards[torch.arange(values.shape[0]), last] = final_rewards
+    advantages, _ = gae(token_rewards, values, gamma, lam, mask=mask)
+    return (final_rewards[:, None] - advantages) * mask
+
+
 def value_head_outputs(critic, hidden_states, completion_mask) -> torch.Tensor:
     """(B, C) values of a ``rlbook.trainers.Critic`` from its body's hidden states: what ``critic(...)``
     returns (0 on padding), without a second forward pass when the hidden states are at hand."""

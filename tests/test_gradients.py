@@ -304,3 +304,19 @@ def test_grpo_signal_factor_is_grpo_over_the_true_gradient(group_size):
     assert (alpha == pytest.approx(1.0)) if group_size == 2 else alpha >= 1.5
     with pytest.raises(ValueError, match="success_rate"):
         grpo_signal_factor(0.0, 4)
+
+
+def test_gae_baseline_weights_are_the_values_at_lambda_one_and_mix_in_later_values_below():
+    from rlbook.gradients import gae_baseline_weights
+
+    values = torch.tensor([[0.2, 0.5, 0.9, 0.0], [0.4, 0.3, 0.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    rewards = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    # λ = 1, γ = 1: A_t = R − V_t, so the baseline is the critic's own value at every token (0 on padding)
+    assert torch.allclose(gae_baseline_weights(rewards, values, mask, 1.0), values * mask)
+    # λ = 0: A_t = δ_t = V_{t+1} − V_t inside a response and R − V_last at its end, so b_t = R − V_{t+1} + V_t
+    expected = torch.tensor([[1 - 0.5 + 0.2, 1 - 0.9 + 0.5, 0.9, 0.0], [0 - 0.3 + 0.4, 0.3, 0.0, 0.0]],
+                            dtype=torch.float64)
+    assert torch.allclose(gae_baseline_weights(rewards, values, mask, 0.0), expected)
+    with pytest.raises(ValueError, match="at least one token"):
+        gae_baseline_weights(rewards, values, torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0]]), 0.5)

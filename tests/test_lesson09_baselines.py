@@ -30,6 +30,12 @@ def test_noise_by_setting_is_linear_and_labels_the_growth():
     assert [t.get_text() for t in ax.texts] == ["×9.8"] * 4
 
 
+def test_noise_by_setting_labels_carry_the_ratio_se_when_given():
+    fig = baselines_viz.plot_noise_by_setting({"0/1": _statistics(), "offset": _statistics(scale=9.8)},
+                                              ratio_errors={"offset": {"none": 1.0, "rloo": 0.03}}, decimals=2)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["×9.80\n± 1.00", "×9.80\n± 0.03", "×9.80", "×9.80"]
+
+
 def test_no_ratio_labels_without_a_none_bar():
     statistics = {name: s for name, s in _statistics().items() if name != "none"}
     fig = baselines_viz.plot_baseline_comparison(statistics)

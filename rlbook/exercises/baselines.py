@@ -6,7 +6,8 @@
 (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740), naming the likely mistake: the mean with the
 sample itself, the others' sum over G, the whole batch, GRPO with either σ, the sign, RLOO divided by σ,
 the baseline returned, a group size written into the code, groups read with ``view(G, -1)``, the
-leave-one-out along the wrong axis. It returns
+leave-one-out along the wrong axis, the whole group's sum (self included) over G − 1; an answer that edits
+``rewards`` in place is refused (in a trainer the rewards are read again: logging, KL shaping). It returns
 True / False, or None when the exercise is not attempted yet (``None``, or a function that raises
 ``NotImplementedError``).
 """
@@ -71,6 +72,9 @@ def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str,
         "interleaved": (_interleaved_advantages(rewards, group_size, "rloo"),
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* (rows 0…G−1 are "
                         "the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
+        "self_over_g_minus_1": ((groups - groups.sum(1, keepdim=True) / (group_size - 1)).reshape(-1),
+                                "you divided the whole group's sum by G − 1, the sample itself included: leave it "
+                                "out of the sum too, b_i = (Σ_j r_j − r_i) / (G − 1)."),
         "columns": ((groups - (groups.sum(0, keepdim=True) - groups) / (groups.shape[0] - 1)).reshape(-1)
                     if groups.shape[0] > 1 else None,
                     "you left one out along the wrong axis: `view(-1, G)` puts one prompt per *row*, so the others' "
@@ -78,8 +82,26 @@ def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str,
     }
 
 
+class ChangedItsInput(Exception):
+    """Raised (and reported by the checker) when the reader's function edited ``rewards`` in place."""
+
+
+def _leaves_rewards_alone(fn):
+    """``fn``, called so that an in-place edit of ``rewards`` (``rewards -= …``) is an error, not a silent pass."""
+    def call(rewards, group_size):
+        before = rewards.clone()
+        result = fn(rewards, group_size)
+        if not torch.equal(rewards, before):
+            raise ChangedItsInput("it changed `rewards` in place (e.g. `rewards -= …`); in a trainer the same "
+                                  "rewards are read again (logging, KL shaping), so compute the advantages in a "
+                                  "new tensor and leave `rewards` as it was")
+        return result
+    return call
+
+
 check_rloo_advantages = advantage_exercise(
     "check_rloo_advantages", "leave-one-out advantages", "rloo", "RLOO's", _rloo_exercise_mistakes, cases=RLOO_CASES,
+    adapt=_leaves_rewards_alone,
     doc="""Check a reader's ``fn(rewards, group_size) -> (B,) advantages`` against RLOO's, naming the mistake.
 
     Returns True when every case matches, False (printing what is wrong) otherwise, and None when

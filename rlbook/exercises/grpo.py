@@ -145,18 +145,19 @@ def _varied_groups_right(result, reference, rewards, group_size):
 
 
 def advantage_exercise(name: str, what: str, method: str, whose: str, mistakes, *, checks=(), partial=None,
-                       across: bool = False, doc: str = "", cases=None) -> FunctionExercise:
+                       across: bool = False, doc: str = "", cases=None, adapt=None) -> FunctionExercise:
     """The checker of an exercise that writes ``fn(rewards, group_size) -> (B,) advantages`` for ``method``
     (``rlbook.advantages.group_advantages``'s name), run on ``cases`` (default ``GROUP_CASES``); one advantage per reward is
     checked first, then ``checks``, the comparison, ``partial`` and the ``mistakes``. With ``across``, all
     cases are judged together and a mistake is named only when it fits every case (some mistakes coincide
-    on one batch: on the first, every interleaved group and the whole batch share μ = σ = 0.5)."""
+    on one batch: on the first, every interleaved group and the whole batch share μ = σ = 0.5). ``adapt``:
+    ``FunctionExercise``'s (the function actually called, e.g. one that checks the input was left alone)."""
     cases = GROUP_CASES if cases is None else cases
     return FunctionExercise(
         name, what=what, cases=lambda: cases,
         reference=lambda rewards, group_size: group_advantages(rewards, group_size, method),
         mistakes=mistakes, prepare=_as_advantages, checks=(_one_per_reward, *checks), close=_close, partial=partial,
-        together=(lambda *case: "all") if across else None, across=across,
+        together=(lambda *case: "all") if across else None, across=across, adapt=adapt,
         otherwise=_not_these_advantages(whose), success=f"your {what} match rlbook's on all {len(cases)} batches",
         doc=doc, module=sys._getframe(1).f_globals["__name__"])
 

@@ -74,13 +74,15 @@ def _ratio_bars(ax, names, values, colours, *, errors=None):
 
 
 def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, key: str = "relative_variance",
-                          title: str | None = None):
+                          title: str | None = None, ratio_errors: dict[str, dict[str, float]] | None = None,
+                          decimals: int = 1):
     """Grouped bars of ``key`` (default the noise-to-signal) for each baseline, one bar per setting,
     on a linear axis from 0; each bar of a later setting is labelled with its ratio to the same
-    baseline's bar in the first setting.
+    baseline's bar in the first setting, to ``decimals`` places.
 
     ``settings``: label → ``baseline_statistics`` output (e.g. the same batch with two reward
-    definitions); baselines missing from a setting are left out of its bars.
+    definitions); baselines missing from a setting are left out of its bars. ``ratio_errors``: setting
+    label → {baseline: SE of that ratio} (e.g. ``rlbook.gradients.noise_ratio``'s), printed as "± SE".
     """
     if not settings:
         raise ValueError("settings must hold at least one labelled set of statistics")
@@ -96,8 +98,10 @@ def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, k
         top = max(top, *values)
         bars = ax.bar(positions, values, width, label=label, color=plt.get_cmap("tab10")(j), alpha=0.85)
         if j > 0:
-            ax.bar_label(bars, [f"×{statistics[name][key] / first[name][key]:.1f}" if name in first else ""
-                                for name in shown], fontsize=7, padding=1)
+            errors = (ratio_errors or {}).get(label, {})
+            ax.bar_label(bars, [f"×{statistics[name][key] / first[name][key]:.{decimals}f}"
+                                + (f"\n± {errors[name]:.{decimals}f}" if name in errors else "")
+                                if name in first else "" for name in shown], fontsize=7, padding=1)
     ax.set_xticks(range(len(names)), names)
     ax.set(ylim=(0, 1.15 * top), ylabel=_LABELS.get(key, key))
     ax.grid(axis="y", alpha=0.3)
