@@ -2,6 +2,7 @@
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from rlbook.gradients import (
     grpo_length_factor,
     heuristic_noise_ratios,
     noise_ratio,
+    optimal_baseline_margin,
     optimal_constant_baseline,
     output_layer_gradients,
     prompt_variances,
@@ -239,3 +241,27 @@ def test_optimal_constant_baseline_and_grpo_length_factor():
     assert grpo_length_factor(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4) == pytest.approx(3**0.5)
     with pytest.raises(ValueError, match="not all equal"):
         grpo_length_factor(torch.ones(4), 2)
+
+
+def test_optimal_baseline_margin_decomposition_and_se():
+    # M(b) = mean((R − b)² n) = M(b*) + (b − b*)² mean(n): no baseline beats the value iff b* < J/2.
+    gen = torch.Generator().manual_seed(0)
+    rewards = (torch.rand(400, generator=gen) < 0.7).double()
+    norms = torch.where(rewards > 0, 1.0, 20.0).double() * torch.rand(400, generator=gen, dtype=torch.float64)
+    clusters = torch.arange(400).div(8, rounding_mode="floor").numpy()
+    out = optimal_baseline_margin(rewards, norms, clusters)
+    second = lambda b: float(((rewards - b) ** 2 * norms).mean())
+    assert second(0.0) - second(out["b*"]) == pytest.approx(out["b*"] ** 2 * float(norms.mean()))
+    assert (second(0.0) < second(out["J"])) == (out["margin"] > 0)
+    assert out["margin"] > 0 and out["SE"] > 0          # wrong answers carry the larger scores here
+    # the SE against a brute-force cluster bootstrap of the margin
+    rng = np.random.default_rng(1)
+    blocks = np.arange(400).reshape(50, 8)
+    draws = []
+    for _ in range(2000):
+        rows = blocks[rng.integers(0, 50, 50)].reshape(-1)
+        r, n = rewards[rows], norms[rows]
+        draws.append(float(r.mean()) / 2 - float((r * n).sum() / n.sum()))
+    assert out["SE"] == pytest.approx(np.std(draws), rel=0.15)
+    with pytest.raises(ValueError, match="average above zero"):
+        optimal_baseline_margin(torch.zeros(4), torch.ones(4), [0, 0, 1, 1])
