@@ -41,8 +41,9 @@ from rlbook.advantages import gae, group_advantages
 from rlbook.rollout import completion_forward
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
-           "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor", "group_gradient_estimates", "heuristic_noise_ratios",
-           "mean_gradient_share", "noise_ratio", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
+           "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor",
+           "group_gradient_estimates", "heuristic_noise_ratios", "mean_gradient_share", "noise_ratio", "optimal_baseline_margin",
+           "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
            "sweep_group_sizes", "value_head_outputs"]
 
 # "none": A = R (vanilla REINFORCE, b = 0; Williams 1992's update carries a reinforcement baseline b); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
@@ -347,6 +348,30 @@ def optimal_constant_baseline(rewards, score_norms) -> float:
     if (norms < 0).any() or float(norms.sum()) == 0:
         raise ValueError("score_norms must be non-negative and not all zero")
     return float((rewards * norms).sum() / norms.sum())
+
+
+def optimal_baseline_margin(rewards, score_norms, clusters) -> dict:
+    """Greensmith et al.'s test of no baseline against the value, from one batch of samples.
+
+    For a constant baseline b the one-sample second moment M(b) = E[(R − b)² ‖s‖²] is a quadratic in b
+    with its minimum at b* = E[R ‖s‖²] / E‖s‖², so M(b) = M(b*) + (b − b*)² E‖s‖² (Greensmith, Bartlett
+    and Baxter 2004, JMLR 5, the optimal-baseline result; the variance is M(b) − ‖∇J‖², the same for
+    every b). Hence no baseline (b = 0) has the smaller variance than the value (b = J = E R > 0)
+    exactly when b*² < (J − b*)², i.e. b* < J/2. Returns {"b*", "J", "margin": J/2 − b* (> 0: no baseline
+    quieter), "SE"}: the margin's standard error clustered by ``clusters`` (one label per sample, e.g.
+    its prompt), from the delta-method linearisation
+    z_i = (R_i − J)/(2n) − (R_i − b*) ‖s_i‖² / Σ_j ‖s_j‖² and ``evidence``'s cluster-robust sum.
+    """
+    from rlbook.evidence import _cluster_sandwich  # the same small-sample factor as clustered_se
+
+    best = optimal_constant_baseline(rewards, score_norms)
+    r = as_float_tensor("rewards", rewards, ndim=(1,)).to(torch.float64).numpy()
+    norms = as_float_tensor("score_norms", score_norms, ndim=(1,)).to(torch.float64).numpy()
+    value = float(r.mean())
+    if value <= 0:
+        raise ValueError(f"rewards must average above zero (the criterion b* < J/2 assumes J > 0), got {value}")
+    z = (r - value) / (2 * r.size) - (r - best) * norms / norms.sum()
+    return {"b*": best, "J": value, "margin": value / 2 - best, "SE": _cluster_sandwich(z, clusters)}
 
 
 def grpo_length_factor(rewards, group_size: int, *, unbiased_std: bool = False) -> float:

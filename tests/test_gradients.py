@@ -2,6 +2,7 @@
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,6 +20,7 @@ from rlbook.gradients import (
     heuristic_noise_ratios,
     mean_gradient_share,
     noise_ratio,
+    optimal_baseline_margin,
     optimal_constant_baseline,
     output_layer_gradients,
     prompt_variances,
@@ -320,3 +322,27 @@ def test_gae_baseline_weights_are_the_values_at_lambda_one_and_mix_in_later_valu
     assert torch.allclose(gae_baseline_weights(rewards, values, mask, 0.0), expected)
     with pytest.raises(ValueError, match="at least one token"):
         gae_baseline_weights(rewards, values, torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0]]), 0.5)
+
+
+def test_optimal_baseline_margin_decomposition_and_se():
+    # M(b) = mean((R − b)² n) = M(b*) + (b − b*)² mean(n): no baseline beats the value iff b* < J/2.
+    gen = torch.Generator().manual_seed(0)
+    rewards = (torch.rand(400, generator=gen) < 0.7).double()
+    norms = torch.where(rewards > 0, 1.0, 20.0).double() * torch.rand(400, generator=gen, dtype=torch.float64)
+    clusters = torch.arange(400).div(8, rounding_mode="floor").numpy()
+    out = optimal_baseline_margin(rewards, norms, clusters)
+    second = lambda b: float(((rewards - b) ** 2 * norms).mean())
+    assert second(0.0) - second(out["b*"]) == pytest.approx(out["b*"] ** 2 * float(norms.mean()))
+    assert (second(0.0) < second(out["J"])) == (out["margin"] > 0)
+    assert out["margin"] > 0 and out["SE"] > 0          # wrong answers carry the larger scores here
+    # the SE against a brute-force cluster bootstrap of the margin
+    rng = np.random.default_rng(1)
+    blocks = np.arange(400).reshape(50, 8)
+    draws = []
+    for _ in range(2000):
+        rows = blocks[rng.integers(0, 50, 50)].reshape(-1)
+        r, n = rewards[rows], norms[rows]
+        draws.append(float(r.mean()) / 2 - float((r * n).sum() / n.sum()))
+    assert out["SE"] == pytest.approx(np.std(draws), rel=0.15)
+    with pytest.raises(ValueError, match="average above zero"):
+        optimal_baseline_margin(torch.zeros(4), torch.ones(4), [0, 0, 1, 1])
