@@ -24,6 +24,8 @@ __all__ = [
     "overoptimisation_curves",
     "overoptimisation_downturn",
     "least_squares_slope",
+    "within_level_correlation",
+    "ensemble_scores",
     "bradley_terry_loss_floor",
     "expected_max_of_normals",
     "best_of_n_normal_efficiency",
@@ -334,6 +336,54 @@ def standardised_coefficients(y, *xs) -> np.ndarray:
     if design.shape[0] != target.size or target.size <= design.shape[1]:
         raise ValueError(f"need equally long samples longer than the number of predictors, got {target.size}, {design.shape}")
     return np.linalg.lstsq(design, target, rcond=None)[0]
+
+
+def within_level_correlation(y, x, levels) -> float:
+    """The correlation of ``y`` and ``x`` within the groups of equal ``levels``: both are centred on their
+    group's mean, then correlated (the partial correlation given the level as a categorical factor, i.e. a
+    regression with one fixed effect per level).
+
+    If y depends on x only through the level (y = f(level) + noise unrelated to x, for *any* f, linear or
+    not) it is 0 in expectation. Lesson 04 uses it to ask whether a reward model leans on length among
+    reviews of equal gold reward, a test that a linear regression on gold cannot give when the model is a
+    non-linear function of gold."""
+    y, x, levels = (np.asarray(torch.as_tensor(v).double().flatten()) for v in (y, x, levels))
+    if not y.size == x.size == levels.size:
+        raise ValueError(f"y, x and levels must have one length, got {y.size}, {x.size}, {levels.size}")
+    y_within, x_within = y.copy(), x.copy()
+    for level in np.unique(levels):
+        rows = levels == level
+        y_within[rows] -= y[rows].mean()
+        x_within[rows] -= x[rows].mean()
+    if y_within.std() == 0 or x_within.std() == 0:
+        raise ValueError("y or x is constant within every level: the within-level correlation is not defined")
+    return float(np.corrcoef(y_within, x_within)[0, 1])
+
+
+def ensemble_scores(scores, rule: str = "mean", *, weight: float = 1.0) -> torch.Tensor:
+    """Combine M reward models' scores of the same texts, ``scores`` (M, ...), into one score per text.
+
+    Each model's scores are first standardised over all its texts (a Bradley–Terry reward has an
+    arbitrary offset and a model-specific scale). Rules (Coste et al. 2023, §3): ``"mean"``, the ensemble
+    mean; ``"min"``, worst-case optimisation (WCO), the lowest member; ``"uwo"``, uncertainty-weighted
+    optimisation, the mean minus ``weight`` × the members' variance (population variance over the M)."""
+    scores = torch.as_tensor(scores).double()
+    if scores.dim() < 2 or scores.shape[0] < 2:
+        raise ValueError(f"scores must be (M, ...) with M >= 2 reward models, got {tuple(scores.shape)}")
+    flat = scores.reshape(scores.shape[0], -1)
+    spread = flat.std(dim=1, keepdim=True)
+    if (spread == 0).any():
+        raise ValueError("a reward model scores every text alike: it cannot be standardised")
+    z = ((flat - flat.mean(dim=1, keepdim=True)) / spread).reshape(scores.shape)
+    if rule == "mean":
+        return z.mean(0)
+    if rule == "min":
+        return z.min(0).values
+    if rule == "uwo":
+        if not weight >= 0:
+            raise ValueError(f"weight must be >= 0, got {weight!r}")
+        return z.mean(0) - weight * z.var(0, unbiased=False)
+    raise ValueError(f"rule must be 'mean', 'min' or 'uwo', got {rule!r}")
 
 
 def bradley_terry_expected_loss(gold_gaps, margins, temperature: float) -> np.ndarray:

@@ -126,7 +126,8 @@ def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
     assert "brute-force enumeration" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "plain_mean"])
+@pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "plain_mean",
+                                  "top_n_mean", "continuous"])
 def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
     _names_the_mistake(rm_exercises.check_best_of_n_expectation, rm_exercises._pool_mistakes,
                        rm_exercises._pool_cases()[1], name, capsys)

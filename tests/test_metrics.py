@@ -97,3 +97,39 @@ def test_mean_length_by_correctness():
 def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_within_level_correlation_is_zero_for_any_function_of_the_level_and_finds_length():
+    import numpy as np
+    from rlbook.metrics import within_level_correlation
+    rng = np.random.default_rng(0)
+    levels = rng.integers(0, 4, 4000).astype(float)
+    length = 20 * levels + rng.normal(0, 5, 4000)          # higher levels are longer
+    concave = np.minimum(levels, 1.0) + rng.normal(0, 0.3, 4000)
+    # a non-linear function of the level alone: no within-level link to length
+    assert abs(within_level_correlation(concave, length, levels)) < 0.05
+    leaning = concave - 0.05 * (length - 20 * levels)
+    assert within_level_correlation(leaning, length, levels) < -0.4
+    with pytest.raises(ValueError, match="one length"):
+        within_level_correlation(concave[:3], length, levels)
+    with pytest.raises(ValueError, match="constant"):
+        within_level_correlation(levels, length, levels)
+
+
+def test_ensemble_scores_mean_min_and_uwo():
+    from rlbook.metrics import ensemble_scores
+    a = torch.tensor([[0.0, 1.0, 2.0, 3.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 10.0, 20.0, 30.0]]) + 7      # same order, other scale and offset
+    c = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
+    same = ensemble_scores(torch.stack([a, b]), "mean")
+    assert same.shape == (1, 4)
+    assert torch.allclose(same, ensemble_scores(torch.stack([a, a]), "mean"))   # scale and offset removed
+    opposite = torch.stack([a, c])
+    assert torch.allclose(ensemble_scores(opposite, "mean"), torch.zeros(1, 4, dtype=torch.float64), atol=1e-12)
+    z = (a - a.mean()) / a.std()
+    assert torch.allclose(ensemble_scores(opposite, "min"), -z.abs().double())
+    assert torch.allclose(ensemble_scores(opposite, "uwo", weight=0.5), -0.5 * z.double() ** 2)
+    with pytest.raises(ValueError, match="rule"):
+        ensemble_scores(opposite, "median")
+    with pytest.raises(ValueError, match="M >= 2"):
+        ensemble_scores(a, "mean")

@@ -291,6 +291,10 @@ def test_overoptimisation_plot_with_seeds_and_a_rescaled_proxy():
     assert len(ax.collections) == 1  # the band
     with pytest.raises(ValueError, match="proxy_scale"):
         rm_viz.plot_overoptimisation(curves, proxy_scale=0.0)
+    capped = rm_viz.plot_overoptimisation(curves, proxy_scale=2.0, proxy_name="RM 0", max_gain=4.0).axes[0]
+    assert "(RM 0)" in capped.lines[0].get_label()
+    assert any(list(line.get_ydata()) == [4.0, 4.0] for line in capped.lines)   # the ceiling
+    assert rm_viz.plot_bradley_terry(0.5).axes[1].get_ylabel()
 
 
 def test_bradley_terry_figure_has_no_hidden_reference_and_history_draws_floors():

@@ -12,7 +12,8 @@ or None when the exercise is not attempted yet (``None``, or a function that rai
 ``check_best_of_n_expectation(fn)`` runs ``fn(scores, values, n)`` on small pools and compares it with
 ``brute_force_best_of_n``, the mean over every n-subset of the pool (not with the library's closed
 form), naming the usual slips: the ranks counted from the top, values sorted by themselves, the CDF
-C(k, n) for the probability of rank k, C(k, n − 1), and with-replacement weights.
+C(k, n) for the probability of rank k, C(k, n − 1), with-replacement weights, the mean of the top n
+by score, and the large-N density n (k/N)^(n−1)/N of the winner's rank.
 """
 
 from __future__ import annotations
@@ -174,6 +175,12 @@ def _pool_mistakes(scores: torch.Tensor, values: torch.Tensor, n: int) -> dict[s
                              "the same sample can be drawn twice, which n fresh samples from the policy never are; "
                              "biased for best-of-n unless N ≫ n. Subsets of n distinct samples give C(k − 1, n − 1)/C(N, n)."),
         "plain_mean": (values.mean(), "this is the mean of the pool, the value of best-of-1 whatever n is."),
+        "top_n_mean": (values[torch.argsort(scores, descending=True)][:n].mean(),
+                       "this is the mean of the n highest-scoring samples of the pool (top-n), not the expected value of "
+                       "the one winner of a random n-subset: best-of-n draws n samples and keeps the best of *them*."),
+        "continuous": (_weighted(ascending, [n * (k / size) ** (n - 1) / size for k in ranks]),
+                       "n (k/N)^(n−1)/N is the large-N (continuous) density of the winner's rank, not the exact "
+                       "probability for a finite pool: it does not even sum to 1. Count subsets: C(k − 1, n − 1)/C(N, n)."),
     }
 
 

@@ -56,7 +56,7 @@ def plot_bradley_terry(temperature: float = 0.5):
         if optimum <= margin[-1]:
             ax_loss.plot([optimum], [p * np.logaddexp(0, -optimum) + (1 - p) * np.logaddexp(0, optimum)], "o",
                          color=GOLD_COLOUR)
-    ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylim=(0, 4),
+    ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylabel="loss (nats) and |gradient|", ylim=(0, 4),
                 title=f"the reward model's loss (optimum Δr = {1 / temperature:.2f} Δgold)")
     ax_loss.legend(fontsize=8)
     fig.tight_layout()
@@ -180,7 +180,8 @@ def plot_proxy_against_gold(proxy, gold, *, top: int = 50, kinds=None):
 
 
 def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | None = None,
-                          proxy_scale: float | None = None):
+                          proxy_scale: float | None = None, proxy_name: str | None = None,
+                          max_gain: float | None = None):
     """Proxy and gold reward of best-of-n under the proxy, as gains over n = 1, against √KL (Gao et al. 2022).
 
     ``curves`` is ``rlbook.metrics.overoptimisation_curves``'s output.
@@ -190,7 +191,10 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     ``downturn`` (``rlbook.metrics.overoptimisation_downturn`` over several reward-model seeds on the
     same pool and ns): the gold curve drawn is then the seed mean, with its bootstrap band over the pools
     shaded and each seed's curve thin. ``proxy_scale``: the proxy gain is divided by it — the slope of
-    the proxy on gold (a Bradley–Terry reward is r*/T + c in theory), so that it reads in gold units."""
+    the proxy on gold (a Bradley–Terry reward is r*/T + c in theory), so that it reads in gold units.
+    ``proxy_name`` names the reward model whose proxy curve is drawn (e.g. one of several seeds), and
+    ``max_gain`` draws the largest gold gain any policy can reach (best gold minus the n = 1 mean) as a
+    horizontal line, so that a proxy curve in gold units is not read past it."""
     d = curves["sqrt_kl"]
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     proxy_gain = curves["proxy"] - curves["proxy"][0]
@@ -200,7 +204,13 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
             raise ValueError(f"proxy_scale must be positive, got {proxy_scale!r}")
         proxy_gain = proxy_gain / proxy_scale
         proxy_label = f"proxy RM reward ÷ its slope on gold ({proxy_scale:.2f}): in gold units"
+    if proxy_name:
+        proxy_label = f"{proxy_label} ({proxy_name})"
     ax.plot(d, proxy_gain, "o-", color=PROXY_COLOUR, label=proxy_label)
+    if max_gain is not None:
+        ax.axhline(max_gain, color="grey", lw=0.8, ls="-.")
+        ax.annotate(f"largest gold gain any policy can reach ({max_gain:.2f})", (0, max_gain),
+                    textcoords="offset points", xytext=(4, 4), fontsize=8, color="grey")
     gold = curves["gold"]
     gold_label = "gold reward of the proxy's pick"
     if downturn is not None:
