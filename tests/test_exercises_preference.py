@@ -139,7 +139,7 @@ def test_a_batch_mean_gets_its_own_hint(capsys):
 
 def test_preference_checkers_name_a_wrong_shape(capsys):
     assert exercises.check_dpo_loss(lambda *args: dpo_loss(*args).unsqueeze(0)) is False
-    assert "shape (1, 6)" in capsys.readouterr().out
+    assert "shape (1, 7)" in capsys.readouterr().out
     assert exercises.check_optimal_policy(lambda p, r, b: correct_optimum(p, r, b).unsqueeze(0)) is False
     assert "shape (1, 4)" in capsys.readouterr().out
 
@@ -153,6 +153,17 @@ def test_optimal_policy_rewards_the_stable_form(capsys):
     assert exercises.check_optimal_policy(naive) is False
     assert "overflowed" in capsys.readouterr().out
     assert exercises.check_optimal_policy(correct_optimum) is True
+
+
+def test_dpo_loss_names_log_of_sigmoid_underflow(capsys):
+    # log(sigmoid(β h)) is right in exact arithmetic but −inf at β h = −1000 in float64; logsigmoid is not
+    def log_of_sigmoid(chosen, rejected, ref_chosen, ref_rejected, beta):
+        return -torch.log(torch.sigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))))
+
+    assert exercises.check_dpo_loss(log_of_sigmoid) is False
+    out = capsys.readouterr().out
+    assert "underflows" in out and "β·h = -1000" in out and "logsigmoid" in out
+    assert exercises.check_dpo_loss(correct_dpo) is True
 
 
 def test_dpo_loss_names_swapped_reference_arguments(capsys):

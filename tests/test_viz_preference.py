@@ -205,6 +205,23 @@ def test_preference_history_can_leave_the_tied_first_batch_off_the_accuracy_pane
     assert list(kept.get_xdata()) == steps[1:] and "not drawn" in kept.get_label()
 
 
+def test_preference_history_draws_rule_bars_on_the_accuracy_panel():
+    fig = viz.plot_preference_history(fake_history(), bars={"parse rule": 0.616, "length rule": 0.708})
+    labelled = {line.get_label(): line for line in fig.axes[1].lines}
+    assert list(labelled["length rule 0.708"].get_ydata()) == [0.708, 0.708]
+    assert "parse rule 0.616" in labelled
+    assert len(viz.plot_preference_history(fake_history()).axes[1].lines) == len(fig.axes[1].lines) - 2
+
+
+def test_run_against_optimum_draws_the_fit_and_the_diagonal():
+    predicted = np.array([-2.0, -1.0, 0.0, 1.0])
+    fig = viz.plot_run_against_optimum(predicted, 0.5 * predicted - 1.0)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert "fit: 0.50·x -1.00" in labels and "y = x (the run at π*)" in labels
+    with pytest.raises(ValueError, match="equal-length"):
+        viz.plot_run_against_optimum([1.0, 2.0], [1.0])
+
+
 def test_credit_by_position_figure_draws_new_clauses_and_repeats():
     credit = pd.DataFrame({"text": [0, 0, 0, 0, 1, 1], "unit": ["clause"] * 4 + ["clause", "stop"],
                            "position": [0, 1, 2, 3, 0, 1], "sentiment": [1, 1, -1, 0, 1, 0],
@@ -213,6 +230,6 @@ def test_credit_by_position_figure_draws_new_clauses_and_repeats():
     fig = viz.plot_credit_by_position(credit)
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
     x, y = lines["positive, new"].get_data()
-    assert list(x) == [1, 3, 4] and y[0] == pytest.approx(0.4)          # positions 0-based in the data, 1-based drawn
-    assert list(lines["positive, repeat"].get_xdata()) == [2]
+    assert list(x) == [0, 2, 3] and y[0] == pytest.approx(0.4)          # positions 0-based, as in the tables
+    assert list(lines["positive, repeat"].get_xdata()) == [1]
     assert "gold's length step" in lines

@@ -36,6 +36,10 @@ PAIRS = (
     torch.tensor([-13.0, -29.0, -8.0, -22.5, -16.0, -41.0], dtype=DTYPE),
     torch.tensor([-13.5, -29.5, -9.0, -23.0, -16.0, -34.0], dtype=DTYPE),
 )
+# The DPO checker's pairs: the same 6 and a 7th so mis-ordered (h = −2000) that at β = 0.5 σ(β h) underflows
+# float64 to 0, so an answer written as log(sigmoid(·)) returns inf where logsigmoid does not.
+DPO_PAIRS = tuple(torch.cat([values, torch.tensor([extra], dtype=DTYPE)])
+                  for values, extra in zip(PAIRS, (-2020.0, -20.0, -20.0, -20.0)))
 REF_PROBS = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=DTYPE)
 REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=DTYPE)
 OPTIMUM_BETAS = (0.5, 1.0, 2.0, 0.003)   # the last: exp(r/β) overflows float64 unless π* is a softmax
@@ -73,8 +77,16 @@ def _same_shape(result, reference, *case) -> str | None:
     return None
 
 
+def _underflowed_log_sigmoid(result, reference, *case) -> str | None:
+    if torch.isfinite(reference).all() and torch.isposinf(result.detach()).any():
+        return (f"your loss is inf on a pair with β·h = {float(case[-1] * _log_ratio_margin(*case[:4]).min()):.0f} "
+                f"at β = {case[-1]}: σ of a large negative number underflows to 0 and its log is −inf (or an exp "
+                f"overflowed); compute log σ(z) with F.logsigmoid(z), or −softplus(−z)")
+    return None
+
+
 def _loss_exercise(name: str, what: str, cases, reference, mistakes, *, knob: str, knobs: int, success: str,
-                   generic: str, doc: str) -> FunctionExercise:
+                   generic: str, doc: str, first_checks=()) -> FunctionExercise:
     """A checker that runs the reader's function on ``cases``, argument tuples whose last ``knobs`` entries are
     the knobs (β, τ, or SimPO's β and γ, named together by ``knob``); a wrong answer's message shows the
     expected and the returned values, then the hint of the mistake it matches (else ``generic``)."""
@@ -85,7 +97,7 @@ def _loss_exercise(name: str, what: str, cases, reference, mistakes, *, knob: st
 
     return FunctionExercise(
         name, what=what, cases=lambda: cases, reference=reference, mistakes=mistakes, success=success,
-        checks=(_one_value_per_pair, _same_shape, _finite), named=message,
+        checks=(_one_value_per_pair, _same_shape, *first_checks, _finite), named=message,
         otherwise=lambda result, reference, *case: message(generic, result, reference, *case),
         doc=doc, module=__name__)
 
@@ -116,6 +128,12 @@ def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.T
                     "is the one at β = 1"),
         "log_probabilities": (torch.log_softmax(ref_probs.log() + rewards / beta, 0),
                               "these are log-probabilities log π*: return the probabilities π* (they sum to 1)"),
+        "z_without_reference": (ref_probs * torch.softmax(rewards / beta, 0),
+                                "Z is the wrong sum: normalise by Z = Σ_y π_ref(y) exp(r(y)/β), with π_ref inside the "
+                                "sum, so that π* sums to 1"),
+        "tempered_reference": (torch.softmax((ref_probs.log() + rewards) / beta, 0),
+                               "β divides log π_ref too: only the reward is tempered, π* ∝ exp(log π_ref + r/β), "
+                               "not exp((log π_ref + r)/β)"),
     }
 
 
@@ -176,12 +194,14 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
 
 
 check_dpo_loss = _loss_exercise(
-    "check_dpo_loss", "DPO loss", [(*PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β", knobs=1,
-    success="your DPO loss matches rlbook.losses.dpo_loss on 6 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
-            "scores ln 2)",
+    "check_dpo_loss", "DPO loss", [(*DPO_PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β",
+    knobs=1, first_checks=(_underflowed_log_sigmoid,),
+    success="your DPO loss matches rlbook.losses.dpo_loss on 7 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
+            "scores ln 2; the one with β·h = −1000 stays finite)",
     generic="compare with −log σ(β [(log π_w − log π_ref,w) − (log π_l − log π_ref,l)])",
     doc="""Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → the (B,) per-pair DPO loss
-    −log σ(β h) against ``rlbook.losses.dpo_loss`` on 6 pairs at β = 0.1 and 0.5.""")
+    −log σ(β h) against ``rlbook.losses.dpo_loss`` on 7 pairs at β = 0.1 and 0.5, the last so mis-ordered
+    (β h = −1000 at β = 0.5) that log(sigmoid(·)) underflows where logsigmoid does not.""")
 
 
 # ----------------------------------------------------------------------------------------------

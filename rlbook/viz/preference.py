@@ -33,6 +33,7 @@ __all__ = [
     "plot_preference_history",
     "plot_clause_credit",
     "plot_credit_by_position",
+    "plot_run_against_optimum",
     "plot_margin_histograms",
     "plot_losses_vs_margin",
     "losses_vs_margin_widget",
@@ -152,7 +153,7 @@ def dpo_beta_widget():
 
 
 def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None,
-                            first_batch_tied: bool = False):
+                            first_batch_tied: bool = False, bars: dict | None = None):
     """Four panels of a ``PreferenceTrainer`` run: loss (with ln 2), preference accuracy (train batch
     and held-out), implicit-reward margin, and the policy's sequence log-probs of chosen and rejected
     (train-batch means, faint, and the held-out means, which are always the same pairs); two by two, to fit the
@@ -164,6 +165,8 @@ def plot_preference_history(history, *, title: str = "DPO on review-base", befor
     ``first_batch_tied``: the first training batch is scored at π = π_ref, where every pair ties and counts
     as wrong; its accuracy of 0 is then left off the accuracy panel (the legend says so), so it is not
     read as a collapse below a coin.
+    ``bars``: {label: accuracy} of trivial rankers on the held-out pairs (lesson 06: "prefer the parsable
+    review", "prefer the shorter review"), drawn as dashed horizontal lines on the accuracy panel.
     """
     frame = history.to_pandas() if hasattr(history, "to_pandas") else history
     missing = [k for k in ("step", "loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected")
@@ -181,6 +184,8 @@ def plot_preference_history(history, *, title: str = "DPO on review-base", befor
                  label="train batch (step 0: all ties, not drawn)" if first_batch_tied else "train batch")
     if evals is not None:
         axes[1].plot(evals["step"], evals["eval/rewards/accuracies"], "o-", color="tab:green", label="held-out")
+    for (label, level), colour in zip((bars or {}).items(), ("tab:purple", "tab:orange", "tab:brown", "tab:olive")):
+        axes[1].axhline(level, color=colour, ls="--", lw=1, label=f"{label} {level:.3f}")
     axes[1].set_ylim(-0.02, 1.02)
     axes[1].set_title("preference accuracy", fontsize=10)
     axes[1].legend(fontsize=8)
@@ -247,16 +252,43 @@ def plot_credit_by_position(credit: pd.DataFrame, *, title: str = "clause credit
     colours = {"positive": "tab:green", "neutral": "tab:gray", "negative": "tab:red"}
     fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.7, 3.2))
     for sentiment, colour in colours.items():
-        ax.plot(new.index + 1, new[sentiment], "o-", color=colour, label=f"{sentiment}, new")
+        ax.plot(new.index, new[sentiment], "o-", color=colour, label=f"{sentiment}, new")
         if sentiment in repeats:
-            ax.plot(repeats.index + 1, repeats[sentiment], "o", mfc="none", color=colour, ms=8,
+            ax.plot(repeats.index, repeats[sentiment], "o", mfc="none", color=colour, ms=8,
                     label=f"{sentiment}, repeat")
-    ax.axvline(MAX_CLAUSES + 0.5, color="black", ls=":", lw=1, label="gold's length step")
-    ax.set_xlabel("clause position (1 = the first clause)")
+    ax.axvline(MAX_CLAUSES - 0.5, color="black", ls=":", lw=1, label="gold's length step")
+    ax.set_xticks(range(int(new.index.max()) + 1))
+    ax.set_xlabel("clause position (0 = the first clause, as in the tables)")
     ax.set_ylabel("mean credit β · Σ log π/π_ref", fontsize=9)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_run_against_optimum(predicted, observed, *, title: str = "the run against the exact optimum, per pair",
+                             xlabel: str = "π*'s change log π*/π_ref (nats)", ylabel: str = "the run's change (nats)"):
+    """Per-pair scatter of what a run did to log π(y|x) against what the exact optimum π* asks for,
+    log π*/π_ref = (r − β log Z)/β (``rlbook.preference_analysis.kl_optimum_log_ratio``; Rafailov et al. 2023,
+    arXiv:2305.18290, eq. 4), with the least-squares line (its slope and offset in the legend) and y = x, where a
+    run that reached π* would lie. Returns the figure."""
+    x, y = np.asarray(predicted, dtype=float).reshape(-1), np.asarray(observed, dtype=float).reshape(-1)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"predicted and observed must be two equal-length arrays of at least 2, got {x.size} and {y.size}")
+    slope, offset = np.polyfit(x, y, 1)
+    fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.7, 3.4))
+    ax.scatter(x, y, s=10, alpha=0.4, color="tab:blue", label=f"{x.size} pairs")
+    grid = np.linspace(x.min(), x.max(), 2)
+    ax.plot(grid, slope * grid + offset, color="tab:red", lw=1.5, label=f"fit: {slope:.2f}·x {offset:+.2f}")
+    ax.plot(grid, grid, color="black", ls="--", lw=1, label="y = x (the run at π*)")
+    ax.axhline(0, color="0.5", lw=0.6)
+    ax.axvline(0, color="0.5", lw=0.6)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
