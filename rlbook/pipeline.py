@@ -58,7 +58,7 @@ from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 __all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
            "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
            "sample_replies", "save_stage", "show_replies",
-           "solver_agreement", "solver_demonstrations", "solver_disagreements", "stage_report", "t_multiplier"]
+           "solver_agreement", "solver_demonstrations", "solver_disagreement_kinds", "solver_disagreements", "stage_report", "t_multiplier"]
 
 DOMAINS = ("reasoning", "general")
 
@@ -520,6 +520,35 @@ def solver_disagreements(pairs, examples, task) -> list[tuple[str, str]]:
     rows = _rows_for(pairs, examples)
     solutions = [task.solution(row, style="scratchpad") for row in rows]
     return [(completion, solution) for (_, completion), solution in zip(pairs, solutions) if completion != solution]
+
+
+def solver_disagreement_kinds(pairs, examples, task) -> dict[str, int]:
+    """Sort the kept samples whose working differs from the solver's (``solver_disagreements``) by how.
+
+    ``layout``: the same text once whitespace is removed. ``false step``: some line of the scratchpad is an
+    addition ``x+y(+c)=z`` whose sum is not ``z`` (the filter checks only the final answer, so a sample with
+    a false step before a right answer is kept). ``other working``: every such line is true arithmetic, but
+    the lines are not the solver's (a wrong digit or carry, a missing or extra line). Returns the three
+    counts; they add up to ``len(solver_disagreements(pairs, examples, task))``."""
+    import re
+
+    def false_step(text: str) -> bool:
+        work = text.split("</think>")[0].split("<think>")[-1]
+        for line in work.splitlines():
+            m = re.fullmatch(r"\s*(\d+(?:\s*\+\s*\d+)+)\s*=\s*(\d+)\s*", line)
+            if m and sum(int(x) for x in m.group(1).split("+")) != int(m.group(2)):
+                return True
+        return False
+
+    kinds = {"layout": 0, "false step": 0, "other working": 0}
+    for completion, solution in solver_disagreements(pairs, examples, task):
+        if "".join(completion.split()) == "".join(solution.split()):
+            kinds["layout"] += 1
+        elif false_step(completion):
+            kinds["false step"] += 1
+        else:
+            kinds["other working"] += 1
+    return kinds
 
 
 def _cluster_se(cluster_means) -> float:

@@ -201,6 +201,12 @@ def test_figures_draw():
     with pytest.raises(ValueError, match="n must be"):
         pl_viz.plot_rs_yield(keepable, 5)
     ax = pl_viz.plot_distillation(curves[curves.run == "a"], {0: 0.7, 1: 0.8}, base=0.2)
+    ladder = pd.DataFrame({"gold": [1.0, 2.0, 3.0], "rm score": [-0.5, -0.7, -2.3], "rm SE": [0.2, 0.2, 0.1],
+                           "gold in RM pairs": [0.0, -0.4, -2.6]}, index=pd.Index([1, 2, 3], name="clauses"))
+    left, right = pl_viz.plot_stage4_reviews({"stage 3": {1: 0.3, 2: 0.7}, "stage 4": {1: 0.9, 2: 0.1}}, ladder)
+    assert len(left.patches) == 6 and len(right.lines) == 2
+    with pytest.raises(ValueError):
+        pl_viz.plot_stage4_reviews({}, ladder)
     assert ax.get_ylabel() == "held-out pass@1"
     ax = pl_viz.plot_distillation(curves[curves.run == "a"], {0: 0.7, 1: 0.8}, base=0.2, prefilled=0.6)
     dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
@@ -376,6 +382,21 @@ def test_solver_agreement():
     assert pl.solver_disagreements(exact, rows, TASK) == []
     with pytest.raises(ValueError):
         pl.solver_agreement([], rows, TASK)
+
+
+def test_solver_disagreement_kinds():
+    rows = TASK.dataset(4, seed=1, split="train")
+    exact = pl.cold_start_data(TASK, 4, seed=1)
+    assert pl.solver_disagreement_kinds(exact, rows, TASK) == {"layout": 0, "false step": 0, "other working": 0}
+    (p0, c0), (p1, c1), (p2, c2) = exact[:3]
+    first = c1.split("<think>")[1].split("\n")[0]  # e.g. "2+7=9"
+    lhs, rhs = first.split("=")
+    false = c1.replace(first, f"{lhs}={int(rhs) + 1}", 1)  # a false step, the final answer untouched
+    lines = c2.split("</think>")[0].split("<think>")[1].split("\n")
+    other = c2.replace("\n".join(lines), "\n".join(lines[:-1]), 1)  # a true line dropped
+    altered = [(p0, c0.replace("</think>", "\n</think>")), (p1, false), (p2, other)] + exact[3:]
+    assert pl.solver_disagreement_kinds(altered, rows, TASK) == {"layout": 1, "false step": 1, "other working": 1}
+    assert sum(pl.solver_disagreement_kinds(altered, rows, TASK).values()) == len(pl.solver_disagreements(altered, rows, TASK))
 
 
 

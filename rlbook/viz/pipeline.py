@@ -7,6 +7,9 @@
 - ``plot_rs_yield`` / ``rs_yield_widget``: rejection sampling's yield — the expected share of prompts
   that keep a sample when n are drawn (the unbiased pass@n of the keepable table), and each prompt's
   chance of being kept, prompts sorted by difficulty; the widget's slider is n, its menu the policy;
+- ``plot_stage4_reviews``: stage 4's reviews by length — the share of parsed reviews with each clause
+  count, per stage, beside the reward model's score of the best review of each length (the clause
+  ladder) against the gold reward, best and as in the reward model's training pairs;
 - ``plot_distillation``: the small model's held-out pass@1 over RL steps against the same model
   after SFT on the big policy's outputs (and after any other SFT arm, such as clean data).
 """
@@ -21,7 +24,7 @@ from rlbook._figures import COLUMN_IN
 from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k
 from rlbook.tasks.reviews import UNPARSABLE
 
-__all__ = ["plot_distillation", "plot_rlvr_curves", "plot_rs_yield", "plot_stage_table", "rs_yield_widget"]
+__all__ = ["plot_distillation", "plot_rlvr_curves", "plot_rs_yield", "plot_stage4_reviews", "plot_stage_table", "rs_yield_widget"]
 
 RUN_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
@@ -87,7 +90,7 @@ def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2
         for yi, g, cap, parsed in zip(y, gold, caps, table["reviews parsed"]):  # right of the error bar's cap
             axes[2].text(max(g, UNPARSABLE) + cap + 0.12, yi, f"{parsed:.0%} reviews", va="center", fontsize=8)
     axes[2].set(xlim=(UNPARSABLE - 0.1, max(1.0, float(np.nanmax(gold + (0 if gold_se is None else 2 * gold_se.fillna(0)))) + 1.6)),
-                xlabel="mean gold reward of its replies\n(bar starts at −3, no review; longer = better liked)"
+                xlabel="mean gold reward of its replies\n(bar starts at −3, no review; a longer bar = better liked)"
                        + ("" if gold_multiplier == 2.0 else f"; ± {gold_multiplier:.2f} SE"),
                 title="preference (general)")
     axes[0].set_yticks(y, table.index)
@@ -98,6 +101,40 @@ def plot_stage_table(table, *, k: int = 8, axes=None, gold_multiplier: float = 2
             for bar in ax.patches[len(table) - len(apart):len(table)]:
                 bar.set_hatch("//")
                 bar.set_alpha(0.6)
+    return axes
+
+
+def plot_stage4_reviews(clause_shares: dict, ladder, *, axes=None, multiplier: float = 2.0):
+    """Two panels. Left: for each policy in ``clause_shares`` (name → {clause count: share of its parsed
+    reviews}, e.g. ``review_readout``'s ``clauses`` row), the share at each clause count. Right:
+    ``ladder`` (a DataFrame indexed by clause count with columns ``gold``, ``rm score``, ``rm SE`` and
+    ``gold in RM pairs``: ``clause_ladder`` joined with ``gold_by_clauses``) — the gold reward of the best
+    review of each length and the mean gold of the reward model's training replies of that length (left
+    axis), and the reward model's score of the best review (right axis, its own units, ± ``multiplier`` SE)."""
+    _check_columns("ladder", ladder, ("gold", "rm score", "rm SE", "gold in RM pairs"))
+    if not clause_shares:
+        raise ValueError("clause_shares must name at least one policy")
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    counts = sorted({int(c) for shares in clause_shares.values() for c in shares} | {int(c) for c in ladder.index})
+    width = 0.8 / len(clause_shares)
+    for i, (color, (name, shares)) in enumerate(zip(RUN_COLORS, clause_shares.items())):
+        x = np.arange(len(counts)) + (i - (len(clause_shares) - 1) / 2) * width
+        axes[0].bar(x, [float(shares.get(c, 0.0)) for c in counts], width, color=color, label=name)
+    axes[0].set(xticks=range(len(counts)), xticklabels=counts, xlabel="clauses in a parsed review",
+                ylabel="share of the parsed reviews", ylim=(0, 1), title="how long the reviews are")
+    axes[0].legend(fontsize=8)
+    x = [int(c) for c in ladder.index]
+    axes[1].plot(x, ladder["gold"], "k-o", label="gold: best review of that length")
+    axes[1].plot(x, ladder["gold in RM pairs"], "k--s", label="gold: mean of the RM's training replies")
+    axes[1].set(xlabel="clauses", ylabel="gold reward", xticks=x, title="what the reward model learned")
+    rm = axes[1].twinx()
+    rm.errorbar(x, ladder["rm score"], yerr=multiplier * ladder["rm SE"], color="tab:red", marker="o", capsize=3,
+                label=f"reward model on the best review (± {multiplier:g} SE)")
+    rm.set_ylabel("reward-model score (its own units)", color="tab:red")
+    lines = axes[1].get_legend_handles_labels()
+    more = rm.get_legend_handles_labels()
+    axes[1].legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="lower left")
     return axes
 
 
