@@ -8,6 +8,8 @@ Lessons 06 and 07 read these numbers; ``rlbook.viz.preference`` draws them.
   ``PreferenceTrainer`` scores them, so per-pair margins of any two models can be compared.
 - ``kl_optimum_log_ratio``: what the exact KL-regularised optimum does to a response's log-probability,
   log π*/π_ref = (r − β log Z)/β, with β log Z estimated from the reference's own samples.
+- ``ipo_win_rate_targets``: IPO's optimal margin of each pair when one score serves every pair,
+  (q(y_w) − q(y_l))/τ with q a response's gold win rate (Azar et al. 2023, §5.1).
 - ``parse_rule_accuracy`` and ``gap_matched_accuracy``: the bars a preference accuracy is read against
   (the rule "prefer the parsable review"; another group of pairs with the same gold gaps).
 - ``margin_slope`` and ``preference_margin_run``: the slope of a margin curve with its standard
@@ -310,6 +312,34 @@ def kl_optimum_log_ratio(rewards, reference_rewards, *, beta: float) -> tuple[np
     beta_log_z = float(beta * (top + np.log(w.mean())))
     se = float(beta * w.std(ddof=1) / (np.sqrt(ref.size) * w.mean()))
     return (r - beta_log_z) / beta, beta_log_z, se
+
+
+def ipo_win_rate_targets(chosen_gold, rejected_gold, *, tau: float) -> np.ndarray:
+    """Per pair, IPO's optimal margin when one score g(y) serves every pair: (q(y_w) − q(y_l))/τ.
+
+    Azar et al. (2023, arXiv:2310.12036, §5.1) show that regressing h(y, y') = g(y) − g(y') onto the
+    label I(y, y')/τ, with y and y' drawn independently from the data's policy μ, has the minimiser
+    g(y) = p*(y ≻ μ)/τ + const, so h* = (p*(y_w ≻ μ) − p*(y_l ≻ μ))/τ ∈ [−1/τ, 1/τ]: each pair's
+    target is its own, not 1/(2τ). Here p*(y ≻ μ) = q(y) is each response's win rate against the pool
+    of all the pairs' responses (both sides), by gold reward, a tie counting ½ — a deterministic
+    preference. 1/(2τ) is the value for one pair alone (μ uniform on its two responses); a model that
+    could place each pair on its own would reach it, a model whose score generalises across pairs
+    is held to these targets. ``chosen_gold`` and ``rejected_gold``: the gold rewards of each pair's
+    responses, chosen the better.
+    """
+    tau = check_positive("tau", tau)
+    w = np.asarray(chosen_gold, dtype=np.float64).reshape(-1)
+    lose = np.asarray(rejected_gold, dtype=np.float64).reshape(-1)
+    if w.shape != lose.shape or w.size == 0:
+        raise ValueError(f"chosen_gold and rejected_gold must be non-empty and of one length, got {w.size} and {lose.size}")
+    pool = np.sort(np.concatenate([w, lose]))
+
+    def win_rate(g):
+        below = np.searchsorted(pool, g, side="left")
+        ties = np.searchsorted(pool, g, side="right") - below
+        return (below + 0.5 * ties) / pool.size
+
+    return (win_rate(w) - win_rate(lose)) / tau
 
 
 def parse_rule_accuracy(chosen, rejected) -> np.ndarray:

@@ -392,3 +392,21 @@ def test_repeat_rule_gap_compares_repeat_decided_pairs_with_gap_matched_others()
     expected = gap_matched_accuracy(correct, gaps, np.array([1, 1, 0, 0, 0], bool), np.array([0, 0, 1, 1, 0], bool))
     assert (out["repeat"], out["matched"], out["n"]) == pytest.approx(expected)
     assert out["n"] == 2 and out["gap"] == pytest.approx(out["repeat"] - out["matched"])
+
+
+def test_ipo_win_rate_targets_match_azar_on_small_pools():
+    from rlbook.preference_analysis import ipo_win_rate_targets
+
+    # one pair alone: q = 3/4 and 1/4, so h* = 1/(2τ), the two-response target
+    assert ipo_win_rate_targets([1.0], [0.0], tau=0.25) == pytest.approx([2.0])
+    # three quality levels, pairs (b, a), (c, a), (c, b): pool a, a, b, b, c, c -> q = 1/6, 1/2, 5/6
+    h = ipo_win_rate_targets([1.0, 2.0, 2.0], [0.0, 0.0, 1.0], tau=0.5)
+    assert h == pytest.approx([2 * (1 / 2 - 1 / 6), 2 * (5 / 6 - 1 / 6), 2 * (5 / 6 - 1 / 2)])
+    assert np.all(np.abs(h) <= 1 / 0.5)
+    # a continuum: pairs of iid draws put the mean near 1/(3τ), two thirds of 1/(2τ)
+    rng = np.random.default_rng(0)
+    a, b = rng.random(20000), rng.random(20000)
+    h = ipo_win_rate_targets(np.maximum(a, b), np.minimum(a, b), tau=0.25)
+    assert h.mean() == pytest.approx(1 / (3 * 0.25), abs=0.02)
+    with pytest.raises(ValueError):
+        ipo_win_rate_targets([1.0], [0.0, 1.0], tau=0.25)

@@ -233,3 +233,21 @@ def test_credit_by_position_figure_draws_new_clauses_and_repeats():
     assert list(x) == [0, 2, 3] and y[0] == pytest.approx(0.4)          # positions 0-based, as in the tables
     assert list(lines["positive, repeat"].get_xdata()) == [1]
     assert "gold's length step" in lines
+
+
+def test_margin_trajectories_tell_two_variants_of_one_loss_apart_and_draw_a_predicted_level():
+    fig = viz.plot_margin_trajectories({"DPO": [0.0, 1.0], "DPO, seed 1": [0.0, 2.0], "DPO, seed 2": [0.0, 3.0]},
+                                       target=2.0, target_label="1/(2τ), one pair alone", predicted=1.5)
+    lines = {line.get_label(): line for line in fig.axes[0].lines}
+    assert [lines[k].get_linestyle() for k in ("DPO", "DPO, seed 1", "DPO, seed 2")] == ["-", "--", "-."]
+    assert "1/(2τ), one pair alone = 2" in lines and "predicted = 1.5" in lines
+
+
+def test_margin_histograms_draw_a_predicted_distribution_in_its_run_panel():
+    generator = np.random.default_rng(0)
+    fig = viz.plot_margin_histograms({"DPO": generator.normal(10, 6, 200), "IPO": generator.normal(1, 1, 200)},
+                                     target=2.0, separate=True, shared_axis=True,
+                                     predicted={"IPO": generator.normal(1.3, 1, 200)})
+    labels = [[text.get_text() for text in ax.get_legend().get_texts()] for ax in fig.axes]
+    assert not any(label.startswith("predicted") for label in labels[0])
+    assert any(label.startswith("predicted: median") for label in labels[1])

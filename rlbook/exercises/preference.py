@@ -235,6 +235,12 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
         "both_orderings_summed": ((h - 1 / tau) ** 2 + h ** 2,
                                   "this is (h − 1/τ)² + h², the two orderings summed: it equals 2(h − 1/(2τ))² "
                                   "+ 1/(2τ²); drop the constant and the factor 2 to get IPO's (h − 1/(2τ))²"),
+        "halved": (0.5 * (h - 1 / (2 * tau)) ** 2,
+                   "right up to a factor ½: IPO's loss (Azar et al. 2023, eq. 17) is (h − 1/(2τ))², with no ½ in front"),
+        "doubled": (2 * (h - 1 / (2 * tau)) ** 2,
+                    "this is 2(h − 1/(2τ))², the two orderings' sum less its constant: drop the factor 2 as well"),
+        "absolute": ((h - 1 / (2 * tau)).abs(),
+                     "this is |h − 1/(2τ)|: IPO regresses the margin onto its target with a square, (h − 1/(2τ))²"),
     }
 
 
@@ -277,6 +283,13 @@ def simpo_loss_mistakes(chosen, rejected, chosen_lens, rejected_lens, beta,
                        "γ has the wrong sign: the margin must *exceed* γ, so γ is subtracted inside σ"),
         "flipped": (-F.logsigmoid(-beta * average_margin - gamma),
                     "chosen and rejected are swapped: the chosen response's average log-prob comes first"),
+        "no_minus": (F.logsigmoid(beta * average_margin - gamma),
+                     "the minus sign is missing: the loss is −log σ(β·Δ − γ), which is ≥ 0"),
+        "weight": (torch.sigmoid(-(beta * average_margin - gamma)),
+                   "this is σ(−(β·Δ − γ)), the gradient's weight, not the loss; the loss is −log σ(β·Δ − γ)"),
+        "gamma_over_beta": (-F.logsigmoid(beta * average_margin - gamma / beta),
+                            "γ is divided by β: TRL writes SimPO as β(Δ − γ/β), which is β·Δ − γ; subtract γ itself "
+                            "after scaling by β"),
     }
 
 

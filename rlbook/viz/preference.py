@@ -295,8 +295,13 @@ def plot_run_against_optimum(predicted, observed, *, title: str = "the run again
 
 def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: int = 40,
                            title: str = "per-pair log-ratio margin h on held-out pairs", separate: bool = False,
-                           shared_axis: bool = False, bound: float | None = None):
+                           shared_axis: bool = False, bound: float | None = None,
+                           target_label: str = "IPO target 1/(2τ)", predicted: dict | None = None):
     """Histograms of per-pair margins, one per run (``{name: (N,) array}``), IPO's target dotted.
+
+    ``target_label``: the dotted line's legend text (its value is appended). ``predicted``: per-pair
+    margins a theory predicts for one run (``{name: (N,) array}``, lesson 07: IPO's win-rate targets,
+    ``rlbook.preference_analysis.ipo_win_rate_targets``), drawn grey and filled in that run's panel.
 
     ``separate``: one panel per run, each with its own bins over its own range (so a run whose
     margins are small is not squeezed into a few bars by another's long tail); otherwise all runs
@@ -320,11 +325,15 @@ def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: 
     for ax, (name, v) in zip(axes, values.items()):
         own_edges = np.linspace(float(v.min()), float(v.max()), bins + 1)
         edges = own_edges if separate and not shared_axis else shared_edges
+        if predicted and name in predicted:
+            p = np.asarray(predicted[name], dtype=float)
+            ax.hist(p, bins=edges, histtype="stepfilled", color="0.75", alpha=0.6,
+                    label=f"predicted: median {np.median(p):.2f}")
         ax.hist(v, bins=edges, histtype="step", lw=1.8, color=LOSS_COLOURS.get(name.split()[0].lower()),
                 label=f"{name}: median {np.median(v):.2f}")
     for ax in dict.fromkeys(axes):
         if target is not None:
-            ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
+            ax.axvline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"{target_label} = {target:.3g}")
         if bound is not None:
             ax.axvline(bound, color="black", ls="--", lw=1.0, label=f"1/τ = {bound:.3g}")
         ax.axvline(0, color="black", lw=0.6)
@@ -479,24 +488,35 @@ def kto_value_widget():
 
 
 def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlabel: str = "step",
-                             title: str = "log-ratio margin h during training", log_steps: bool = False):
+                             title: str = "log-ratio margin h during training", log_steps: bool = False,
+                             target_label: str = "IPO target 1/(2τ)", predicted: float | None = None,
+                             predicted_label: str = "predicted"):
     """Margin curves, one per loss (``{name: (steps,) array}``), with IPO's target 1/(2τ) dotted.
 
     A name is a loss ("DPO") or a loss and a variant ("DPO, Adam"): each curve takes its loss's colour, and
-    a variant's curve is dashed, so two runs of one loss are told apart by line style, not by a colour that
-    would be another loss's. ``log_steps``: a logarithmic step axis, on which a margin growing like
-    (1/β) log t is a straight line.
+    a variant's curve is dashed (a loss's second variant dash-dotted, its third dotted), so two runs of one
+    loss are told apart by line style, not by a colour that would be another loss's. ``log_steps``: a
+    logarithmic step axis, on which a margin growing like (1/β) log t is a straight line. ``target_label``:
+    the dotted line's legend text (its value is appended); ``predicted``: a second level, drawn grey and
+    dash-dotted with ``predicted_label`` (lesson 07: the mean of IPO's win-rate targets).
     """
     if not margins:
         raise ValueError("margins must map at least one loss name to its margin curve")
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    variants: dict[str, int] = {}
     for name, values in margins.items():
         values = np.asarray(values, dtype=float)
         loss = name.split(",")[0].strip().lower()
-        ax.plot(np.arange(1, len(values) + 1), values, color=LOSS_COLOURS.get(loss, None),
-                ls="-" if loss == name.strip().lower() else "--", label=name)
+        if loss == name.strip().lower():
+            style = "-"
+        else:
+            style = ("--", "-.", ":")[variants.get(loss, 0) % 3]
+            variants[loss] = variants.get(loss, 0) + 1
+        ax.plot(np.arange(1, len(values) + 1), values, color=LOSS_COLOURS.get(loss, None), ls=style, label=name)
     if target is not None:
-        ax.axhline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"IPO target 1/(2τ) = {target:.3g}")
+        ax.axhline(target, color=LOSS_COLOURS["ipo"], ls=":", lw=1.2, label=f"{target_label} = {target:.3g}")
+    if predicted is not None:
+        ax.axhline(predicted, color="0.45", ls="-.", lw=1.2, label=f"{predicted_label} = {predicted:.3g}")
     if log_steps:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel + (" (log scale)" if log_steps else ""))
