@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import rlbook.advantages
 import rlbook.kl
 
 from rlbook import toys
@@ -391,5 +392,15 @@ def test_expected_gradient_names_probabilities_as_log_probabilities_and_squared_
      "last token only"),
 ])
 def test_kl_credit_names_the_shaped_rewards_and_a_reward_on_the_last_token_only(capsys, wrong, words):
+    result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
+    assert result is False and words in out, out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda r, kl, b: r.unsqueeze(1) - b * _later(kl) / kl.shape[1], "divided by the length T"),
+    (lambda r, kl, b: rlbook.advantages.gae(rlbook.kl.kl_in_reward(r, kl, b, torch.ones_like(kl)),
+                                            torch.zeros_like(kl), 0.99, 1.0)[0], "γ = 0.99"),
+])
+def test_kl_credit_names_a_per_length_sum_and_a_discount(capsys, wrong, words):
     result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
     assert result is False and words in out, out

@@ -85,6 +85,7 @@ def test_kl_histograms_give_the_bias_with_its_standard_error():
 def test_kl_histograms_show_the_infinite_variance_of_k3():
     fig = kl_viz.plot_kl_estimator_histograms(0.5, 2.0, n_samples=2_000, seed=3)
     assert "(exact ∞)" in fig.axes[2].get_title() and "∞" not in fig.axes[0].get_title()
+    assert "SE undefined" in fig.axes[2].get_title() and "SE undefined" not in fig.axes[0].get_title()
     assert "seed 3" in fig._suptitle.get_text()
 
 
@@ -201,6 +202,16 @@ def test_kl_gradient_variance_plot_has_a_log_log_panel_per_policy():
         kl_viz.plot_kl_gradient_variance([1], variances, labels={})
     with pytest.raises(ValueError, match="one value per length"):
         kl_viz.plot_kl_gradient_variance([1, 2], variances, labels={})
+
+
+def test_kl_gradient_variance_plot_takes_a_colour_per_credit():
+    import matplotlib.colors as mcolors
+    variances = {"near": {"own_token": [1.0, 2.0], "k3_in_loss": [1.0, 3.0]}}
+    fig = kl_viz.plot_kl_gradient_variance([1, 2], variances, labels={}, colours={"k3_in_loss": "tab:blue"})
+    curve = {line.get_label(): line for line in fig.axes[0].lines}
+    assert mcolors.same_color(curve["k3_in_loss"].get_color(), "tab:blue")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
 
 
 def test_baseline_factor_plot_draws_each_checkpoint_and_checks_arguments():

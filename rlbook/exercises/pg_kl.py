@@ -552,6 +552,13 @@ def _credit_mistakes(rewards, kl, beta):
         "reward_on_last_only": (-beta * later + torch.nn.functional.pad(reward, (kl.shape[1] - 1, 0)),
                                 "the KL is carried back but R sits on the last token only: R is part of every "
                                 "token's return, so each credit is R − β Σ_{t'≥t} k1_t'."),
+        "per_length": (reward - beta * later / kl.shape[1], "the future sum is divided by the length T (GRPO's 1/|o| "
+                       "habit): the credit is the sum itself, R − β Σ_{t'≥t} k1_t', with no 1/T."),
+        **{f"discount_{gamma:g}": (gae(kl_in_reward(rewards, kl, beta, torch.ones_like(kl)), torch.zeros_like(kl),
+                                       gamma, 1.0)[0],
+                                   f"that is the return discounted with γ = {gamma:g}: the sequence tilt needs the "
+                                   "undiscounted sum (γ = 1), every later token's log-ratio at full weight.")
+           for gamma in (0.99, 0.95, 0.9)},
     }
 
 

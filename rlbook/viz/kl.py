@@ -38,7 +38,7 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
 
     Each panel marks the true KL(π_θ ‖ π_ref) (black) and the sample mean (dashed). Its title gives
     the measured bias/true ± one standard error (the sample stdev over √n: a single sample's bias is
-    noise until it clears a few of these) and stdev/true, beside the exact ones (``kl_estimator_table_any_sigma``):
+    noise until it clears a few of these; "SE undefined" where the exact variance is infinite) and stdev/true, beside the exact ones (``kl_estimator_table_any_sigma``):
     where they part, the sample has missed the rare draws that carry the variance (k3 far from
     π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). The x-range shows the 0.5–99.5% quantiles
     of all three estimators, so the panels share one scale; the draws beyond it are counted in a grey,
@@ -66,11 +66,13 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
         ax.axvline(v.mean(), color="black", ls="--", lw=1.2, label=f"sample mean = {v.mean():.4g}")
         exact_stdev = exact[name]["stdev/true"]
         bias_se = v.std() / np.sqrt(len(v)) / true_kl  # one standard error of the sample mean, over the KL
-        ax.set_title(f"{name}: bias/true = {(v.mean() - true_kl) / true_kl:+.3f} ± {bias_se:.3f} "
+        # with an infinite variance the sample stdev over √n estimates nothing: no ± is printed
+        spread = "SE undefined" if exact_stdev == float("inf") else f"± {bias_se:.3f}"
+        ax.set_title(f"{name}: bias/true = {(v.mean() - true_kl) / true_kl:+.3f} {spread} "
                      f"(exact {exact[name]['bias/true']:+.3f})\n"
                      f"stdev/true = {v.std() / true_kl:.2f} (exact {'∞' if exact_stdev == float('inf') else f'{exact_stdev:.2f}'})",
                      fontsize=9)
-        ax.set_yticks([])
+        ax.set_ylabel("count of draws", fontsize=8)
         ax.legend(fontsize=7.5, loc="upper right")
         ax.set_xlabel("per-sample value")
     fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), {n_samples:,} samples, seed {seed} "
@@ -298,14 +300,17 @@ def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]
     return fig
 
 
-def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float]]], *, labels: dict[str, str]):
+def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float]]], *, labels: dict[str, str],
+                              colours: dict[str, str] | None = None):
     """Variance of one response's KL gradient against the length T, log–log, one panel per policy.
 
     ``variances`` maps a panel title (a policy) to {credit: variance at each of ``lengths``}, as
     ``rlbook.kl_sequence.chain_gradient_moments`` returns them; ``labels`` names each credit. Dotted
     guides of slope 1, 2 and 3 start from the smallest curve's first point, so a credit's growth in T
-    (T, T², T³) reads off as the guide it runs beside.
+    (T, T², T³) reads off as the guide it runs beside. ``colours`` (credit → matplotlib colour, optional)
+    lets a lesson keep one colour per placement across its figures; unnamed credits take the default cycle.
     """
+    colours = colours or {}
     lengths = np.asarray(lengths, dtype=float)
     if lengths.ndim != 1 or len(lengths) < 2 or (lengths <= 0).any():
         raise ValueError(f"lengths must be at least two positive numbers, got {lengths!r}")
@@ -317,7 +322,7 @@ def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float
             values = np.asarray(values, dtype=float)
             if values.shape != lengths.shape:
                 raise ValueError(f"variances[{title!r}][{credit!r}] must have one value per length, got {values.shape}")
-            ax.loglog(lengths, values, marker="o", markersize=3, label=labels.get(credit, credit))
+            ax.loglog(lengths, values, marker="o", markersize=3, label=labels.get(credit, credit), color=colours.get(credit))
         start = min(float(np.asarray(v, dtype=float)[0]) for v in by_credit.values())
         for power in (1, 2, 3):
             ax.loglog(lengths, start * (lengths / lengths[0]) ** power, ":", color="0.35", linewidth=1.0)
