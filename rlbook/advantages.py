@@ -58,11 +58,15 @@ def group_advantages(rewards, group_size: int, method: str = "grpo", unbiased_st
     if method == "grpo":
         std = groups.std(dim=1, keepdim=True, correction=1 if unbiased_std else 0)
         advantages = centred / (std + eps)
+        # with eps = 0, a spread that underflows to std = 0 (subnormal rewards) would divide by zero
+        flat = (std + eps) == 0
     elif method == "dr_grpo":
         advantages = centred
     else:
         advantages = centred * group_size / (group_size - 1)
     constant = groups.max(dim=1, keepdim=True).values == groups.min(dim=1, keepdim=True).values
+    if method == "grpo":
+        constant = constant | flat
     return torch.where(constant, torch.zeros_like(advantages), advantages).reshape(-1)
 
 
