@@ -30,17 +30,20 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     The two variance panels are linear from 0, each bar labelled with its ratio to ``none`` (when
     present): on a log axis cut above 0 a ±20 % difference would look like a factor of several.
     ``ratio_errors``: {baseline: SE of its noise-to-signal ratio to none} (``rlbook.gradients.noise_ratio``);
-    the middle panel's labels then read ×ratio ± SE and its bars carry ±1 SE of that ratio (its title says so;
-    the right panel's bars are ±3 SE of the scale)."""
+    the middle panel's bars stay the raw noise-to-signal, its labels read ×ratio ± SE and its error bars carry that
+    SE, scaled to the bar (its title says so; the right panel's bars are ±3 SE of the scale)."""
     if not statistics:
         raise ValueError("statistics must hold at least one baseline")
     names = list(statistics)
     colours = [BASELINE_COLOURS.get(name, "tab:olive") for name in names]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    axes[0].set_ylabel("E‖ĝ − E ĝ‖²", fontsize=9)
+    axes[1].set_ylabel("variance / ‖E ĝ‖²", fontsize=9)
+    axes[2].set_ylabel("scale along ∇J", fontsize=9)
     for ax, key, title, errors in ((axes[0], "variance", "variance E‖ĝ − E ĝ‖²", None),
                                    (axes[1], "relative_variance", "noise-to-signal  variance / ‖E ĝ‖²", ratio_errors)):
         _ratio_bars(ax, names, [statistics[n][key] for n in names], colours, errors=errors)
-        ax.set_title(title + ("\n(labels and bars: ratio to none ± 1 SE)" if errors else ""), fontsize=10)
+        ax.set_title(title + ("\n(labels: ratio to none ± SE; error bars: that SE)" if errors else ""), fontsize=10)
     scales = [statistics[n]["scale"] for n in names]
     noise = [3 * statistics[n].get("scale_se", statistics[n]["scale_noise"]) for n in names]
     axes[2].bar(names, scales, yerr=noise, capsize=3, color=colours)
