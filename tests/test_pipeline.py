@@ -241,6 +241,8 @@ def test_rs_yield_widget_responds():
     assert len(recorder.fingerprints) == 1 + len(recorder.interactive.kwargs_widgets) >= 4
     with pytest.raises(ValueError, match="hardest"):
         pl_viz.rs_yield_widget(keepable, hardest=0)
+    with pytest.raises(ValueError, match="hardest must be below"):  # 12 prompts: a box for the 12 hardest is dead
+        pl_viz.rs_yield_widget({"a": keepable, "b": keepable[:5]}, hardest=5)
 
 
 def test_plot_stage_table_sets_an_ablation_apart():

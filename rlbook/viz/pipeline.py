@@ -179,7 +179,8 @@ def rs_yield_widget(keepable, *, hardest: int | None = None):
     """``plot_rs_yield`` with a slider for n (1 … the samples per prompt) and, when ``keepable`` is a
     dict ``{policy name: (P, N) table}``, a menu of policies: the yield curve of a policy that is
     usually right saturates within a few samples, one that rarely is keeps climbing with n. ``hardest``
-    adds a tick box (on at first) that draws only that many of the hardest prompts on the right."""
+    adds a tick box (on at first) that draws only that many of the hardest prompts on the right; it must be
+    below every policy's number of prompts, or the box would change nothing."""
     import ipywidgets as widgets
 
     tables = dict(keepable) if isinstance(keepable, dict) else {"policy": keepable}
@@ -199,6 +200,10 @@ def rs_yield_widget(keepable, *, hardest: int | None = None):
     if hardest is not None:
         if not isinstance(hardest, int) or isinstance(hardest, bool) or hardest < 1:
             raise ValueError(f"hardest must be a positive int, got {hardest!r}")
+        fewest = min(int(np.asarray(t).shape[0]) for t in tables.values())
+        if hardest >= fewest:  # the tick box would draw every prompt of that policy either way: a dead control
+            raise ValueError(f"hardest must be below every policy's number of prompts (the fewest is {fewest}), "
+                             f"got {hardest}: with that many the tick box changes nothing")
         controls["zoom"] = widgets.Checkbox(value=True, description=f"only the {hardest} hardest prompts")
 
     first = list(tables)[0]
