@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
-from rlbook.evidence import _t_quantile, clustered_se, paired_minimum_detectable_difference
+from rlbook.evidence import cluster_t_critical, clustered_se, paired_minimum_detectable_difference
 from rlbook.metrics import mean_pass_at_k
 from rlbook.rollout import prompt_text, sample
 from rlbook.tasks.reviews import ASPECTS, POSITIVE, UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
@@ -500,7 +500,9 @@ def t_multiplier(clusters: int, *, level: float = 0.975) -> float:
     Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference", §VI). With 5 clusters it is
     2.78, not the normal's 1.96, so "beyond 2 SE" is too lax there."""
     check_int("clusters", clusters, minimum=2)
-    return _t_quantile(level, clusters - 1)
+    if not 0.5 < level < 1:
+        raise ValueError(f"level must be in (0.5, 1), got {level!r}")
+    return cluster_t_critical(range(clusters), level=2 * level - 1)  # the one-sided quantile as a two-sided level
 
 
 def solver_agreement(pairs, examples, task) -> float:

@@ -128,12 +128,7 @@ def paired_accuracy_gain(correct, baseline) -> tuple[float, float]:
     se = sd(d)/√n — the normal form of McNemar's test (McNemar 1947), which uses only the pairs the
     two rankers disagree on; a baseline measured on the same pairs is not treated as a fixed number.
     """
-    a = np.asarray(correct, dtype=np.float64).reshape(-1)
-    b = np.asarray(baseline, dtype=np.float64).reshape(-1)
-    if a.shape != b.shape or a.size < 2:
-        raise ValueError(f"correct and baseline must hold one value per pair, at least 2, got {a.size} and {b.size}")
-    d = a - b
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+    return paired_accuracy_gap(correct, baseline)  # one computation: the gap without clusters
 
 
 def sampled_kl(policy, reference, tokenizer, prompts, *, num_samples: int = 2, max_new_tokens: int = 96,
@@ -150,14 +145,10 @@ def sampled_kl(policy, reference, tokenizer, prompts, *, num_samples: int = 2, m
     """
     rollout = sample(policy, tokenizer, list(prompts), num_samples=num_samples, max_new_tokens=max_new_tokens,
                      seed=seed)
-    with torch.no_grad():
-        reference_logps = completion_logprobs(reference, rollout.prompt_ids, rollout.prompt_mask,
-                                              rollout.completion_ids, rollout.completion_mask)
-    mask = rollout.completion_mask.float()
-    log_ratio = ((rollout.logprobs - reference_logps) * mask).sum(1).numpy().astype(np.float64)
-    clusters = np.repeat(np.arange(len(log_ratio) // num_samples), num_samples)
-    return {"kl": float(log_ratio.mean()), "kl s.e.": clustered_se(log_ratio, clusters),
-            **review_samples_summary(rollout.texts, mask.sum(1).numpy())}
+    # the KL term of the regularised objective with no reward: one computation of the sequence k1
+    kl = sample_kl_objective(policy, reference, rollout, np.zeros(len(rollout)), beta=1.0)
+    lengths = rollout.completion_mask.float().sum(1).numpy()
+    return {"kl": kl["kl"], "kl s.e.": kl["kl_se"], **review_samples_summary(rollout.texts, lengths)}
 
 
 def margin_slope(values, start: int = 0, stop: int | None = None, *, lags: int = 0) -> tuple[float, float]:
