@@ -42,8 +42,8 @@ from rlbook.rollout import completion_forward
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
            "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor",
-           "group_gradient_estimates", "heuristic_noise_ratios", "mean_gradient_share", "noise_ratio", "optimal_baseline_margin",
-           "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
+           "group_gradient_estimates", "heuristic_noise_ratios", "mean_difference_components", "mean_gradient_share",
+           "noise_ratio", "optimal_baseline_margin", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
            "sweep_group_sizes", "value_head_outputs"]
 
 # "none": A = R (vanilla REINFORCE, b = 0; Williams 1992's update carries a reinforcement baseline b); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
@@ -221,6 +221,58 @@ def noise_ratio(statistics, against) -> tuple[float, float]:
                               dtype=torch.float64)
     se = float(((n - 1) / n * ((leave_outs - leave_outs.mean()) ** 2).sum()) ** 0.5)
     return ratio(everything), se
+
+
+def mean_difference_components(estimates, reference, *, n_prompts: int) -> dict:
+    """How far an estimator's mean E ĝ is from zero, along ∇J and across it, with standard errors.
+
+    ``estimates`` as in ``gradient_statistics`` (P · M group estimates, prompt-major): typically the
+    *difference* of two estimators on the same completions (their paired difference), or an estimator
+    minus a known-unbiased one. ``reference`` (D,): ∇J, which fixes the direction u = ∇J/‖∇J‖ (its own
+    noise only tilts u; nothing below is measured against its length but the units). Group j of every
+    prompt forms one batch estimate b_j = (1/P) Σ_x ĝ_{x,j}; the M batches are independent draws with
+    mean μ = E ĝ (given the prompts). Returns, in units of ‖∇J‖ (squared norms in ‖∇J‖²):
+
+    - ``along``, ``along_se``: ⟨μ, u⟩/‖∇J‖ and its SE (the spread of the b_j along u, / √M);
+    - ``across_sq``: an unbiased estimate of ‖μ_⊥‖², μ's squared component orthogonal to ∇J, the
+      U-statistic Σ_{j≠k} ⟨b_j⊥, b_k⊥⟩ / (M(M − 1)) (Hoeffding 1948, Ann. Math. Statist. 19(3)): the
+      plain ‖mean of the b_j⊥‖² would add tr Cov⊥ / M of pure noise in 13,000 dimensions; ``across_sq_se``:
+      its delete-one-batch jackknife SE (so 0 lies within a few SE of it when μ_⊥ = 0);
+    - ``across``: √max(across_sq, 0); ``across_noise``: √(tr Cov⊥ / M), the norm the plain mean's
+      orthogonal part shows from the finite sample alone;
+    - ``batches``: M.
+    Needs M ≥ 3 groups per prompt.
+    """
+    estimates = _prompt_blocks(estimates, n_prompts)
+    groups = estimates.shape[1]
+    if groups < 3:
+        raise ValueError(f"mean_difference_components needs at least 3 groups per prompt, got {groups}")
+    reference = as_float_tensor("reference", reference, ndim=(1,)).to(torch.float64)
+    if reference.shape[0] != estimates.shape[-1]:
+        raise ValueError(f"reference must have {estimates.shape[-1]} entries, got {reference.shape[0]}")
+    norm = float(reference.norm())
+    if not norm > 0:
+        raise ValueError("reference must not be zero: it fixes the direction along ∇J")
+    unit = reference / norm
+    batches = estimates.mean(dim=0) / norm                        # (M, D): the b_j, in units of ‖∇J‖
+    along = batches @ unit                                        # (M,)
+    across = batches - along[:, None] * unit                      # (M, D): each b_j's part orthogonal to ∇J
+    gram = across @ across.T                                      # (M, M)
+    total, diagonal = float(gram.sum()), gram.diagonal()
+
+    def u_statistic(keep):
+        m = int(keep.sum())
+        return (float(gram[keep][:, keep].sum()) - float(diagonal[keep].sum())) / (m * (m - 1))
+
+    everything = torch.ones(groups, dtype=torch.bool)
+    across_sq = (total - float(diagonal.sum())) / (groups * (groups - 1))
+    leave_outs = torch.tensor([u_statistic(everything.index_fill(0, torch.tensor(j), False)) for j in range(groups)],
+                              dtype=torch.float64)
+    across_sq_se = float(((groups - 1) / groups * ((leave_outs - leave_outs.mean()) ** 2).sum()) ** 0.5)
+    centred = across - across.mean(dim=0)
+    return {"along": float(along.mean()), "along_se": float(along.std(correction=1)) / groups**0.5,
+            "across_sq": across_sq, "across_sq_se": across_sq_se, "across": max(across_sq, 0.0) ** 0.5,
+            "across_noise": (float((centred ** 2).sum()) / (groups - 1) / groups) ** 0.5, "batches": groups}
 
 
 def _prompt_summary(statistics, name: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -346,3 +346,34 @@ def test_optimal_baseline_margin_decomposition_and_se():
     assert out["SE"] == pytest.approx(np.std(draws), rel=0.15)
     with pytest.raises(ValueError, match="average above zero"):
         optimal_baseline_margin(torch.zeros(4), torch.ones(4), [0, 0, 1, 1])
+
+
+def test_mean_difference_components_splits_a_known_mean_and_is_unbiased_at_zero():
+    # 4 prompts × 400 groups in 50 dims, unit noise; μ = 0.3 ∇J along plus 0.4 ‖∇J‖ across: the U-statistic finds
+    # 0.16 where the plain mean's orthogonal norm² would add tr Cov⊥ / M of noise on top.
+    from rlbook.gradients import mean_difference_components
+
+    generator = torch.Generator().manual_seed(3)
+    prompts, groups, dims = 4, 400, 50
+    reference = torch.zeros(dims, dtype=torch.float64)
+    reference[0] = 2.0
+    mean = torch.zeros(dims, dtype=torch.float64)
+    mean[0], mean[1] = 0.6, 0.8                               # along 0.3, across 0.4 (units of ‖∇J‖ = 2)
+    noise = torch.randn(prompts * groups, dims, generator=generator, dtype=torch.float64)
+    parts = mean_difference_components(mean + noise, reference, n_prompts=prompts)
+    assert parts["batches"] == groups
+    # each batch b_j averages 4 prompts' unit noise: per-coordinate sd 1/2, in units of ‖∇J‖ 1/4
+    assert parts["along_se"] == pytest.approx(0.25 / groups**0.5, rel=0.1)
+    assert abs(parts["along"] - 0.3) < 4 * parts["along_se"]
+    assert parts["across_noise"] == pytest.approx((49 * 0.25**2 / groups) ** 0.5, rel=0.05)
+    assert abs(parts["across_sq"] - 0.16) < 4 * parts["across_sq_se"]
+    assert parts["across"] == pytest.approx(0.4, abs=0.03)
+    # with no mean at all, zero lies within a few SE, and the plain mean's norm would not
+    null = mean_difference_components(noise, reference, n_prompts=prompts)
+    assert abs(null["across_sq"]) < 4 * null["across_sq_se"]
+    plain = float((noise.view(prompts, groups, dims).mean(dim=(0, 1))[1:] / 2).norm() ** 2)
+    assert plain > 3 * null["across_sq_se"]
+    with pytest.raises(ValueError, match="at least 3 groups"):
+        mean_difference_components(noise[: prompts * 2], reference, n_prompts=prompts)
+    with pytest.raises(ValueError, match="must not be zero"):
+        mean_difference_components(noise, torch.zeros(dims), n_prompts=prompts)
