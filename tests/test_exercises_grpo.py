@@ -85,6 +85,7 @@ def test_group_advantages_names_the_mistake(answer, phrase, capsys):
     (lambda r, g: ((r.view(-1, g).sum(1, keepdim=True) - r.view(-1, g)) / (g - 1)).reshape(-1), "returned the baseline"),
     (lambda r, g: group_advantages(r, 4, "rloo"), "groups of 4, but this batch has G = 2"),
     (lambda r, g: (r.view(-1, g) - r.view(-1, g).sum(1, keepdim=True) / (g - 1)).reshape(-1), "sample itself included"),
+    (lambda r, g: r - r.mean(), "whole batch, the sample itself and the other prompts included"),
     # right numbers, but computed by editing the input in place: refused (the trainer reads the rewards again)
     (lambda r, g: r.sub_(((r.view(-1, g).sum(1, keepdim=True) - r.view(-1, g)) / (g - 1)).reshape(-1)), "in place"),
 ])

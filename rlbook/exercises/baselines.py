@@ -6,10 +6,10 @@
 (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740), naming the likely mistake: the mean with the
 sample itself, the others' sum over G, the whole batch, GRPO with either σ, the sign, RLOO divided by σ,
 the baseline returned, a group size written into the code, groups read with ``view(G, -1)``, the
-leave-one-out along the wrong axis, the whole group's sum (self included) over G − 1; an answer that edits
-``rewards`` in place is refused (in a trainer the rewards are read again: logging, KL shaping). It returns
-True / False, or None when the exercise is not attempted yet (``None``, or a function that raises
-``NotImplementedError``).
+whole batch's mean (self included), the leave-one-out along the wrong axis, the whole group's sum (self
+included) over G − 1; an answer that edits ``rewards`` in place is refused (in a trainer the rewards are
+read again: logging, KL shaping). It returns True / False, or None when the exercise is not attempted yet
+(``None``, or a function that raises ``NotImplementedError``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ RLOO_CASES = [*GROUP_CASES[:2], (torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0
 def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[torch.Tensor, str]]:
     """``_rloo_mistakes`` (shared with lesson 01's loss exercise, which names these three its own way) and more:
     GRPO with Bessel's σ, RLOO divided by the group's σ, the baseline returned for the advantage, a group size
-    written into the code, groups read with ``view(G, -1)``, the leave-one-out along the wrong axis."""
+    written into the code, groups read with ``view(G, -1)``, the whole batch's mean (self included), the
+    leave-one-out along the wrong axis."""
     groups = rewards.view(-1, group_size)
     leave_one_out = group_advantages(rewards, group_size, "rloo").view(-1, group_size)
     over_sigma = [(leave_one_out / (groups.std(dim=1, keepdim=True, correction=c) + 1e-6)).reshape(-1) for c in (0, 1)]
@@ -72,6 +73,9 @@ def _rloo_exercise_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str,
         "interleaved": (_interleaved_advantages(rewards, group_size, "rloo"),
                         "your groups are the wrong rows: each prompt's G samples are *contiguous* (rows 0…G−1 are "
                         "the first prompt), so reshape with `view(-1, G)`, not `view(G, -1)`."),
+        "batch_mean": (rewards - rewards.mean(),
+                       "you subtracted the mean of the whole batch, the sample itself and the other prompts included: "
+                       "RLOO's baseline is the mean of the same prompt's *other* G − 1 samples (`rewards.view(-1, G)`)."),
         "self_over_g_minus_1": ((groups - groups.sum(1, keepdim=True) / (group_size - 1)).reshape(-1),
                                 "you divided the whole group's sum by G − 1, the sample itself included: leave it "
                                 "out of the sum too, b_i = (Σ_j r_j − r_i) / (G − 1)."),
