@@ -241,6 +241,7 @@ def mean_difference_components(estimates, reference, *, n_prompts: int) -> dict:
     - ``across``: √max(across_sq, 0); ``across_noise``: √(tr Cov⊥ / M), the norm the plain mean's
       orthogonal part shows from the finite sample alone;
     - ``batches``: M.
+
     Needs M ≥ 3 groups per prompt.
     """
     estimates = _prompt_blocks(estimates, n_prompts)
