@@ -43,8 +43,9 @@ from rlbook.rollout import completion_forward
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
            "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor",
            "group_gradient_estimates", "heuristic_noise_ratios", "mean_difference_components", "mean_gradient_share",
-           "noise_ratio", "optimal_baseline_margin", "optimal_constant_baseline", "output_layer_gradients", "prompt_variances",
-           "sweep_group_sizes", "value_head_outputs"]
+           "noise_ratio", "optimal_baseline_margin", "optimal_constant_baseline", "output_layer_gradients",
+           "per_problem_baseline_margin", "prompt_variances", "sweep_group_sizes", "training_noise_factor",
+           "value_head_outputs"]
 
 # "none": A = R (vanilla REINFORCE, b = 0; Williams 1992's update carries a reinforcement baseline b); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
 # "rloo": A = R − mean of the other G − 1 (Kool et al. 2019; Ahmadian et al. 2024); "grpo": (R − μ)/σ
@@ -425,6 +426,83 @@ def optimal_baseline_margin(rewards, score_norms, clusters) -> dict:
         raise ValueError(f"rewards must average above zero (the criterion b* < J/2 assumes J > 0), got {value}")
     z = (r - value) / (2 * r.size) - (r - best) * norms / norms.sum()
     return {"b*": best, "J": value, "margin": value / 2 - best, "SE": _cluster_sandwich(z, clusters)}
+
+
+def per_problem_baseline_margin(rewards, score_norms, *, n_prompts: int) -> dict:
+    """Greensmith et al.'s test of no baseline against each problem's own value b = p_x, summed over problems.
+
+    ``rewards`` (B,), ``score_norms`` (B,) = ‖s_i‖²: n_prompts blocks of N consecutive samples, one block per
+    problem. ``optimal_baseline_margin`` pools every sample under one constant b; a per-prompt baseline
+    (leave-one-out, the group mean, a critic's V(x)) sits near each problem's own pass rate p_x instead. Per
+    problem the one-sample second moment is M_x(b) = M_x(b*_x) + (b − b*_x)² S_x (Greensmith, Bartlett and
+    Baxter 2004, JMLR 5), with S_x = E_x‖s‖² and b*_x = E_x[R‖s‖²]/S_x, so
+
+        M_x(0) − M_x(p_x) = b*_x² S_x − (p_x − b*_x)² S_x = −2 p_x S_x (p_x/2 − b*_x),
+
+    and summed over problems no baseline has the smaller variance (the ‖∇J_x‖² terms cancel) exactly when the
+    weighted margin Σ_x w_x (p_x/2 − b*_x) / Σ_x w_x, w_x = p_x S_x, is positive. Returns {"margin", "SE"}:
+    the plug-in margin (each p_x, S_x, b*_x read from its own block) and its delta-method SE over problems
+    (``rlbook.evidence.ratio_se``: the problems are the independent draws).
+    """
+    from rlbook.evidence import ratio_se
+
+    n_prompts = check_int("n_prompts", n_prompts, minimum=2)
+    r = as_float_tensor("rewards", rewards, ndim=(1,)).to(torch.float64)
+    norms = as_float_tensor("score_norms", score_norms, ndim=(1,)).to(torch.float64)
+    if r.shape != norms.shape or r.shape[0] % n_prompts:
+        raise ValueError(f"rewards ({r.shape[0]}) and score_norms ({norms.shape[0]}) must match and n_prompts "
+                         f"({n_prompts}) must divide them")
+    r, norms = r.view(n_prompts, -1), norms.view(n_prompts, -1)
+    p, s, t = r.mean(dim=1), norms.mean(dim=1), (r * norms).mean(dim=1)     # p_x, S_x, E_x[R‖s‖²] = b*_x S_x
+    weights = p * s
+    if float(weights.sum()) <= 0:
+        raise ValueError("some problem must have a right answer with a nonzero score (Σ_x p_x S_x > 0)")
+    margin, se = ratio_se((p * (p * s / 2 - t)).numpy(), weights.numpy())  # w_x (p_x/2 − b*_x) = p_x(p_x S_x/2 − b*_x S_x)
+    return {"margin": margin, "SE": se}
+
+
+def training_noise_factor(estimates_none, estimates_with, *, n_prompts: int) -> dict:
+    """A baseline's variance cut for a training batch that draws its problems at random, with its jackknife SE.
+
+    ``estimates_none`` and ``estimates_with`` (P·K, D): K ≥ 2 group estimates of each of P problems from the
+    same samples (``group_gradient_estimates`` with baseline "none" and e.g. "rloo"), prompt-major. A probe on
+    fixed problems measures only the within-problem variance W_x (``prompt_variances``). A batch whose problem
+    x is drawn at random has, per group, the variance E_x W_x + B with B = tr Var_x(∇J_x), the spread of the
+    problems' own gradients, which is the same for every unbiased baseline (the law of total variance). B is
+    read without bias from the ``estimates_with`` (each group's estimate is unbiased for ∇J_x): ‖∇J_x‖² as
+    the mean of ⟨ĝ_k, ĝ_l⟩ over the K(K − 1) ordered pairs of different groups of x, ⟨∇J_x, ∇J_y⟩ as
+    ⟨ḡ_x, ḡ_y⟩ for different problems, and B = mean_x ‖∇J_x‖² − mean_{x≠y} ⟨∇J_x, ∇J_y⟩ (the unbiased
+    sample variance of the P gradients).
+
+    Returns {"within": mean W_none / mean W_with, "factor": (mean W_none + B)/(mean W_with + B), "SE": the
+    factor's leave-one-problem-out jackknife SE, "between": B, "share": B/(mean W_none + B), the share of the
+    no-baseline batch variance that lies between problems}.
+    """
+    n_prompts = check_int("n_prompts", n_prompts, minimum=3)
+    none, with_ = _prompt_blocks(estimates_none, n_prompts), _prompt_blocks(estimates_with, n_prompts)
+    if none.shape != with_.shape:
+        raise ValueError(f"estimates_none {tuple(none.shape)} and estimates_with {tuple(with_.shape)} must match")
+    k, p = with_.shape[1], n_prompts
+    w_none, w_with = prompt_variances(none, n_prompts=p), prompt_variances(with_, n_prompts=p)
+    totals = with_.sum(dim=1)                                                # (P, D)
+    own = ((totals ** 2).sum(dim=1) - (with_ ** 2).sum(dim=(1, 2))) / (k * (k - 1))  # unbiased ‖∇J_x‖²
+    means = totals / k
+    grand, squares = means.sum(dim=0), (means ** 2).sum(dim=1)
+
+    def factor(keep: int, own_sum, cross_sum, none_sum, with_sum):
+        between = own_sum / keep - cross_sum / (keep * (keep - 1))
+        return (none_sum / keep + between) / (with_sum / keep + between), between, none_sum / keep
+
+    cross = float((grand ** 2).sum() - squares.sum())                        # Σ_{x≠y} ⟨ḡ_x, ḡ_y⟩
+    full, between, none_mean = factor(p, float(own.sum()), cross, float(w_none.sum()), float(w_with.sum()))
+    # leave problem x out: its own terms and its cross terms 2⟨ḡ_x, Σ_{y≠x} ḡ_y⟩ leave the sums
+    cross_out = cross - 2 * ((grand.unsqueeze(0) - means) * means).sum(dim=1)
+    leave_out = torch.tensor([factor(p - 1, float(own.sum() - own[x]), float(cross_out[x]),
+                                     float(w_none.sum() - w_none[x]), float(w_with.sum() - w_with[x]))[0]
+                              for x in range(p)], dtype=torch.float64)
+    se = math.sqrt((p - 1) / p * float(((leave_out - leave_out.mean()) ** 2).sum()))
+    return {"within": float(w_none.sum() / w_with.sum()), "factor": full, "SE": se, "between": between,
+            "share": between / (none_mean + between)}
 
 
 def grpo_length_factor(rewards, group_size: int, *, unbiased_std: bool = False) -> float:

@@ -23,7 +23,9 @@ from rlbook.gradients import (
     optimal_baseline_margin,
     optimal_constant_baseline,
     output_layer_gradients,
+    per_problem_baseline_margin,
     prompt_variances,
+    training_noise_factor,
     value_head_outputs,
 )
 from rlbook.evidence import ratio_se
@@ -377,3 +379,47 @@ def test_mean_difference_components_splits_a_known_mean_and_is_unbiased_at_zero(
         mean_difference_components(noise[: prompts * 2], reference, n_prompts=prompts)
     with pytest.raises(ValueError, match="must not be zero"):
         mean_difference_components(noise, torch.zeros(dims), n_prompts=prompts)
+
+
+def test_per_problem_baseline_margin_is_the_sign_of_the_summed_variance_difference():
+    # Σ_x [M_x(0) − M_x(p_x)] = −2 Σ_x p_x S_x (p_x/2 − b*_x): positive margin iff no baseline is quieter summed
+    gen = torch.Generator().manual_seed(0)
+    for wrong_scale in (20.0, 0.2):                       # wrong answers with the larger, then the smaller scores
+        rewards = (torch.rand(40, 8, generator=gen) < torch.rand(40, 1, generator=gen)).double()
+        norms = torch.where(rewards > 0, 1.0, wrong_scale).double() * torch.rand(40, 8, generator=gen, dtype=torch.float64)
+        out = per_problem_baseline_margin(rewards.flatten(), norms.flatten(), n_prompts=40)
+        p = rewards.mean(dim=1, keepdim=True)
+        difference = float((((rewards ** 2) - (rewards - p) ** 2) * norms).mean(dim=1).sum())
+        weights = float((p.squeeze(1) * norms.mean(dim=1)).sum())
+        assert out["margin"] == pytest.approx(-difference / (2 * weights))
+        assert (difference < 0) == (out["margin"] > 0) and out["SE"] > 0
+        assert (out["margin"] > 0) == (wrong_scale > 1)
+    with pytest.raises(ValueError, match="divide"):
+        per_problem_baseline_margin(torch.ones(9), torch.ones(9), n_prompts=2)
+    with pytest.raises(ValueError, match="right answer"):
+        per_problem_baseline_margin(torch.zeros(8), torch.ones(8), n_prompts=2)
+
+
+def test_training_noise_factor_adds_the_between_problem_spread_to_both_baselines():
+    # each problem's K group estimates scatter around its own gradient; the problems' gradients scatter too
+    gen = torch.Generator().manual_seed(0)
+    p, k, d = 400, 4, 3
+    centres = 2.0 * torch.randn(p, 1, d, generator=gen, dtype=torch.float64)        # tr Var_x(∇J_x) = 4·3 = 12
+    none = (centres + 3.0 * torch.randn(p, k, d, generator=gen, dtype=torch.float64)).reshape(-1, d)   # W = 27
+    with_ = (centres + 1.0 * torch.randn(p, k, d, generator=gen, dtype=torch.float64)).reshape(-1, d)  # W = 3
+    out = training_noise_factor(none, with_, n_prompts=p)
+    assert out["within"] == pytest.approx(9.0, rel=0.1)
+    assert out["between"] == pytest.approx(12.0, rel=0.15)
+    assert out["factor"] == pytest.approx((27 + 12) / (3 + 12), rel=0.1)
+    assert out["share"] == pytest.approx(12 / 39, rel=0.15)
+    # the jackknife SE against the spread of the factor over independent repeats
+    repeats = []
+    for seed in range(1, 41):
+        g = torch.Generator().manual_seed(seed)
+        c = 2.0 * torch.randn(p, 1, d, generator=g, dtype=torch.float64)
+        repeats.append(training_noise_factor((c + 3.0 * torch.randn(p, k, d, generator=g, dtype=torch.float64)).reshape(-1, d),
+                                             (c + torch.randn(p, k, d, generator=g, dtype=torch.float64)).reshape(-1, d),
+                                             n_prompts=p)["factor"])
+    assert out["SE"] == pytest.approx(float(np.std(repeats, ddof=1)), rel=0.4)
+    with pytest.raises(ValueError, match="must match"):
+        training_noise_factor(none, with_[:8], n_prompts=4)

@@ -227,6 +227,29 @@ def test_baseline_factor_plot_draws_each_checkpoint_and_checks_arguments():
         pg_viz.plot_baseline_factor(rows, group_size=1)
     with pytest.raises(ValueError, match="SE"):
         pg_viz.plot_baseline_factor({"start": {"p": 0.3, "factor": 0.96}}, group_size=8)
+    rows["end"]["predicted"] = 0.31                   # the score-corrected prediction: an open diamond
+    ax = pg_viz.plot_baseline_factor(rows, group_size=8).axes[0]
+    diamonds = [line for line in ax.lines if line.get_marker() == "D" and len(line.get_xdata())]
+    assert len(diamonds) == 1 and diamonds[0].get_ydata()[0] == pytest.approx(0.31)
+    assert any("put in" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_arm_histories_draw_every_seed_of_every_arm_and_the_held_out_panel():
+    runs = lambda shift: [{"reward": [0.1 + shift, 0.5], "rate": [0.2, 0.9]} for _ in range(3)]
+    fig = pg_viz.plot_arm_histories({"leave-one-out": runs(0.0), "no baseline": runs(0.1)}, ["reward", "rate"],
+                                    titles=["training reward", "scratchpad rate"],
+                                    held_out={"leave-one-out": ([0.7, 0.7, 0.8], [0.02] * 3),
+                                              "no baseline": ([0.8, 0.7, 0.8], [0.02] * 3)})
+    assert len(fig.axes) == 3 and fig.axes[0].get_title() == "training reward"
+    assert len(fig.axes[0].get_lines()) == 6 and {l.get_linestyle() for l in fig.axes[0].get_lines()} == {"-", "--"}
+    assert len(fig.axes[2].containers) == 6                               # two arms × three seeds
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == ["leave-one-out", "no baseline"]
+    with pytest.raises(ValueError, match="same number of seeds"):
+        pg_viz.plot_arm_histories({"a": runs(0.0), "b": runs(0.0)[:2]}, ["reward"])
+    with pytest.raises(ValueError, match="no metric"):
+        pg_viz.plot_arm_histories({"a": runs(0.0)}, ["tokens"])
+    with pytest.raises(ValueError, match="held_out"):
+        pg_viz.plot_arm_histories({"a": runs(0.0)}, ["reward"], held_out={"a": ([0.1], [0.1])})
 
 
 def test_kl_gradient_variance_plot_labels_every_panel_and_its_guides():

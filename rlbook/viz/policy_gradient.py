@@ -34,6 +34,7 @@ __all__ = [
     "plot_variance_vs_batch_size",
     "plot_bandit_learning",
     "plot_training_history",
+    "plot_arm_histories",
 ]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -300,7 +301,9 @@ def plot_baseline_factor(checkpoints: dict[str, dict], *, group_size: int):
     ``checkpoints[label]`` holds ``p`` (the pass rate p̄), ``factor`` (variance without a baseline / with, as
     lesson 01's probe measures it) and ``SE`` (its standard error). The heuristic 1/(1 − p̄) is for the value
     baseline; it is drawn times (G − 1)/G, the leave-one-out estimate's factor in groups of ``group_size`` = G
-    (lesson 09). Log y axis; the dotted line at 1 is "no cut".
+    (lesson 09). Log y axis; the dotted line at 1 is "no cut". A row that also holds ``predicted`` (the
+    heuristic with the score sizes of right and wrong answers put in, ``heuristic_noise_ratios``) gets it as
+    an open diamond.
     """
     if not checkpoints:
         raise ValueError("checkpoints must hold at least one checkpoint")
@@ -319,6 +322,10 @@ def plot_baseline_factor(checkpoints: dict[str, dict], *, group_size: int):
         ax.errorbar(row["p"], row["factor"], yerr=row["SE"], fmt="o", color=colour, capsize=3,
                     label=f"{label}: measured ± SE")
         ax.plot(row["p"], shrink / (1 - row["p"]), "x", color=colour)
+        if "predicted" in row:
+            ax.plot(row["p"], row["predicted"], "D", mfc="none", color=colour, ms=7)
+    if any("predicted" in row for row in checkpoints.values()):
+        ax.plot([], [], "D", mfc="none", color="0.3", label="heuristic with ‖s‖² of right / wrong put in")
     ax.axhline(1.0, color="black", ls=":", lw=1, label="no cut (factor 1)")
     ax.set_yscale("log")
     ax.set_xlabel("pass rate p̄ of the checkpoint's probe samples")
@@ -326,5 +333,65 @@ def plot_baseline_factor(checkpoints: dict[str, dict], *, group_size: int):
     ax.set_title("The baseline's measured cut (dots) against the heuristic (×)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=None):
+    """Two training arms over the same seeds, one panel per metric: colour per seed, line style per arm.
+
+    ``arms``: arm name -> a list of per-seed histories (dicts of metric -> value at every step), the i-th
+    history of every arm being seed i. ``keys``: the metrics drawn, one panel each; ``titles`` one per panel;
+    ``labels`` the seeds' names. ``held_out``: arm name -> (values, standard errors), one per seed, drawn as a
+    last panel with the seed on the x axis (e.g. the held-out pass@1 after training).
+    """
+    if not arms or any(not runs for runs in arms.values()):
+        raise ValueError("arms must map at least one arm name to a non-empty list of histories")
+    n_seeds = {len(runs) for runs in arms.values()}
+    if len(n_seeds) != 1:
+        raise ValueError(f"every arm must hold the same number of seeds, got {sorted(n_seeds)}")
+    n_seeds = n_seeds.pop()
+    keys = list(keys)
+    for arm, runs in arms.items():
+        for run in runs:
+            missing = [key for key in keys if key not in run]
+            if missing:
+                raise ValueError(f"a history of arm {arm!r} has no metric {missing}")
+    titles = list(titles) if titles is not None else list(keys)
+    if len(titles) != len(keys):
+        raise ValueError(f"titles must give one title per panel ({len(keys)}), got {len(titles)}")
+    labels = list(labels) if labels is not None else [f"seed {i}" for i in range(n_seeds)]
+    if len(labels) != n_seeds:
+        raise ValueError(f"labels must name each of the {n_seeds} seeds, got {len(labels)}")
+    if held_out is not None and (set(held_out) != set(arms)
+                                 or any(len(v) != n_seeds or len(e) != n_seeds for v, e in held_out.values())):
+        raise ValueError("held_out must give every arm (values, SEs) with one entry per seed")
+    n_panels = len(keys) + (held_out is not None)
+    fig, axes = plt.subplots(1, n_panels, figsize=(min(3.6, COLUMN_IN / n_panels) * n_panels, 3.0), squeeze=False)
+    axes = list(axes.flat)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ("-", "--", ":", "-.")
+    for ax, key, panel_title in zip(axes, keys, titles):
+        for (arm, runs), style in zip(arms.items(), styles):
+            for index, run in enumerate(runs):
+                ax.plot(range(len(run[key])), run[key], ls=style, lw=1.2, color=colours[index % len(colours)])
+        ax.set_title(panel_title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], color="0.3", ls=style, label=arm) for arm, style in zip(arms, styles)]
+    handles += [Line2D([], [], color=colours[i % len(colours)], label=label) for i, label in enumerate(labels)]
+    axes[0].legend(handles=handles, fontsize=7)
+    if held_out is not None:
+        ax = axes[-1]
+        markers = ("o", "s", "^", "D")
+        for offset, ((arm, (values, errors)), marker) in enumerate(zip(held_out.items(), markers)):
+            for index, (value, error) in enumerate(zip(values, errors)):
+                ax.errorbar(index + 0.15 * (offset - (len(held_out) - 1) / 2), value, yerr=error, fmt=marker,
+                            color=colours[index % len(colours)], mfc="none" if offset else None, capsize=3)
+        ax.legend(handles=[Line2D([], [], color="0.3", marker=m, ls="none", mfc="none" if i else None, label=arm)
+                           for i, (arm, m) in enumerate(zip(held_out, markers))], fontsize=7)
+        ax.set_xticks(range(n_seeds), labels)
+        ax.set_title("held-out pass@1 after training ± SE", fontsize=10)
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
