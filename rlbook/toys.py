@@ -84,6 +84,7 @@ __all__ = [
     "gaussian_kl",
     "gaussian_log_density",
     "sample_kl_estimates",
+    "ratio_survival",
     "kl_estimator_table_exact",
     "kl_estimator_table_any_sigma",
     "k1_k3_spread_crossover",
@@ -446,6 +447,37 @@ def sample_kl_estimates(mu: float, sigma: float = 1.0, *, n_samples: int, seed: 
     x = torch.randn(n_samples, dtype=DTYPE, generator=torch.Generator().manual_seed(seed))
     logp, ref_logp = gaussian_log_density(x, 0.0, 1.0), gaussian_log_density(x, mu, sigma)
     return {name: kl_estimate(logp, ref_logp, name) for name in ("k1", "k2", "k3")}
+
+
+def ratio_survival(mu: float, sigma: float, thresholds) -> torch.Tensor:
+    """P(r > t) for r = π_ref(x)/π_θ(x), x ~ π_θ = N(0, 1), π_ref = N(μ, σ²), at each t in ``thresholds``.
+
+    log r = a x² + b x + c with a = ½ − 1/(2σ²), b = μ/σ², c = −μ²/(2σ²) − log σ
+    (``kl_estimator_table_any_sigma``), so r > t is a quadratic inequality in x, solved exactly with the
+    normal CDF Φ. For σ > 1 (a > 0) it holds outside the two roots; for large t,
+    P(r > t) ≈ t^{−α}·(slowly varying), α = 1/(2a) = σ²/(σ² − 1) (the tail index that makes k3's
+    variance infinite for σ² ≥ 2, α ≤ 2). For σ = 1 (a = 0) log r is Gaussian and the tail is
+    log-normal, lighter than any power. σ < 1 (r bounded above) is refused: it has no tail to show.
+    """
+    sigma = check_positive("sigma", sigma)
+    if sigma < 1:
+        raise ValueError(f"sigma must be at least 1 (a reference as wide as the policy or wider), got {sigma!r}")
+    t = torch.as_tensor(thresholds, dtype=DTYPE)
+    if t.ndim != 1 or not bool((t > 0).all()):
+        raise ValueError("thresholds must be a 1-D sequence of positive numbers")
+    a, b, c = 0.5 - 0.5 / sigma**2, mu / sigma**2, -(mu**2) / (2 * sigma**2) - math.log(sigma)
+    cdf = lambda x: 0.5 * torch.special.erfc(-x / math.sqrt(2))  # noqa: E731 — Φ via erfc, accurate far into the lower tail
+    level = c - t.log()  # r > t  ⇔  a x² + b x + level > 0
+    if a == 0:
+        if b == 0:
+            raise ValueError("mu = 0 and sigma = 1 give r = 1 everywhere: no tail")
+        edge = -level / b  # b x + level > 0
+        return cdf(-edge) if b > 0 else cdf(edge)
+    disc = b**2 - 4 * a * level
+    root = disc.clamp(min=0).sqrt()
+    low, high = (-b - root) / (2 * a), (-b + root) / (2 * a)
+    outside = cdf(low) + cdf(-high)  # Φ(−x), not 1 − Φ(x): exact far in the tail
+    return torch.where(disc > 0, outside, torch.ones_like(outside))
 
 
 def kl_estimator_table_exact(mu: float) -> dict[str, dict[str, float]]:

@@ -404,3 +404,18 @@ def test_kl_credit_names_the_shaped_rewards_and_a_reward_on_the_last_token_only(
 def test_kl_credit_names_a_per_length_sum_and_a_discount(capsys, wrong, words):
     result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
     assert result is False and words in out, out
+
+
+@pytest.mark.parametrize("gamma", [0.98, 0.9, 0.7])
+def test_kl_credit_fits_any_discount(capsys, gamma):
+    # Not only a listed γ: the checker fits γ from the answer's last two tokens and names it.
+    wrong = lambda r, kl, b: rlbook.advantages.gae(rlbook.kl.kl_in_reward(r, kl, b, torch.ones_like(kl)),  # noqa: E731
+                                                   torch.zeros_like(kl), gamma, 1.0)[0]
+    result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
+    assert result is False and f"γ = {gamma:g}" in out and "undiscounted" in out, out
+
+
+def test_kl_credit_names_the_mean_of_the_future(capsys):
+    wrong = lambda r, kl, b: r.unsqueeze(1) - b * _later(kl) / torch.arange(kl.shape[1], 0, -1, dtype=kl.dtype)  # noqa: E731
+    result, out = _capture(capsys, pg_kl.check_kl_credit, wrong)
+    assert result is False and "mean" in out and "γ" not in out, out

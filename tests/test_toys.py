@@ -485,3 +485,26 @@ def test_monte_carlo_table_batch_means_stdev_se():
         assert 0.7 < spread / reported < 1.4, (name, spread, reported)
     with pytest.raises(ValueError, match="stdev_batches"):
         toys.kl_estimator_table_monte_carlo(0.5, n_samples=100, stdev_batches=60)
+
+
+@pytest.mark.parametrize("mu, sigma", [(0.5, 2.0), (0.5, 1.3), (0.5, 1.0), (-0.7, 1.0), (0.0, 1.5)])
+def test_ratio_survival_matches_a_large_sample(mu, sigma):
+    thresholds = torch.tensor([0.5, 1.2, 3.0, 10.0, 50.0], dtype=torch.float64)
+    exact = toys.ratio_survival(mu, sigma, thresholds)
+    log_r = -toys.sample_kl_estimates(mu, sigma, n_samples=400_000, seed=3)["k1"]
+    sampled = (log_r.unsqueeze(0) > thresholds.log().unsqueeze(1)).double().mean(1)
+    se = (exact * (1 - exact) / 400_000).sqrt()
+    assert bool(((sampled - exact).abs() <= 4 * se + 1e-6).all()), (exact, sampled)
+
+
+def test_ratio_survival_has_the_power_tail_of_index_alpha():
+    # P(r > t) ~ t^(−α) up to a slowly varying factor: the local slope approaches −α = −σ²/(σ² − 1) far out
+    t = torch.tensor([1e30, 1e31], dtype=torch.float64)
+    for sigma in (1.3, 2.0):
+        s = toys.ratio_survival(0.5, sigma, t)
+        slope = float((s[1].log() - s[0].log()) / (t[1].log() - t[0].log()))
+        assert abs(slope + sigma**2 / (sigma**2 - 1)) < 0.05 * sigma**2 / (sigma**2 - 1), slope
+    with pytest.raises(ValueError, match="at least 1"):
+        toys.ratio_survival(0.5, 0.9, [2.0])
+    with pytest.raises(ValueError, match="positive"):
+        toys.ratio_survival(0.5, 2.0, [0.0, 2.0])

@@ -266,3 +266,35 @@ def test_batch_mean_spread_title_names_mu():
     spread = {2.0: toys.k3_batch_mean_spread(0.5, 2.0, batch_sizes=(100, 1_000), batches=8, seed=0, resamples=10)}
     fig = kl_viz.plot_batch_mean_spread(spread, mu=0.5)
     assert "N(0.5, σ²)" in fig._suptitle.get_text()
+
+
+def _two_token_toy():
+    from rlbook import kl_sequence
+    return kl_sequence.TwoTokenToy(ref_first=[0.5, 0.5], ref_second=[[0.6, 0.4], [0.05, 0.95]],
+                                   rewards=[[1.0, 0.0], [1.0, 0.0]])
+
+
+def test_optima_at_beta_prints_the_lessons_closed_forms():
+    # lesson 02's §6 table (β = 0.25: logged KL 0.8801 vs 1.2632, +44 %, TV 0.3065) and §7's objective (0.7284 / 0.6989 / 0.6505)
+    rewards = torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64)
+    fig = kl_viz.plot_optima_at_beta(REF, rewards, _two_token_toy(), beta=0.25)
+    left, right = fig.axes
+    assert "0.880 (tilt) vs 1.263 (+44%)" in left.get_title() and "0.306" in left.get_title()
+    assert "0.728 / 0.699 / 0.651" in right.get_title()
+    assert len(left.patches) == 15 and len(right.patches) == 16
+    with pytest.raises(ValueError, match="beta"):
+        kl_viz.plot_optima_at_beta(REF, rewards, _two_token_toy(), beta=0.0)
+
+
+def test_optima_beta_widget_has_one_log_beta_slider():
+    rewards = torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64)
+    widget = kl_viz.optima_beta_widget(REF, rewards, _two_token_toy())
+    (slider,) = widget.widget.kwargs_widgets
+    assert slider.description == "β" and abs(slider.value - 0.25) < 1e-9
+
+
+def test_ratio_survival_plot_draws_each_width_with_its_guide():
+    fig = kl_viz.plot_ratio_survival(0.5, (1.0, 2.0), n_samples=20_000, seed=0)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert "σ = 1 (log-normal tail)" in labels and "σ = 2 (α = 1.33)" in labels and "slope −1.33" in labels
+    assert not any(label.startswith("slope") and "−∞" in label for label in labels)

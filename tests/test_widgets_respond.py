@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlbook import toys
+from rlbook import kl_sequence, toys
 from rlbook.probes import OffPolicyBatch
 from rlbook.viz import (
     aggregation, baselines, dapo, entropy, gates, grpo, hacking, kl, pass_at_k, policy_gradient, ppo, preference,
@@ -165,6 +165,11 @@ WIDGETS = {
     "01 gradient_spread": lambda: policy_gradient.gradient_spread_widget(*_bandit_inputs(), dims=(2, 3),
                                                                          num_estimates=40, seed=3),
     "02 kl_estimator": lambda: kl.kl_estimator_widget(n_samples=2_000, seed=0),
+    "02 optima_beta": lambda: kl.optima_beta_widget(
+        torch.tensor([0.40, 0.25, 0.20, 0.10, 0.05], dtype=torch.float64),
+        torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64),
+        kl_sequence.TwoTokenToy(
+            ref_first=[0.5, 0.5], ref_second=[[0.6, 0.4], [0.05, 0.95]], rewards=[[1.0, 0.0], [1.0, 0.0]])),
     "03 clipped_objective": lambda: ppo.clipped_objective_widget(),
     "03 gae": lambda: ppo.gae_widget([0.0, 0.0, 0.0, 1.0], [0.5, 0.6, 0.7, 0.9], tokens=list("abcd")),
     "04 bradley_terry": lambda: reward_models.bradley_terry_widget(),

@@ -554,12 +554,34 @@ def _credit_mistakes(rewards, kl, beta):
                                 "token's return, so each credit is R − β Σ_{t'≥t} k1_t'."),
         "per_length": (reward - beta * later / kl.shape[1], "the future sum is divided by the length T (GRPO's 1/|o| "
                        "habit): the credit is the sum itself, R − β Σ_{t'≥t} k1_t', with no 1/T."),
-        **{f"discount_{gamma:g}": (gae(kl_in_reward(rewards, kl, beta, torch.ones_like(kl)), torch.zeros_like(kl),
-                                       gamma, 1.0)[0],
-                                   f"that is the return discounted with γ = {gamma:g}: the sequence tilt needs the "
-                                   "undiscounted sum (γ = 1), every later token's log-ratio at full weight.")
-           for gamma in (0.99, 0.95, 0.9)},
+        "mean_of_future": (reward - beta * later / torch.arange(kl.shape[1], 0, -1, dtype=kl.dtype),
+                           "each credit is the *mean* of the log-ratios still to come (the future sum divided by the "
+                           "T − t + 1 tokens left): the credit is their sum, R − β Σ_{t'≥t} k1_t', with no division."),
     }
+
+
+def _credit_discount(result, reference, rewards, kl, beta):
+    """A credit that is the reward-to-go discounted by some γ < 1: fit γ from the last two tokens, then test it.
+
+    With shaped per-token rewards s (``kl_in_reward``: −β·k1, R on the last token), a discounted credit has
+    C_{T−1} = s_{T−1} + γ·C_T, so γ = (C_{T−1} − s_{T−1}) / C_T; the fit is named only when the whole answer
+    equals ``gae(s, 0, γ, 1)`` at that γ (any γ in (0, 1), not only a few listed values).
+    """
+    if result.shape != reference.shape or kl.shape[1] < 2:
+        return None
+    shaped = kl_in_reward(rewards, kl, beta, torch.ones_like(kl))
+    last = result[:, -1].to(shaped.dtype)
+    row = int(last.abs().argmax())
+    if float(last[row].abs()) < 1e-9:
+        return None
+    gamma = float((result[row, -2].to(shaped.dtype) - shaped[row, -2]) / last[row])
+    if not 0.0 < gamma < 1.0 - 1e-6:
+        return None
+    discounted, _ = gae(shaped, torch.zeros_like(shaped), gamma, 1.0)
+    if not _close(result, discounted):
+        return None
+    return (f"your credit is wrong — that is the return discounted with γ = {gamma:.3g}: the sequence tilt needs "
+            "the undiscounted sum (γ = 1), every later token's log-ratio at full weight.")
 
 
 def _credit_shape(result, reference, *case):
@@ -570,7 +592,7 @@ def _credit_shape(result, reference, *case):
 
 check_kl_credit = FunctionExercise(
     "check_kl_credit", what="credit", cases=_credit_cases, reference=reference_kl_credit, mistakes=_credit_mistakes,
-    checks=(_credit_shape,), wrong="your credit is wrong — ",
+    checks=(_credit_shape,), partial=_credit_discount, wrong="your credit is wrong — ",
     label=lambda rewards, kl, beta: f"(B, T) = {tuple(kl.shape)}, β = {beta}: ",
     success="your credit is R − β Σ_{t'≥t} k1_t', the reward-to-go of k1 in the reward",
     float32_success=f"your credit is R − β Σ_{{t'≥t}} k1_t' {FLOAT32_NOTE}",

@@ -1,7 +1,8 @@
 """Figures and widgets for lesson 02: the KL estimators k1, k2, k3 and where a KL penalty goes.
 
 Every function draws a new figure and returns it; end a notebook line with ``;`` so Jupyter shows
-it once. ``kl_estimator_widget`` wraps ``plot_kl_estimator_histograms`` in ``ipywidgets.interact``.
+it once. ``kl_estimator_widget`` wraps ``plot_kl_estimator_histograms`` in ``ipywidgets.interact``, and
+``optima_beta_widget`` wraps ``plot_optima_at_beta`` (§6–§7's optima, with β as the knob).
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ import numpy as np
 import torch
 
 from rlbook.toys import (
+    forward_kl_optimum,
     k1_k3_spread_crossover,
     kl_estimator_table_any_sigma,
     kl_estimator_table_exact,
+    ratio_survival,
+    reverse_kl,
+    reverse_kl_optimum,
     sample_kl_estimates,
 )
 
@@ -23,10 +28,13 @@ __all__ = [
     "kl_estimator_widget",
     "WIDGET_SAMPLE_SIZES",
     "plot_kl_estimator_table",
+    "plot_ratio_survival",
     "plot_batch_mean_spread",
     "plot_expected_gradients",
     "plot_placement_outcomes",
     "plot_sequence_placements",
+    "plot_optima_at_beta",
+    "optima_beta_widget",
     "plot_kl_gradient_variance",
 ]
 
@@ -106,6 +114,45 @@ def kl_estimator_widget(*, n_samples: int = 20_000, seed: int = 0):
                                   description="draws"),
         seed=widgets.IntSlider(value=seed, min=0, max=19, description="seed"),
     )
+
+
+def plot_ratio_survival(mu: float = 0.5, sigmas=(1.0, 1.3, 2.0), *, n_samples: int = 200_000, seed: int = 0):
+    """The tail of r = π_ref/π_θ on log–log axes: P(r > t) against t, one colour per width σ of π_ref.
+
+    Solid: the exact survival (``rlbook.toys.ratio_survival``); dots: the share of ``n_samples`` draws
+    (x ~ N(0, 1), seed ``seed``) with r > t, down to one draw in n. For σ > 1 a dashed guide of slope −α,
+    α = σ²/(σ² − 1), is drawn through the exact curve's last point: a power-law tail is a straight line
+    here, and α ≤ 2 (σ² ≥ 2) is the tail whose E[r²], hence k3's variance, is infinite. At σ = 1 the tail
+    is log-normal and bends down, lighter than any power.
+    """
+    thresholds = np.logspace(0, 5, 101)[1:]
+    colours = ("tab:green", "tab:orange", "tab:red", "tab:purple")
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    for sigma, colour in zip(sigmas, colours):
+        exact = ratio_survival(mu, sigma, thresholds).numpy()
+        log_r = -sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed)["k1"].numpy()
+        sampled = (log_r[None, :] > np.log(thresholds)[:, None]).mean(1)
+        alpha = sigma**2 / (sigma**2 - 1) if sigma > 1 else float("inf")
+        label = f"σ = {sigma:g}" + (f" (α = {alpha:.2f})" if sigma > 1 else " (log-normal tail)")
+        shown = exact > 1e-12
+        ax.loglog(thresholds[shown], exact[shown], color=colour, lw=2, label=label)
+        hit = sampled > 0
+        ax.loglog(thresholds[hit][::4], sampled[hit][::4], "o", color=colour, ms=3.5, alpha=0.7)
+        if sigma > 1:
+            anchor = int(np.argmin(np.abs(np.log(exact[shown]) - np.log(10 / n_samples))))
+            ax.loglog(thresholds, exact[anchor] * (thresholds / thresholds[anchor]) ** -alpha, "--", color=colour, lw=1,
+                      label=f"slope −{alpha:.2f}")
+    ax.axhline(1 / n_samples, color="0.5", lw=0.8, ls=":")
+    ax.annotate(f"one draw in {n_samples:,}", (thresholds[0], 1 / n_samples), xytext=(2, 3), textcoords="offset points",
+                fontsize=8, color="0.3")
+    ax.set_ylim(0.1 / n_samples, 1.0)
+    ax.set_xlabel("t")
+    ax.set_ylabel("P(r > t), r = π_ref / π_θ")
+    ax.set_title(f"x ~ π_θ = N(0, 1), π_ref = N({mu:g}, σ²): the ratio's tail (solid: exact; dots: "
+                 f"{n_samples:,} draws, seed {seed})", fontsize=9)
+    ax.legend(fontsize=8, loc="upper right", ncol=2)
+    fig.tight_layout()
+    return fig
 
 
 def plot_kl_estimator_table(mus=None, *, measured: dict[float, dict] | None = None):
@@ -298,6 +345,80 @@ def plot_sequence_placements(finals: dict[str, tuple[torch.Tensor, torch.Tensor]
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
+
+
+def plot_optima_at_beta(ref_probs, rewards, toy, *, beta: float):
+    """§6's and §7's closed-form optima at one β, side by side, with what separates them in the titles.
+
+    Left, one token (``ref_probs``, ``rewards``): π_ref, the tilt π_ref·e^{R/β}/Z (where k1 in the reward,
+    k2, k3+ and ρk3 in the loss converge: ``rlbook.toys.reverse_kl_optimum``) and the forward-KL optimum
+    βπ_ref/(λ − R) (k3 in the loss: ``forward_kl_optimum``); the title gives the reverse KL each would log,
+    the forward optimum's excess over the tilt's, and the total variation between the two.
+    Right, the two-token ``toy`` (``rlbook.kl_sequence.TwoTokenToy``): π(y₁) and π(y₂ = first option | y₁)
+    for π_ref, the sequence tilt (k1 in the reward, credited forward), the per-token tilt (every per-token
+    reverse-KL term) and the forward-KL optimum of each prefix (k3 in the loss); the title gives each one's
+    E[R] − β·KL(π‖π_ref), the objective the penalty is meant to serve. Every number is closed form.
+    """
+    from rlbook import kl_sequence
+
+    if not beta > 0:
+        raise ValueError(f"beta must be positive, got {beta!r}")
+    ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    tilt = reverse_kl_optimum(ref_probs, rewards, beta=beta)
+    forward = forward_kl_optimum(ref_probs, rewards, beta=beta)
+    logged = {name: float(reverse_kl(p.log(), ref_probs)) for name, p in (("tilt", tilt), ("forward", forward))}
+    tv = 0.5 * float((tilt - forward).abs().sum())
+    pairs = {"sequence tilt": kl_sequence.sequence_tilt(toy, beta=beta),
+             "per-token tilt": kl_sequence.per_token_tilt(toy, beta=beta),
+             "forward, each prefix": kl_sequence.per_token_forward_optimum(toy, beta=beta)}
+    scores = {name: kl_sequence.sequence_objective(toy, *pair, beta=beta) for name, pair in pairs.items()}
+
+    def flatten(pair):
+        first, second = (torch.as_tensor(t) for t in pair)
+        return torch.cat([first, second[:, 0]])
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.9), gridspec_kw={"width_ratios": (5, 4)})
+    one = {"π_ref": ref_probs, "tilt (k1 in reward, k2, k3+, ρk3)": tilt, "forward optimum (k3 in loss)": forward}
+    _grouped_bars(left, one, ("0.6", "tab:purple", "tab:blue"))
+    left.set_xticks(np.arange(len(rewards)), [f"x={i}\nR={float(r):g}" for i, r in enumerate(rewards)])
+    left.set_ylabel("probability")
+    left.set_title(f"one token, β = {beta:.3g}: logged KL(π‖π_ref) {logged['tilt']:.3f} (tilt) vs "
+                   f"{logged['forward']:.3f} ({logged['forward'] / logged['tilt'] - 1:+.0%});\n"
+                   f"total variation between them {tv:.3f}", fontsize=9)
+    left.legend(fontsize=7.5, loc="upper left")
+    two = {"π_ref": flatten((toy.ref_first, toy.ref_second)), **{name: flatten(pair) for name, pair in pairs.items()}}
+    _grouped_bars(right, two, ("0.6", "tab:purple", "tab:orange", "tab:blue"))
+    right.set_xticks(np.arange(4), ["π(y₁ = easy)", "π(y₁ = hard)", "π(right | easy)", "π(right | hard)"], fontsize=8)
+    right.axvline(1.5, color="0.5", lw=0.8)
+    right.set_ylim(0, 1.18)
+    right.set_title("two tokens: E[R] − β·KL  " + " / ".join(f"{scores[n]:.3f}" for n in pairs)
+                    + "\n(sequence tilt / per-token tilt / forward, each prefix)", fontsize=9)
+    right.legend(fontsize=7.5, loc="upper left", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def optima_beta_widget(ref_probs, rewards, toy, *, beta: float = 0.25):
+    """β (log scale, 0.05 to 8) as the knob of ``plot_optima_at_beta``: how far the tilt and k3-in-the-loss's
+    forward-KL optimum part, and the per-token tilt from the sequence tilt, as the penalty's price moves."""
+    import ipywidgets as widgets
+
+    def draw(beta):
+        plot_optima_at_beta(ref_probs, rewards, toy, beta=beta)
+        plt.show()  # inside the interact's output: ipywidgets' own flush misses matplotlib's "inline" backend
+
+    return widgets.interact(draw, beta=widgets.FloatLogSlider(value=beta, base=10, min=np.log10(0.05), max=np.log10(8.0),
+                                                              step=0.01, description="β"))
+
+
+def _grouped_bars(ax, series: dict, colours):
+    """One group of bars per index, one bar per entry of ``series`` (label → (K,) tensor), in ``colours``."""
+    width = 0.8 / len(series)
+    positions = np.arange(len(next(iter(series.values()))))
+    for i, ((name, values), colour) in enumerate(zip(series.items(), colours)):
+        ax.bar(positions + (i - (len(series) - 1) / 2) * width, torch.as_tensor(values).numpy(), width,
+               color=colour, label=name)
 
 
 def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float]]], *, labels: dict[str, str],
