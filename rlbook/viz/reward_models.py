@@ -194,9 +194,10 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     the proxy on gold (a Bradley–Terry reward is r*/T + c in theory), so that it reads in gold units.
     ``proxy_name`` names the reward model whose proxy curve is drawn (e.g. one of several seeds), and
     ``max_gain`` draws the largest gold gain any policy can reach (best gold minus the n = 1 mean) as a
-    horizontal line, so that a proxy curve in gold units is not read past it."""
+    horizontal line, so that a proxy curve in gold units is not read past it. The legend sits below the
+    axes, so that it hides no curve and not that line's label."""
     d = curves["sqrt_kl"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7.5, 5.6))
     proxy_gain = curves["proxy"] - curves["proxy"][0]
     proxy_label = "proxy RM reward (what is optimised)"
     if proxy_scale is not None:
@@ -240,7 +241,7 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     top.set_xlabel("upper bound on KL(π_best-of-n ‖ π) (nats): log n − (n − 1)/n")
     ax.set(xlabel="d = √(KL bound),  KL ≤ log n − (n − 1)/n (Beirami et al. 2024)", ylabel="reward gain over n = 1",
            title="best-of-n against an imperfect reward model")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     fig.tight_layout()
     return fig
 
