@@ -319,6 +319,10 @@ def test_bradley_terry_figure_has_no_hidden_reference_and_history_draws_floors()
     # the loss panel marks the Bradley–Terry optimum margins Δgold / T, which move with T
     optimum = [line.get_xdata()[0] for line in rm_viz.plot_bradley_terry(1.0).axes[1].lines if line.get_marker() == "o"]
     np.testing.assert_allclose(sorted(optimum), [0.5, 1.0])
+    # at T = 0.1 the gap-1 minimum (Δr = 10) is past the axis: an arrow at the edge says where, not nothing
+    loss_panel = rm_viz.plot_bradley_terry(0.1).axes[1]
+    assert [line.get_marker() for line in loss_panel.lines].count(">") == 1
+    assert any("min at 10.0" in text.get_text() for text in loss_panel.texts)
 
 
 def test_best_of_n_share_rise_bootstraps_over_prompts():
