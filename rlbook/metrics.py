@@ -270,7 +270,10 @@ def best_of_n_share_rise(proxies, indicator, n_from: int, n_to: int, *, resample
     several proxies scoring one pool, with a percentile bootstrap over the pool's prompts.
 
     ``proxies`` (S, P, N) are S reward models' scores of the same N samples of P prompts, ``indicator``
-    (P, N) a 0/1 property of each sample. For every proxy and prompt the share is
+    (P, N) a 0/1 property of each sample — or any value of it: with the gold reward, the "rise" is the change
+    of the winners' mean gold from ``n_from`` to ``n_to``, a contrast at two sizes fixed in advance, which
+    (unlike ``overoptimisation_downturn``'s drop from a re-found peak) can come out either sign. For every
+    proxy and prompt the share is
     ``best_of_n_expectation`` of the indicator (the unbiased one-pool estimator); the rise is the
     seed-mean share at ``n_to`` minus that at ``n_from``, averaged over prompts. The interval resamples
     the P prompts with replacement (the seeds held fixed), as ``overoptimisation_downturn`` does for the
@@ -358,6 +361,44 @@ def within_level_correlation(y, x, levels) -> float:
     if y_within.std() == 0 or x_within.std() == 0:
         raise ValueError("y or x is constant within every level: the within-level correlation is not defined")
     return float(np.corrcoef(y_within, x_within)[0, 1])
+
+
+def within_level_correlation_interval(y, x, levels, clusters, *, strata=None, resamples: int = 2000,
+                                      level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """A percentile-bootstrap interval of ``within_level_correlation(y, x, levels)`` that resamples whole
+    clusters (e.g. the pool, or prompt, each text was drawn for) with replacement, not single texts.
+
+    ``clusters`` gives each element its cluster, an integer id 0 … C − 1; ``strata`` (one label per
+    cluster) resamples clusters within each stratum, as ``overoptimisation_downturn`` does for prompts.
+    Texts of one pool share a prompt and repeat each other, so Fisher's z over texts, which treats them as
+    independent, is too narrow. Each resample recomputes the level means from the resampled texts
+    (the correlation of the within-level residuals is a ratio of sums, computed here from per-cluster,
+    per-level sums). Returns (lo, hi)."""
+    y, x, levels = (np.asarray(torch.as_tensor(v).double().flatten()) for v in (y, x, levels))
+    clusters = np.asarray(torch.as_tensor(clusters).flatten(), dtype=np.int64)
+    if not y.size == x.size == levels.size == clusters.size:
+        raise ValueError(f"y, x, levels and clusters must have one length, got {y.size}, {x.size}, {levels.size}, "
+                         f"{clusters.size}")
+    if clusters.size == 0 or clusters.min() < 0:
+        raise ValueError("clusters must be non-negative integer ids, one per element")
+    check_int("resamples", resamples, minimum=1)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    count = int(clusters.max()) + 1
+    _, level_id = np.unique(levels, return_inverse=True)
+    cells = clusters * (level_id.max() + 1) + level_id
+    # per (cluster, level): count, Σy, Σx, Σy², Σx², Σxy
+    sums = np.stack([np.bincount(cells, weights=w, minlength=count * (level_id.max() + 1))
+                     for w in (np.ones_like(y), y, x, y * y, x * x, x * y)], axis=-1).reshape(count, -1, 6)
+    picks = _resampled_prompts(np.random.default_rng(seed), count, resamples, strata)
+    weights = np.stack([np.bincount(row, minlength=count) for row in picks]).astype(float)   # (B, C)
+    total = np.einsum("bc,cls->bls", weights, sums)                                            # (B, L, 6)
+    n, sy, sx, syy, sxx, sxy = np.moveaxis(total, -1, 0)
+    safe = np.maximum(n, 1)
+    cov, var_y, var_x = ((sxy - sx * sy / safe).sum(1), (syy - sy * sy / safe).sum(1), (sxx - sx * sx / safe).sum(1))
+    r = cov / np.sqrt(var_y * var_x)
+    tail = (1 - level) / 2
+    return tuple(float(q) for q in np.quantile(r[np.isfinite(r)], [tail, 1 - tail]))
 
 
 def ensemble_scores(scores, rule: str = "mean", *, weight: float = 1.0) -> torch.Tensor:

@@ -126,16 +126,30 @@ def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
     assert "brute-force enumeration" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "plain_mean",
-                                  "top_n_mean", "continuous"])
+@pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "unsorted",
+                                  "argmax", "plain_mean", "top_n_mean", "continuous"])
 def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
     _names_the_mistake(rm_exercises.check_best_of_n_expectation, rm_exercises._pool_mistakes,
                        rm_exercises._pool_cases()[1], name, capsys)
 
 
+def test_best_of_n_expectation_checker_names_hand_written_slips_across_cases(capsys):
+    # best-of-N whatever n: at n = 1 it equals the top-1 mean, so only judging every case together names it
+    assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v[s.argmax()]) is False
+    assert "best-of-N whatever n" in capsys.readouterr().out
+
+    def unsorted(scores, values, n):
+        size = scores.numel()
+        return sum(math.comb(k - 1, n - 1) / math.comb(size, n) * values[k - 1] for k in range(1, size + 1))
+
+    assert rm_exercises.check_best_of_n_expectation(unsorted) is False
+    assert "pool order" in capsys.readouterr().out
+
+
 def test_best_of_n_expectation_checker_other_answers(capsys):
     assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v.max()) is False
-    assert "expected" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "expected" in out and "[" not in out      # plain numbers, not one-element lists
     assert rm_exercises.check_best_of_n_expectation(lambda s, v, n: v) is False
     assert "one number" in capsys.readouterr().out
     assert rm_exercises.check_best_of_n_expectation(None) is None

@@ -133,3 +133,28 @@ def test_ensemble_scores_mean_min_and_uwo():
         ensemble_scores(opposite, "median")
     with pytest.raises(ValueError, match="M >= 2"):
         ensemble_scores(a, "mean")
+
+
+def test_within_level_correlation_interval_resamples_clusters_not_texts():
+    import math
+
+    import numpy as np
+    from rlbook.metrics import within_level_correlation, within_level_correlation_interval
+    rng = np.random.default_rng(1)
+    pools, per_pool = 30, 60
+    clusters = np.repeat(np.arange(pools), per_pool)
+    levels = rng.integers(0, 3, pools * per_pool).astype(float)
+    shock = rng.normal(0, 1, pools)[clusters]                  # a pool-level shock shared by y and x
+    length = 20 * levels + 5 * shock + rng.normal(0, 5, clusters.size)
+    y = levels - 0.3 * shock + rng.normal(0, 0.5, clusters.size)
+    r = within_level_correlation(y, length, levels)
+    # every cluster its own stratum: each resample redraws the same clusters, so the sums reproduce r exactly
+    lo, hi = within_level_correlation_interval(y, length, levels, clusters, strata=list(range(pools)), resamples=5)
+    assert lo == pytest.approx(r, abs=1e-12) and hi == pytest.approx(r, abs=1e-12)
+    lo, hi = within_level_correlation_interval(y, length, levels, clusters, resamples=400)
+    assert lo < r < hi
+    fisher_half = 1.96 / math.sqrt(clusters.size - 3)
+    fisher = math.tanh(math.atanh(r) + fisher_half) - math.tanh(math.atanh(r) - fisher_half)
+    assert hi - lo > 2 * fisher      # texts of one pool are not independent: the honest interval is wider
+    with pytest.raises(ValueError, match="one length"):
+        within_level_correlation_interval(y[:5], length, levels, clusters)

@@ -294,6 +294,9 @@ def test_overoptimisation_plot_with_seeds_and_a_rescaled_proxy():
     capped = rm_viz.plot_overoptimisation(curves, proxy_scale=2.0, proxy_name="RM 0", max_gain=4.0).axes[0]
     assert "(RM 0)" in capped.lines[0].get_label()
     assert any(list(line.get_ydata()) == [4.0, 4.0] for line in capped.lines)   # the ceiling
+    capped.figure.canvas.draw()   # the legend sits below the axes: it hides no curve and not the ceiling's label
+    renderer = capped.figure.canvas.get_renderer()
+    assert capped.get_legend().get_window_extent(renderer).y1 < capped.get_window_extent(renderer).y0
     assert rm_viz.plot_bradley_terry(0.5).axes[1].get_ylabel()
 
 
@@ -316,6 +319,10 @@ def test_bradley_terry_figure_has_no_hidden_reference_and_history_draws_floors()
     # the loss panel marks the Bradley–Terry optimum margins Δgold / T, which move with T
     optimum = [line.get_xdata()[0] for line in rm_viz.plot_bradley_terry(1.0).axes[1].lines if line.get_marker() == "o"]
     np.testing.assert_allclose(sorted(optimum), [0.5, 1.0])
+    # at T = 0.1 the gap-1 minimum (Δr = 10) is past the axis: an arrow at the edge says where, not nothing
+    loss_panel = rm_viz.plot_bradley_terry(0.1).axes[1]
+    assert [line.get_marker() for line in loss_panel.lines].count(">") == 1
+    assert any("min at 10.0" in text.get_text() for text in loss_panel.texts)
 
 
 def test_best_of_n_share_rise_bootstraps_over_prompts():
@@ -390,3 +397,14 @@ def test_bradley_terry_expected_loss_is_least_at_the_optimum_margin():
     assert bradley_terry_expected_loss([1.0], [0.0], 0.5)[0] == pytest.approx(math.log(2))
     with pytest.raises(ValueError, match="temperature"):
         bradley_terry_expected_loss(gaps, gaps, 0.0)
+
+
+def test_best_of_n_share_rise_of_gold_is_the_fixed_contrast_of_the_downturn_curves():
+    from rlbook.metrics import best_of_n_share_rise, overoptimisation_downturn
+    proxy, gold = _pool_with_a_hack()
+    proxies = torch.stack([proxy, gold + 0.01 * torch.arange(12.0)])
+    ns = [1, 2, 3, 4, 12]
+    curves = overoptimisation_downturn(proxies, gold, ns, resamples=20)["curves"]
+    change = best_of_n_share_rise(proxies, gold, 3, 12, resamples=50)   # gold at n = 12 minus gold at n = 3
+    np.testing.assert_allclose(change["seed_rises"], curves[:, -1] - curves[:, 2])
+    assert change["rise"] == pytest.approx(float((curves[:, -1] - curves[:, 2]).mean()))

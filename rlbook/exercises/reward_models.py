@@ -174,6 +174,12 @@ def _pool_mistakes(scores: torch.Tensor, values: torch.Tensor, n: int) -> dict[s
                              "these are the weights of n draws *with replacement* from the pool, (k/N)^n − ((k − 1)/N)^n: "
                              "the same sample can be drawn twice, which n fresh samples from the policy never are; "
                              "biased for best-of-n unless N ≫ n. Subsets of n distinct samples give C(k − 1, n − 1)/C(N, n)."),
+        "unsorted": (_weighted(values, right),
+                     "the weights C(k − 1, n − 1)/C(N, n) were applied to the samples in pool order: sort the samples by "
+                     "their *scores* first, so that weight k goes to the sample with the k-th lowest score."),
+        "argmax": (values[torch.argmax(scores)],
+                   "this is the value of the top-scoring sample of the whole pool, best-of-N whatever n is: best-of-n "
+                   "draws only n of the N samples, so every sample that can be the best of some n-subset has a weight."),
         "plain_mean": (values.mean(), "this is the mean of the pool, the value of best-of-1 whatever n is."),
         "top_n_mean": (values[torch.argsort(scores, descending=True)][:n].mean(),
                        "this is the mean of the n highest-scoring samples of the pool (top-n), not the expected value of "
@@ -184,6 +190,12 @@ def _pool_mistakes(scores: torch.Tensor, values: torch.Tensor, n: int) -> dict[s
     }
 
 
+def _pool_otherwise(result, reference, scores, values, n, *, wrong: int, of: int) -> str:
+    """An unnamed wrong answer: the numbers of its first wrong case, as plain numbers."""
+    return (f"{_pool_label(scores, values, n)}: expected {reference.item():.4f}, got {result.item():.4f} "
+            f"(wrong on {wrong} of the {of} pools and n)")
+
+
 def _pool_label(scores, values, n) -> str:
     return f"pool of N = {scores.numel()}, n = {n}"
 
@@ -191,6 +203,9 @@ def _pool_label(scores, values, n) -> str:
 check_best_of_n_expectation = FunctionExercise(
     "check_best_of_n_expectation", what="best-of-n estimator", cases=_pool_cases, reference=brute_force_best_of_n,
     mistakes=_pool_mistakes, label=_pool_label, wrong=lambda *case: f"{_pool_label(*case)}: ",
+    # every pool and n judged together: a rule is named only when it fits every case (the argmax of the pool is
+    # also the top-1 mean, and best-of-1 is the pool mean, so one case alone cannot tell them apart)
+    together=lambda *case: "all", across=True, or_first=True, otherwise=_pool_otherwise,
     checks=(lambda result, reference, *case: (f"return one number (the expected value of the winner), got shape "
                                               f"{tuple(result.shape)}" if result.numel() != 1 else None),),
     prepare=lambda result, *case: result.reshape(()).to(DTYPE) if result.numel() == 1 else result,

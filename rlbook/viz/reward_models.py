@@ -24,7 +24,8 @@ def plot_bradley_terry(temperature: float = 0.5):
     Right: the reward model's loss −log σ(Δr) on one labelled pair (it only falls as Δr grows) and the size of its
     gradient σ(−Δr) against its margin Δr, and for the two marked gold gaps the loss averaged over the labeller's
     draws, whose minimum is the Bradley–Terry optimum Δr = Δgold / T (of r*/T + c(x)): a noisier labeller
-    (larger T) makes a flatter reward model."""
+    (larger T) makes a flatter reward model. A minimum past the axis (T below 1/6 for a gap of 1) is marked by
+    an arrow at the edge with its value."""
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     gap = np.linspace(-4, 4, 401)
@@ -56,6 +57,10 @@ def plot_bradley_terry(temperature: float = 0.5):
         if optimum <= margin[-1]:
             ax_loss.plot([optimum], [p * np.logaddexp(0, -optimum) + (1 - p) * np.logaddexp(0, optimum)], "o",
                          color=GOLD_COLOUR)
+        else:  # a small T puts the minimum past the axis: say so at the edge rather than drop the marker
+            ax_loss.plot([margin[-1]], [expected[-1]], ">", color=GOLD_COLOUR)
+            ax_loss.annotate(f"min at {optimum:.1f} →", (margin[-1], expected[-1]), textcoords="offset points",
+                             xytext=(-6, 6), ha="right", fontsize=8, color=GOLD_COLOUR)
     ax_loss.set(xlabel="Δr = r(chosen) − r(rejected)", ylabel="loss (nats) and |gradient|", ylim=(0, 4),
                 title=f"the reward model's loss (optimum Δr = {1 / temperature:.2f} Δgold)")
     ax_loss.legend(fontsize=8)
@@ -194,9 +199,10 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     the proxy on gold (a Bradley–Terry reward is r*/T + c in theory), so that it reads in gold units.
     ``proxy_name`` names the reward model whose proxy curve is drawn (e.g. one of several seeds), and
     ``max_gain`` draws the largest gold gain any policy can reach (best gold minus the n = 1 mean) as a
-    horizontal line, so that a proxy curve in gold units is not read past it."""
+    horizontal line, so that a proxy curve in gold units is not read past it. The legend sits below the
+    axes, so that it hides no curve and not that line's label."""
     d = curves["sqrt_kl"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7.5, 5.6))
     proxy_gain = curves["proxy"] - curves["proxy"][0]
     proxy_label = "proxy RM reward (what is optimised)"
     if proxy_scale is not None:
@@ -240,7 +246,7 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     top.set_xlabel("upper bound on KL(π_best-of-n ‖ π) (nats): log n − (n − 1)/n")
     ax.set(xlabel="d = √(KL bound),  KL ≤ log n − (n − 1)/n (Beirami et al. 2024)", ylabel="reward gain over n = 1",
            title="best-of-n against an imperfect reward model")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     fig.tight_layout()
     return fig
 
