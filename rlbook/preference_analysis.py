@@ -660,7 +660,10 @@ def credit_contrasts(credit: pd.DataFrame) -> dict:
     among the first MAX_CLAUSES minus new clauses past them, averaged over sentiments (gold: 1 s, but the
     groups stand at different positions). ``slope``: the mean credit lost from one position to the next
     before the limit; ``extra step at the limit``: the loss from position MAX_CLAUSES − 1 to MAX_CLAUSES
-    minus that slope (gold: a 1 s step there, no slope). All but ``step`` are in units of s.
+    minus that slope (gold: a 1 s step there, no slope). ``positive − neutral`` and ``neutral − negative``:
+    the credit gaps between new clauses of adjacent sentiments at the same position, averaged over the
+    positions before the limit where both occur (position-matched; gold: 1 s each). All but ``step`` are in
+    units of s.
     """
     table = clause_credit_table(credit)
     new = table[("credit", "first 3, new")]
@@ -673,8 +676,11 @@ def credit_contrasts(credit: pd.DataFrame) -> dict:
     drops = -by_position.loc[:reviews.MAX_CLAUSES].diff().mean(axis=1)
     slope = float(drops.loc[1:reviews.MAX_CLAUSES - 1].mean())
     at_limit = float(drops.get(reviews.MAX_CLAUSES, float("nan")))
+    early = by_position.loc[by_position.index < reviews.MAX_CLAUSES]
+    matched = {f"{a} − {b}": float((early[a] - early[b]).mean()) / step if {a, b} <= set(early) else float("nan")
+               for a, b in (("positive", "neutral"), ("neutral", "negative"))}
     return {"step": step, "repeat discount": repeat_discount / step, "late discount": late_discount / step,
-            "slope": slope / step, "extra step at the limit": (at_limit - slope) / step}
+            "slope": slope / step, "extra step at the limit": (at_limit - slope) / step, **matched}
 
 
 def bootstrap_over_texts(credit: pd.DataFrame, statistic, *, draws: int = 200, seed: int = 0) -> pd.DataFrame:

@@ -363,6 +363,7 @@ def test_credit_contrasts_read_gold_like_credit_in_sentiment_steps():
     assert contrasts["repeat discount"] == pytest.approx(1.5)
     assert contrasts["late discount"] == pytest.approx(1.0)
     assert contrasts["slope"] == pytest.approx(0.0) and contrasts["extra step at the limit"] == pytest.approx(1.0)
+    assert contrasts["positive − neutral"] == pytest.approx(1.0) and contrasts["neutral − negative"] == pytest.approx(1.0)
     table = bootstrap_over_texts(credit, credit_contrasts, draws=20, seed=0)
     assert table.loc["step", "value"] == pytest.approx(1.0) and table["se"].max() < 1e-9   # no noise to resample
     noisy = credit.assign(credit=credit["credit"] + np.random.default_rng(0).normal(0, 0.3, len(credit)))

@@ -53,7 +53,9 @@ def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2
                                 rewards=(0.0, 1.0, -1.0, 2.0, 0.5)):
     """Bars of π_ref and of π* ∝ π_ref exp(r/β) on five responses, with each response's reward.
 
-    Large β keeps π* near π_ref; small β piles the mass on the best response.
+    Large β keeps π* near π_ref; small β piles the mass on the best response. The title gives π*'s expected
+    reward, its KL from π_ref, and its objective J(π*) = E[r] − β KL = β log Z beside the reference's J(π_ref) =
+    E_π_ref[r] (Rafailov et al. 2023, arXiv:2305.18290, eq. 4; lesson 06 §1).
     """
     ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
     rewards = torch.as_tensor(rewards, dtype=torch.float64)
@@ -66,8 +68,10 @@ def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2
     ax.set_xticks(x, [f"y{i + 1}\nr = {float(r):+.1f}" for i, r in enumerate(rewards)])
     ax.set_ylim(0, 1)
     ax.set_ylabel("probability")
+    beta_log_z = beta * float(torch.logsumexp(ref_probs.log() + rewards / beta, 0))
     ax.set_title(f"π* ∝ π_ref · exp(r/β):  E_π*[r] = {float((optimum * rewards).sum()):.2f},  "
-                 f"KL(π* ‖ π_ref) = {kl:.2f}", fontsize=10)
+                 f"KL(π* ‖ π_ref) = {kl:.2f}\nJ(π*) = β log Z = {beta_log_z:.2f},  J(π_ref) = E_π_ref[r] = "
+                 f"{float((ref_probs * rewards).sum()):.2f}", fontsize=10)
     ax.legend()
     fig.tight_layout()
     return fig
@@ -250,7 +254,7 @@ def plot_credit_by_position(credit: pd.DataFrame, *, title: str = "clause credit
     its sentiment's line is a repeat not discounted."""
     new, repeats = clause_credit_by_position(credit), clause_credit_by_position(credit, repeat=True)
     colours = {"positive": "tab:green", "neutral": "tab:gray", "negative": "tab:red"}
-    fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.7, 3.2))
+    fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.85, 3.2))
     for sentiment, colour in colours.items():
         ax.plot(new.index, new[sentiment], "o-", color=colour, label=f"{sentiment}, new")
         if sentiment in repeats:
@@ -262,7 +266,7 @@ def plot_credit_by_position(credit: pd.DataFrame, *, title: str = "clause credit
     ax.set_ylabel("mean credit β · Σ log π/π_ref", fontsize=9)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the axes, off the lines
     fig.tight_layout()
     return fig
 
