@@ -55,7 +55,7 @@ __all__ = ["CLAUSE_KINDS", "ranked_correctly", "paired_accuracy_gain", "sampled_
            "pair_sequence_logps", "preference_margin_run", "review_samples_summary", "sequence_logps",
            "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
            "clause_credit_by_position", "stop_credit_table", "credit_contrasts", "bootstrap_over_texts",
-           "optimum_by_reward_scale", "optimum_reversal_scale", "sample_kl_objective", "paired_accuracy_gap",
+           "optimum_by_reward_scale", "optimum_reversal_scale", "sample_kl_objective", "kl_to_optimum", "paired_accuracy_gap",
            "repeat_rule_gap"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
@@ -603,6 +603,21 @@ def sample_kl_objective(policy, reference, rollout, rewards, *, beta: float, rew
         out[name] = float(values.mean())
         out[f"{name}_se"] = clustered_se(values, clusters) if len(set(clusters)) > 1 else float("nan")
     return out
+
+
+def kl_to_optimum(objective, beta_log_z, *, beta: float, reward_scale: float = 1.0) -> float:
+    """KL(π ‖ π*) in nats from a policy's objective: the identity J(π) = β log Z − β KL(π ‖ π*) of lesson 06 §1
+    (Rafailov et al. 2023, arXiv:2305.18290, eq. 4 and the derivation before it), solved for the KL.
+
+    ``objective`` (J, e.g. ``sample_kl_objective(...)["J"]`` divided by its ``reward_scale``) and ``beta_log_z``
+    (``kl_optimum_log_ratio``'s second value at β / ``reward_scale``) are both in units of the *unscaled*
+    reward r; the optimum is the one for the reward ``reward_scale`` · r, so the KL is
+    ``reward_scale`` · (β log Z − J) / β. How far a trained policy is from the optimum it was derived from
+    (0 only at π = π*); a sampled J makes this an estimate, with J's SE / β (× ``reward_scale``) as its SE.
+    """
+    beta = check_positive("beta", beta)
+    reward_scale = check_positive("reward_scale", reward_scale)
+    return float(reward_scale * (float(beta_log_z) - float(objective)) / beta)
 
 
 def paired_accuracy_gap(correct, baseline, *, clusters=None) -> tuple[float, float]:

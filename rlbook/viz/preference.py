@@ -89,14 +89,17 @@ def optimum_widget():
                                                                description="β"))
 
 
-def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, compare_betas=(0.05, 0.1, 0.5, 1.0)):
+def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, compare_betas=(0.05, 0.1, 0.5, 1.0),
+                             margin: float | None = None):
     """DPO's loss −log σ(β h) and each pair's *relative* gradient weight σ(−β h), against the log-ratio margin h.
 
     h = log π(y_w)/π_ref(y_w) − log π(y_l)/π_ref(y_l). The loss is computed by
     ``rlbook.losses.dpo_loss`` and the weight by autograd through it (−∂L/∂h = β σ(−β h)), drawn
     divided by β: under Adam a constant factor in the gradient largely cancels, so what β sets is how
     the pull is shared among pairs, σ(−β h), which starts at ½ at h = 0 and has fallen to ¼ at
-    h = ln 3/β (marked for the bold curve). One colour per β; the bold one is ``beta``.
+    h = ln 3/β (marked for the bold curve; named in the corner when it lies past the axis). One colour per β; the
+    bold one is ``beta``. ``margin``: one pair's h, drawn as a point on the bold curves with its loss and its
+    relative pull written beside it.
     """
     beta = check_positive("beta", beta)
     margin_range = check_positive("margin_range", margin_range)
@@ -115,6 +118,16 @@ def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, c
         ax_weight.axvline(quarter, color="black", ls="--", lw=0.8)
         ax_weight.annotate(f"¼ at h = ln 3/β = {quarter:.3g}", (quarter, 0.25), xytext=(6, 10),
                            textcoords="offset points", fontsize=8.5)
+    else:
+        ax_weight.annotate(f"¼ at h = ln 3/β = {quarter:.3g} →\n(past the axis)", (0.98, 0.1), xycoords="axes fraction",
+                           ha="right", fontsize=8.5)
+    if margin is not None:
+        point = torch.tensor([float(margin)], dtype=torch.float64)
+        loss_at, weight_at = _dpo_loss_and_weight(point, beta)
+        loss_at, pull_at = float(loss_at[0]), float(weight_at[0]) / beta
+        ax_loss.plot([float(margin)], [loss_at], "o", color="tab:red", ms=8, zorder=5)
+        ax_weight.plot([float(margin)], [pull_at], "o", color="tab:red", ms=8, zorder=5,
+                       label=f"a pair at h = {float(margin):g}: loss {loss_at:.3f}, pull {pull_at:.3f}")
     ax_loss.axhline(math.log(2), color="black", ls=":", lw=1)
     ax_loss.annotate("ln 2 at h = 0 (π = π_ref)", (0, math.log(2)), xytext=(6, 12), textcoords="offset points",
                      fontsize=8.5)
@@ -145,15 +158,17 @@ def _dpo_loss_and_weight(h: torch.Tensor, beta: float) -> tuple[np.ndarray, np.n
 
 
 def dpo_beta_widget():
-    """β as a knob of ``plot_dpo_loss_and_weight`` (an ``ipywidgets.interact``)."""
+    """β and one pair's margin h as knobs of ``plot_dpo_loss_and_weight`` (an ``ipywidgets.interact``): the pair's
+    loss and relative pull σ(−β h) move along the bold curves as either changes."""
     import ipywidgets as widgets
 
-    def draw(beta):
-        plot_dpo_loss_and_weight(beta)
+    def draw(beta, margin):
+        plot_dpo_loss_and_weight(beta, margin=margin)
         plt.show()
 
     return widgets.interact(draw, beta=widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.05,
-                                                               description="β"))
+                                                               description="β"),
+                            margin=widgets.FloatSlider(value=5.0, min=-20.0, max=20.0, step=0.5, description="pair's h"))
 
 
 def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None,
