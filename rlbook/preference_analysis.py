@@ -55,7 +55,7 @@ __all__ = ["CLAUSE_KINDS", "ranked_correctly", "paired_accuracy_gain", "sampled_
            "pair_sequence_logps", "preference_margin_run", "review_samples_summary", "sequence_logps",
            "kl_optimum_log_ratio", "parse_rule_accuracy", "gap_matched_accuracy",
            "clause_credit_by_position", "stop_credit_table", "credit_contrasts", "bootstrap_over_texts",
-           "optimum_by_reward_scale", "optimum_reversal_scale", "sample_kl_objective", "paired_accuracy_gap",
+           "optimum_by_reward_scale", "optimum_reversal_scale", "sample_kl_objective", "kl_to_optimum", "paired_accuracy_gap",
            "repeat_rule_gap"]
 
 CLAUSE_KINDS = ("first 3, new", "repeat", "past the limit")
@@ -605,6 +605,21 @@ def sample_kl_objective(policy, reference, rollout, rewards, *, beta: float, rew
     return out
 
 
+def kl_to_optimum(objective, beta_log_z, *, beta: float, reward_scale: float = 1.0) -> float:
+    """KL(π ‖ π*) in nats from a policy's objective: the identity J(π) = β log Z − β KL(π ‖ π*) of lesson 06 §1
+    (Rafailov et al. 2023, arXiv:2305.18290, eq. 4 and the derivation before it), solved for the KL.
+
+    ``objective`` (J, e.g. ``sample_kl_objective(...)["J"]`` divided by its ``reward_scale``) and ``beta_log_z``
+    (``kl_optimum_log_ratio``'s second value at β / ``reward_scale``) are both in units of the *unscaled*
+    reward r; the optimum is the one for the reward ``reward_scale`` · r, so the KL is
+    ``reward_scale`` · (β log Z − J) / β. How far a trained policy is from the optimum it was derived from
+    (0 only at π = π*); a sampled J makes this an estimate, with J's SE / β (× ``reward_scale``) as its SE.
+    """
+    beta = check_positive("beta", beta)
+    reward_scale = check_positive("reward_scale", reward_scale)
+    return float(reward_scale * (float(beta_log_z) - float(objective)) / beta)
+
+
 def paired_accuracy_gap(correct, baseline, *, clusters=None) -> tuple[float, float]:
     """``(gap, se)``: mean(correct − baseline) over the same pairs, and its paired standard error.
 
@@ -660,7 +675,10 @@ def credit_contrasts(credit: pd.DataFrame) -> dict:
     among the first MAX_CLAUSES minus new clauses past them, averaged over sentiments (gold: 1 s, but the
     groups stand at different positions). ``slope``: the mean credit lost from one position to the next
     before the limit; ``extra step at the limit``: the loss from position MAX_CLAUSES − 1 to MAX_CLAUSES
-    minus that slope (gold: a 1 s step there, no slope). All but ``step`` are in units of s.
+    minus that slope (gold: a 1 s step there, no slope). ``positive − neutral`` and ``neutral − negative``:
+    the credit gaps between new clauses of adjacent sentiments at the same position, averaged over the
+    positions before the limit where both occur (position-matched; gold: 1 s each). All but ``step`` are in
+    units of s.
     """
     table = clause_credit_table(credit)
     new = table[("credit", "first 3, new")]
@@ -673,8 +691,11 @@ def credit_contrasts(credit: pd.DataFrame) -> dict:
     drops = -by_position.loc[:reviews.MAX_CLAUSES].diff().mean(axis=1)
     slope = float(drops.loc[1:reviews.MAX_CLAUSES - 1].mean())
     at_limit = float(drops.get(reviews.MAX_CLAUSES, float("nan")))
+    early = by_position.loc[by_position.index < reviews.MAX_CLAUSES]
+    matched = {f"{a} − {b}": float((early[a] - early[b]).mean()) / step if {a, b} <= set(early) else float("nan")
+               for a, b in (("positive", "neutral"), ("neutral", "negative"))}
     return {"step": step, "repeat discount": repeat_discount / step, "late discount": late_discount / step,
-            "slope": slope / step, "extra step at the limit": (at_limit - slope) / step}
+            "slope": slope / step, "extra step at the limit": (at_limit - slope) / step, **matched}
 
 
 def bootstrap_over_texts(credit: pd.DataFrame, statistic, *, draws: int = 200, seed: int = 0) -> pd.DataFrame:

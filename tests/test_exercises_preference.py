@@ -39,7 +39,8 @@ def test_correct_answers_pass(checker, correct, capsys):
     assert checker(correct) is True
     assert "✓" in capsys.readouterr().out
     as_lists = lambda *args: correct(*args).tolist()  # noqa: E731  (a list of floats is accepted too)
-    assert checker(as_lists) is True
+    # ...except for the DPO loss, whose checker asks for a loss that can train (a gradient back to the log-probs)
+    assert checker(as_lists) is (checker is not exercises.check_dpo_loss)
 
 
 @pytest.mark.parametrize("checker, correct", CHECKERS)
@@ -173,3 +174,21 @@ def test_dpo_loss_names_swapped_reference_arguments(capsys):
 
     assert exercises.check_dpo_loss(swapped) is False
     assert "ref_chosen and ref_rejected are swapped" in capsys.readouterr().out
+
+
+def test_dpo_checker_catches_a_loss_without_a_gradient(capsys):
+    detached = lambda *args: correct_dpo(*args).detach()  # noqa: E731
+    through_numpy = lambda *args: torch.tensor(correct_dpo(*args).detach().numpy())  # noqa: E731
+    for answer in (detached, through_numpy):
+        assert exercises.check_dpo_loss(answer) is False
+        assert "no gradient" in capsys.readouterr().out
+    assert exercises.check_dpo_loss(correct_dpo) is True
+
+
+def test_optimum_checker_keeps_an_unreachable_response_at_zero(capsys):
+    clamped = lambda p, r, b: torch.softmax(p.clamp_min(1e-12).log() + r / b, 0)  # noqa: E731
+    epsilon = lambda p, r, b: torch.softmax((p + 1e-8).log() + r / b, 0)  # noqa: E731
+    for answer in (clamped, epsilon):
+        assert exercises.check_optimal_policy(answer) is False
+        assert "never writes" in capsys.readouterr().out
+    assert exercises.check_optimal_policy(correct_optimum) is True

@@ -363,6 +363,7 @@ def test_credit_contrasts_read_gold_like_credit_in_sentiment_steps():
     assert contrasts["repeat discount"] == pytest.approx(1.5)
     assert contrasts["late discount"] == pytest.approx(1.0)
     assert contrasts["slope"] == pytest.approx(0.0) and contrasts["extra step at the limit"] == pytest.approx(1.0)
+    assert contrasts["positive − neutral"] == pytest.approx(1.0) and contrasts["neutral − negative"] == pytest.approx(1.0)
     table = bootstrap_over_texts(credit, credit_contrasts, draws=20, seed=0)
     assert table.loc["step", "value"] == pytest.approx(1.0) and table["se"].max() < 1e-9   # no noise to resample
     noisy = credit.assign(credit=credit["credit"] + np.random.default_rng(0).normal(0, 0.3, len(credit)))
@@ -410,3 +411,24 @@ def test_ipo_win_rate_targets_match_azar_on_small_pools():
     assert h.mean() == pytest.approx(1 / (3 * 0.25), abs=0.02)
     with pytest.raises(ValueError):
         ipo_win_rate_targets([1.0], [0.0, 1.0], tau=0.25)
+
+
+def test_kl_to_optimum_solves_the_identity_for_the_kl():
+    import torch
+
+    from rlbook.preference_analysis import kl_to_optimum
+    from rlbook.toys import reverse_kl_optimum
+
+    ref = torch.tensor([0.35, 0.25, 0.2, 0.12, 0.08], dtype=torch.float64)
+    r = torch.tensor([0.0, 1.0, -1.0, 2.0, 0.5], dtype=torch.float64)
+    policy = torch.tensor([0.1, 0.3, 0.1, 0.4, 0.1], dtype=torch.float64)
+    for beta, c in ((0.5, 1.0), (0.5, 2.0), (2.0, 0.5)):
+        optimum = reverse_kl_optimum(ref, c * r, beta=beta)
+        exact = float((policy * (policy / optimum).log()).sum())
+        j_scaled = float((policy * c * r).sum() - beta * (policy * (policy / ref).log()).sum())
+        # J and β log Z in units of r, as lesson 06 prints them
+        beta_log_z = beta * float(torch.logsumexp(ref.log() + c * r / beta, 0)) / c
+        assert kl_to_optimum(j_scaled / c, beta_log_z, beta=beta, reward_scale=c) == pytest.approx(exact, rel=1e-10)
+    assert kl_to_optimum(1.0, 1.0, beta=0.5) == 0.0
+    with pytest.raises(ValueError):
+        kl_to_optimum(0.0, 1.0, beta=0.0)

@@ -27,6 +27,8 @@ def test_optimum_figure_shows_both_distributions():
     np.testing.assert_allclose(heights[:5], REF.numpy())
     np.testing.assert_allclose(heights[5:], reverse_kl_optimum(REF, REWARDS, beta=0.5).numpy())
     assert "KL" in ax.get_title()
+    # J(π*) = β log Z, with the toy's value at β = 0.5 (the 1.0983 of lesson 06's table)
+    assert "J(π*) = β log Z = 1.10" in ax.get_title()
 
 
 def test_dpo_loss_and_weight_curves_come_from_the_library():

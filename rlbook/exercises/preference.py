@@ -43,6 +43,10 @@ DPO_PAIRS = tuple(torch.cat([values, torch.tensor([extra], dtype=DTYPE)])
 REF_PROBS = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=DTYPE)
 REWARDS = torch.tensor([0.0, 1.5, -1.0, 3.0], dtype=DTYPE)
 OPTIMUM_BETAS = (0.5, 1.0, 2.0, 0.003)   # the last: exp(r/β) overflows float64 unless π* is a softmax
+# A last case with a response the reference never writes (π_ref = 0), the best one, at a small β: π* must keep it at
+# 0 (lesson 06 §1); an answer that clamps π_ref or adds an ε to it gives it most of the mass instead.
+UNREACHABLE_REF_PROBS = torch.tensor([0.5, 0.3, 0.2, 0.0], dtype=DTYPE)
+UNREACHABLE_BETA = 0.1
 DPO_BETAS = (0.1, 0.5)
 IPO_TAUS = (0.1, 0.5)
 # Response lengths |y_w| and |y_l| of the same 6 pairs (for SimPO), and its (β, γ) cases.
@@ -79,9 +83,27 @@ def _same_shape(result, reference, *case) -> str | None:
 
 def _underflowed_log_sigmoid(result, reference, *case) -> str | None:
     if torch.isfinite(reference).all() and torch.isposinf(result.detach()).any():
-        return (f"your loss is inf on a pair with β·h = {float(case[-1] * _log_ratio_margin(*case[:4]).min()):.0f} "
+        return (f"your loss is inf on a pair with β·h = {float(case[-1] * _log_ratio_margin(*case[:4]).detach().min()):.0f} "
                 f"at β = {case[-1]}: σ of a large negative number underflows to 0 and its log is −inf (or an exp "
                 f"overflowed); compute log σ(z) with F.logsigmoid(z), or −softplus(−z)")
+    return None
+
+
+def _unreachable_kept_at_zero(result, reference, *case) -> str | None:
+    ref_probs = case[0]
+    never = ref_probs == 0
+    if never.any() and result.shape == reference.shape and (result.detach().to(DTYPE)[never].abs() > 1e-9).any():
+        return (f"π_ref = {_shown(ref_probs)}: your π* gives {_shown(result[never])} to the response π_ref never writes; "
+                f"π* ∝ π_ref · exp(r/β) keeps it at 0 at every β (do not clamp π_ref or add an ε to it: log 0 = −inf "
+                f"is fine inside a softmax)")
+    return None
+
+
+def _keeps_gradient(result, reference, *case) -> str | None:
+    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in case[:2]) and not result.requires_grad:
+        return ("your loss carries no gradient back to the policy's log-probs (computed through .detach(), .item(), "
+                "numpy or a new tensor?): it has the right values but could not train; build it from torch operations "
+                "on the inputs (§3: ∂ℓ/∂log π(y_w) = −β σ(−β h))")
     return None
 
 
@@ -138,18 +160,24 @@ def optimal_policy_mistakes(ref_probs, rewards, beta) -> dict[str, tuple[torch.T
 
 
 def _optimal_policy(ref_probs, rewards, beta) -> torch.Tensor:
-    """The library's π*, called as the reader's function is: ``(ref_probs, rewards, beta)``."""
-    return reverse_kl_optimum(ref_probs, rewards, beta=beta)
+    """The library's π*, called as the reader's function is: ``(ref_probs, rewards, beta)``; a response with
+    π_ref = 0 gets π* = 0 (the library's ``reverse_kl_optimum`` takes a reference with full support)."""
+    reachable = ref_probs > 0
+    optimum = torch.zeros_like(ref_probs)
+    optimum[reachable] = reverse_kl_optimum(ref_probs[reachable], rewards[reachable], beta=beta)
+    return optimum
 
 
 check_optimal_policy = _loss_exercise(
-    "check_optimal_policy", "optimal policy", [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS], _optimal_policy,
-    optimal_policy_mistakes, knob="β", knobs=1,
-    success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}",
+    "check_optimal_policy", "optimal policy",
+    [(REF_PROBS, REWARDS, beta) for beta in OPTIMUM_BETAS] + [(UNREACHABLE_REF_PROBS, REWARDS, UNREACHABLE_BETA)],
+    _optimal_policy, optimal_policy_mistakes, knob="β", knobs=1, first_checks=(_unreachable_kept_at_zero,),
+    success=f"π* = π_ref · exp(r/β) / Z at β = {', '.join(map(str, OPTIMUM_BETAS))}, and π* = 0 where π_ref = 0",
     generic="compare with π_ref(y) exp(r(y)/β) / Σ_y' π_ref(y') exp(r(y')/β)",
     doc="""Check ``fn(ref_probs, rewards, beta)`` → π*(y) = π_ref(y) exp(r(y)/β) / Z, the maximiser of
     E_π[r] − β KL(π ‖ π_ref) (Rafailov et al. 2023, arXiv:2305.18290, eq. 4), at β = 0.5, 1, 2 and
-    0.003 (where exp(r/β) overflows unless π* is computed as a softmax of log π_ref + r/β).""")
+    0.003 (where exp(r/β) overflows unless π* is computed as a softmax of log π_ref + r/β), and at β = 0.1
+    with a best response that π_ref never writes (π_ref = 0), which π* must keep at 0.""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -193,15 +221,22 @@ def dpo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, beta) -> dict[
     }
 
 
+def _dpo_cases() -> list[tuple]:
+    # the policy's log-probs (chosen, rejected) require grad, as in training: a loss that drops the graph is caught
+    policy = tuple(values.clone().requires_grad_(True) for values in DPO_PAIRS[:2])
+    return [(*policy, *DPO_PAIRS[2:], beta) for beta in DPO_BETAS]
+
+
 check_dpo_loss = _loss_exercise(
-    "check_dpo_loss", "DPO loss", [(*DPO_PAIRS, beta) for beta in DPO_BETAS], dpo_loss, dpo_loss_mistakes, knob="β",
-    knobs=1, first_checks=(_underflowed_log_sigmoid,),
+    "check_dpo_loss", "DPO loss", _dpo_cases(), dpo_loss, dpo_loss_mistakes, knob="β",
+    knobs=1, first_checks=(_underflowed_log_sigmoid, _keeps_gradient),
     success="your DPO loss matches rlbook.losses.dpo_loss on 7 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
             "scores ln 2; the one with β·h = −1000 stays finite)",
     generic="compare with −log σ(β [(log π_w − log π_ref,w) − (log π_l − log π_ref,l)])",
     doc="""Check ``fn(chosen, rejected, ref_chosen, ref_rejected, beta)`` → the (B,) per-pair DPO loss
     −log σ(β h) against ``rlbook.losses.dpo_loss`` on 7 pairs at β = 0.1 and 0.5, the last so mis-ordered
-    (β h = −1000 at β = 0.5) that log(sigmoid(·)) underflows where logsigmoid does not.""")
+    (β h = −1000 at β = 0.5) that log(sigmoid(·)) underflows where logsigmoid does not. The policy's
+    log-probs require grad, so a loss computed through ``.detach()`` or numpy (right values, no gradient) fails.""")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -53,7 +53,9 @@ def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2
                                 rewards=(0.0, 1.0, -1.0, 2.0, 0.5)):
     """Bars of π_ref and of π* ∝ π_ref exp(r/β) on five responses, with each response's reward.
 
-    Large β keeps π* near π_ref; small β piles the mass on the best response.
+    Large β keeps π* near π_ref; small β piles the mass on the best response. The title gives π*'s expected
+    reward, its KL from π_ref, and its objective J(π*) = E[r] − β KL = β log Z beside the reference's J(π_ref) =
+    E_π_ref[r] (Rafailov et al. 2023, arXiv:2305.18290, eq. 4; lesson 06 §1).
     """
     ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
     rewards = torch.as_tensor(rewards, dtype=torch.float64)
@@ -66,8 +68,10 @@ def plot_kl_regularised_optimum(beta: float = 1.0, *, ref_probs=(0.35, 0.25, 0.2
     ax.set_xticks(x, [f"y{i + 1}\nr = {float(r):+.1f}" for i, r in enumerate(rewards)])
     ax.set_ylim(0, 1)
     ax.set_ylabel("probability")
+    beta_log_z = beta * float(torch.logsumexp(ref_probs.log() + rewards / beta, 0))
     ax.set_title(f"π* ∝ π_ref · exp(r/β):  E_π*[r] = {float((optimum * rewards).sum()):.2f},  "
-                 f"KL(π* ‖ π_ref) = {kl:.2f}", fontsize=10)
+                 f"KL(π* ‖ π_ref) = {kl:.2f}\nJ(π*) = β log Z = {beta_log_z:.2f},  J(π_ref) = E_π_ref[r] = "
+                 f"{float((ref_probs * rewards).sum()):.2f}", fontsize=10)
     ax.legend()
     fig.tight_layout()
     return fig
@@ -85,14 +89,17 @@ def optimum_widget():
                                                                description="β"))
 
 
-def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, compare_betas=(0.05, 0.1, 0.5, 1.0)):
+def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, compare_betas=(0.05, 0.1, 0.5, 1.0),
+                             margin: float | None = None):
     """DPO's loss −log σ(β h) and each pair's *relative* gradient weight σ(−β h), against the log-ratio margin h.
 
     h = log π(y_w)/π_ref(y_w) − log π(y_l)/π_ref(y_l). The loss is computed by
     ``rlbook.losses.dpo_loss`` and the weight by autograd through it (−∂L/∂h = β σ(−β h)), drawn
     divided by β: under Adam a constant factor in the gradient largely cancels, so what β sets is how
     the pull is shared among pairs, σ(−β h), which starts at ½ at h = 0 and has fallen to ¼ at
-    h = ln 3/β (marked for the bold curve). One colour per β; the bold one is ``beta``.
+    h = ln 3/β (marked for the bold curve; named in the corner when it lies past the axis). One colour per β; the
+    bold one is ``beta``. ``margin``: one pair's h, drawn as a point on the bold curves with its loss and its
+    relative pull written beside it.
     """
     beta = check_positive("beta", beta)
     margin_range = check_positive("margin_range", margin_range)
@@ -111,6 +118,16 @@ def plot_dpo_loss_and_weight(beta: float = 0.1, *, margin_range: float = 40.0, c
         ax_weight.axvline(quarter, color="black", ls="--", lw=0.8)
         ax_weight.annotate(f"¼ at h = ln 3/β = {quarter:.3g}", (quarter, 0.25), xytext=(6, 10),
                            textcoords="offset points", fontsize=8.5)
+    else:
+        ax_weight.annotate(f"¼ at h = ln 3/β = {quarter:.3g} →\n(past the axis)", (0.98, 0.1), xycoords="axes fraction",
+                           ha="right", fontsize=8.5)
+    if margin is not None:
+        point = torch.tensor([float(margin)], dtype=torch.float64)
+        loss_at, weight_at = _dpo_loss_and_weight(point, beta)
+        loss_at, pull_at = float(loss_at[0]), float(weight_at[0]) / beta
+        ax_loss.plot([float(margin)], [loss_at], "o", color="tab:red", ms=8, zorder=5)
+        ax_weight.plot([float(margin)], [pull_at], "o", color="tab:red", ms=8, zorder=5,
+                       label=f"a pair at h = {float(margin):g}: loss {loss_at:.3f}, pull {pull_at:.3f}")
     ax_loss.axhline(math.log(2), color="black", ls=":", lw=1)
     ax_loss.annotate("ln 2 at h = 0 (π = π_ref)", (0, math.log(2)), xytext=(6, 12), textcoords="offset points",
                      fontsize=8.5)
@@ -141,15 +158,17 @@ def _dpo_loss_and_weight(h: torch.Tensor, beta: float) -> tuple[np.ndarray, np.n
 
 
 def dpo_beta_widget():
-    """β as a knob of ``plot_dpo_loss_and_weight`` (an ``ipywidgets.interact``)."""
+    """β and one pair's margin h as knobs of ``plot_dpo_loss_and_weight`` (an ``ipywidgets.interact``): the pair's
+    loss and relative pull σ(−β h) move along the bold curves as either changes."""
     import ipywidgets as widgets
 
-    def draw(beta):
-        plot_dpo_loss_and_weight(beta)
+    def draw(beta, margin):
+        plot_dpo_loss_and_weight(beta, margin=margin)
         plt.show()
 
     return widgets.interact(draw, beta=widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.05,
-                                                               description="β"))
+                                                               description="β"),
+                            margin=widgets.FloatSlider(value=5.0, min=-20.0, max=20.0, step=0.5, description="pair's h"))
 
 
 def plot_preference_history(history, *, title: str = "DPO on review-base", before: dict | None = None,
@@ -250,7 +269,7 @@ def plot_credit_by_position(credit: pd.DataFrame, *, title: str = "clause credit
     its sentiment's line is a repeat not discounted."""
     new, repeats = clause_credit_by_position(credit), clause_credit_by_position(credit, repeat=True)
     colours = {"positive": "tab:green", "neutral": "tab:gray", "negative": "tab:red"}
-    fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.7, 3.2))
+    fig, ax = plt.subplots(figsize=(COLUMN_IN * 0.85, 3.2))
     for sentiment, colour in colours.items():
         ax.plot(new.index, new[sentiment], "o-", color=colour, label=f"{sentiment}, new")
         if sentiment in repeats:
@@ -262,7 +281,7 @@ def plot_credit_by_position(credit: pd.DataFrame, *, title: str = "clause credit
     ax.set_ylabel("mean credit β · Σ log π/π_ref", fontsize=9)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the axes, off the lines
     fig.tight_layout()
     return fig
 
