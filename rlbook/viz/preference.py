@@ -343,7 +343,7 @@ def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: 
         ax.set_xlabel("h = log π/π_ref (chosen) − log π/π_ref (rejected)" if not separate else "h (nats)")
         ax.set_ylabel("pairs")
         if legend_below:
-            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
         else:
             ax.legend(fontsize=8, loc="upper right")
     if separate:
