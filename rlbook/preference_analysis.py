@@ -183,7 +183,8 @@ def margin_slope(values, start: int = 0, stop: int | None = None, *, lags: int =
 
 
 def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, steps: int, lr: float = 2e-4,
-                          batch_size: int = 16, reference_logps=None, kl_prompts=None, **knobs) -> dict:
+                          batch_size: int = 16, reference_logps=None, kl_prompts=None, held_out_pairs=None,
+                          held_out_reference_logps=None, **knobs) -> dict:
     """Train a copy of ``model`` with ``PreferenceTrainer(loss=...)`` and return its margins.
 
     ``loss`` is one of the reference-based losses whose log-ratio margin h is the trained quantity:
@@ -198,7 +199,11 @@ def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, step
     - ``"pair_h"``: (N,) every pair's h at the end of training;
     - ``"chosen"``, ``"rejected"``: (N,) each pair's change of log π(y_w|x) and log π(y_l|x);
     - with ``kl_prompts`` (a list of prompts), ``"samples"``: ``sampled_kl`` of the trained policy
-      against ``model`` on them (KL(π ‖ π_ref) on its own samples, and what the samples are).
+      against ``model`` on them (KL(π ‖ π_ref) on its own samples, and what the samples are);
+    - with ``held_out_pairs`` (a pairs dataset), ``"held_out_correct"``: (M,) True where the trained
+      policy's implicit reward, the log-ratio log π/π_ref, ranks a held-out pair's chosen response
+      strictly above its rejected one (``ranked_correctly``); ``held_out_reference_logps`` as
+      ``reference_logps``, for those pairs.
     """
     check_choice("loss", loss, ("dpo", "ipo", "kto"))
     scale = knobs["tau"] if loss == "ipo" else knobs.get("beta", 0.1)
@@ -215,6 +220,12 @@ def preference_margin_run(model, tokenizer, pairs, loss: str, seed: int, *, step
            "pair_h": chosen - rejected, "chosen": chosen, "rejected": rejected}
     if kl_prompts is not None:
         out["samples"] = sampled_kl(trainer.model, model, tokenizer, kl_prompts)
+    if held_out_pairs is not None:
+        if held_out_reference_logps is None:
+            held_out_reference_logps = pair_sequence_logps(model, tokenizer, held_out_pairs)
+        held_chosen, held_rejected = pair_sequence_logps(trainer.model, tokenizer, held_out_pairs)
+        out["held_out_correct"] = ranked_correctly(held_chosen - held_out_reference_logps[0],
+                                                   held_rejected - held_out_reference_logps[1])
     return out
 
 

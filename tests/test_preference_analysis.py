@@ -275,6 +275,10 @@ def test_preference_margin_run_returns_the_trained_margins():
     with_kl = preference_margin_run(model, tokenizer, pairs, "dpo", 0, steps=2, batch_size=2, lr=1e-3, beta=0.5,
                                     kl_prompts=list(pairs["prompt"][:2]))
     assert with_kl["samples"]["kl"] > 0
+    held = preference_margin_run(model, tokenizer, pairs, "dpo", 0, steps=2, batch_size=2, lr=1e-3, beta=0.5,
+                                 held_out_pairs=pairs)
+    # on the training pairs themselves the held-out ranking is the sign of each pair's final margin
+    np.testing.assert_array_equal(held["held_out_correct"], held["pair_h"] > 0)
     kto = preference_margin_run(model, tokenizer, pairs, "kto", 0, steps=2, batch_size=2, lr=1e-3, beta=0.5)
     assert (kto["kl"] >= 0).all() and kto["kl"].shape == (2,)
     with pytest.raises(ValueError, match="loss"):

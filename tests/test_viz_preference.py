@@ -253,3 +253,27 @@ def test_margin_histograms_draw_a_predicted_distribution_in_its_run_panel():
     labels = [[text.get_text() for text in ax.get_legend().get_texts()] for ax in fig.axes]
     assert not any(label.startswith("predicted") for label in labels[0])
     assert any(label.startswith("predicted: median") for label in labels[1])
+
+
+def test_reward_vs_kl_draws_one_point_per_policy_coloured_by_loss_and_the_reference():
+    points = pd.DataFrame({"loss": ["DPO", "DPO", "IPO", "sft (chosen)"], "seed": [0, 1, 0, 0],
+                           "kl": [5.0, 4.0, 0.8, 0.6], "kl s.e.": [0.5, 0.4, 0.1, 0.1],
+                           "gold reward": [-0.4, 0.1, -0.3, -0.1], "gold s.e.": [0.1, 0.1, 0.1, 0.1]})
+    fig = viz.plot_reward_vs_kl(points, reference=(0.0, -1.3))
+    ax = fig.axes[0]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == ["reference", "DPO", "IPO", "sft (chosen)"]  # one legend entry per loss, not per seed
+    star = [line for line in ax.lines if line.get_marker() == "*"][0]
+    assert tuple(star.get_xydata()[0]) == (0.0, -1.3)
+    assert "marker = seed" in ax.get_title()
+    with pytest.raises(ValueError, match="kl s.e."):
+        viz.plot_reward_vs_kl(points.drop(columns="kl s.e."))
+
+
+def test_legends_can_be_moved_off_the_data():
+    fig = viz.plot_margin_trajectories({"DPO": [0.0, 1.0]}, legend_outside=True)
+    legend = fig.axes[0].get_legend()
+    assert legend._loc == 2 and legend.get_bbox_to_anchor().x0 > fig.axes[0].get_window_extent().x1 - 1
+    generator = np.random.default_rng(0)
+    fig = viz.plot_margin_histograms({"DPO": generator.normal(10, 6, 50)}, separate=True, legend_below=True)
+    assert fig.axes[0].get_legend().get_bbox_to_anchor().y1 < fig.axes[0].get_window_extent().y0

@@ -276,6 +276,16 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
                     "this is 2(h − 1/(2τ))², the two orderings' sum less its constant: drop the factor 2 as well"),
         "absolute": ((h - 1 / (2 * tau)).abs(),
                      "this is |h − 1/(2τ)|: IPO regresses the margin onto its target with a square, (h − 1/(2τ))²"),
+        "reference_swapped": (((chosen + ref_chosen) - (rejected + ref_rejected) - 1 / (2 * tau)) ** 2,
+                              "ref_chosen and ref_rejected are swapped (each response must be divided by its own "
+                              "reference log-prob), or, the same numbers, the reference's log-probs were added: each "
+                              "log-ratio is log π(y) − log π_ref(y) of one response"),
+        "tau_scales_loss": (tau * (h - 1 / (2 * tau)) ** 2,
+                            "τ multiplies the loss: in IPO τ only sets the target, (h − 1/(2τ))², with nothing in "
+                            "front"),
+        "dpo_over_tau": (-F.logsigmoid(h / tau),
+                         "this is a logistic loss, −log σ(h/τ): IPO's is the squared loss (h − 1/(2τ))², which has a "
+                         "minimum at a finite margin"),
     }
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "plot_kto_value",
     "kto_value_widget",
     "plot_margin_trajectories",
+    "plot_reward_vs_kl",
 ]
 
 LOSS_COLOURS = {"dpo": "tab:blue", "ipo": "tab:orange", "kto": "tab:green", "simpo": "tab:red",
@@ -315,7 +316,8 @@ def plot_run_against_optimum(predicted, observed, *, title: str = "the run again
 def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: int = 40,
                            title: str = "per-pair log-ratio margin h on held-out pairs", separate: bool = False,
                            shared_axis: bool = False, bound: float | None = None,
-                           target_label: str = "IPO target 1/(2τ)", predicted: dict | None = None):
+                           target_label: str = "IPO target 1/(2τ)", predicted: dict | None = None,
+                           legend_below: bool = False):
     """Histograms of per-pair margins, one per run (``{name: (N,) array}``), IPO's target dotted.
 
     ``target_label``: the dotted line's legend text (its value is appended). ``predicted``: per-pair
@@ -326,7 +328,8 @@ def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: 
     margins are small is not squeezed into a few bars by another's long tail); otherwise all runs
     share one panel and one set of bins. ``shared_axis`` (with ``separate``): the panels share one
     h-axis and one set of bins instead, so their ranges compare at a glance. ``bound``: a margin
-    drawn dashed (lesson 07: 1/τ, the largest IPO's optimum allows).
+    drawn dashed (lesson 07: 1/τ, the largest IPO's optimum allows). ``legend_below``: each panel's
+    legend under its axes, off the bars, instead of in the upper right corner.
     """
     if not margins:
         raise ValueError("margins must map at least one run name to its per-pair margins")
@@ -358,7 +361,10 @@ def plot_margin_histograms(margins: dict, *, target: float | None = None, bins: 
         ax.axvline(0, color="black", lw=0.6)
         ax.set_xlabel("h = log π/π_ref (chosen) − log π/π_ref (rejected)" if not separate else "h (nats)")
         ax.set_ylabel("pairs")
-        ax.legend(fontsize=8, loc="upper right")
+        if legend_below:
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+        else:
+            ax.legend(fontsize=8, loc="upper right")
     if separate:
         fig.suptitle(title, fontsize=10)
     else:
@@ -509,7 +515,7 @@ def kto_value_widget():
 def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlabel: str = "step",
                              title: str = "log-ratio margin h during training", log_steps: bool = False,
                              target_label: str = "IPO target 1/(2τ)", predicted: float | None = None,
-                             predicted_label: str = "predicted"):
+                             predicted_label: str = "predicted", legend_outside: bool = False):
     """Margin curves, one per loss (``{name: (steps,) array}``), with IPO's target 1/(2τ) dotted.
 
     A name is a loss ("DPO") or a loss and a variant ("DPO, Adam"): each curve takes its loss's colour, and
@@ -518,10 +524,11 @@ def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlab
     logarithmic step axis, on which a margin growing like (1/β) log t is a straight line. ``target_label``:
     the dotted line's legend text (its value is appended); ``predicted``: a second level, drawn grey and
     dash-dotted with ``predicted_label`` (lesson 07: the mean of IPO's win-rate targets).
+    ``legend_outside``: the legend to the right of the axes, off the curves.
     """
     if not margins:
         raise ValueError("margins must map at least one loss name to its margin curve")
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    fig, ax = plt.subplots(figsize=(9.5 if legend_outside else 7.5, 3.6))
     variants: dict[str, int] = {}
     for name, values in margins.items():
         values = np.asarray(values, dtype=float)
@@ -542,6 +549,49 @@ def plot_margin_trajectories(margins: dict, *, target: float | None = None, xlab
     ax.set_ylabel("h = log π/π_ref (chosen − rejected)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if legend_outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reward_vs_kl(points: pd.DataFrame, *, reference: tuple[float, float] | None = None,
+                      title: str = "gold reward of what each policy writes against its KL to the reference"):
+    """Each trained policy as one point: its KL(π ‖ π_ref) on its own samples against the gold reward of
+    those samples, with ±1 s.e. bars both ways — the axes of the reward–KL frontier on which preference
+    methods are compared (Rafailov et al. 2023, arXiv:2305.18290, Fig. 2; Gao et al. 2023, arXiv:2210.10760).
+
+    ``points``: a table with columns ``loss``, ``seed``, ``kl``, ``kl s.e.``, ``gold reward`` and
+    ``gold s.e.`` (lesson 07: ``rlbook.preference_analysis.sampled_kl``'s summary per policy). A loss
+    takes its colour (``LOSS_COLOURS``, grey for any other), a seed its marker. ``reference``: the
+    starting policy's (KL, gold reward), drawn as a black star. Returns the figure.
+    """
+    for column in ("loss", "seed", "kl", "kl s.e.", "gold reward", "gold s.e."):
+        if column not in points:
+            raise ValueError(f"points must have a column {column!r}")
+    if not len(points):
+        raise ValueError("points must hold at least one policy")
+    markers = ("o", "s", "^", "D", "v")
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    labelled = set()
+    for _, row in points.iterrows():
+        loss = str(row["loss"])
+        colour = LOSS_COLOURS.get(loss.lower(), "0.5")
+        seed = int(row["seed"])
+        label = loss if loss not in labelled else None
+        labelled.add(loss)
+        ax.errorbar(row["kl"], row["gold reward"], xerr=row["kl s.e."], yerr=row["gold s.e."], fmt=markers[seed % 5],
+                    color=colour, ms=6, capsize=2, lw=1, label=label)
+    if reference is not None:
+        ax.plot(*reference, marker="*", color="black", ms=12, ls="none", label="reference")
+    seeds = sorted(set(int(s) for s in points["seed"]))
+    ax.set_xlabel("KL(π ‖ π_ref) on the policy's own samples (nats)")
+    ax.set_ylabel("gold reward of its samples")
+    ax.set_title(title + ("" if len(seeds) < 2 else "\n(marker = seed: " + ", ".join(
+        f"{s} {markers[s % 5]}" for s in seeds) + ")"), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
