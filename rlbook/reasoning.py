@@ -42,7 +42,7 @@ import re
 import numpy as np
 import torch
 
-from rlbook._checks import check_bool, check_group_size, check_positive
+from rlbook._checks import check_bool, check_group_size, check_int, check_positive
 from rlbook.advantages import group_advantages
 from rlbook.evaluation import sample_and_verify
 from rlbook.evidence import clustered_se
@@ -57,7 +57,7 @@ __all__ = ["KINDS", "OUTCOMES", "r1_zero_reward", "completion_kind", "outcome_of
            "first_decision_push",
            "normaliser_push_ratio",
            "format_constant_in_every_group", "scratchpad_token_id", "scratchpad_opening_probability",
-           "opens_scratchpad", "kl_mode_split", "success_conditioned_mode_split", "scratchpad_lines", "audit_addition_scratchpad"]
+           "opens_scratchpad", "kl_mode_split", "success_conditioned_mode_split", "mode_model_rounds", "scratchpad_lines", "audit_addition_scratchpad"]
 
 KINDS = ("scratchpad", "direct", "malformed")
 COLUMN_LINE = re.compile(r"[0-9]\+[0-9](\+1)?=[0-9]+")  # the shape of one column step, "4+7+1=12"
@@ -525,6 +525,30 @@ def kl_mode_split(log_ratio, in_mode, policy_mode_prob, reference_mode_prob, clu
 
     return {"total": mean_and_se(ratio), "mode": mean_and_se(mode_part), "within": mean_and_se(within),
             "mode_exact": float(exact.mean()), "within_per_sample": within.numpy()}
+
+
+def mode_model_rounds(mode_share: float, accuracy_in_mode: float, accuracy_out_of_mode: float, rounds: int) -> dict:
+    """Rejection-sampling SFT's rounds if SFT learned only the *mode* (e.g. whether to open a scratchpad).
+
+    A round keeps draws of π(·|x, correct) (the first right answer of K, lesson 05 §3), whose share in
+    the mode is, by Bayes' rule, q·a_s / (q·a_s + (1 − q)·a_d), with q the policy's share in the mode and
+    a_s, a_d its accuracy in and out of it. If a fit reproduced its data's mode share and nothing else,
+    each round would map q to that, and pass@1 would be q·a_s + (1 − q)·a_d. ``mode_share`` is q₀,
+    ``accuracy_in_mode`` a_s and ``accuracy_out_of_mode`` a_d (held fixed: the model leaves out any
+    change inside a mode). Returns ``share`` and ``pass_at_1``, lists of ``rounds`` + 1 values (round 0 first).
+    """
+    check_int("rounds", rounds, minimum=0)
+    for name, value in (("mode_share", mode_share), ("accuracy_in_mode", accuracy_in_mode),
+                        ("accuracy_out_of_mode", accuracy_out_of_mode)):
+        if not (isinstance(value, (int, float)) and 0 <= value <= 1):
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    if mode_share * accuracy_in_mode + (1 - mode_share) * accuracy_out_of_mode <= 0:
+        raise ValueError("the policy is never right: a round keeps nothing, and the model is undefined")
+    shares = [float(mode_share)]
+    for _ in range(rounds):
+        q = shares[-1]
+        shares.append(q * accuracy_in_mode / (q * accuracy_in_mode + (1 - q) * accuracy_out_of_mode))
+    return {"share": shares, "pass_at_1": [q * accuracy_in_mode + (1 - q) * accuracy_out_of_mode for q in shares]}
 
 
 def success_conditioned_mode_split(in_mode, correct, *, reference_mode_prob=None) -> dict:

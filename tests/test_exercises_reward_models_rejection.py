@@ -221,7 +221,7 @@ def test_best_of_n_checker_prints_the_largest_difference_when_no_mistake_matches
 
 
 @pytest.mark.parametrize("name", ["continuous", "cdf", "worst_of_n", "reward_order", "inverse_permutation", "pi_times",
-                                  "unsorted", "strict_cdf", "appears", "continuous_normalised"])
+                                  "unsorted", "strict_cdf", "appears", "continuous_normalised", "one_short"])
 def test_best_of_n_checker_names_each_mistake(name, capsys):
     _names_the_mistake(rejection_exercises.check_best_of_n_probabilities, rejection_exercises._mistakes,
                        rejection_exercises._cases()[0], name, capsys)
@@ -229,6 +229,8 @@ def test_best_of_n_checker_names_each_mistake(name, capsys):
 
 def test_best_of_n_checker_other_failures(capsys):
     assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: p) is False
+    assert "n − 1" in capsys.readouterr().out   # π is best-of-(n − 1) at the first case's n = 2
+    assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: 0.5 * p) is False
     assert "expected" in capsys.readouterr().out
     assert rejection_exercises.check_best_of_n_probabilities(lambda p, r, n: p[:3]) is False
     assert "shape" in capsys.readouterr().out
@@ -238,11 +240,14 @@ def test_best_of_n_checker_other_failures(capsys):
         rejection_exercises.check_best_of_n_probabilities("F^n")
 
 
-def test_best_of_n_cases_have_distinct_rewards_and_distinguishable_mistakes():
-    for probs, rewards, n in rejection_exercises._cases():
-        assert len(set(rewards.tolist())) == len(rewards)
+@pytest.mark.parametrize("tied", [False, True])
+def test_best_of_n_cases_tie_or_not_as_meant_and_tell_their_mistakes_apart(tied):
+    cases, named = ((rejection_exercises._tied_cases(), rejection_exercises._tie_mistakes) if tied
+                    else (rejection_exercises._cases(), rejection_exercises._mistakes))
+    for probs, rewards, n in cases:
+        assert (len(set(rewards.tolist())) < len(rewards)) == tied
         reference = best_of_n_distribution(probs, rewards, n)
-        mistakes = rejection_exercises._mistakes(probs, rewards, n)
+        mistakes = named(probs, rewards, n)
         for name, (candidate, _) in mistakes.items():
             assert not rejection_exercises._close(candidate, reference), name
             assert not any(rejection_exercises._close(candidate, other) for other_name, (other, _) in mistakes.items()
@@ -270,6 +275,37 @@ def test_best_of_n_checker_names_a_readers_own_versions_of_the_new_slips(capsys)
     assert "renormalising" in capsys.readouterr().out
 
 
+def _tie_shared(probs, rewards, n):
+    """By hand, with ties: each level's F(c)^n − F(c⁻)^n, shared among its outcomes in proportion to π."""
+    out = torch.empty_like(probs)
+    for i, r in enumerate(rewards):
+        at, upto = probs[rewards == r].sum(), probs[rewards <= r].sum()
+        out[i] = probs[i] / at * (upto ** n - (upto - at) ** n)
+    return out
+
+
+def test_best_of_n_ties_checker_accepts_right_answers_and_refuses_a_distinct_rewards_answer(capsys):
+    check = rejection_exercises.check_best_of_n_probabilities_with_ties
+    assert check(_tie_shared) is True and check(best_of_n_distribution) is True
+    assert check(lambda p, r, n: _tie_shared(p.float(), r.float(), n)) is True
+    assert "✓" in capsys.readouterr().out
+    assert rejection_exercises.check_best_of_n_probabilities(_tie_shared) is True   # also right without ties
+    capsys.readouterr()
+    assert check(_sorted_answer) is False   # a distinct-rewards answer lets the sort break the tie
+    assert "the sort broke the tie" in capsys.readouterr().out
+    assert check(_by_hand) is False
+    assert "as if y were alone on its level" in capsys.readouterr().out
+    assert check(lambda p, r, n: 1.01 * _tie_shared(p, r, n)) is False
+    assert "largest difference" in capsys.readouterr().out
+    assert check(None) is None
+
+
+@pytest.mark.parametrize("name", ["tie_equal", "tie_one", "tie_sort_order", "tie_own_mass"])
+def test_best_of_n_ties_checker_names_each_mistake(name, capsys):
+    _names_the_mistake(rejection_exercises.check_best_of_n_probabilities_with_ties, rejection_exercises._tie_mistakes,
+                       rejection_exercises._tied_cases()[0], name, capsys)
+
+
 # ------------------------------------------------------------------------------ the KL under a verifier
 
 
@@ -287,7 +323,7 @@ def test_verifier_kl_checker_accepts_right_answers(capsys):
 
 
 @pytest.mark.parametrize("name", ["formula", "ceiling", "one_term", "reverse", "linear_q", "all_right", "not_all_right",
-                                  "smaller_bound", "bits"])
+                                  "smaller_bound", "bits", "flipped_wrong_log", "log10"])
 def test_verifier_kl_checker_names_each_mistake(name, capsys):
     def wrong(p, n):
         return rejection_exercises._verifier_mistakes(p, n)[name][0]
@@ -347,3 +383,29 @@ def test_verifier_kl_checker_names_an_exponent_off_by_one_that_crashes_at_n_1(ca
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: _two_coins(p, n) if n > 1 else 1 / 0) is False
     out = capsys.readouterr().out
     assert "ZeroDivisionError" in out and "one short" not in out
+
+
+# ------------------------------------------------------------------------------ the mode model's round
+
+
+def test_mode_share_checker_accepts_a_right_answer_and_names_each_mistake(capsys):
+    check = rejection_exercises.check_mode_share
+    assert check(lambda q, a_s, a_d: q * a_s / (q * a_s + (1 - q) * a_d)) is True
+    assert check(lambda q, a_s, a_d: torch.tensor(q * a_s / (q * a_s + (1 - q) * a_d), dtype=torch.float32)) is True
+    assert "✓" in capsys.readouterr().out
+    for name in rejection_exercises._mode_mistakes(*rejection_exercises.MODE_CASES[0]):
+        assert check(lambda q, a_s, a_d, name=name: rejection_exercises._mode_mistakes(q, a_s, a_d)[name][0]) is False
+        assert rejection_exercises._mode_mistakes(*rejection_exercises.MODE_CASES[0])[name][1] in capsys.readouterr().out
+    assert check(lambda q, a_s, a_d: 0.5) is False
+    assert "expected" in capsys.readouterr().out
+    assert check(None) is None
+
+
+def test_mode_mistakes_differ_from_the_answer_and_each_other():
+    for case in rejection_exercises.MODE_CASES:
+        values = {name: v for name, (v, _) in rejection_exercises._mode_mistakes(*case).items()}
+        values["answer"] = rejection_exercises._mode_share(*case)
+        names = list(values)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                assert abs(values[a] - values[b]) > 1e-3, (case, a, b)

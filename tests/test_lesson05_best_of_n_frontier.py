@@ -177,3 +177,19 @@ def test_success_conditioned_mode_part_against_an_exact_reference_opening_probab
         success_conditioned_mode_split(in_mode, correct, reference_mode_prob=[0.4, 0.2])
     with pytest.raises(ValueError, match="reference_mode_prob"):
         success_conditioned_mode_split(in_mode, correct, reference_mode_prob=[0.4, 1.0, 0.3])
+
+
+def test_mode_model_rounds_is_bayes_rule_on_the_mode_round_after_round():
+    from rlbook.reasoning import mode_model_rounds
+
+    model = mode_model_rounds(0.274, 0.923, 0.046, 3)
+    assert len(model["share"]) == len(model["pass_at_1"]) == 4
+    assert model["share"][1] == pytest.approx(0.274 * 0.923 / (0.274 * 0.923 + 0.726 * 0.046))
+    assert model["share"][1] == pytest.approx(0.883, abs=5e-4) and model["pass_at_1"][1] == pytest.approx(0.821, abs=5e-4)
+    assert model["share"][2] == pytest.approx(0.993, abs=5e-4) and model["pass_at_1"][2] == pytest.approx(0.917, abs=5e-4)
+    assert mode_model_rounds(0.3, 0.5, 0.5, 2)["share"] == pytest.approx([0.3, 0.3, 0.3])   # no accuracy gap, no pull
+    assert mode_model_rounds(0.3, 0.2, 0.6, 2)["share"][2] < 0.3   # the worse mode is left
+    with pytest.raises(ValueError, match="mode_share"):
+        mode_model_rounds(1.5, 0.9, 0.1, 1)
+    with pytest.raises(ValueError, match="never right"):
+        mode_model_rounds(0.5, 0.0, 0.0, 1)

@@ -188,3 +188,36 @@ def test_rejection_sampling_finetune_restarts_each_round_from_the_starting_weigh
     assert same_as_start == restart   # round 2 fits the starting weights only when restarting
     with pytest.raises(ValueError, match="restart_from_base"):
         rejection_sampling_finetune(model, tokenizer, ReviewTask(), rounds=1, restart_from_base="yes")
+
+
+def test_sft_loss_is_the_loss_sft_logs_before_its_first_step(tokenizer):
+    from rlbook.trainers.sft import sft_loss
+
+    chats = [("Review Dune.", "the plot was great."), ("Review Up.", "bad."), ("Review Heat.", "the cast was fine.")]
+    model = _model(tokenizer)
+    model.train()
+    before = sft_loss(model, tokenizer, chats)
+    assert model.training   # left in the mode it was found in
+    assert sft_loss(model, tokenizer, chats, batch_size=1) == pytest.approx(before, rel=1e-5)  # a token mean, not a mean of batches
+    logged = sft(model, tokenizer, chats, steps=1, batch_size=len(chats), lr=1e-2, progress=False)[0]["loss"]
+    assert logged == pytest.approx(before, rel=1e-4)
+    assert sft_loss(model, tokenizer, chats) < before   # the step lowered it on its own batch
+    with pytest.raises(ValueError, match="max_length"):
+        sft_loss(model, tokenizer, chats, max_length=1)
+
+
+def test_rejection_sampling_finetune_measures_the_model_every_round(tokenizer):
+    calls = []
+
+    def measure(model):
+        calls.append(model)
+        return {"calls": len(calls)}
+
+    model = _model(tokenizer)
+    history = rejection_sampling_finetune(model, tokenizer, ReviewTask(), rounds=2, n=2, prompts_per_round=2,
+                                          sft_steps=1, eval_prompts=2, eval_samples=1, max_new_tokens=4,
+                                          progress=False, measure=measure)
+    assert [row["measure/calls"] for row in history] == [1.0, 2.0, 3.0]   # round 0, then after each round
+    assert all(m is model for m in calls)
+    with pytest.raises(ValueError, match="measure"):
+        rejection_sampling_finetune(model, tokenizer, ReviewTask(), rounds=1, measure="held-out loss")

@@ -2,7 +2,7 @@
 KL of best-of-n under a 0/1 verifier.
 
 ``check_best_of_n_probabilities(fn)`` runs the reader's ``fn(probs, rewards, n)`` (outcomes with
-distinct rewards) on fixed cases, compares it with
+distinct rewards; ``check_best_of_n_probabilities_with_ties`` the same with tied rewards) on fixed cases, compares it with
 ``rlbook.metrics.best_of_n_distribution`` and, when it differs, names the usual mistake
 it matches. ``check_verifier_best_of_n_kl(fn)`` does the same for ``fn(p, n)``, the KL of best-of-n
 from the policy on a prompt it solves with probability p, against the KL of two coins
@@ -22,8 +22,10 @@ import math
 from rlbook.exercises.framework import DTYPE, FunctionExercise, _one_number
 from rlbook.kl import bernoulli_kl
 from rlbook.metrics import best_of_n_distribution, best_of_n_kl
+from rlbook.reasoning import mode_model_rounds
 
-__all__ = ["check_best_of_n_probabilities", "check_verifier_best_of_n_kl"]
+__all__ = ["check_best_of_n_probabilities", "check_best_of_n_probabilities_with_ties", "check_mode_share",
+           "check_verifier_best_of_n_kl"]
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-7)
 
@@ -84,6 +86,9 @@ def _mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, t
                     "1 − (1 − π(y))^n is the probability that y is *among* the n draws, not that it wins: it must "
                     "also beat the others (these numbers do not even sum to 1). The winner is y when all n draws "
                     "score at most r(y) and not all score below: F(y)^n − (F(y) − π(y))^n."),
+        "one_short": (cdf ** (n - 1) - (cdf - probs) ** (n - 1),
+                      "the exponent is n − 1: this is the best of n − 1 draws (at n = 2, π itself). All n draws must "
+                      "score at most r(y): F(y)^n − (F(y) − π(y))^n."),
         "continuous_normalised": (continuous / continuous.sum(),
                                   "renormalising n π(y) F(y)^(n−1) makes it sum to 1 but leaves it the continuous "
                                   "approximation; with outcomes of finite probability the exact answer is "
@@ -110,6 +115,56 @@ check_best_of_n_probabilities = FunctionExercise(
     close=_close, wrong=lambda probs, rewards, n: f"n = {n}: ", otherwise=_largest_difference,
     success=f"Correct on all {len(_cases())} cases.",
     doc="""Check ``fn(probs, rewards, n) -> (V,) probabilities`` of the best-of-n winner (distinct rewards).""")
+
+
+# ------------------------------------------------------------------------------ the same, with tied rewards
+
+
+def _tied_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    """Fixed (probs, rewards, n) with tied rewards: seven outcomes on four reward levels, not sorted by reward."""
+    generator = torch.Generator().manual_seed(506)
+    cases = []
+    for n, levels in ((3, [0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0]), (8, [0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0])):
+        probs = torch.softmax(torch.randn(7, dtype=DTYPE, generator=generator), dim=0)
+        rewards = torch.tensor(levels, dtype=DTYPE)[torch.randperm(7, generator=generator)]
+        cases.append((probs, rewards, n))
+    return cases
+
+
+def _tie_mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[str, tuple[torch.Tensor, str]]:
+    same = rewards.unsqueeze(0) == rewards.unsqueeze(1)                 # (V, V): outcomes on one level
+    level_mass = (same * probs.unsqueeze(0)).sum(dim=1)                  # p_c of each outcome's level
+    level_cdf = torch.stack([probs[rewards <= r].sum() for r in rewards])  # F(c), the level's cumulative
+    level_wins = level_cdf ** n - (level_cdf - level_mass) ** n          # the level's chance to hold the winner
+    first = torch.tensor([int(torch.nonzero(row)[0]) == i for i, row in enumerate(same)])
+    order = rewards.argsort(stable=True)
+    cdf = torch.empty_like(probs)
+    cdf[order] = probs[order].cumsum(0)
+    return {
+        "tie_equal": (level_wins / same.sum(dim=1),
+                      "the tied level's chance was shared equally among its outcomes; the first of the tied draws "
+                      "wins, so each tied outcome gets it in proportion to π: π(y)/p_c · (F(c)^n − F(c⁻)^n)."),
+        "tie_one": (torch.where(first, level_wins, torch.zeros_like(probs)),
+                    "the whole tied level went to one of its outcomes; the first of the tied draws wins, and it is "
+                    "each tied outcome in proportion to π: π(y)/p_c · (F(c)^n − F(c⁻)^n)."),
+        "tie_sort_order": (cdf ** n - (cdf - probs) ** n,
+                           "the sort broke the tie: a tied outcome sorted later was counted as beating the ones "
+                           "sorted before it. Take the cumulative over whole reward levels, F(c) − F(c⁻) = p_c, and "
+                           "share the level's chance in proportion to π: π(y)/p_c · (F(c)^n − F(c⁻)^n)."),
+        "tie_own_mass": (level_cdf ** n - (level_cdf - probs) ** n,
+                         "F(c)^n − (F(c) − π(y))^n takes away only y's own mass, as if y were alone on its level; "
+                         "the level's chance is F(c)^n − F(c⁻)^n, shared in proportion to π: "
+                         "π(y)/p_c · (F(c)^n − F(c⁻)^n)."),
+    }
+
+
+check_best_of_n_probabilities_with_ties = FunctionExercise(
+    "check_best_of_n_probabilities_with_ties", what="best-of-n probabilities with ties", cases=_tied_cases,
+    reference=best_of_n_distribution, mistakes=_tie_mistakes, prepare=lambda result, *case: result.to(DTYPE),
+    checks=(_one_probability_per_outcome,), close=_close, wrong=lambda probs, rewards, n: f"n = {n} (tied rewards): ",
+    otherwise=_largest_difference, success=f"Correct on all {len(_tied_cases())} cases with tied rewards.",
+    doc="""Check ``fn(probs, rewards, n) -> (V,) probabilities`` of the best-of-n winner when rewards tie (the first
+    of the tied draws wins, so a level's chance is shared in proportion to π).""")
 
 
 # ------------------------------------------------------------------------------ the KL under a verifier
@@ -149,6 +204,11 @@ def _verifier_mistakes(p: float, n: int) -> dict[str, tuple[float, str]]:
                           "the smaller of the two bounds, log n − (n − 1)/n and log(1/p), is still a bound, not the "
                           "KL: the winner is right with probability q = 1 − (1 − p)^n, and the KL is that of two "
                           "coins, q against p."),
+        "flipped_wrong_log": (q * math.log(q / p) + (1 - q) * math.log((1 - p) / (1 - q)),
+                              "the wrong answers' log is upside down: their term is (1 − q) log((1 − q)/(1 − p)), "
+                              "best-of-n's probability over π's, as in the right answers' term."),
+        "log10": (_verifier_kl(p, n) / math.log(10), "this is the right KL with log base 10; the lesson measures KL in "
+                                                     "nats, with the natural log."),
         "bits": (_verifier_kl(p, n) / math.log(2), "this is the right KL in bits (log base 2); the lesson measures KL "
                                                    "in nats, with the natural log."),
     }
@@ -200,3 +260,41 @@ check_verifier_best_of_n_kl = FunctionExercise(
     A wrong answer is named by the mistake that matches it on *every* case, not on the first alone:
     near q = 1 (p = 0.05, n = 4) q = 1 − p^n and the ceiling log(1/p) agree to 1e-5, and only the
     other cases tell them apart.""")
+
+
+# ------------------------------------------------------------------------------ one round of the mode model (§3)
+
+# (q, a_s, a_d): the run's base (lesson 05 §3), a case where the mode is not the better one, and a rare mode
+MODE_CASES = ((0.274, 0.923, 0.046), (0.35, 0.3, 0.6), (0.1, 0.9, 0.2))
+
+
+def _mode_share(q: float, a_s: float, a_d: float) -> float:
+    return mode_model_rounds(q, a_s, a_d, 1)["share"][1]
+
+
+def _mode_mistakes(q: float, a_s: float, a_d: float) -> dict[str, tuple[float, str]]:
+    right_in, right_out = q * a_s, (1 - q) * a_d
+    return {
+        "unnormalised": (right_in, "q·a_s is P(in the mode and right); the kept data are the right answers only, so "
+                                   "divide by P(right) = q·a_s + (1 − q)·a_d (Bayes' rule)."),
+        "pass_at_1": (right_in + right_out, "q·a_s + (1 − q)·a_d is the policy's pass@1, P(right); the next share is "
+                                            "P(in the mode | right) = q·a_s / (q·a_s + (1 − q)·a_d)."),
+        "other_mode": (right_out / (right_in + right_out), "this is the share of the *other* mode among right answers; "
+                                                          "the mode's own is q·a_s / (q·a_s + (1 − q)·a_d)."),
+        "odds": (right_in / right_out, "q·a_s / ((1 − q)·a_d) are the odds of the mode among right answers, not its "
+                                       "share: the share is odds / (1 + odds)."),
+        "accuracy_only": (a_s / (a_s + a_d), "a_s / (a_s + a_d) leaves out how often the policy opens the mode now: "
+                                             "weight each mode's accuracy by its share, q·a_s / (q·a_s + (1 − q)·a_d)."),
+    }
+
+
+check_mode_share = FunctionExercise(
+    "check_mode_share", what="mode share", cases=lambda: MODE_CASES, reference=_mode_share, mistakes=_mode_mistakes,
+    checks=(_one_number("expected one number (the share after one round)"),),
+    close=lambda result, expected: math.isclose(float(result), float(expected), rel_tol=1e-4, abs_tol=1e-7),
+    wrong=lambda q, a_s, a_d: f"q = {q}, a_s = {a_s}, a_d = {a_d}: ",
+    otherwise=lambda result, reference, q, a_s, a_d, **counts: (
+        f"q = {q}, a_s = {a_s}, a_d = {a_d}: expected {float(reference):.6f}, got {float(result):.6f}"),
+    success=f"Correct on all {len(MODE_CASES)} cases.",
+    doc="""Check ``fn(q, a_s, a_d) -> float``: the mode model's share in the mode after one round of rejection-sampling
+    SFT (``rlbook.reasoning.mode_model_rounds``), from the share q and the accuracies in and out of the mode.""")

@@ -47,10 +47,10 @@ from rlbook.trainers.preference import PREFERENCE_LOSSES, PreferenceTrainer  # n
 from rlbook.trainers.rejection import BestOfN, best_of_n, rejection_sampling_finetune, task_reward_fn  # noqa: E402
 from rlbook.trainers.reward_model import (  # noqa: E402
     RewardModel, RewardModelConfig, pairwise_accuracy, train_reward_model)
-from rlbook.trainers.sft import SFTConfig, sft  # noqa: E402
+from rlbook.trainers.sft import SFTConfig, sft, sft_loss  # noqa: E402
 
 __all__ += [
     "BestOfN", "PREFERENCE_LOSSES", "PreferenceTrainer", "RewardModel", "RewardModelConfig", "SFTConfig",
     "best_of_n", "pairwise_accuracy",
-    "rejection_sampling_finetune", "sft", "task_reward_fn", "train_reward_model",
+    "rejection_sampling_finetune", "sft", "sft_loss", "task_reward_fn", "train_reward_model",
 ]

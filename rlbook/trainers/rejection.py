@@ -101,7 +101,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                                 sft_batch_size: int = 16, eval_prompts: int = 64, eval_samples: int = 4,
                                 success_reward: float = 1.0, max_new_tokens: int = 64, temperature: float = 1.0,
                                 seed: int = 0, progress: bool = True, live: bool | None = None,
-                                describe=None, restart_from_base: bool = False) -> History:
+                                describe=None, restart_from_base: bool = False, measure=None) -> History:
     """Iterated best-of-``n`` → SFT for ``rounds`` rounds on fresh training prompts of ``task``.
 
     Keeps the best completion of each prompt (only those with reward ≥ ``min_reward`` when given)
@@ -117,6 +117,9 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     ``restart_from_base``: each round samples from the current weights but fine-tunes ``model``'s
     weights as they were when called (STaR's and ReST-EM's restart); False (default) continues from
     the current weights.
+    ``measure``: optional ``measure(model) -> dict[str, float]``, called on the model at round 0 and
+    after each round's SFT, logged as ``measure/<name>`` (e.g. ``sft.sft_loss`` on held-out answers of
+    the kind a round keeps, whose gap to ``sft_loss`` is the round's over-fitting).
     """
     check_int("rounds", rounds, minimum=1)
     check_int("prompts_per_round", prompts_per_round, minimum=1)
@@ -126,13 +129,16 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     if describe is not None and not callable(describe):
         raise ValueError(f"describe must be None or a function of a list of completions, got {type(describe).__name__}")
     check_bool("restart_from_base", restart_from_base)
+    if measure is not None and not callable(measure):
+        raise ValueError(f"measure must be None or a function of the model, got {type(measure).__name__}")
     base_weights = copy.deepcopy(model.state_dict()) if restart_from_base else None
     reward_fn = task_reward_fn(task)
     train = task.dataset(rounds * prompts_per_round, seed=seed, split="train")
     test = task.dataset(eval_prompts, seed=seed, split="test")
     sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature)
     evaluate = dict(samples=eval_samples, success_reward=success_reward, describe=describe, seed=seed, **sampling)
-    history = History([{"round": 0, **_evaluate(model, tokenizer, test, task, **evaluate)}])
+    measured = (lambda: {}) if measure is None else (lambda: _described("measure", lambda _: measure(model), []))
+    history = History([{"round": 0, **_evaluate(model, tokenizer, test, task, **evaluate), **measured()}])
     for round_ in range(1, rounds + 1):
         batch = train.select(range((round_ - 1) * prompts_per_round, round_ * prompts_per_round))
         model.eval()
@@ -151,6 +157,7 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                          seed=seed + round_, progress=progress, live=live)
             row["sft_loss"] = losses[-1]["loss"]
         row.update(_evaluate(model, tokenizer, test, task, **evaluate))
+        row.update(measured())
         history.append(row)
     model.eval()
     return history

@@ -18,13 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import torch
+
 from rlbook._checks import check_bool, check_columns, check_int, check_positive, check_settings
 from rlbook.tasks.verifiers import completion_text
 from rlbook.trainers.data import prompt_text
 from rlbook.trainers.history import History
-from rlbook.trainers.next_token import NextTokenConfig, run_chats
+from rlbook.trainers.next_token import NextTokenConfig, collate, encode_chats, run_chats
 
-__all__ = ["SFTConfig", "check_sft_settings", "sft"]
+__all__ = ["SFTConfig", "check_sft_settings", "sft", "sft_loss"]
 
 
 @dataclass
@@ -68,6 +70,35 @@ def sft(model, tokenizer, data, *, steps: int, lr: float = 1e-3, batch_size: int
                     stop_after=stop_after)
     return History([{"step": row["step"], "loss": row["loss"]} for row in run.rows],
                    config={**config.to_dict(), "examples": len(chats)})
+
+
+def sft_loss(model, tokenizer, data, *, max_length: int = 256, batch_size: int = 64) -> float:
+    """``sft``'s loss on ``data`` without a step: the token mean of −log π(y_t | x, y_<t) over every
+    completion token of every pair (end-of-sequence included), the L_SFT of this module's docstring.
+
+    On held-out pairs from the training data's distribution it is the validation loss whose gap to
+    the training loss measures over-fitting (Goodfellow, Bengio and Courville, *Deep Learning*, 2016,
+    §5.2). ``data`` as ``sft`` takes it; the pairs are encoded exactly as ``sft`` encodes them, so on
+    the pairs of one full batch it equals the loss ``sft`` logs before its first step.
+    """
+    check_int("max_length", max_length, minimum=2)
+    check_int("batch_size", batch_size, minimum=1)
+    chats = [(prompt_text(tokenizer, prompt), completion_text(completion)) for prompt, completion in _pairs(data)]
+    encoded = encode_chats(tokenizer, chats, max_length=max_length)
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(encoded), batch_size):
+            input_ids, attention, labels = collate(encoded[start:start + batch_size], tokenizer.pad_token_id)
+            scored = int((labels[:, 1:] != -100).sum())   # the model's loss predicts token t + 1 from tokens ≤ t
+            if scored:
+                total += float(model(input_ids=input_ids, attention_mask=attention, labels=labels).loss) * scored
+                tokens += scored
+    model.train(was_training)
+    if not tokens:
+        raise ValueError("data has no completion token within max_length: the loss is undefined")
+    return total / tokens
 
 
 # Each setting of sft and its check, as check(name, value).

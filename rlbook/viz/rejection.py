@@ -159,7 +159,7 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     """Mean success against mean KL from the base over a set of prompts under a 0/1 verifier.
 
     The curve is the frontier of one shared β (``rlbook.toys.verifier_frontier``); the points (black)
-    are best-of-n of the base for each n of ``ns``; ``ceiling`` (KL, success) marks π conditioned on
+    are best-of-n of the base for each n of ``ns`` (the success of its one answer, 1 − (1 − p)^n); ``ceiling`` (KL, success) marks π conditioned on
     success (n → ∞); ``tuned`` maps a label to (KL, its s.e., success, its s.e.) of a trained policy,
     drawn with ± 2 s.e. bars in both directions, in ``colours[label]`` (default: ``seed_colour`` of its
     position, the colours of ``plot_rejection_sampling_history``)."""
@@ -191,7 +191,7 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     for index, (label, (kl, kl_se, success, success_se)) in enumerate((tuned or {}).items()):
         ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt="D", ms=6, capsize=3,
                     color=colours.get(label, seed_colour(index)), label=label)
-    ax.set(xlabel="mean KL from the base (nats)", ylabel="mean success rate (pass@1)", ylim=(0, 1.05),
+    ax.set(xlabel="mean KL from the base (nats)", ylabel="mean success of one answer of each policy", ylim=(0, 1.05),
            title="under a 0/1 verifier: success bought per nat of KL\n(tuned policies: ± 2 s.e. in both directions)")
     ax.title.set_fontsize(10)
     ax.legend(fontsize=7, loc="lower right")
