@@ -90,3 +90,18 @@ def test_each_mistake_is_named(capsys, advantage, aggregate, words):
 def test_broken_answers_are_told_apart(capsys, wrong, words):
     result, out = _run(capsys, wrong)
     assert result is False and words in out
+
+
+def test_flat_groups_skipped_pass_and_renormalised_are_named(capsys):
+    """A loss that drops the flat groups (their A is 0) is right; one that then divides by the responses left
+    is not, and only the batch with flat groups can tell (the reader's F9)."""
+
+    def skip_flat(logp, mask, rewards, g, renormalise):
+        keep = ~(rewards.view(-1, g) == rewards.view(-1, g)[:, :1]).all(dim=1).repeat_interleave(g)
+        a = _rloo(rewards, g)
+        total = -(a[keep].unsqueeze(1) * logp[keep] * mask[keep]).sum()
+        return total / (int(keep.sum()) if renormalise else logp.shape[0])
+
+    assert _run(capsys, lambda *args: skip_flat(*args, renormalise=False))[0] is True
+    result, out = _run(capsys, lambda *args: skip_flat(*args, renormalise=True))
+    assert result is False and "non-flat groups only" in out

@@ -31,6 +31,22 @@ def test_gradient_spread_marks_the_batches_that_missed_the_arm():
     assert fig.axes[0].get_xlabel() == "estimated ∂J/∂θ₂"
 
 
+def test_gradient_spread_title_counts_the_estimates_outside_the_fixed_view():
+    """A large offset carries the no-baseline cloud out of the view: the title says how many (reader's F6)."""
+    import re
+
+    inside = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=64, baseline="value", num_estimates=60, dims=(2, 3))
+    assert "outside" not in inside.axes[0].get_title()
+    fig = pg_viz.plot_gradient_spread(BANDIT, LOGITS, batch_size=1, baseline="none", num_estimates=60, dims=(2, 3),
+                                      reward_offset=4.0, half_width=0.05)
+    ax = fig.axes[0]
+    points = ax.collections[0].get_offsets().data.tolist() + ax.collections[1].get_offsets().data.tolist()
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    expected = sum(not (x0 <= x <= x1 and y0 <= y <= y1) for x, y in points)
+    match = re.search(r"(\d+) of 60 estimates lie outside", ax.get_title())
+    assert expected > 0 and match and int(match.group(1)) == expected
+
+
 def test_every_control_of_the_gradient_spread_widget_changes_the_figure():
     from test_widgets_respond import _drive
 
@@ -241,9 +257,15 @@ def test_arm_histories_draw_every_seed_of_every_arm_and_the_held_out_panel():
                                     held_out={"leave-one-out": ([0.7, 0.7, 0.8], [0.02] * 3),
                                               "no baseline": ([0.8, 0.7, 0.8], [0.02] * 3)})
     assert len(fig.axes) == 3 and fig.axes[0].get_title() == "training reward"
-    assert len(fig.axes[0].get_lines()) == 6 and {l.get_linestyle() for l in fig.axes[0].get_lines()} == {"-", "--"}
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 8                                                # per arm: three seeds (thin) and their mean
+    assert sorted(l.get_linewidth() for l in lines) == [0.7] * 6 + [2.2] * 2
+    assert len({l.get_color() for l in lines}) == 2                       # one colour per arm
+    thick = [l for l in lines if l.get_linewidth() == 2.2]
+    assert list(thick[1].get_ydata()) == pytest.approx([0.2, 0.5])        # the no-baseline arm's mean over seeds
     assert len(fig.axes[2].containers) == 6                               # two arms × three seeds
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == ["leave-one-out", "no baseline"]
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert texts[:2] == ["leave-one-out, mean of 3 seeds", "no baseline, mean of 3 seeds"]
     with pytest.raises(ValueError, match="same number of seeds"):
         pg_viz.plot_arm_histories({"a": runs(0.0), "b": runs(0.0)[:2]}, ["reward"])
     with pytest.raises(ValueError, match="no metric"):

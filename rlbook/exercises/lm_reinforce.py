@@ -41,11 +41,17 @@ RIGHT = "right"
 
 
 def _cases() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
-    """Fixed (logp, mask, rewards, G): responses of mixed lengths, 0/1 rewards, garbage in the padding."""
+    """Fixed (logp, mask, rewards, G): responses of mixed lengths, 0/1 rewards, garbage in the padding.
+
+    The third batch has flat groups (all 0, all 1), whose leave-one-out advantages are 0: a loss that skips
+    them is right, one that then divides by the non-flat responses only is not.
+    """
     generator = torch.Generator().manual_seed(101)
     cases = []
     for lengths, rewards, group_size in (((2, 5, 7, 3, 6, 1), (1.0, 0.0, 0.0, 1.0, 1.0, 0.0), 3),
-                                         ((4, 7, 2, 5, 3, 6, 1, 7), (0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0), 4)):
+                                         ((4, 7, 2, 5, 3, 6, 1, 7), (0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0), 4),
+                                         ((3, 6, 2, 5, 4, 7, 1, 5, 2),
+                                          (0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0), 3)):
         mask = (torch.arange(7).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).to(DTYPE)
         logp = -3 * torch.rand(len(lengths), 7, dtype=DTYPE, generator=generator) - 0.05
         logp = torch.where(mask.bool(), logp, torch.full_like(logp, -20.0))  # what padding may hold
@@ -84,6 +90,12 @@ def _advantage_variants(rewards: torch.Tensor, group_size: int) -> dict[str, tup
                               "you subtracted the mean of the whole batch, the sample included: the baseline must "
                               "come from the same prompt's other G − 1 samples, not from every prompt's, and must "
                               "leave the sample out.")
+    flat = (rewards.view(-1, group_size) == rewards.view(-1, group_size)[:, :1]).all(dim=1)
+    if flat.any() and not flat.all():  # dropped the flat groups, then averaged over the responses left
+        variants["flat_dropped"] = (variants[RIGHT][0] * flat.numel() / int((~flat).sum()),
+                                    "you averaged over the responses of the non-flat groups only: a group whose "
+                                    "rewards are all equal has A = 0 and adds nothing, but it still counts in B; "
+                                    "divide by all B responses.")
     variants["sign"] = (-variants[RIGHT][0], "the sign is flipped: the loss is −A · log π, minimised, so that gradient "
                                              "descent on it is ascent on J.")
     return variants
@@ -146,8 +158,8 @@ def _diagnose(gradient, logp, mask, rewards, group_size) -> str:
 def check_lm_reinforce_loss(loss_fn) -> bool | None:
     """Check ``loss_fn(logp, mask, rewards, group_size) -> scalar loss`` against the reference.
 
-    Compares ∇_logp of the reader's loss with −A_i · mask[i, t] / B (RLOO's A_i) on two fixed batches,
-    naming the usual mistakes. Returns True / False, or None when not attempted yet.
+    Compares ∇_logp of the reader's loss with −A_i · mask[i, t] / B (RLOO's A_i) on three fixed batches
+    (one with flat groups), naming the usual mistakes. Returns True / False, or None when not attempted yet.
     """
     if _not_attempted(loss_fn, "REINFORCE loss"):
         return None

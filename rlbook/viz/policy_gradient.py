@@ -71,7 +71,8 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     c to every arm's mean reward: ∇J is unchanged, and so are the value and leave-one-out estimates
     (their advantages do not see c), while the no-baseline estimate gains c · (1/N) Σ_i (e_{a_i} − π).
     The legend says how far the mean of the estimates lies from ∇J, in standard errors (sd/√M) per coordinate.
-    The title gives the total variance over all K coordinates and over the two drawn. The view is
+    The title gives the total variance over all K coordinates and over the two drawn, and how many
+    estimates fall outside the view when any do. The view is
     centred on the exact gradient with a fixed ``half_width`` (by default 3 standard deviations of the
     wider of the two coordinates of a 4-pull estimate without baseline and without offset), so that
     changing the batch size, the baseline or the offset changes only the cloud.
@@ -117,9 +118,11 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     ax.set_ylabel(f"estimated ∂J/∂θ{_sub(j)}")
     offset = f", reward offset {reward_offset:+g}" if reward_offset else ""
     drawn_variance = total_variance(estimates[:, [i, j]])
+    outside = int((np.abs(estimates[:, [i, j]].numpy() - exact[[i, j]]) > half_width).any(axis=1).sum())
+    clipped = f"\n{outside} of {num_estimates} estimates lie outside this fixed view" if outside else ""
     ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}{offset}\n"
                  f"measured E‖ĝ − ∇J‖²: all {bandit.num_arms} coordinates {total_variance(estimates):.4f}, "
-                 f"the two drawn {drawn_variance:.4f}", fontsize=9)
+                 f"the two drawn {drawn_variance:.4f}{clipped}", fontsize=9)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, framealpha=0.9, ncol=1)
     fig.tight_layout()
     return fig
@@ -338,7 +341,8 @@ def plot_baseline_factor(checkpoints: dict[str, dict], *, group_size: int):
 
 
 def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=None):
-    """Two training arms over the same seeds, one panel per metric: colour per seed, line style per arm.
+    """Two training arms over the same seeds, one panel per metric: colour per arm, each seed a thin line,
+    the mean over seeds a thick one (six lines of one width were hard to tell apart).
 
     ``arms``: arm name -> a list of per-seed histories (dicts of metric -> value at every step), the i-th
     history of every arm being seed i. ``keys``: the metrics drawn, one panel each; ``titles`` one per panel;
@@ -370,16 +374,19 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
     fig, axes = plt.subplots(1, n_panels, figsize=(min(3.6, COLUMN_IN / n_panels) * n_panels, 3.0), squeeze=False)
     axes = list(axes.flat)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    styles = ("-", "--", ":", "-.")
+    arm_colour = {arm: colours[index % len(colours)] for index, arm in enumerate(arms)}
     for ax, key, panel_title in zip(axes, keys, titles):
-        for (arm, runs), style in zip(arms.items(), styles):
-            for index, run in enumerate(runs):
-                ax.plot(range(len(run[key])), run[key], ls=style, lw=1.2, color=colours[index % len(colours)])
+        for arm, runs in arms.items():
+            for run in runs:
+                ax.plot(range(len(run[key])), run[key], lw=0.7, alpha=0.45, color=arm_colour[arm])
+            steps = min(len(run[key]) for run in runs)
+            mean = np.mean([np.asarray(run[key][:steps], dtype=float) for run in runs], axis=0)
+            ax.plot(range(steps), mean, lw=2.2, color=arm_colour[arm])
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    handles = [Line2D([], [], color="0.3", ls=style, label=arm) for arm, style in zip(arms, styles)]
-    handles += [Line2D([], [], color=colours[i % len(colours)], label=label) for i, label in enumerate(labels)]
+    handles = [Line2D([], [], color=arm_colour[arm], lw=2.2, label=f"{arm}, mean of {n_seeds} seeds") for arm in arms]
+    handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="one seed (" + ", ".join(labels) + ")")]
     axes[0].legend(handles=handles, fontsize=7)
     if held_out is not None:
         ax = axes[-1]
@@ -387,9 +394,9 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
         for offset, ((arm, (values, errors)), marker) in enumerate(zip(held_out.items(), markers)):
             for index, (value, error) in enumerate(zip(values, errors)):
                 ax.errorbar(index + 0.15 * (offset - (len(held_out) - 1) / 2), value, yerr=error, fmt=marker,
-                            color=colours[index % len(colours)], mfc="none" if offset else None, capsize=3)
-        ax.legend(handles=[Line2D([], [], color="0.3", marker=m, ls="none", mfc="none" if i else None, label=arm)
-                           for i, (arm, m) in enumerate(zip(held_out, markers))], fontsize=7)
+                            color=arm_colour[arm], capsize=3)
+        ax.legend(handles=[Line2D([], [], color=arm_colour[arm], marker=m, ls="none", label=arm)
+                           for arm, m in zip(held_out, markers)], fontsize=7)
         ax.set_xticks(range(n_seeds), labels)
         ax.set_title("held-out pass@1 after training ± SE", fontsize=10)
         ax.grid(alpha=0.3)
