@@ -46,6 +46,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from rlbook._checks import check_choice, check_int, check_positive
@@ -56,7 +57,7 @@ from rlbook.tasks.reviews import ASPECTS, POSITIVE, UNPARSABLE, ReviewTask, gold
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
 __all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
-           "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout",
+           "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout", "review_trajectory",
            "sample_replies", "save_stage", "show_replies",
            "solver_agreement", "solver_demonstrations", "solver_disagreement_kinds", "solver_disagreements", "stage_report", "t_multiplier"]
 
@@ -330,7 +331,8 @@ def review_readout(replies) -> dict:
     (mean), ``rm of parsed`` / ``rm of unparsed`` and ``unparsed over parsed``, the chance that the reward
     model scores a random reply that is no review above a random review (0.5: it cannot tell them apart;
     NaN when either kind is missing). With ``cut`` in the rows: ``cut`` (the share of replies cut off at
-    the token cap) and ``cut of unparsed`` (the share of the replies that do not parse that were cut off);
+    the token cap), ``garbled`` (the share that neither parse nor were cut off: 1 − parsed − cut, malformed
+    or garbled endings) and ``cut of unparsed`` (the share of the replies that do not parse that were cut off);
     with both, ``rm of uncut unparsed``: the reward model's mean score of the replies that do not parse and
     were not cut off (malformed or garbled endings, not long reviews cut short; NaN when there is none).
     """
@@ -350,6 +352,7 @@ def review_readout(replies) -> dict:
            "distinct": mean([len(set(v)) / len(v) for v in by_request.values()])}
     if all("cut" in r for r in rows):
         out["cut"] = mean([float(r["cut"]) for r in rows])
+        out["garbled"] = mean([float(not r["parses"] and not r["cut"]) for r in rows])
         out["cut of unparsed"] = mean([float(r["cut"]) for r in rows if not r["parses"]])
     if all("rm score" in r for r in rows):
         good, bad = [r["rm score"] for r in parsed], [r["rm score"] for r in rows if not r["parses"]]
@@ -359,6 +362,29 @@ def review_readout(replies) -> dict:
         if "cut" in out:
             out["rm of uncut unparsed"] = mean([r["rm score"] for r in rows if not r["parses"] and not r["cut"]])
     return out
+
+
+def review_trajectory(readouts: dict):
+    """Stage 4's reviews step by step, one row per step, for ``rlbook.viz.pipeline.stage4_widget``.
+
+    ``readouts``: {step: ``review_readout`` of the policy after that many updates}, every one sampled on the
+    same requests with the same sampling seed, so that the steps differ only by the policy. Returns a
+    DataFrame indexed by step with the readouts' entries, ``clauses`` kept as each step's {clause count:
+    share of its parsed reviews}.
+    """
+    import pandas as pd
+
+    if not readouts:
+        raise ValueError("readouts must hold at least one step's review_readout")
+    rows = {}
+    for step in sorted(readouts):
+        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"steps must be non-negative ints, got {step!r}")
+        readout = readouts[step]
+        if "parsed" not in readout or "clauses" not in readout:
+            raise ValueError(f"readouts[{step}] must be a review_readout (with 'parsed' and 'clauses')")
+        rows[int(step)] = {**readout, "clauses": dict(readout["clauses"])}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("step")
 
 
 def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 16, seed: int = 0) -> list[dict]:

@@ -421,7 +421,7 @@ def test_gold_gain_split_checker(capsys):
     assert check_gold_gain_split(written) is True
     # the parts add up to the change of G = U + p (q − U), where both rows have reviews
     for p0, q0, p1, q1 in SPLIT_CASES:
-        if p0 > 0:
+        if p0 > 0 and p1 > 0:
             parsing, content = reference_split(p0, q0, p1, q1)
             assert parsing + content == pytest.approx((p1 * (q1 + 3)) - (p0 * (q0 + 3)))
     capsys.readouterr()
@@ -431,6 +431,14 @@ def test_gold_gain_split_checker(capsys):
         assert phrase in capsys.readouterr().out
     assert check_gold_gain_split(lambda p0, q0, p1, q1: ((p1 - p0) * ((q0 + q1) / 2 + 3), (p0 + p1) / 2 * (q1 - q0))) is False
     assert "NaN when no review parsed" in capsys.readouterr().out
+
+    def before_only(p0, q0, p1, q1):  # handles p0 = 0 but not p1 = 0 (every reply stopped parsing): NaN there
+        q0 = q1 if p0 == 0 else q0
+        return (p1 - p0) * ((q0 + q1) / 2 + 3), (p0 + p1) / 2 * (q1 - q0)
+
+    assert any(case[2] == 0 and case[0] > 0 for case in SPLIT_CASES)  # the p1 = 0 edge is among the cases
+    assert check_gold_gain_split(before_only) is False
+    assert "p1 = 0" in capsys.readouterr().out
     assert check_gold_gain_split(lambda *c: 1.0) is False
     assert "two numbers" in capsys.readouterr().out
 
@@ -503,6 +511,7 @@ def test_sample_replies_with_reward_model_and_review_readout(tiny):
     cut = pl.review_readout([{**r, "cut": i == 2} for i, r in enumerate(rows)])
     assert cut["cut"] == 0.25 and cut["cut of unparsed"] == 0.5
     assert cut["rm of uncut unparsed"] == 3.0  # the unparsed reply that was not cut off (rm 3), not the cut one (rm 1)
+    assert cut["garbled"] == 0.25 and cut["parsed"] + cut["cut"] + cut["garbled"] == 1.0  # the third reply: no review, not cut
     assert "rm of uncut unparsed" not in out
     with pytest.raises(ValueError):
         pl.review_readout([])
@@ -531,3 +540,43 @@ def test_stage_report_per_problem_and_prefilled_report(tiny):
     assert set(pre) == {"pass@1", "pass@1 SE", "per-problem pass@1", "format"} and 0 <= pre["pass@1"] <= 1
     with pytest.raises(ValueError):
         pl.prefilled_report(model, tokenizer, TASK, rows, prefix="")
+
+
+def _trajectory():
+    def readout(parsed, cut, clauses, gold, rm):
+        return {"replies": 8, "parsed": parsed, "cut": cut, "garbled": 1 - parsed - cut, "gold": gold, "rm score": rm,
+                "mean clauses": sum(c * v for c, v in clauses.items()), "clauses": clauses}
+    return pl.review_trajectory({0: readout(0.7, 0.2, {1: 0.3, 2: 0.7}, -1.5, -1.7),
+                                 10: readout(0.6, 0.0, {1: 0.9, 2: 0.1}, -0.5, -0.3),
+                                 5: readout(0.65, 0.1, {1: 0.6, 3: 0.4}, -1.0, -1.0)})
+
+
+def test_review_trajectory():
+    trajectory = _trajectory()
+    assert list(trajectory.index) == [0, 5, 10]  # sorted by step
+    assert trajectory.loc[10, "clauses"] == {1: 0.9, 2: 0.1} and trajectory.loc[5, "parsed"] == 0.65
+    with pytest.raises(ValueError, match="at least one"):
+        pl.review_trajectory({})
+    with pytest.raises(ValueError, match="review_readout"):
+        pl.review_trajectory({0: {"gold": 1.0}})
+    with pytest.raises(ValueError, match="non-negative"):
+        pl.review_trajectory({-1: {"parsed": 1.0, "clauses": {}}})
+
+
+def test_stage4_widget_responds():
+    from test_widgets_respond import _drive
+
+    trajectory = _trajectory()
+    axes = pl_viz.plot_stage4_step(trajectory, 5, kl=[0.0, 0.01, 0.03])
+    assert len(axes[2].figure.axes) == 5  # three panels and two right axes (reward model, KL)
+    assert [p.get_height() for p in axes[0].patches][3:] == [0.6, 0.0, 0.4]  # step 5's bars after step 0's
+    assert "step 5" in axes[0].get_title()
+    with pytest.raises(ValueError, match="step must be one of"):
+        pl_viz.plot_stage4_step(trajectory, 7)
+    with pytest.raises(ValueError, match="columns"):
+        pl_viz.plot_stage4_step(trajectory.drop(columns="garbled"), 5)
+    recorder = _drive(pl_viz.stage4_widget(trajectory, kl=[0.0, 0.01]))  # the step slider must change the figure
+    assert len(recorder.fingerprints) == 2
+    with pytest.raises(ValueError, match="two steps"):
+        pl_viz.stage4_widget(trajectory.loc[[0]])
+    plt.close("all")

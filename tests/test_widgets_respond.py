@@ -118,6 +118,14 @@ def _drive(widget_function):
     return recorder
 
 
+def _stage4_trajectory():
+    from rlbook.pipeline import review_trajectory
+
+    def readout(parsed, cut, clauses, gold, rm):
+        return {"parsed": parsed, "cut": cut, "garbled": 1 - parsed - cut, "gold": gold, "rm score": rm, "clauses": clauses}
+    return review_trajectory({0: readout(0.7, 0.2, {1: 0.3, 2: 0.7}, -1.5, -1.7), 5: readout(0.6, 0.0, {1: 0.9, 2: 0.1}, -0.5, -0.3)})
+
+
 def _bandit_inputs():
     bandit = toys.GaussianBandit(means=(1.0, 1.4, 2.0, 0.6, 1.2), noise=0.5)
     return bandit, torch.tensor([0.5, 0.0, -0.5, 1.0, 0.0], dtype=torch.float64)
@@ -200,6 +208,7 @@ WIDGETS = {
                                                         "2+3": _pass_at_k_tables(seed=1)}),
     "19 strategy_advantage": lambda: hacking.strategy_advantage_widget(),
     "20 rs_yield": lambda: pipeline.rs_yield_widget((torch.rand(12, 8, generator=torch.Generator().manual_seed(0)) < 0.3).int()),
+    "20 stage4": lambda: pipeline.stage4_widget(_stage4_trajectory(), kl=[0.0, 0.01, 0.02]),
     "21 training_memory": lambda: scaling.training_memory_widget(),
 }
 

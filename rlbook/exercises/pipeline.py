@@ -16,10 +16,11 @@ first, a list instead of one completion.
 (parsing, content)``, the midpoint split of a change of the mean gold reward G = U + p·(q − U) (U = −3,
 a reply that is no review; p the share that parse, q their mean gold) into ΔG = Δp·(q̄ − U) + p̄·Δq
 (``rlbook.pipeline.gold_gain_split``; the midpoint or Shapley split of a product). The checker compares
-it on five (p0, q0, p1, q1), one with no review parsed before (q0 NaN), and names the mistakes: the two
+it on six (p0, q0, p1, q1), one with no review parsed before (q0 NaN) and one with none after (q1 NaN), and
+names the mistakes: the two
 parts swapped, a one-sided split (Δp weighted by the earlier q and Δq by the later p, or the other way
 round: exact, but it depends on the order), the split without the interaction term (not exact), the
-parsing term measured from 0 instead of from U, and NaN when nothing parsed before.
+parsing term measured from 0 instead of from U, and NaN when nothing parsed in one of the rows.
 """
 
 from __future__ import annotations
@@ -145,9 +146,11 @@ def check_keep_first(fn) -> bool | None:
 
 U = UNPARSABLE  # the gold reward of a reply that is no review (−3)
 # (p0, q0, p1, q1): this run's stage 3 → 4 (roughly), a big parsing gain, no review parsed before (q0 NaN),
-# no change of the parse share, and a parse share that falls while the reviews improve
+# no change of the parse share, a parse share that falls while the reviews improve, and no review parsed after
+# (q1 NaN: every reply stopped parsing, so the whole change is parsing)
 SPLIT_CASES = ((0.70, -0.80, 0.65, 0.80), (0.20, -1.50, 0.90, 0.30), (0.0, float("nan"), 0.70, -0.80),
-               (0.50, 0.20, 0.50, 1.00), (0.90, 0.50, 0.30, -1.00))
+               (0.50, 0.20, 0.50, 1.00), (0.90, 0.50, 0.30, -1.00), (0.60, -0.50, 0.0, float("nan")))
+EDGE_HINT = "with p0 = 0 (or p1 = 0) that row's q is NaN: take the whole change as parsing, q̄ the other row's q"
 SPLIT_TOLERANCE = 1e-9
 
 
@@ -210,16 +213,16 @@ def check_gold_gain_split(fn) -> bool | None:
     wrong = [(case, got) for case, got in answers if not _same(got, reference_split(*case))]
     if not wrong:
         return _verdict(True, f"splits the gain as gold_gain_split does on {len(SPLIT_CASES)} cases, "
-                              "no review parsed before included (and the answer on paper: the two orders' parts "
+                              "no review parsed before or after included (and the answer on paper: the two orders' parts "
                               "differ by the interaction Δp·Δq, which the midpoint split shares half and half)", "")
-    if all(any(math.isnan(x) for x in got) for _, got in wrong) and all(case[0] == 0 for case, _ in wrong):
-        return _verdict(False, "", "NaN when no review parsed before: q0 has no value there (nothing to average); "
-                                   "take the whole change as parsing, with q̄ the later q")
+    if all(any(math.isnan(x) for x in got) for _, got in wrong) and all(case[0] == 0 or case[2] == 0 for case, _ in wrong):
+        return _verdict(False, "", "NaN when no review parsed before (p0 = 0) or after (p1 = 0): that row's q has no "
+                                   "value (nothing to average); take the whole change as parsing, with q̄ the other row's q")
     # a mistake is named when it fits every case the answer gives numbers for (a NaN on the edge case is a second slip)
     finite = [(case, got) for case, got in answers if not any(math.isnan(x) for x in got)]
     for name, (_, hint) in _split_mistakes(*SPLIT_CASES[0]).items():
         if all(_same(got, _split_mistakes(*case)[name][0]) for case, got in finite):
-            edge = " (and with p0 = 0, q0 is NaN: take the whole change as parsing)" if len(finite) < len(answers) else ""
+            edge = f" (and {EDGE_HINT})" if len(finite) < len(answers) else ""
             return _verdict(False, "", hint + edge)
     case, got = wrong[0]
     parts = "parsing" if not math.isclose(got[0], reference_split(*case)[0], abs_tol=SPLIT_TOLERANCE) else "content"

@@ -10,6 +10,10 @@
 - ``plot_stage4_reviews``: stage 4's reviews by length — the share of parsed reviews with each clause
   count, per stage, beside the reward model's score of the best review of each length (the clause
   ladder) against the gold reward, best and as in the reward model's training pairs;
+- ``plot_stage4_step`` / ``stage4_widget``: stage 4 step by step (``rlbook.pipeline.review_trajectory``):
+  the clause counts of the parsed reviews at one step beside the first, and the gold reward, the reward
+  model's score, the shares that parse, are garbled or cut off, and the KL to the reference over the steps;
+  the widget's slider is the step;
 - ``plot_distillation``: the small model's held-out pass@1 over RL steps against the same model
   after SFT on the big policy's outputs (and after any other SFT arm, such as clean data).
 """
@@ -24,7 +28,8 @@ from rlbook._figures import COLUMN_IN
 from rlbook.coverage import pass_at_k_curve, per_problem_pass_at_k
 from rlbook.tasks.reviews import UNPARSABLE
 
-__all__ = ["plot_distillation", "plot_rlvr_curves", "plot_rs_yield", "plot_stage4_reviews", "plot_stage_table", "rs_yield_widget"]
+__all__ = ["plot_distillation", "plot_rlvr_curves", "plot_rs_yield", "plot_stage4_reviews", "plot_stage4_step", "plot_stage_table",
+           "rs_yield_widget", "stage4_widget"]
 
 RUN_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
@@ -138,6 +143,70 @@ def plot_stage4_reviews(clause_shares: dict, ladder, *, axes=None, multiplier: f
     return axes
 
 
+def plot_stage4_step(trajectory, step: int, *, kl=None, axes=None):
+    """Stage 4 at ``step``, from ``trajectory`` (``rlbook.pipeline.review_trajectory``: indexed by step, with
+    ``clauses``, ``gold``, ``rm score``, ``parsed``, ``garbled`` and ``cut``). Three panels. Left: the share of
+    the parsed reviews with each clause count at ``step``, beside the first step's (grey). Middle: the mean
+    gold reward and the reward model's mean score (its own units, right axis) over the steps. Right: the shares
+    of replies that parse, are garbled (neither parse nor were cut off) and were cut off at the cap, and, with
+    ``kl`` (a sequence: entry i the per-token KL to the reference on the training samples of the policy after
+    i updates, e.g. the trainer's ``kl_ref`` history), that KL (right axis). A vertical line marks ``step``."""
+    _check_columns("trajectory", trajectory, ("clauses", "gold", "rm score", "parsed", "garbled", "cut"))
+    steps = [int(s) for s in trajectory.index]
+    if int(step) not in steps:
+        raise ValueError(f"step must be one of the trajectory's steps {steps}, got {step!r}")
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1, 1.2, 1.2]})
+    first, now = trajectory.loc[steps[0], "clauses"], trajectory.loc[int(step), "clauses"]
+    counts = sorted({int(c) for shares in trajectory["clauses"] for c in shares})
+    x = np.arange(len(counts))
+    axes[0].bar(x - 0.2, [float(first.get(c, 0.0)) for c in counts], 0.4, color="lightgray", label=f"step {steps[0]}")
+    axes[0].bar(x + 0.2, [float(now.get(c, 0.0)) for c in counts], 0.4, color="tab:orange", label=f"step {int(step)}")
+    axes[0].set(xticks=x, xticklabels=counts, xlabel="clauses in a parsed review", ylabel="share of the parsed reviews",
+                ylim=(0, 1), title=f"step {int(step)}: mean {trajectory.loc[int(step), 'mean clauses']:.2f} clauses"
+                if "mean clauses" in trajectory else f"step {int(step)}")
+    axes[0].legend(fontsize=8)
+    axes[1].plot(steps, trajectory["gold"], "k-o", ms=4, label="gold reward (mean; no review = −3)")
+    axes[1].set(xlabel="stage-4 step", ylabel="gold reward", title="the proxy and the hidden gold reward")
+    rm = axes[1].twinx()
+    rm.plot(steps, trajectory["rm score"], "-s", ms=4, color="tab:red", label="reward model (mean score)")
+    rm.set_ylabel("reward-model score (its own units)", color="tab:red")
+    lines, more = axes[1].get_legend_handles_labels(), rm.get_legend_handles_labels()
+    axes[1].legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="lower right")
+    for name, color in (("parsed", "tab:blue"), ("garbled", "tab:purple"), ("cut", "tab:gray")):
+        axes[2].plot(steps, trajectory[name], "-o", ms=4, color=color, label={"parsed": "parse as a review",
+                     "garbled": "garbled (no review, not cut off)", "cut": "cut off at the cap"}[name])
+    axes[2].set(xlabel="stage-4 step", ylabel="share of the replies", ylim=(0, 1), title="what the replies are")
+    lines, more = axes[2].get_legend_handles_labels(), ([], [])
+    if kl is not None:
+        right = axes[2].twinx()
+        right.plot(np.arange(len(kl)), np.asarray(kl, dtype=float), "--", color="tab:green",
+                   label="KL to the reference (per token, training samples)")
+        right.set_ylabel("KL (nats per token)", color="tab:green")
+        more = right.get_legend_handles_labels()
+    axes[2].legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="center left")
+    for ax in axes[1:]:
+        ax.axvline(int(step), color="tab:orange", lw=1.5, alpha=0.8)
+        ax.grid(alpha=0.3)
+    return axes
+
+
+def stage4_widget(trajectory, *, kl=None):
+    """``plot_stage4_step`` with a slider over the trajectory's steps (``rlbook.pipeline.review_trajectory``);
+    ``kl`` as there."""
+    import ipywidgets as widgets
+
+    steps = [int(s) for s in trajectory.index]
+    if len(steps) < 2:
+        raise ValueError(f"the trajectory needs at least two steps for a slider, got {steps}")
+
+    def draw(step):
+        plot_stage4_step(trajectory, step, kl=kl)
+        plt.show()
+
+    return widgets.interact(draw, step=widgets.SelectionSlider(options=steps, value=steps[-1], description="step"))
+
+
 def plot_rs_yield(keepable, n: int, *, axes=None, hardest: int | None = None):
     """The yield of rejection sampling with ``n`` samples per prompt, from the (P, N) 0/1 table
     ``keepable`` (N ≥ n samples per prompt; 1 where the filter would keep that sample). ``hardest``: draw
@@ -166,10 +235,10 @@ def plot_rs_yield(keepable, n: int, *, axes=None, hardest: int | None = None):
             raise ValueError(f"hardest must be a positive int, got {hardest!r}")
         order, kept = order[:hardest], kept[:hardest]
     axes[1].bar(np.arange(len(order)), kept, width=1.0, color="tab:blue", alpha=0.8, label=f"P(kept) at n = {n}")
-    axes[1].plot(np.arange(len(order)), difficulty[order], color="black", lw=1, label="keepable share of one sample")
+    axes[1].plot(np.arange(len(order)), difficulty[order], color="black", lw=1, label="P(kept) at n = 1: the share of its samples kept")
     shown = "prompts, hardest first" if hardest is None or hardest >= len(difficulty) else \
         f"the {len(order)} hardest of {len(difficulty)} prompts, hardest first"
-    axes[1].set(xlabel=shown, ylabel="probability", ylim=(0, 1.02),
+    axes[1].set(xlabel=shown, ylabel="P(prompt kept)", ylim=(0, 1.02),
                 title="who is left out: the prompts the policy rarely solves")
     axes[1].legend(loc="lower right", fontsize=8)
     return axes
