@@ -89,6 +89,7 @@ __all__ = [
     "kl_estimator_table_any_sigma",
     "k1_k3_spread_crossover",
     "k3_batch_mean_spread",
+    "below_share_decay",
     "kl_estimator_table_monte_carlo",
     "expected_estimator_gradient",
     "per_sample_estimator_gradients",
@@ -654,6 +655,42 @@ def k3_batch_mean_spread(mu: float, sigma: float, *, batch_sizes, batches: int, 
                 "means/true": tuple((values / true_kl).tolist()),
             }
     return result
+
+
+def below_share_decay(shares, batch_sizes, batches) -> dict[str, float]:
+    """How fast a batch mean's skew fades: the power of n in the share of batch means below the mean.
+
+    ``shares[i]`` is the share of ``batches[i]`` independent batch means of ``batch_sizes[i]`` draws
+    that fall below the expectation (``k3_batch_mean_spread``'s ``"below"``); ``batches`` may be one
+    int for every size. For a right-skewed draw the excess e(n) = share − ½ fades like a power of n:
+    n^{−1/2} when the third moment is finite (the first Edgeworth term, γ / (6 √(2π n))), and more
+    slowly, like n^{1 − α/2} up to a slowly varying factor, when the tail P(X > t) falls like t^{−α}
+    with 2 < α < 3 (finite variance, infinite third moment: the truncated third moment grows like
+    n^{(3 − α)/2}; P. Hall 1982, *Rates of Convergence in the Central Limit Theorem*).
+
+    Fits log e(n) = a + b log n by weighted least squares, each point weighted by the inverse of its
+    delta-method variance share(1 − share) / (batches · e²), and returns ``{"slope": b, "slope_se":
+    its standard error, "excess": (e(n) per size)}``. Every share must exceed ½ and at least two
+    sizes must differ.
+    """
+    sizes = [check_int("batch_sizes", n, minimum=1) for n in batch_sizes]
+    counts = [batches] * len(sizes) if isinstance(batches, int) else list(batches)
+    if len(shares) != len(sizes) or len(counts) != len(sizes):
+        raise ValueError(f"shares, batch_sizes and batches must have one entry per size, got {len(shares)}, "
+                         f"{len(sizes)} and {len(counts)}")
+    if len(set(sizes)) < 2:
+        raise ValueError("batch_sizes must hold at least two different sizes to fit a slope")
+    counts = [check_int("batches", b, minimum=2) for b in counts]
+    excess = [float(s) - 0.5 for s in shares]
+    if not all(0 < e < 0.5 for e in excess):
+        raise ValueError(f"every share must lie strictly between 1/2 and 1 to take the log of its excess, got {list(shares)}")
+    x = np.log(np.asarray(sizes, dtype=float))
+    y = np.log(np.asarray(excess))
+    w = np.array([b * e**2 / ((0.5 + e) * (0.5 - e)) for b, e in zip(counts, excess)])
+    x_bar = float((w * x).sum() / w.sum())
+    sxx = float((w * (x - x_bar) ** 2).sum())
+    slope = float((w * (x - x_bar) * y).sum() / sxx)
+    return {"slope": slope, "slope_se": math.sqrt(1.0 / sxx), "excess": tuple(excess)}
 
 
 def kl_estimator_table_monte_carlo(mu: float, sigma: float = 1.0, *, n_samples: int,

@@ -508,3 +508,22 @@ def test_ratio_survival_has_the_power_tail_of_index_alpha():
         toys.ratio_survival(0.5, 0.9, [2.0])
     with pytest.raises(ValueError, match="positive"):
         toys.ratio_survival(0.5, 2.0, [0.0, 2.0])
+
+
+def test_below_share_decay_recovers_a_power_and_its_se():
+    sizes = (100, 1_000, 10_000)
+    shares = [0.5 + 0.4 * n**-0.3 for n in sizes]  # an excess fading exactly like n^(−0.3)
+    fit = toys.below_share_decay(shares, sizes, 4_000)
+    assert fit["slope"] == pytest.approx(-0.3, abs=1e-12)
+    assert fit["excess"] == pytest.approx([s - 0.5 for s in shares])
+    # two sizes: the slope's SE is the delta method's, √(Σ var(log e)) / Δ log n
+    two = toys.below_share_decay(shares[::2], sizes[::2], [4_000, 1_000])
+    var = [s * (1 - s) / (b * (s - 0.5) ** 2) for s, b in zip(shares[::2], (4_000, 1_000))]
+    assert two["slope_se"] == pytest.approx(math.sqrt(sum(var)) / math.log(100), rel=1e-12)
+    assert two["slope_se"] > fit["slope_se"]
+    with pytest.raises(ValueError, match="share"):
+        toys.below_share_decay([0.6, 0.45], (100, 1_000), 400)
+    with pytest.raises(ValueError, match="two different sizes"):
+        toys.below_share_decay([0.6, 0.55], (100, 100), 400)
+    with pytest.raises(ValueError, match="one entry per size"):
+        toys.below_share_decay([0.6, 0.55], (100, 1_000, 10_000), 400)

@@ -141,6 +141,7 @@ def test_batch_mean_spread_plot_draws_both_estimators_at_both_widths():
     assert {"k1, σ = 2", "k3, σ = 2", "k1, σ = 1.3", "k3, σ = 1.3"} <= set(labels)
     assert any("−1/2" in label for label in labels) and any("-0.25" in label or "−0.25" in label for label in labels)
     assert "1,000 draws, σ = 2" in ax_hist.get_title()
+    assert ax_hist.get_ylabel() == "batches" and "beyond it" in ax_hist.get_xlabel()  # the clipped means counted
     with pytest.raises(ValueError, match="histogram_size"):
         kl_viz.plot_batch_mean_spread(spread, histogram_size=7)
     with pytest.raises(ValueError, match="spread"):
@@ -320,3 +321,14 @@ def test_ratio_survival_plot_draws_each_width_with_its_guide():
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert "σ = 1 (log-normal tail)" in labels and "σ = 2 (α = 1.33)" in labels and "slope −1.33" in labels
     assert not any(label.startswith("slope") and "−∞" in label for label in labels)
+
+
+def test_placement_and_optima_titles_name_beta_and_the_hard_mass():
+    ref = torch.tensor([0.40, 0.25, 0.20, 0.10, 0.05], dtype=torch.float64)
+    rewards = torch.tensor([0.0, 0.2, 0.5, 0.8, 1.0], dtype=torch.float64)
+    optimum = toys.reverse_kl_optimum(ref, rewards, beta=0.25)
+    fig = kl_viz.plot_placement_outcomes(ref, rewards, {"k1_in_reward": optimum}, reverse_optimum=optimum,
+                                         forward_optimum=toys.forward_kl_optimum(ref, rewards, beta=0.25), beta=0.25)
+    assert "β = 0.25" in fig.axes[0].get_title() and fig.axes[0].get_xlabel()
+    fig = kl_viz.plot_optima_at_beta(ref, rewards, _two_token_toy(), beta=0.25)
+    assert "π(hard)" in fig.axes[1].get_title() and "per-token ×" in fig.axes[1].get_title()

@@ -580,8 +580,9 @@ def _credit_discount(result, reference, rewards, kl, beta):
     discounted, _ = gae(shaped, torch.zeros_like(shaped), gamma, 1.0)
     if not _close(result, discounted):
         return None
-    return (f"your credit is wrong — that is the return discounted with γ = {gamma:.3g}: the sequence tilt needs "
-            "the undiscounted sum (γ = 1), every later token's log-ratio at full weight.")
+    return (f"your credit is wrong — that is the return discounted with γ = {gamma:.3g} (a discount γ < 1, or the "
+            "product γ·λ of GAE with λ < 1): the sequence tilt needs the undiscounted sum (γ = λ = 1), every later "
+            "token's log-ratio at full weight.")
 
 
 def _credit_shape(result, reference, *case):

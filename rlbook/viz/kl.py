@@ -81,10 +81,10 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
                      f"stdev/true = {v.std() / true_kl:.2f} (exact {'∞' if exact_stdev == float('inf') else f'{exact_stdev:.2f}'})",
                      fontsize=9)
         ax.set_ylabel("count of draws", fontsize=8)
-        ax.legend(fontsize=7.5, loc="upper right")
+        ax.legend(fontsize=8.5, loc="upper right")
         ax.set_xlabel("per-sample value")
-    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), {n_samples:,} samples, seed {seed} "
-                 "(grey hatched: draws beyond the range, stacked on the edge bin)", fontsize=10)
+    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), r = π_ref(x)/π_θ(x), {n_samples:,} samples, "
+                 f"seed {seed} (grey hatched: draws beyond the range, stacked on the edge bin)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -246,18 +246,20 @@ def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float 
     everything = np.concatenate(list(values.values()))
     low, high = np.quantile(everything, [0.0, 0.98])
     bins = np.linspace(min(low, 0.5), max(high, 1.5), 60)
+    clipped = 0
     for name, v in values.items():
+        clipped += int((v > bins[-1]).sum())
         shown = np.clip(v, bins[0], bins[-1])
         ax_hist.hist(shown, bins=bins, color=ESTIMATOR_COLOURS[name], alpha=0.55,
                      label=f"{name}: {np.mean(v < 1):.0%} of batches below the KL")
         ax_hist.axvline(np.median(v), color=ESTIMATOR_COLOURS[name], ls="--", lw=1.2)
     ax_hist.axvline(1.0, color="black", lw=2, label="true KL")
-    ax_hist.set_yticks([])
-    ax_hist.set_xlabel("batch mean / true KL (the last bin holds everything beyond it)")
+    ax_hist.set_ylabel("batches")
+    ax_hist.set_xlabel(f"batch mean / true KL (the last bin also holds the {clipped} beyond it)")
     ax_hist.set_title(f"{len(values['k1'])} batch means of {histogram_size:,} draws, σ = {histogram_sigma:g} "
                       "(dashed: medians)", fontsize=10)
     ax_hist.legend(fontsize=7.5, loc="upper right")
-    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({'μ' if mu is None else f'{mu:g}'}, σ²): k1 and k3 averaged over batches",
+    fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({'μ' if mu is None else f'{mu:g}'}, σ²), r = π_ref/π_θ: k1 and k3 averaged over batches",
                  fontsize=10)
     fig.tight_layout()
     return fig
@@ -286,13 +288,14 @@ def plot_expected_gradients(gradients: dict[str, torch.Tensor], *, reverse: torc
 
 
 def plot_placement_outcomes(ref_probs, rewards, finals: dict[str, torch.Tensor], *,
-                            reverse_optimum: torch.Tensor, forward_optimum: torch.Tensor):
+                            reverse_optimum: torch.Tensor, forward_optimum: torch.Tensor, beta: float | None = None):
     """Where each KL placement leads the policy: final π_θ per placement beside π_ref and the optima.
 
     ``finals`` maps a placement (``rlbook.toys.KL_PLACEMENTS``) to the policy that exact gradient
     ascent converged to. The reverse-KL optimum (×) is drawn over the bars of the placements whose
     gradient is the reverse-KL one (k1 in the reward, k2 and k3+ in the loss), the forward-KL
-    optimum (○) over k3 in the loss, so each marker sits on the bar it predicts.
+    optimum (○) over k3 in the loss, so each marker sits on the bar it predicts. ``beta`` (optional), the
+    penalty's weight the runs used, is written into the title.
     """
     series = {"π_ref": torch.as_tensor(ref_probs), **finals}
     colours = {"π_ref": "0.6", "k1_in_reward": "tab:purple", "k1_in_loss": "tab:red",
@@ -305,8 +308,10 @@ def plot_placement_outcomes(ref_probs, rewards, finals: dict[str, torch.Tensor],
         "argmax E[R] − β KL(π_ref‖π)": (forward_optimum, forward_placements)})
     labels = [f"x={i}\nR={float(r):g}" for i, r in enumerate(torch.as_tensor(rewards))]
     ax.set_xticks(positions, labels)
+    ax.set_xlabel("outcome x and its reward R")
     ax.set_ylabel("probability")
-    ax.set_title("The policy each placement of the KL penalty converges to (exact gradient ascent)", fontsize=10)
+    ax.set_title("The policy each placement of the KL penalty converges to (exact gradient ascent"
+                 + ("" if beta is None else f", β = {beta:g}") + ")", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
@@ -357,7 +362,8 @@ def plot_optima_at_beta(ref_probs, rewards, toy, *, beta: float):
     Right, the two-token ``toy`` (``rlbook.kl_sequence.TwoTokenToy``): π(y₁) and π(y₂ = first option | y₁)
     for π_ref, the sequence tilt (k1 in the reward, credited forward), the per-token tilt (every per-token
     reverse-KL term) and the forward-KL optimum of each prefix (k3 in the loss); the title gives each one's
-    E[R] − β·KL(π‖π_ref), the objective the penalty is meant to serve. Every number is closed form.
+    E[R] − β·KL(π‖π_ref), the objective the penalty is meant to serve, and π(y₁ = the second option,
+    "hard" in the lesson) with the per-token tilt's multiple of the sequence tilt's. Every number is closed form.
     """
     from rlbook import kl_sequence
 
@@ -392,8 +398,11 @@ def plot_optima_at_beta(ref_probs, rewards, toy, *, beta: float):
     right.set_xticks(np.arange(4), ["π(y₁ = easy)", "π(y₁ = hard)", "π(right | easy)", "π(right | hard)"], fontsize=8)
     right.axvline(1.5, color="0.5", lw=0.8)
     right.set_ylim(0, 1.18)
+    hard = {name: float(torch.as_tensor(pair[0])[1]) for name, pair in pairs.items()}
     right.set_title("two tokens: E[R] − β·KL  " + " / ".join(f"{scores[n]:.3f}" for n in pairs)
-                    + "\n(sequence tilt / per-token tilt / forward, each prefix)", fontsize=9)
+                    + "\n(sequence tilt / per-token tilt / forward, each prefix); π(hard) "
+                    + " / ".join(f"{hard[n]:.3f}" for n in pairs)
+                    + f" (per-token ×{hard['per-token tilt'] / hard['sequence tilt']:.1f})", fontsize=9)
     right.legend(fontsize=7.5, loc="upper left", ncol=2)
     fig.tight_layout()
     return fig
