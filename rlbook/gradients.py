@@ -282,6 +282,54 @@ def _prompt_summary(statistics, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     return statistics["prompt_variances"].to(torch.float64), statistics["prompt_means"].to(torch.float64)
 
 
+def between_prompt_variance(estimates, *, n_prompts: int) -> dict:
+    """tr Var_x(∇J_x): how much the prompts' own gradients differ, the term a fresh draw of prompts adds.
+
+    ``estimates`` (P · M, D): M independent unbiased group estimates of each of P prompts (as
+    ``group_gradient_estimates`` returns them, prompt-major). Each prompt's mean of its M groups is ∇J_x plus
+    noise of trace tr Cov(ĝ_x)/M, so the spread of the P means over-states the prompts' spread by the mean of
+    those noises; subtracting it leaves an unbiased estimate (the usual one-way random-effects split, e.g.
+    Searle, Casella & McCulloch 1992, *Variance Components*, ch. 3, the one-way classification). Returns ``variance`` (that estimate; it
+    can come out negative when the prompts hardly differ), ``raw`` (the spread of the means), ``noise`` (the
+    part subtracted), and ``se``: the delete-one-prompt jackknife SE of ``variance``, the prompts being the
+    independent draws."""
+    blocks = _prompt_blocks(estimates, n_prompts)
+    n_prompts, groups = blocks.shape[:2]
+    if n_prompts < 3 or groups < 2:
+        raise ValueError(f"need at least 3 prompts and 2 groups each, got {n_prompts} and {groups}")
+    means = blocks.mean(dim=1)                                              # (P, D)
+    noise = prompt_variances(blocks, n_prompts=n_prompts) / groups          # (P,)
+
+    def split(keep):
+        kept = means[keep]
+        raw = float(((kept - kept.mean(dim=0)) ** 2).sum()) / (len(kept) - 1)
+        return raw, float(noise[keep].mean())
+
+    raw, mean_noise = split(torch.arange(n_prompts))
+    subsets = (torch.tensor([j for j in range(n_prompts) if j != i]) for i in range(n_prompts))
+    leave_out = torch.tensor([raw_i - noise_i for raw_i, noise_i in map(split, subsets)], dtype=torch.float64)
+    se = float(((n_prompts - 1) / n_prompts * ((leave_out - leave_out.mean()) ** 2).sum()) ** 0.5)
+    return {"variance": raw - mean_noise, "raw": raw, "noise": mean_noise, "se": se}
+
+
+def fixed_budget_noise(statistics, between_variance: float, *, n_prompts: int, group_size: int,
+                       budget: int) -> float:
+    """Noise-to-signal of one batch of ``budget`` completions, ``budget``/G prompts × G, prompts redrawn.
+
+    ``statistics``: ``gradient_statistics`` of an unbiased estimator at G = ``group_size`` over ``n_prompts``
+    fixed prompts (its ``variance`` is Σ_x tr Cov(ĝ_x)/P², so P · variance is the prompts' mean tr Cov(ĝ_x));
+    ``between_variance``: tr Var_x(∇J_x) (``between_prompt_variance``). By the law of total variance a batch of
+    P' = budget/G freshly drawn prompts has variance (mean tr Cov(ĝ_x) + tr Var_x(∇J_x))/P'; divided by
+    ‖E ĝ‖² as in ``relative_variance``. Only for unbiased estimators: for a biased one the second term is the
+    spread of its own per-prompt means, not of ∇J_x."""
+    group_size = check_int("group_size", group_size, minimum=2)
+    budget = check_int("budget", budget, minimum=group_size)
+    if budget % group_size:
+        raise ValueError(f"group_size ({group_size}) must divide budget ({budget})")
+    within = n_prompts * statistics["variance"]
+    return (within + between_variance) * group_size / budget / statistics["mean_norm"] ** 2
+
+
 def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes, *, mean_share: float = 0.0) -> dict:
     """§1's variance heuristic for 0/1 rewards at success rate p, with the score size allowed to depend on R.
 
