@@ -38,7 +38,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_int, check_positive
 from rlbook.advantages import gae, group_advantages
-from rlbook.rollout import completion_forward
+from rlbook.rollout import completion_forward, completion_logprobs
 
 __all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
            "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor",
@@ -86,6 +86,27 @@ def output_layer_gradients(model, prompt_ids, prompt_mask, completion_ids, compl
         residual = residual * (weights[rows] * mask[rows]).unsqueeze(-1) / temperature
         gradients[rows] = torch.einsum("btv,bth->bvh", residual, hidden).flatten(1).cpu()
     return gradients
+
+
+def parameter_gradients(model, parameter: str, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+    """(B, numel) float64: each completion's score ∇_θ log π(y | x) restricted to one named parameter tensor.
+
+    For the layers ``output_layer_gradients`` has no closed form for (a block's MLP or attention weights): one
+    forward and one backward pass per completion, by autograd, so meant for a spot check on a subsample. Each
+    row is scored on its own (``completion_logprobs`` shares a prompt's pass between its rows, which would mix
+    their gradients)."""
+    weights = dict(model.named_parameters())
+    if parameter not in weights:
+        raise ValueError(f"no parameter named {parameter!r}")
+    weight = weights[parameter]
+    rows = []
+    with torch.enable_grad():
+        for i in range(completion_ids.shape[0]):
+            logp = completion_logprobs(model, prompt_ids[i:i + 1], prompt_mask[i:i + 1], completion_ids[i:i + 1],
+                                       completion_mask[i:i + 1])
+            (gradient,) = torch.autograd.grad(logp.sum(), weight)
+            rows.append(gradient.detach().flatten().to(torch.float64))
+    return torch.stack(rows)
 
 
 def group_gradient_estimates(scores, rewards, group_size: int, *, baseline: str = "rloo",

@@ -25,6 +25,7 @@ from rlbook.gradients import (
     optimal_baseline_margin,
     optimal_constant_baseline,
     output_layer_gradients,
+    parameter_gradients,
     prompt_variances,
     value_head_outputs,
 )
@@ -408,3 +409,17 @@ def test_fixed_budget_noise_by_hand():
     assert fixed_budget_noise(stats, 1.0, n_prompts=4, group_size=4, budget=32) == pytest.approx(0.375 / 4)
     with pytest.raises(ValueError, match="divide"):
         fixed_budget_noise(stats, 1.0, n_prompts=4, group_size=3, budget=32)
+
+
+def test_parameter_gradients_match_the_output_layers_closed_form(batch):
+    # on a copy with untied output weights, autograd one completion at a time gives the closed form's rows
+    model, _, r = batch
+    untied = copy.deepcopy(model)
+    untied.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    args = (r.prompt_ids, r.prompt_mask, r.completion_ids, r.completion_mask)
+    by_autograd = parameter_gradients(untied, "lm_head.weight", *args)
+    assert torch.allclose(by_autograd, output_layer_gradients(model, *args), atol=1e-4)
+    name = [n for n, _ in model.named_parameters() if n.endswith("mlp.down_proj.weight")][-1]
+    assert parameter_gradients(model, name, *args).shape[0] == len(r)
+    with pytest.raises(ValueError, match="no parameter"):
+        parameter_gradients(model, "nope", *args)
