@@ -38,12 +38,13 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_int, check_positive
 from rlbook.advantages import gae, group_advantages
-from rlbook.rollout import completion_forward
+from rlbook.rollout import completion_forward, completion_logprobs
 
-__all__ = ["BASELINES", "baseline_statistics", "completion_hidden_states", "critic_explained_variance",
-           "fit_critic_head", "gae_baseline_weights", "gradient_statistics", "grpo_length_factor", "grpo_signal_factor",
-           "group_gradient_estimates", "heuristic_noise_ratios", "mean_difference_components", "mean_gradient_share",
-           "noise_ratio", "optimal_baseline_margin", "optimal_constant_baseline", "output_layer_gradients",
+__all__ = ["BASELINES", "baseline_statistics", "between_prompt_variance", "completion_hidden_states",
+           "critic_explained_variance", "fit_critic_head", "fixed_budget_noise", "gae_baseline_weights",
+           "gradient_statistics", "group_gradient_estimates", "grpo_length_factor", "grpo_signal_factor",
+           "heuristic_noise_ratios", "mean_difference_components", "mean_gradient_share", "noise_ratio",
+           "optimal_baseline_margin", "optimal_constant_baseline", "output_layer_gradients", "parameter_gradients",
            "per_problem_baseline_margin", "prompt_variances", "sweep_group_sizes", "training_noise_factor",
            "value_head_outputs"]
 
@@ -87,6 +88,27 @@ def output_layer_gradients(model, prompt_ids, prompt_mask, completion_ids, compl
         residual = residual * (weights[rows] * mask[rows]).unsqueeze(-1) / temperature
         gradients[rows] = torch.einsum("btv,bth->bvh", residual, hidden).flatten(1).cpu()
     return gradients
+
+
+def parameter_gradients(model, parameter: str, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+    """(B, numel) float64: each completion's score ∇_θ log π(y | x) restricted to one named parameter tensor.
+
+    For the layers ``output_layer_gradients`` has no closed form for (a block's MLP or attention weights): one
+    forward and one backward pass per completion, by autograd, so meant for a spot check on a subsample. Each
+    row is scored on its own (``completion_logprobs`` shares a prompt's pass between its rows, which would mix
+    their gradients)."""
+    weights = dict(model.named_parameters())
+    if parameter not in weights:
+        raise ValueError(f"no parameter named {parameter!r}")
+    weight = weights[parameter]
+    rows = []
+    with torch.enable_grad():
+        for i in range(completion_ids.shape[0]):
+            logp = completion_logprobs(model, prompt_ids[i:i + 1], prompt_mask[i:i + 1], completion_ids[i:i + 1],
+                                       completion_mask[i:i + 1])
+            (gradient,) = torch.autograd.grad(logp.sum(), weight)
+            rows.append(gradient.detach().flatten().to(torch.float64))
+    return torch.stack(rows)
 
 
 def group_gradient_estimates(scores, rewards, group_size: int, *, baseline: str = "rloo",
@@ -281,6 +303,54 @@ def _prompt_summary(statistics, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(statistics, dict) or "prompt_variances" not in statistics or "prompt_means" not in statistics:
         raise ValueError(f"{name} must be a gradient_statistics result (with prompt_variances and prompt_means)")
     return statistics["prompt_variances"].to(torch.float64), statistics["prompt_means"].to(torch.float64)
+
+
+def between_prompt_variance(estimates, *, n_prompts: int) -> dict:
+    """tr Var_x(∇J_x): how much the prompts' own gradients differ, the term a fresh draw of prompts adds.
+
+    ``estimates`` (P · M, D): M independent unbiased group estimates of each of P prompts (as
+    ``group_gradient_estimates`` returns them, prompt-major). Each prompt's mean of its M groups is ∇J_x plus
+    noise of trace tr Cov(ĝ_x)/M, so the spread of the P means over-states the prompts' spread by the mean of
+    those noises; subtracting it leaves an unbiased estimate (the usual one-way random-effects split, e.g.
+    Searle, Casella & McCulloch 1992, *Variance Components*, ch. 3, the one-way classification). Returns ``variance`` (that estimate; it
+    can come out negative when the prompts hardly differ), ``raw`` (the spread of the means), ``noise`` (the
+    part subtracted), and ``se``: the delete-one-prompt jackknife SE of ``variance``, the prompts being the
+    independent draws."""
+    blocks = _prompt_blocks(estimates, n_prompts)
+    n_prompts, groups = blocks.shape[:2]
+    if n_prompts < 3 or groups < 2:
+        raise ValueError(f"need at least 3 prompts and 2 groups each, got {n_prompts} and {groups}")
+    means = blocks.mean(dim=1)                                              # (P, D)
+    noise = prompt_variances(blocks, n_prompts=n_prompts) / groups          # (P,)
+
+    def split(keep):
+        kept = means[keep]
+        raw = float(((kept - kept.mean(dim=0)) ** 2).sum()) / (len(kept) - 1)
+        return raw, float(noise[keep].mean())
+
+    raw, mean_noise = split(torch.arange(n_prompts))
+    subsets = (torch.tensor([j for j in range(n_prompts) if j != i]) for i in range(n_prompts))
+    leave_out = torch.tensor([raw_i - noise_i for raw_i, noise_i in map(split, subsets)], dtype=torch.float64)
+    se = float(((n_prompts - 1) / n_prompts * ((leave_out - leave_out.mean()) ** 2).sum()) ** 0.5)
+    return {"variance": raw - mean_noise, "raw": raw, "noise": mean_noise, "se": se}
+
+
+def fixed_budget_noise(statistics, between_variance: float, *, n_prompts: int, group_size: int,
+                       budget: int) -> float:
+    """Noise-to-signal of one batch of ``budget`` completions, ``budget``/G prompts × G, prompts redrawn.
+
+    ``statistics``: ``gradient_statistics`` of an unbiased estimator at G = ``group_size`` over ``n_prompts``
+    fixed prompts (its ``variance`` is Σ_x tr Cov(ĝ_x)/P², so P · variance is the prompts' mean tr Cov(ĝ_x));
+    ``between_variance``: tr Var_x(∇J_x) (``between_prompt_variance``). By the law of total variance a batch of
+    P' = budget/G freshly drawn prompts has variance (mean tr Cov(ĝ_x) + tr Var_x(∇J_x))/P'; divided by
+    ‖E ĝ‖² as in ``relative_variance``. Only for unbiased estimators: for a biased one the second term is the
+    spread of its own per-prompt means, not of ∇J_x."""
+    group_size = check_int("group_size", group_size, minimum=2)
+    budget = check_int("budget", budget, minimum=group_size)
+    if budget % group_size:
+        raise ValueError(f"group_size ({group_size}) must divide budget ({budget})")
+    within = n_prompts * statistics["variance"]
+    return (within + between_variance) * group_size / budget / statistics["mean_norm"] ** 2
 
 
 def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes, *, mean_share: float = 0.0) -> dict:

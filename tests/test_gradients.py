@@ -10,9 +10,11 @@ from rlbook.advantages import group_advantages
 from rlbook.gradients import (
     BASELINES,
     baseline_statistics,
+    between_prompt_variance,
     completion_hidden_states,
     critic_explained_variance,
     fit_critic_head,
+    fixed_budget_noise,
     gradient_statistics,
     group_gradient_estimates,
     grpo_length_factor,
@@ -23,6 +25,7 @@ from rlbook.gradients import (
     optimal_baseline_margin,
     optimal_constant_baseline,
     output_layer_gradients,
+    parameter_gradients,
     per_problem_baseline_margin,
     prompt_variances,
     training_noise_factor,
@@ -423,3 +426,46 @@ def test_training_noise_factor_adds_the_between_problem_spread_to_both_baselines
     assert out["SE"] == pytest.approx(float(np.std(repeats, ddof=1)), rel=0.4)
     with pytest.raises(ValueError, match="must match"):
         training_noise_factor(none, with_[:8], n_prompts=4)
+
+
+def test_between_prompt_variance_subtracts_the_means_own_noise():
+    # prompts with true gradients mu_x, each seen through M noisy groups: the raw spread of the means is
+    # Var_x(mu) + noise/M; the estimate removes the second part and is unbiased for tr Var_x(mu).
+    generator = torch.Generator().manual_seed(0)
+    mu = torch.randn(40, 5, generator=generator, dtype=torch.float64)          # tr Var_x = 5 in expectation
+    noisy = mu[:, None, :] + 3.0 * torch.randn(40, 4, 5, generator=generator, dtype=torch.float64)
+    result = between_prompt_variance(noisy.reshape(-1, 5), n_prompts=40)
+    truth = float(((mu - mu.mean(0)) ** 2).sum() / 39)
+    assert result["raw"] == pytest.approx(result["variance"] + result["noise"])
+    assert result["noise"] == pytest.approx(5 * 9 / 4, rel=0.2)                 # tr Cov of a mean of 4 groups
+    assert abs(result["variance"] - truth) < 3 * result["se"] and result["se"] > 0
+    # no noise within a prompt: nothing to subtract, the plain sample variance of the prompts' gradients
+    exact = between_prompt_variance(mu[:, None, :].expand(40, 3, 5).reshape(-1, 5), n_prompts=40)
+    assert exact["noise"] == pytest.approx(0.0, abs=1e-12) and exact["variance"] == pytest.approx(truth)
+    with pytest.raises(ValueError, match="at least 3 prompts"):
+        between_prompt_variance(noisy[:2].reshape(-1, 5), n_prompts=2)
+
+
+def test_fixed_budget_noise_by_hand():
+    # P = 4 fixed prompts, batch variance 0.5 (so mean tr Cov 2), between 1, ‖E g‖ = 2: at G = 8 and a budget of
+    # 32 completions (4 prompts) the variance is (2 + 1)/4 and the noise-to-signal 0.75/4
+    stats = {"variance": 0.5, "mean_norm": 2.0}
+    assert fixed_budget_noise(stats, 1.0, n_prompts=4, group_size=8, budget=32) == pytest.approx(0.75 / 4)
+    # halving G at the same budget doubles the prompts: only the within-prompt part can grow
+    assert fixed_budget_noise(stats, 1.0, n_prompts=4, group_size=4, budget=32) == pytest.approx(0.375 / 4)
+    with pytest.raises(ValueError, match="divide"):
+        fixed_budget_noise(stats, 1.0, n_prompts=4, group_size=3, budget=32)
+
+
+def test_parameter_gradients_match_the_output_layers_closed_form(batch):
+    # on a copy with untied output weights, autograd one completion at a time gives the closed form's rows
+    model, _, r = batch
+    untied = copy.deepcopy(model)
+    untied.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    args = (r.prompt_ids, r.prompt_mask, r.completion_ids, r.completion_mask)
+    by_autograd = parameter_gradients(untied, "lm_head.weight", *args)
+    assert torch.allclose(by_autograd, output_layer_gradients(model, *args), atol=1e-4)
+    name = [n for n, _ in model.named_parameters() if n.endswith("mlp.down_proj.weight")][-1]
+    assert parameter_gradients(model, name, *args).shape[0] == len(r)
+    with pytest.raises(ValueError, match="no parameter"):
+        parameter_gradients(model, "nope", *args)

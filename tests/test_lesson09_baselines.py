@@ -55,3 +55,21 @@ def test_widget_draws_the_ratio_panel_when_given_ratios():
     labels = [t.get_text() for t in sweep_figures[0].axes[1].get_legend().get_texts()]
     assert "heuristic" in labels and "rloo, measured ± SE" in labels
     plt.close("all")
+
+
+def test_formula_plot_marks_the_break_even_and_overlays_the_measured_points():
+    import matplotlib.pyplot as plt
+
+    from rlbook.gradients import heuristic_noise_ratios
+
+    # the plain heuristic at p = 0.3: RLOO (1 − p) G/(G − 1) drops below 1 from G = 4 (G > 1/p = 3.3)
+    ax = baselines_viz.plot_formula_ratios(0.3, 1.0, 0.0, group_sizes=(2, 3, 4, 8))
+    assert "G = 4" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    curve = ax.lines[0].get_ydata()
+    assert list(curve) == pytest.approx([heuristic_noise_ratios(0.3, 1.0, (g,))["rloo"][g] for g in (2, 3, 4, 8)])
+    ax = baselines_viz.plot_formula_ratios(0.28, 1.73, 0.19, measured={"rloo": {2: (2.45, 0.15), 4: (1.41, 0.08)}})
+    assert "rloo, measured ± SE" in [t.get_text() for t in ax.get_legend().get_texts()]
+    # no break-even when the wrong answers' scores are huge and p is small
+    ax = baselines_viz.plot_formula_ratios(0.05, 20.0, 0.0, group_sizes=(2, 4))
+    assert not any("below none" in t.get_text() for t in ax.get_legend().get_texts())
+    plt.close("all")

@@ -4,7 +4,8 @@ The numbers come from ``rlbook.gradients.baseline_statistics`` (and ``sweep_grou
 per-completion gradients of the output layer, grouped into G-sample estimates, compared with a
 high-sample reference gradient.
 ``plot_baseline_comparison`` draws one group size; ``plot_variance_vs_group_size`` the sweep over G;
-``group_size_widget`` puts G on a slider. Bars of a variance are drawn on a linear axis from 0,
+``group_size_widget`` puts G on a slider; ``formula_widget`` puts §6's completed formula
+(``rlbook.gradients.heuristic_noise_ratios``) on sliders, with the measured ratios drawn over it. Bars of a variance are drawn on a linear axis from 0,
 each labelled with its ratio to the no-baseline bar, so that a 10 % difference looks like one.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 __all__ = ["BASELINE_COLOURS", "as_table", "plot_baseline_comparison", "plot_noise_by_setting",
-           "plot_variance_vs_group_size", "group_size_widget"]
+           "plot_variance_vs_group_size", "group_size_widget", "plot_formula_ratios", "formula_widget"]
 
 _LABELS = {"relative_variance": "noise-to-signal  variance / ‖E ĝ‖²", "variance": "variance E‖ĝ − E ĝ‖²"}
 BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", "grpo": "tab:blue",
@@ -22,7 +23,8 @@ BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", 
 
 def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None,
                              ratio_errors: dict[str, float] | None = None):
-    """Three panels over the baselines: the variance of the batch gradient, its noise-to-signal
+    """Three panels over the baselines: the variance of the batch gradient (greyed, titled not comparable:
+    estimators of different lengths have different variances for the same noise), its noise-to-signal
     (variance / ‖E ĝ‖², which a rescaling of the estimator does not change), and its scale along
     the reference gradient (1 = unbiased), with ±3 standard errors (``scale_se`` when present, else
     ``scale_noise``), the lessons' threshold.
@@ -40,10 +42,12 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     axes[0].set_ylabel("E‖ĝ − E ĝ‖²", fontsize=9)
     axes[1].set_ylabel("variance / ‖E ĝ‖²", fontsize=9)
     axes[2].set_ylabel("scale along ∇J", fontsize=9)
-    for ax, key, title, errors in ((axes[0], "variance", "variance E‖ĝ − E ĝ‖²", None),
+    for ax, key, title, errors in ((axes[0], "variance", "raw variance E‖ĝ − E ĝ‖²\n(not comparable: the lengths differ)", None),
                                    (axes[1], "relative_variance", "noise-to-signal  variance / ‖E ĝ‖²", ratio_errors)):
         _ratio_bars(ax, names, [statistics[n][key] for n in names], colours, errors=errors)
         ax.set_title(title + ("\n(labels: ratio to none ± SE; error bars: that SE)" if errors else ""), fontsize=10)
+    for patch in axes[0].patches:   # greyed: the raw variance is shown for completeness, not for comparison
+        patch.set_alpha(0.35)
     scales = [statistics[n]["scale"] for n in names]
     noise = [3 * statistics[n].get("scale_se", statistics[n]["scale_noise"]) for n in names]
     axes[2].bar(names, scales, yerr=noise, capsize=3, color=colours)
@@ -181,6 +185,59 @@ def group_size_widget(sweep: dict[int, dict[str, dict[str, float]]], ratios=None
         plt.show()
 
     return widgets.interact(draw, group_size=widgets.SelectionSlider(options=sizes, value=sizes[len(sizes) // 2]))
+
+
+def plot_formula_ratios(success_rate: float, score_ratio: float, mean_share: float = 0.0, *, measured=None,
+                        group_sizes=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64), ax=None):
+    """§6's completed formula (``heuristic_noise_ratios``) against G: RLOO's and the value baseline's
+    noise-to-signal over no baseline's at success rate p, score ratio S₀/S₁ and mean share m, the break-even
+    G (the first G where RLOO drops below 1) marked. ``measured``: {baseline: {G: (ratio, se)}}, drawn over the
+    curves with ±1 SE bars (only meaningful at the parameters they were measured at)."""
+    from rlbook.gradients import heuristic_noise_ratios
+
+    sizes = sorted(int(g) for g in group_sizes)
+    formula = heuristic_noise_ratios(success_rate, score_ratio, sizes, mean_share=mean_share)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.9))
+    ax.plot(sizes, [formula["rloo"][g] for g in sizes], "-", color=BASELINE_COLOURS["rloo"], label="RLOO, formula")
+    ax.axhline(formula["value"], color=BASELINE_COLOURS["value"], ls="-", label="value V(x), formula")
+    ax.axhline(1, color=BASELINE_COLOURS["none"], lw=1, label="none (= 1)")
+    even = next((g for g in sizes if formula["rloo"][g] < 1), None)
+    if even is not None:
+        ax.axvline(even, color="0.5", ls="--", lw=1, label=f"RLOO below none from G = {even}")
+    for name, by_size in (measured or {}).items():
+        shown = sorted(by_size)
+        ax.errorbar(shown, [by_size[g][0] for g in shown], yerr=[by_size[g][1] for g in shown], fmt="o", ms=5,
+                    capsize=2, color=BASELINE_COLOURS.get(name, "tab:olive"), label=f"{name}, measured ± SE")
+    ax.set(xscale="log", xlabel="group size G", ylabel="noise-to-signal / none's  (> 1: noisier)",
+           title=f"p = {success_rate:.2f}, S0/S1 = {score_ratio:.2f}, m = {mean_share:.2f}")
+    ax.minorticks_off()
+    ticks = [g for g in sizes if g in (2, 4, 8, 16, 32, 64)]
+    ax.set_xticks(ticks, [str(g) for g in ticks])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def formula_widget(success_rate: float, score_ratio: float, mean_share: float = 0.0, *, measured=None):
+    """Sliders on p, S₀/S₁ (a log slider, 0.05 to 100: lesson 01's trained checkpoints reach about 65) and m for
+    ``plot_formula_ratios``, starting at the measured values; the measured ratios are drawn only while the
+    sliders sit at those values."""
+    import ipywidgets as widgets
+
+    start = (round(float(success_rate), 2), round(float(score_ratio), 2), round(float(mean_share), 2))
+
+    def draw(p, score_ratio, mean_share):
+        at_start = all(abs(a - b) < 1e-9 for a, b in zip((p, score_ratio, mean_share), start))
+        shown = measured if at_start else None
+        plot_formula_ratios(p, score_ratio, mean_share, measured=shown)
+        plt.show()
+
+    return widgets.interact(draw, p=widgets.FloatSlider(value=start[0], min=0.02, max=0.98, step=0.01),
+                            score_ratio=widgets.FloatLogSlider(value=start[1], base=10, min=-1.3, max=2.0, step=0.01,
+                                                               description="S0/S1"),
+                            mean_share=widgets.FloatSlider(value=start[2], min=0.0, max=0.9, step=0.01,
+                                                           description="m"))
 
 
 def as_table(statistics: dict[str, dict], columns=None):
