@@ -127,7 +127,8 @@ def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
 
 
 @pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "unsorted",
-                                  "argmax", "plain_mean", "top_n_mean", "continuous"])
+                                  "argmax", "plain_mean", "top_n_mean", "continuous", "ranks_not_order",
+                                  "k_not_k_minus_one_renormalised"])
 def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
     _names_the_mistake(rm_exercises.check_best_of_n_expectation, rm_exercises._pool_mistakes,
                        rm_exercises._pool_cases()[1], name, capsys)
@@ -347,3 +348,20 @@ def test_verifier_kl_checker_names_an_exponent_off_by_one_that_crashes_at_n_1(ca
     assert rejection_exercises.check_verifier_best_of_n_kl(lambda p, n: _two_coins(p, n) if n > 1 else 1 / 0) is False
     out = capsys.readouterr().out
     assert "ZeroDivisionError" in out and "one short" not in out
+
+
+def test_best_of_n_expectation_checker_names_the_rank_and_renormalised_slips(capsys):
+    def by_ranks(scores, values, n):
+        size = scores.numel()
+        weights = torch.tensor([math.comb(k - 1, n - 1) / math.comb(size, n) for k in range(1, size + 1)], dtype=values.dtype)
+        return (values[torch.argsort(torch.argsort(scores))] * weights).sum()
+
+    def renormalised(scores, values, n):
+        size = scores.numel()
+        weights = torch.tensor([math.comb(k, n - 1) for k in range(1, size + 1)], dtype=values.dtype)
+        return (values[torch.argsort(scores)] * weights / weights.sum()).sum()
+
+    assert rm_exercises.check_best_of_n_expectation(by_ranks) is False
+    assert "its *rank*" in capsys.readouterr().out
+    assert rm_exercises.check_best_of_n_expectation(renormalised) is False
+    assert "divided by its own sum" in capsys.readouterr().out
