@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_same_shape
@@ -340,25 +339,6 @@ def standardised_coefficients(y, *xs) -> np.ndarray:
     if design.shape[0] != target.size or target.size <= design.shape[1]:
         raise ValueError(f"need equally long samples longer than the number of predictors, got {target.size}, {design.shape}")
     return np.linalg.lstsq(design, target, rcond=None)[0]
-
-
-def group_means(values, groups, clusters) -> pd.DataFrame:
-    """The mean of ``values`` in each group of equal ``groups``, with its standard error clustered by
-    ``clusters`` (``rlbook.evidence.clustered_se``: samples of one prompt are not independent) and its
-    count; one row per group, sorted. A group with a single cluster gets SE NaN (one cluster carries no
-    spread). Lesson 04 reads a reward model's mean score per gold level within one clause count."""
-    from rlbook.evidence import clustered_se
-
-    values, groups, clusters = (np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v).ravel()
-                                for v in (values, groups, clusters))
-    if not values.size == groups.size == clusters.size:
-        raise ValueError(f"values, groups and clusters must have one length, got {values.size}, {groups.size}, {clusters.size}")
-    rows = []
-    for group in sorted(set(groups.tolist())):
-        mask = groups == group
-        se = clustered_se(values[mask].astype(float), clusters[mask]) if len(set(clusters[mask].tolist())) > 1 else float("nan")
-        rows.append({"group": group, "mean": float(values[mask].astype(float).mean()), "se": se, "count": int(mask.sum())})
-    return pd.DataFrame(rows, columns=["group", "mean", "se", "count"])
 
 
 def within_level_correlation(y, x, levels) -> float:

@@ -163,7 +163,7 @@ def test_within_level_correlation_interval_resamples_clusters_not_texts():
 
 def test_group_means_clusters_the_standard_error_and_counts():
     from rlbook.evidence import clustered_se
-    from rlbook.metrics import group_means
+    from rlbook.evidence import group_means
 
     values = np.array([1.0, 2.0, 3.0, 4.0, 10.0, 12.0, 5.0])
     groups = np.array(["a", "a", "a", "a", "b", "b", "c"])
