@@ -362,3 +362,22 @@ def detectable_bias(se, *, z_threshold: float = 4.0, power: float = 0.8):
         raise ValueError("se must be finite and non-negative")
     factor = z_threshold + NormalDist().inv_cdf(power)
     return factor * float(array) if array.ndim == 0 else factor * array
+
+
+def group_means(values, groups, clusters) -> pd.DataFrame:
+    """The mean of ``values`` in each group of equal ``groups``, with its standard error clustered by
+    ``clusters`` (``rlbook.evidence.clustered_se``: samples of one prompt are not independent) and its
+    count; one row per group, sorted. A group with a single cluster gets SE NaN (one cluster carries no
+    spread). Lesson 04 reads a reward model's mean score per gold level within one clause count."""
+    values, groups, clusters = (np.asarray(v.detach().cpu() if hasattr(v, "detach") else v).ravel()
+                                for v in (values, groups, clusters))
+    if not values.size == groups.size == clusters.size:
+        raise ValueError(f"values, groups and clusters must have one length, got {values.size}, {groups.size}, {clusters.size}")
+    import pandas as pd
+
+    rows = []
+    for group in sorted(set(groups.tolist())):
+        mask = groups == group
+        se = clustered_se(values[mask].astype(float), clusters[mask]) if len(set(clusters[mask].tolist())) > 1 else float("nan")
+        rows.append({"group": group, "mean": float(values[mask].astype(float).mean()), "se": se, "count": int(mask.sum())})
+    return pd.DataFrame(rows, columns=["group", "mean", "se", "count"])

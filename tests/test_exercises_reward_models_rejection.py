@@ -127,7 +127,8 @@ def test_best_of_n_expectation_checker_accepts_a_right_answer(capsys):
 
 
 @pytest.mark.parametrize("name", ["descending", "sorted_values", "cdf", "k_not_k_minus_one", "with_replacement", "unsorted",
-                                  "argmax", "plain_mean", "top_n_mean", "continuous"])
+                                  "argmax", "plain_mean", "top_n_mean", "continuous", "ranks_not_order",
+                                  "k_not_k_minus_one_renormalised"])
 def test_best_of_n_expectation_checker_names_each_mistake(name, capsys):
     _names_the_mistake(rm_exercises.check_best_of_n_expectation, rm_exercises._pool_mistakes,
                        rm_exercises._pool_cases()[1], name, capsys)
@@ -409,3 +410,20 @@ def test_mode_mistakes_differ_from_the_answer_and_each_other():
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 assert abs(values[a] - values[b]) > 1e-3, (case, a, b)
+
+
+def test_best_of_n_expectation_checker_names_the_rank_and_renormalised_slips(capsys):
+    def by_ranks(scores, values, n):
+        size = scores.numel()
+        weights = torch.tensor([math.comb(k - 1, n - 1) / math.comb(size, n) for k in range(1, size + 1)], dtype=values.dtype)
+        return (values[torch.argsort(torch.argsort(scores))] * weights).sum()
+
+    def renormalised(scores, values, n):
+        size = scores.numel()
+        weights = torch.tensor([math.comb(k, n - 1) for k in range(1, size + 1)], dtype=values.dtype)
+        return (values[torch.argsort(scores)] * weights / weights.sum()).sum()
+
+    assert rm_exercises.check_best_of_n_expectation(by_ranks) is False
+    assert "its *rank*" in capsys.readouterr().out
+    assert rm_exercises.check_best_of_n_expectation(renormalised) is False
+    assert "divided by its own sum" in capsys.readouterr().out

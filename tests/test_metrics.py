@@ -4,6 +4,7 @@ import math
 from fractions import Fraction
 
 import pytest
+import numpy as np
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -158,3 +159,19 @@ def test_within_level_correlation_interval_resamples_clusters_not_texts():
     assert hi - lo > 2 * fisher      # texts of one pool are not independent: the honest interval is wider
     with pytest.raises(ValueError, match="one length"):
         within_level_correlation_interval(y[:5], length, levels, clusters)
+
+
+def test_group_means_clusters_the_standard_error_and_counts():
+    from rlbook.evidence import clustered_se
+    from rlbook.evidence import group_means
+
+    values = np.array([1.0, 2.0, 3.0, 4.0, 10.0, 12.0, 5.0])
+    groups = np.array(["a", "a", "a", "a", "b", "b", "c"])
+    clusters = np.array([0, 0, 1, 1, 0, 1, 0])
+    table = group_means(torch.tensor(values), groups, clusters)
+    assert list(table["group"]) == ["a", "b", "c"] and list(table["count"]) == [4, 2, 1]
+    assert table["mean"].tolist() == pytest.approx([2.5, 11.0, 5.0])
+    assert table["se"][0] == pytest.approx(clustered_se(values[:4], clusters[:4]))
+    assert math.isnan(table["se"][2])                 # one cluster: no spread to measure
+    with pytest.raises(ValueError):
+        group_means(values, groups[:3], clusters)

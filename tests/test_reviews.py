@@ -124,3 +124,12 @@ def test_unparsable_kind_tells_a_cut_off_review_from_a_malformed_one_and_a_parsa
     assert unparsable_kind("the plot was great, the cast wa", True) == "cut off"
     assert unparsable_kind("the b.", False) == "malformed"
     assert unparsable_kind("the plot was graet.", False) == "malformed"
+
+
+def test_review_profile_counts_clauses_praise_and_repeats():
+    from rlbook.tasks.reviews import review_profile
+
+    assert review_profile("the plot was great, the cast was clever, the music was fun.") == {"clauses": 3, "praise": 3, "repeat": False}
+    assert review_profile("the plot was great, the plot was clever, the music was fun.") == {"clauses": 3, "praise": 3, "repeat": True}
+    assert review_profile("the plot was dull, the cast was dull.") == {"clauses": 2, "praise": 0, "repeat": True}
+    assert review_profile("the plot was graet.") is None and review_profile("the b.") is None

@@ -117,6 +117,25 @@ def test_winners_distribution_is_a_distribution_and_n1_is_the_policy():
     assert heights[len(levels) + hack_level] == pytest.approx(1.0)  # the proxy's best-of-12 is always the hack
 
 
+def test_winners_distribution_splits_the_unparsable_bar_by_kind():
+    proxy, gold = _pool_with_a_hack()
+    kinds = np.full(gold.shape, "None", dtype=object)
+    kinds[0, -1], kinds[1, -1] = "malformed", "cut off"   # the proxy's favourite: malformed in pool 0, cut off in pool 1
+    fig = rm_viz.plot_best_of_n_winners(proxy, gold, 12, kinds=kinds)
+    levels = torch.unique(gold)
+    whole = [b for b in fig.axes[0].patches if b.get_hatch() is None]
+    parts = {(round(b.get_x(), 3), b.get_hatch()): b.get_height() for b in fig.axes[0].patches if b.get_hatch()}
+    hack_level = int((levels == -3.0).nonzero())
+    proxy_bar = whole[len(levels) + hack_level]
+    x = round(proxy_bar.get_x(), 3)
+    assert proxy_bar.get_height() == pytest.approx(1.0)
+    assert parts[(x, "//")] == pytest.approx(0.5) and parts[(x, "xx")] == pytest.approx(0.5)  # half cut off, half malformed
+    labels = fig.axes[0].get_legend_handles_labels()[1] + [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("malformed" in label for label in labels)
+    # without kinds the figure is unchanged: three bars per level, no hatching
+    assert len(rm_viz.plot_best_of_n_winners(proxy, gold, 12).axes[0].patches) == 3 * len(levels)
+
+
 # ------------------------------------------------------------------------------ lesson 05
 
 

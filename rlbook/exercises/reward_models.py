@@ -170,6 +170,15 @@ def _pool_mistakes(scores: torch.Tensor, values: torch.Tensor, n: int) -> dict[s
         "k_not_k_minus_one": (_weighted(ascending, [math.comb(k, n - 1) / total for k in ranks]),
                               "rank k wins when the other n − 1 members are among the k − 1 samples below it: "
                               "C(k − 1, n − 1), not C(k, n − 1) (which chooses them among k samples, the winner itself included)."),
+        "ranks_not_order": (_weighted(values[torch.argsort(torch.argsort(scores))], right),
+                            "argsort(argsort(scores)) gives each sample its *rank*, not the order to read the samples in: "
+                            "indexing the values by it puts weight k on the wrong sample. Index the values by "
+                            "argsort(scores) itself, so that position k holds the sample with the k-th lowest score."),
+        "k_not_k_minus_one_renormalised": (
+            _weighted(ascending, [math.comb(k, n - 1) / sum(math.comb(j, n - 1) for j in ranks) for k in ranks]),
+            "C(k, n − 1), divided by its own sum so that the weights add up to 1, is still the wrong weight: rank k wins "
+            "when the other n − 1 members are among the k − 1 samples below it, C(k − 1, n − 1), whose sum over k is "
+            "C(N, n) with no renormalising needed."),
         "with_replacement": (_weighted(ascending, [(k / size) ** n - ((k - 1) / size) ** n for k in ranks]),
                              "these are the weights of n draws *with replacement* from the pool, (k/N)^n − ((k − 1)/N)^n: "
                              "the same sample can be drawn twice, which n fresh samples from the policy never are; "

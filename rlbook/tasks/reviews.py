@@ -74,6 +74,19 @@ def unparsable_kind(text: str, truncated: bool) -> str | None:
     return "cut off" if truncated else "malformed"
 
 
+def review_profile(text: str) -> dict | None:
+    """What the gold reward sees in a review: ``clauses`` (how many), ``praise`` (clauses with a positive
+    adjective) and ``repeat`` (whether any clause repeats an earlier aspect or adjective, which costs
+    ``REPEAT_PENALTY``); None when the text does not parse. Lesson 04 compares a reward model's scores
+    across gold levels *within* one clause count, so that length cannot stand in for gold or repeats."""
+    clauses = parse_review(text)
+    if clauses is None:
+        return None
+    terms = clause_terms(clauses)
+    return {"clauses": len(clauses), "praise": sum(SENTIMENT[adjective] > 0 for _, adjective in clauses),
+            "repeat": any(repeat for repeat, _, _ in terms)}
+
+
 def gold_reward(text: str, *, repeat_penalty: float = REPEAT_PENALTY, length_penalty: float = LENGTH_PENALTY) -> float:
     """The hidden "human" score of a review (see the module docstring for the formula).
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from rlbook.metrics import best_of_n_expectation
+from rlbook.tasks.reviews import UNPARSABLE
 
 __all__ = ["plot_bradley_terry", "bradley_terry_widget", "plot_reward_model_history", "plot_proxy_against_gold",
            "plot_overoptimisation", "plot_best_of_n_winners", "best_of_n_winners_widget"]
@@ -251,39 +252,62 @@ def plot_overoptimisation(curves: dict, *, fit: bool = True, downturn: dict | No
     return fig
 
 
-def plot_best_of_n_winners(proxy, gold, n: int):
+def plot_best_of_n_winners(proxy, gold, n: int, *, kinds=None):
     """The distribution of the gold reward of the best-of-``n`` winner, picked by the proxy and by gold.
 
-    Probabilities are exact over the pool (``best_of_n_expectation`` of each level's indicator)."""
+    Probabilities are exact over the pool (``best_of_n_expectation`` of each level's indicator).
+    ``kinds`` (optional, (P, N) like ``gold``): each sample's ``str(unparsable_kind(...))`` — "cut off",
+    "malformed" or "None" (parsable); with it, each bar at the unparsable level is split into texts cut
+    off at the token budget (hatched ``//``), texts that ended but do not parse (hatched ``xx``) and
+    parsable reviews of that score (plain), so a change of the bar's make-up with ``n`` is visible."""
     proxy, gold = torch.as_tensor(proxy), torch.as_tensor(gold)
     levels = torch.unique(gold)
-    by_proxy = [best_of_n_expectation(proxy, (gold == v).double(), n).mean().item() for v in levels]
-    by_gold = [best_of_n_expectation(gold, (gold == v).double(), n).mean().item() for v in levels]
-    base = [(gold == v).double().mean().item() for v in levels]
     x = np.arange(len(levels))
     fig, ax = plt.subplots(figsize=(9, 3.4))
-    ax.bar(x - 0.27, base, 0.27, color="lightgrey", label="π (n = 1)")
-    ax.bar(x, by_proxy, 0.27, color=PROXY_COLOUR, label=f"best-of-{n} by the proxy")
-    ax.bar(x + 0.27, by_gold, 0.27, color=ORACLE_COLOUR, label=f"best-of-{n} by gold")
+    selections = ((None, -0.27, "lightgrey", "π (n = 1)"), (proxy, 0.0, PROXY_COLOUR, f"best-of-{n} by the proxy"),
+                  (gold, 0.27, ORACLE_COLOUR, f"best-of-{n} by gold"))
+    kinds = None if kinds is None else np.asarray(kinds).reshape(tuple(gold.shape))
+    means = []
+    for scores, offset, colour, label in selections:
+        def share(indicator):
+            indicator = torch.as_tensor(indicator).double()
+            return indicator.mean().item() if scores is None else best_of_n_expectation(scores, indicator, n).mean().item()
+        heights = [share(gold == v) for v in levels]
+        means.append(float(np.dot(heights, levels.tolist())))
+        ax.bar(x + offset, heights, 0.27, color=colour, label=label)
+        if kinds is not None:
+            bottom = 0.0
+            for kind, hatch in (("cut off", "//"), ("malformed", "xx")):
+                at_level = torch.from_numpy(kinds == kind) & (gold == UNPARSABLE)
+                if at_level.any():
+                    level = int((levels == UNPARSABLE).nonzero()[0, 0].item())
+                    part = share(at_level)
+                    ax.bar(x[level] + offset, part, 0.27, bottom=bottom, color=colour, edgecolor="black", lw=0.4, hatch=hatch)
+                    bottom += part
+    if kinds is not None:
+        from matplotlib.patches import Patch
+        handles, labels = ax.get_legend_handles_labels()
+        handles += [Patch(facecolor="white", edgecolor="black", hatch="//"), Patch(facecolor="white", edgecolor="black", hatch="xx")]
+        labels += ["  of which cut off at the budget", "  of which ended but malformed"]
+        ax.legend(handles, labels, fontsize=8, loc="upper left")
+    else:
+        ax.legend(fontsize=8)
     ax.set_xticks(x, [f"{v:g}" for v in levels.tolist()], fontsize=8)
-    mean_proxy = float(np.dot(by_proxy, levels.tolist()))
-    mean_gold = float(np.dot(by_gold, levels.tolist()))
     ax.set(xlabel="gold reward of the winner", ylabel="probability", ylim=(0, 1),
-           title=f"n = {n}: mean gold of the winner {mean_proxy:+.2f} (proxy picks) vs {mean_gold:+.2f} (gold picks)")
-    ax.legend(fontsize=8)
+           title=f"n = {n}: mean gold of the winner {means[1]:+.2f} (proxy picks) vs {means[2]:+.2f} (gold picks)")
     fig.tight_layout()
     return fig
 
 
-def best_of_n_winners_widget(proxy, gold):
-    """n (powers of two up to the pool size) as a knob of ``plot_best_of_n_winners``."""
+def best_of_n_winners_widget(proxy, gold, *, kinds=None):
+    """n (powers of two up to the pool size) as a knob of ``plot_best_of_n_winners`` (``kinds``: as there)."""
     import ipywidgets as widgets
 
     pool = torch.as_tensor(proxy).shape[1]
     options = [2 ** i for i in range(int(np.log2(pool)) + 1)]
 
     def draw(n):
-        plot_best_of_n_winners(proxy, gold, n)
+        plot_best_of_n_winners(proxy, gold, n, kinds=kinds)
         plt.show()  # shown in the widget's output and closed: one figure per change, none left open
 
     return widgets.interact(draw, n=widgets.SelectionSlider(options=options, value=options[len(options) // 2],
