@@ -39,8 +39,23 @@ def test_correct_answers_pass(checker, correct, capsys):
     assert checker(correct) is True
     assert "✓" in capsys.readouterr().out
     as_lists = lambda *args: correct(*args).tolist()  # noqa: E731  (a list of floats is accepted too)
-    # ...except for the DPO loss, whose checker asks for a loss that can train (a gradient back to the log-probs)
-    assert checker(as_lists) is (checker is not exercises.check_dpo_loss)
+    # ...except for the losses, whose checkers ask for a loss that can train (a gradient back to the log-probs)
+    assert checker(as_lists) is (checker is exercises.check_optimal_policy)
+
+
+@pytest.mark.parametrize("checker, correct", CHECKERS[1:])
+def test_loss_checkers_reject_a_loss_without_gradient(checker, correct, capsys):
+    # the right values, rewrapped through numpy: no gradient reaches the policy's log-probs (read s46a)
+    rewrapped = lambda *args: torch.tensor(correct(*args).detach().numpy())  # noqa: E731
+    assert checker(rewrapped) is False
+    assert "carries no gradient" in capsys.readouterr().out
+
+
+def test_simpo_checker_names_an_underflowing_log_sigmoid(capsys):
+    unstable = lambda c, r, cl, rl, b, g: -torch.log(torch.sigmoid(b * c / cl - b * r / rl - g))  # noqa: E731
+    assert exercises.check_simpo_loss(unstable) is False
+    out = capsys.readouterr().out
+    assert "underflows" in out and "logsigmoid" in out
 
 
 @pytest.mark.parametrize("checker, correct", CHECKERS)

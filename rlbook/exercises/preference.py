@@ -55,6 +55,10 @@ LENGTHS = (
     torch.tensor([35.0, 40.0, 11.0, 52.0, 20.0, 50.0], dtype=DTYPE),
 )
 SIMPO_SETTINGS = ((2.0, 0.5), (10.0, 1.0))
+# A last SimPO case: one pair so mis-ordered (β·Δ − γ = −991 at β = 10, γ = 1) that σ underflows float64 to 0, so an
+# answer written as log(sigmoid(·)) returns inf where logsigmoid does not (as the DPO checker's 7th pair).
+SIMPO_SATURATED = (torch.tensor([-5000.0], dtype=DTYPE), torch.tensor([-10.0], dtype=DTYPE),
+                   torch.tensor([50.0], dtype=DTYPE), torch.tensor([10.0], dtype=DTYPE), 10.0, 1.0)
 
 
 def _shown(values: torch.Tensor) -> list[float]:
@@ -99,12 +103,40 @@ def _unreachable_kept_at_zero(result, reference, *case) -> str | None:
     return None
 
 
+def _simpo_underflowed_log_sigmoid(result, reference, *case) -> str | None:
+    if torch.isfinite(reference).all() and torch.isposinf(result.detach()).any():
+        chosen, rejected, chosen_lens, rejected_lens, beta, gamma = case
+        z = beta * (chosen / chosen_lens - rejected / rejected_lens) - gamma
+        return (f"your loss is inf on a pair with β·Δ − γ = {float(z.detach().min()):.0f}: σ of a large negative "
+                f"number underflows to 0 and its log is −inf; compute log σ(z) with F.logsigmoid(z), or −softplus(−z)")
+    return None
+
+
 def _keeps_gradient(result, reference, *case) -> str | None:
     if any(isinstance(a, torch.Tensor) and a.requires_grad for a in case[:2]) and not result.requires_grad:
         return ("your loss carries no gradient back to the policy's log-probs (computed through .detach(), .item(), "
                 "numpy or a new tensor?): it has the right values but could not train; build it from torch operations "
                 "on the inputs (§3: ∂ℓ/∂log π(y_w) = −β σ(−β h))")
     return None
+
+
+def _keeps_gradient_of(derivative: str):
+    """``_keeps_gradient`` for another loss: the same test (the policy's log-probs require grad, the answer must
+    too), its hint naming ``derivative``, that loss's gradient in log π(y_w)."""
+
+    def check(result, reference, *case) -> str | None:
+        if _keeps_gradient(result, reference, *case) is None:
+            return None
+        return ("your loss carries no gradient back to the policy's log-probs (computed through .detach(), .item(), "
+                f"numpy or a new tensor?): it has the right values but could not train; build it from torch "
+                f"operations on the inputs ({derivative})")
+
+    return check
+
+
+def _with_grad(cases: list[tuple]) -> list[tuple]:
+    # the policy's log-probs (the first two arguments) require grad, as in training
+    return [(*(values.clone().requires_grad_(True) for values in case[:2]), *case[2:]) for case in cases]
 
 
 def _loss_exercise(name: str, what: str, cases, reference, mistakes, *, knob: str, knobs: int, success: str,
@@ -290,11 +322,13 @@ def ipo_loss_mistakes(chosen, rejected, ref_chosen, ref_rejected, tau) -> dict[s
 
 
 check_ipo_loss = _loss_exercise(
-    "check_ipo_loss", "IPO loss", [(*PAIRS, tau) for tau in IPO_TAUS], ipo_loss, ipo_loss_mistakes, knob="τ", knobs=1,
+    "check_ipo_loss", "IPO loss", _with_grad([(*PAIRS, tau) for tau in IPO_TAUS]), ipo_loss, ipo_loss_mistakes,
+    knob="τ", knobs=1, first_checks=(_keeps_gradient_of("∂ℓ/∂log π(y_w) = 2(h − 1/(2τ))"),),
     success="your IPO loss matches rlbook.losses.ipo_loss on 6 pairs at τ = 0.1 and 0.5",
     generic="compare with (h − 1/(2τ))², h the difference of the log-ratios log π − log π_ref",
     doc="""Check ``fn(chosen, rejected, ref_chosen, ref_rejected, tau)`` → the (B,) per-pair IPO loss
-    (h − 1/(2τ))² against ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation).""")
+    (h − 1/(2τ))² against ``rlbook.losses.ipo_loss`` (sequence log-probs, no length normalisation). The policy's
+    log-probs require grad, so a loss computed through ``.detach()`` or numpy (right values, no gradient) fails.""")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,10 +373,16 @@ def simpo_loss_mistakes(chosen, rejected, chosen_lens, rejected_lens, beta,
 
 
 check_simpo_loss = _loss_exercise(
-    "check_simpo_loss", "SimPO loss", [(*PAIRS[:2], *LENGTHS, beta, gamma) for beta, gamma in SIMPO_SETTINGS],
+    "check_simpo_loss", "SimPO loss",
+    _with_grad([*((*PAIRS[:2], *LENGTHS, beta, gamma) for beta, gamma in SIMPO_SETTINGS), SIMPO_SATURATED]),
     simpo_loss, simpo_loss_mistakes, knob="(β, γ)", knobs=2,
+    first_checks=(_simpo_underflowed_log_sigmoid,
+                  _keeps_gradient_of("∂ℓ/∂log π(y_w) = −(β/|y_w|) σ(−(β·Δ − γ))")),
     success="your SimPO loss matches rlbook.losses.simpo_loss on 6 pairs at "
-            + " and ".join(f"β = {b:g}, γ = {g:g}" for b, g in SIMPO_SETTINGS),
+            + " and ".join(f"β = {b:g}, γ = {g:g}" for b, g in SIMPO_SETTINGS)
+            + " (and one with β·Δ − γ = −991 stays finite)",
     generic="compare with −log σ(β [log π(y_w)/|y_w| − log π(y_l)/|y_l|] − γ)",
     doc="""Check ``fn(chosen, rejected, chosen_lens, rejected_lens, beta, gamma)`` → the (B,) per-pair SimPO loss
-    −log σ(β log π(y_w)/|y_w| − β log π(y_l)/|y_l| − γ) against ``rlbook.losses.simpo_loss``.""")
+    −log σ(β log π(y_w)/|y_w| − β log π(y_l)/|y_l| − γ) against ``rlbook.losses.simpo_loss``, plus one pair so
+    mis-ordered (β·Δ − γ = −991) that log(sigmoid(·)) underflows where logsigmoid does not. The policy's log-probs
+    require grad, so a loss computed through ``.detach()`` or numpy (right values, no gradient) fails.""")
