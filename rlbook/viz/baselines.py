@@ -222,22 +222,31 @@ def plot_formula_ratios(success_rate: float, score_ratio: float, mean_share: flo
 def formula_widget(success_rate: float, score_ratio: float, mean_share: float = 0.0, *, measured=None):
     """Sliders on p, S₀/S₁ (a log slider, 0.05 to 100: lesson 01's trained checkpoints reach about 65) and m for
     ``plot_formula_ratios``, starting at the measured values; the measured ratios are drawn only while the
-    sliders sit at those values."""
+    sliders sit at those values. m cannot exceed m_max = ``rlbook.gradients.max_mean_share`` = min(p, (1 − p)²
+    S₀/S₁ / p) (a second moment is at least its mean's square; beyond it the formula gives impossible, even
+    negative, ratios), so the third slider sets m as a fraction of m_max: every position is a possible m."""
     import ipywidgets as widgets
 
-    start = (round(float(success_rate), 2), round(float(score_ratio), 2), round(float(mean_share), 2))
+    from rlbook.gradients import max_mean_share
 
-    def draw(p, score_ratio, mean_share):
-        at_start = all(abs(a - b) < 1e-9 for a, b in zip((p, score_ratio, mean_share), start))
+    fraction = float(mean_share) / max_mean_share(success_rate, score_ratio)
+    if fraction > 1 + 1e-9:
+        raise ValueError(f"mean_share {mean_share!r} exceeds max_mean_share = "
+                         f"{max_mean_share(success_rate, score_ratio):.4g}")
+    start = (round(float(success_rate), 2), round(float(score_ratio), 2), round(fraction, 2))
+
+    def draw(p, score_ratio, share_of_max):
+        at_start = all(abs(a - b) < 1e-9 for a, b in zip((p, score_ratio, share_of_max), start))
+        m = float(mean_share) if at_start else share_of_max * max_mean_share(p, score_ratio)
         shown = measured if at_start else None
-        plot_formula_ratios(p, score_ratio, mean_share, measured=shown)
+        plot_formula_ratios(p, score_ratio, m, measured=shown)
         plt.show()
 
     return widgets.interact(draw, p=widgets.FloatSlider(value=start[0], min=0.02, max=0.98, step=0.01),
                             score_ratio=widgets.FloatLogSlider(value=start[1], base=10, min=-1.3, max=2.0, step=0.01,
                                                                description="S0/S1"),
-                            mean_share=widgets.FloatSlider(value=start[2], min=0.0, max=0.9, step=0.01,
-                                                           description="m"))
+                            share_of_max=widgets.FloatSlider(value=start[2], min=0.0, max=1.0, step=0.01,
+                                                             description="m / m_max"))
 
 
 def as_table(statistics: dict[str, dict], columns=None):
