@@ -75,7 +75,7 @@ def _ratio_bars(ax, names, values, colours, *, errors=None):
         labels = [f"×{value / reference:.2f}" + (f"\n±{errors[name]:.2f}" if errors and errors.get(name) else "")
                   for name, value in zip(names, values)]
         if errors:  # inside the bars, clear of the error bars above them
-            ax.bar_label(bars, labels, fontsize=8, label_type="center", color="white", fontweight="bold")
+            ax.bar_label(bars, labels, fontsize=9, label_type="center", color="white", fontweight="bold")
         else:
             ax.bar_label(bars, labels, fontsize=8, padding=1)
 
@@ -108,7 +108,7 @@ def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, k
             errors = (ratio_errors or {}).get(label, {})
             ax.bar_label(bars, [f"×{statistics[name][key] / first[name][key]:.{decimals}f}"
                                 + (f"\n± {errors[name]:.{decimals}f}" if name in errors else "")
-                                if name in first else "" for name in shown], fontsize=7, padding=1)
+                                if name in first else "" for name in shown], fontsize=8, padding=1)
     ax.set_xticks(range(len(names)), names)
     ax.set(ylim=(0, 1.15 * top), ylabel=_LABELS.get(key, key))
     ax.grid(axis="y", alpha=0.3)
@@ -141,7 +141,7 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
         style = "o--" if name == "mean" else "o-"  # mean and RLOO share their noise-to-signal: keep both visible
         ax.plot(sizes, values, style, color=BASELINE_COLOURS.get(name, "tab:olive"), label=name, ms=4)
     ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)", ylabel=_LABELS.get(key, key))
-    ax.text(0.02, 0.02, _COINCIDE, transform=ax.transAxes, fontsize=7, va="bottom")
+    ax.text(0.02, 0.02, _COINCIDE, transform=ax.transAxes, fontsize=8, va="bottom")
     panels = [ax]
     if ratios:
         right = axes[0, 1]
@@ -163,7 +163,7 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
         panel.minorticks_off()
         panel.set_xticks(sizes, [str(g) for g in sizes])
         panel.grid(alpha=0.3)
-        panel.legend(fontsize=7)
+        panel.legend(fontsize=8.5)
     fig.tight_layout()
     return fig
 
@@ -215,7 +215,7 @@ def plot_formula_ratios(success_rate: float, score_ratio: float, mean_share: flo
     ticks = [g for g in sizes if g in (2, 4, 8, 16, 32, 64)]
     ax.set_xticks(ticks, [str(g) for g in ticks])
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8.5)
     return ax
 
 
