@@ -43,7 +43,7 @@ from rlbook.rollout import completion_forward, completion_logprobs
 __all__ = ["BASELINES", "baseline_statistics", "between_prompt_variance", "completion_hidden_states",
            "critic_explained_variance", "fit_critic_head", "fixed_budget_noise", "gae_baseline_weights",
            "gradient_statistics", "group_gradient_estimates", "grpo_length_factor", "grpo_signal_factor",
-           "heuristic_noise_ratios", "mean_difference_components", "mean_gradient_share", "noise_ratio",
+           "heuristic_noise_ratios", "max_mean_share", "mean_difference_components", "mean_gradient_share", "noise_ratio",
            "optimal_baseline_margin", "optimal_constant_baseline", "output_layer_gradients", "parameter_gradients",
            "per_problem_baseline_margin", "prompt_variances", "sweep_group_sizes", "training_noise_factor",
            "value_head_outputs"]
@@ -390,6 +390,10 @@ def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes,
     m = float(mean_share)
     if not 0 <= m < 1:
         raise ValueError(f"mean_share must lie in [0, 1) (‖∇J‖² is below no baseline's second moment), got {mean_share!r}")
+    bound = max_mean_share(p, k)
+    if m > bound * (1 + 1e-9):
+        raise ValueError(f"mean_share {m!r} exceeds min(p, (1 − p)² S₀/S₁ / p) = {bound:.4g}: no scores with "
+                         f"E[s | R] = (R − p) d have it (``max_mean_share``); the formula would give nonsense there")
     rloo = {}
     for g in group_sizes:
         g = check_int("group_sizes", g, minimum=2)
@@ -400,6 +404,20 @@ def heuristic_noise_ratios(success_rate: float, score_ratio: float, group_sizes,
     value = ((1 - p) ** 2 + p * (1 - p) * k - m) / (1 - m)
     offset = (4 + (1 - p) * k / p - m) / (1 - m)
     return {"value": value, "offset": offset, "rloo": rloo}
+
+
+def max_mean_share(success_rate: float, score_ratio: float) -> float:
+    """The largest ``mean_share`` m = ‖∇J_x‖² / (p S₁) any one prompt's scores can have, 0/1 rewards at rate p.
+
+    With E[s | R] = (R − p) d and ∇J_x = p(1 − p) d (``heuristic_noise_ratios``), a second moment is at least its
+    mean's square: S₁ ≥ (1 − p)² ‖d‖² and S₀ ≥ p² ‖d‖². So m = p (1 − p)² ‖d‖² / S₁ ≤ p, and, with ‖d‖² ≤ S₀/p²,
+    m ≤ (1 − p)² (S₀/S₁) / p. Returns min(p, (1 − p)² k / p) for k = ``score_ratio``; beyond it the completed
+    formula describes no scores at all and gives impossible (even negative) variance ratios."""
+    p = float(success_rate)
+    if not 0 < p < 1:
+        raise ValueError(f"success_rate must lie strictly between 0 and 1, got {success_rate!r}")
+    k = check_positive("score_ratio", score_ratio)
+    return min(p, (1 - p) ** 2 * k / p)
 
 
 def _leave_one_out_cross(p: float, group_size: int) -> float:

@@ -20,6 +20,7 @@ from rlbook.gradients import (
     grpo_length_factor,
     grpo_signal_factor,
     heuristic_noise_ratios,
+    max_mean_share,
     mean_gradient_share,
     noise_ratio,
     optimal_baseline_margin,
@@ -290,6 +291,27 @@ def test_leave_one_out_at_two_keeps_the_mean():
     assert with_mean == pytest.approx(plain / 0.8)
     with pytest.raises(ValueError, match="mean_share"):
         heuristic_noise_ratios(0.3, 1.0, (2,), mean_share=1.0)
+
+
+def test_mean_share_is_bounded_and_the_formula_refuses_beyond_it():
+    # m ≤ min(p, (1 − p)² k / p): at p = 0.3, k = 0.05 the second bound (0.0082) binds, at k = 1 the first (0.3)
+    assert max_mean_share(0.3, 0.05) == pytest.approx(0.49 * 0.05 / 0.3)
+    assert max_mean_share(0.3, 1.0) == pytest.approx(0.3)
+    # the simulated scores of _synthetic_scores sit inside it
+    p = 0.3
+    _, _, exact, gradient = _synthetic_scores(p, 2, groups=10)
+    assert float(gradient @ gradient) / (p * exact[1]) <= max_mean_share(p, exact[0] / exact[1])
+    # scores with no noise around E[s | R] reach it: S_R = (R − p)² ‖d‖², m = p (and (1 − p)² k / p = p too)
+    assert max_mean_share(p, p**2 / (1 - p) ** 2) == pytest.approx(p)
+    # beyond it the formula gave negative variance ratios (the reader's p = 0.3, k = 0.05, m = 0.8); now refused
+    with pytest.raises(ValueError, match="max_mean_share"):
+        heuristic_noise_ratios(0.3, 0.05, (8,), mean_share=0.8)
+    with pytest.raises(ValueError, match="max_mean_share"):
+        heuristic_noise_ratios(0.9, 1.0, (8,), mean_share=0.85)
+    # on the bound every ratio is still a variance ratio, ≥ 0
+    for p, k in ((0.3, 0.05), (0.9, 1.0), (0.28, 1.73), (0.05, 20.0)):
+        ratios = heuristic_noise_ratios(p, k, (2, 4, 8, 64), mean_share=max_mean_share(p, k))
+        assert min(ratios["value"], ratios["offset"], *ratios["rloo"].values()) >= -1e-9
 
 
 def test_mean_gradient_share_reads_the_signal_from_an_independent_gradient():

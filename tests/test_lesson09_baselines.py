@@ -73,3 +73,22 @@ def test_formula_plot_marks_the_break_even_and_overlays_the_measured_points():
     ax = baselines_viz.plot_formula_ratios(0.05, 20.0, 0.0, group_sizes=(2, 4))
     assert not any("below none" in t.get_text() for t in ax.get_legend().get_texts())
     plt.close("all")
+
+
+def test_formula_widget_keeps_m_within_its_bound():
+    import matplotlib.pyplot as plt
+
+    from rlbook.gradients import max_mean_share
+
+    widget = baselines_viz.formula_widget(0.28, 1.73, 0.19)
+    assert [c.description for c in widget.widget.kwargs_widgets][2] == "m / m_max"
+    draw = widget.widget.f
+    for p, k in ((0.30, 0.05), (0.9, 1.0), (0.98, 100.0)):    # the reader's two cases, and a corner
+        plt.close("all")
+        draw(p, k, 1.0)                                        # the slider's far end is the bound itself
+        ax = plt.gcf().axes[0]
+        assert f"m = {max_mean_share(p, k):.2f}" in ax.get_title()
+        assert min(min(line.get_ydata()) for line in ax.get_lines()) >= -1e-9   # no negative variance ratio
+    with pytest.raises(ValueError, match="max_mean_share"):
+        baselines_viz.formula_widget(0.30, 0.05, 0.8)
+    plt.close("all")

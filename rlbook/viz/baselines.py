@@ -75,7 +75,7 @@ def _ratio_bars(ax, names, values, colours, *, errors=None):
         labels = [f"×{value / reference:.2f}" + (f"\n±{errors[name]:.2f}" if errors and errors.get(name) else "")
                   for name, value in zip(names, values)]
         if errors:  # inside the bars, clear of the error bars above them
-            ax.bar_label(bars, labels, fontsize=8, label_type="center", color="white", fontweight="bold")
+            ax.bar_label(bars, labels, fontsize=9, label_type="center", color="white", fontweight="bold")
         else:
             ax.bar_label(bars, labels, fontsize=8, padding=1)
 
@@ -108,7 +108,7 @@ def plot_noise_by_setting(settings: dict[str, dict[str, dict[str, float]]], *, k
             errors = (ratio_errors or {}).get(label, {})
             ax.bar_label(bars, [f"×{statistics[name][key] / first[name][key]:.{decimals}f}"
                                 + (f"\n± {errors[name]:.{decimals}f}" if name in errors else "")
-                                if name in first else "" for name in shown], fontsize=7, padding=1)
+                                if name in first else "" for name in shown], fontsize=8, padding=1)
     ax.set_xticks(range(len(names)), names)
     ax.set(ylim=(0, 1.15 * top), ylabel=_LABELS.get(key, key))
     ax.grid(axis="y", alpha=0.3)
@@ -141,7 +141,7 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
         style = "o--" if name == "mean" else "o-"  # mean and RLOO share their noise-to-signal: keep both visible
         ax.plot(sizes, values, style, color=BASELINE_COLOURS.get(name, "tab:olive"), label=name, ms=4)
     ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)", ylabel=_LABELS.get(key, key))
-    ax.text(0.02, 0.02, _COINCIDE, transform=ax.transAxes, fontsize=7, va="bottom")
+    ax.text(0.02, 0.02, _COINCIDE, transform=ax.transAxes, fontsize=8, va="bottom")
     panels = [ax]
     if ratios:
         right = axes[0, 1]
@@ -163,7 +163,7 @@ def plot_variance_vs_group_size(sweep: dict[int, dict[str, dict[str, float]]], *
         panel.minorticks_off()
         panel.set_xticks(sizes, [str(g) for g in sizes])
         panel.grid(alpha=0.3)
-        panel.legend(fontsize=7)
+        panel.legend(fontsize=8.5)
     fig.tight_layout()
     return fig
 
@@ -215,29 +215,38 @@ def plot_formula_ratios(success_rate: float, score_ratio: float, mean_share: flo
     ticks = [g for g in sizes if g in (2, 4, 8, 16, 32, 64)]
     ax.set_xticks(ticks, [str(g) for g in ticks])
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8.5)
     return ax
 
 
 def formula_widget(success_rate: float, score_ratio: float, mean_share: float = 0.0, *, measured=None):
     """Sliders on p, S₀/S₁ (a log slider, 0.05 to 100: lesson 01's trained checkpoints reach about 65) and m for
     ``plot_formula_ratios``, starting at the measured values; the measured ratios are drawn only while the
-    sliders sit at those values."""
+    sliders sit at those values. m cannot exceed m_max = ``rlbook.gradients.max_mean_share`` = min(p, (1 − p)²
+    S₀/S₁ / p) (a second moment is at least its mean's square; beyond it the formula gives impossible, even
+    negative, ratios), so the third slider sets m as a fraction of m_max: every position is a possible m."""
     import ipywidgets as widgets
 
-    start = (round(float(success_rate), 2), round(float(score_ratio), 2), round(float(mean_share), 2))
+    from rlbook.gradients import max_mean_share
 
-    def draw(p, score_ratio, mean_share):
-        at_start = all(abs(a - b) < 1e-9 for a, b in zip((p, score_ratio, mean_share), start))
+    fraction = float(mean_share) / max_mean_share(success_rate, score_ratio)
+    if fraction > 1 + 1e-9:
+        raise ValueError(f"mean_share {mean_share!r} exceeds max_mean_share = "
+                         f"{max_mean_share(success_rate, score_ratio):.4g}")
+    start = (round(float(success_rate), 2), round(float(score_ratio), 2), round(fraction, 2))
+
+    def draw(p, score_ratio, share_of_max):
+        at_start = all(abs(a - b) < 1e-9 for a, b in zip((p, score_ratio, share_of_max), start))
+        m = float(mean_share) if at_start else share_of_max * max_mean_share(p, score_ratio)
         shown = measured if at_start else None
-        plot_formula_ratios(p, score_ratio, mean_share, measured=shown)
+        plot_formula_ratios(p, score_ratio, m, measured=shown)
         plt.show()
 
     return widgets.interact(draw, p=widgets.FloatSlider(value=start[0], min=0.02, max=0.98, step=0.01),
                             score_ratio=widgets.FloatLogSlider(value=start[1], base=10, min=-1.3, max=2.0, step=0.01,
                                                                description="S0/S1"),
-                            mean_share=widgets.FloatSlider(value=start[2], min=0.0, max=0.9, step=0.01,
-                                                           description="m"))
+                            share_of_max=widgets.FloatSlider(value=start[2], min=0.0, max=1.0, step=0.01,
+                                                             description="m / m_max"))
 
 
 def as_table(statistics: dict[str, dict], columns=None):
