@@ -528,9 +528,11 @@ def per_problem_baseline_margin(rewards, score_norms, *, n_prompts: int) -> dict
         M_x(0) − M_x(p_x) = b*_x² S_x − (p_x − b*_x)² S_x = −2 p_x S_x (p_x/2 − b*_x),
 
     and summed over problems no baseline has the smaller variance (the ‖∇J_x‖² terms cancel) exactly when the
-    weighted margin Σ_x w_x (p_x/2 − b*_x) / Σ_x w_x, w_x = p_x S_x, is positive. Returns {"margin", "SE"}:
-    the plug-in margin (each p_x, S_x, b*_x read from its own block) and its delta-method SE over problems
-    (``rlbook.evidence.ratio_se``: the problems are the independent draws).
+    weighted margin Σ_x w_x (p_x/2 − b*_x) / Σ_x w_x, w_x = p_x S_x, is positive. Returns {"margin", "SE",
+    "share", "share SE", "solved"}: the plug-in margin (each p_x, S_x, b*_x read from its own block) and its
+    delta-method SE over problems (``rlbook.evidence.ratio_se``: the problems are the independent draws); and,
+    among the ``solved`` problems with p_x > 0 (for the others b*_x = p_x/2 = 0), the share whose own
+    b*_x < p_x/2, with its binomial SE over problems.
     """
     from rlbook.evidence import ratio_se
 
@@ -546,7 +548,12 @@ def per_problem_baseline_margin(rewards, score_norms, *, n_prompts: int) -> dict
     if float(weights.sum()) <= 0:
         raise ValueError("some problem must have a right answer with a nonzero score (Σ_x p_x S_x > 0)")
     margin, se = ratio_se((p * (p * s / 2 - t)).numpy(), weights.numpy())  # w_x (p_x/2 − b*_x) = p_x(p_x S_x/2 − b*_x S_x)
-    return {"margin": margin, "SE": se}
+    solved = p > 0
+    below = (t[solved] < p[solved] * s[solved] / 2).to(torch.float64)         # b*_x S_x < (p_x/2) S_x
+    n = int(solved.sum())
+    share = float(below.mean()) if n else float("nan")
+    share_se = (share * (1 - share) / n) ** 0.5 if n else float("nan")
+    return {"margin": margin, "SE": se, "share": share, "share SE": share_se, "solved": n}
 
 
 def training_noise_factor(estimates_none, estimates_with, *, n_prompts: int) -> dict:

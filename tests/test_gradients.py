@@ -491,3 +491,14 @@ def test_parameter_gradients_match_the_output_layers_closed_form(batch):
     assert parameter_gradients(model, name, *args).shape[0] == len(r)
     with pytest.raises(ValueError, match="no parameter"):
         parameter_gradients(model, "nope", *args)
+
+
+def test_per_problem_baseline_margin_share_counts_problems_with_b_star_below_half_p():
+    # problem 0: the right answer has a tiny score, b*_0 = 0.5*1/(0.5*1 + 0.5*9) = 0.1 < p/2 = 0.25;
+    # problem 1: equal scores, b*_1 = p = 0.5 > 0.25; problem 2: never solved, left out of the share
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    norms = torch.tensor([1.0, 9.0, 4.0, 4.0, 3.0, 5.0])
+    out = per_problem_baseline_margin(rewards, norms, n_prompts=3)
+    assert out["solved"] == 2
+    assert out["share"] == pytest.approx(0.5)
+    assert out["share SE"] == pytest.approx((0.25 / 2) ** 0.5)
