@@ -51,7 +51,8 @@ __all__ = ["BASELINES", "baseline_statistics", "between_prompt_variance", "compl
 # "none": A = R (vanilla REINFORCE, b = 0; Williams 1992's update carries a reinforcement baseline b); "mean": A = R − mean of the group, self included (Dr.GRPO's advantage);
 # "rloo": A = R − mean of the other G − 1 (Kool et al. 2019; Ahmadian et al. 2024); "grpo": (R − μ)/σ
 # (Shao et al. 2024); "value": A = R − V(x) with the prompt's value known (pass ``prompt_values``, e.g.
-# measured on an independent sample: the best constant-per-prompt baseline, for comparison);
+# measured on an independent sample: the usual idealised per-prompt baseline, for comparison; not the
+# lowest-variance constant, which is Greensmith et al.'s b* = E[R‖s‖²]/E[‖s‖²], see optimal_constant_baseline);
 # "critic": w_t = R − V_t with a learned value model (pass ``value_terms``).
 BASELINES = ("none", "mean", "rloo", "grpo", "value", "critic")
 _GROUP_METHOD = {"mean": "dr_grpo", "rloo": "rloo", "grpo": "grpo"}
