@@ -112,24 +112,16 @@ def _simpo_underflowed_log_sigmoid(result, reference, *case) -> str | None:
     return None
 
 
-def _keeps_gradient(result, reference, *case) -> str | None:
-    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in case[:2]) and not result.requires_grad:
-        return ("your loss carries no gradient back to the policy's log-probs (computed through .detach(), .item(), "
-                "numpy or a new tensor?): it has the right values but could not train; build it from torch operations "
-                "on the inputs (§3: ∂ℓ/∂log π(y_w) = −β σ(−β h))")
-    return None
-
-
 def _keeps_gradient_of(derivative: str):
-    """``_keeps_gradient`` for another loss: the same test (the policy's log-probs require grad, the answer must
-    too), its hint naming ``derivative``, that loss's gradient in log π(y_w)."""
+    """A first check for a loss checker: when the policy's log-probs (the first two arguments) require grad,
+    the answer must too; its hint names ``derivative``, that loss's gradient in log π(y_w)."""
 
     def check(result, reference, *case) -> str | None:
-        if _keeps_gradient(result, reference, *case) is None:
-            return None
-        return ("your loss carries no gradient back to the policy's log-probs (computed through .detach(), .item(), "
-                f"numpy or a new tensor?): it has the right values but could not train; build it from torch "
-                f"operations on the inputs ({derivative})")
+        if any(isinstance(a, torch.Tensor) and a.requires_grad for a in case[:2]) and not result.requires_grad:
+            return ("your loss carries no gradient back to the policy's log-probs (computed through .detach(), "
+                    ".item(), numpy or a new tensor?): it has the right values but could not train; build it from "
+                    f"torch operations on the inputs ({derivative})")
+        return None
 
     return check
 
@@ -261,7 +253,7 @@ def _dpo_cases() -> list[tuple]:
 
 check_dpo_loss = _loss_exercise(
     "check_dpo_loss", "DPO loss", _dpo_cases(), dpo_loss, dpo_loss_mistakes, knob="β",
-    knobs=1, first_checks=(_underflowed_log_sigmoid, _keeps_gradient),
+    knobs=1, first_checks=(_underflowed_log_sigmoid, _keeps_gradient_of("§3: ∂ℓ/∂log π(y_w) = −β σ(−β h)")),
     success="your DPO loss matches rlbook.losses.dpo_loss on 7 pairs at β = 0.1 and 0.5 (the pair with h = 0 "
             "scores ln 2; the one with β·h = −1000 stays finite)",
     generic="compare with −log σ(β [(log π_w − log π_ref,w) − (log π_l − log π_ref,l)])",
