@@ -46,7 +46,7 @@ import numpy as np
 
 from rlbook.metrics import pass_at_k_per_prompt
 
-__all__ = ["clustered_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
+__all__ = ["clustered_se", "jackknife_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
            "pooled_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
            "detectable_bias", "critical_correlation", "paired_sign_test", "paired_t_test", "seed_mean_interval",
@@ -88,6 +88,17 @@ def _cluster_sandwich(terms: np.ndarray, clusters) -> float:
     if g < 2:
         raise ValueError("clusters must name at least two clusters")
     return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values()))
+
+
+def jackknife_se(leave_outs) -> float:
+    """The delete-one jackknife standard error √((n − 1)/n · Σ_i (θ̂₍ᵢ₎ − θ̄)²) from the n leave-one-out
+    estimates θ̂₍ᵢ₎ (Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, eq. 11.5), for a statistic
+    whose independent units (prompts, batches, problems) were each left out once."""
+    leave_outs = np.asarray(leave_outs, dtype=np.float64).reshape(-1)
+    if leave_outs.size < 2:
+        raise ValueError(f"leave_outs must hold at least 2 leave-one-out estimates, got {leave_outs.size}")
+    n = leave_outs.size
+    return math.sqrt((n - 1) / n * float(((leave_outs - leave_outs.mean()) ** 2).sum()))
 
 
 def clustered_difference_se(values, in_a, clusters) -> tuple[float, float]:

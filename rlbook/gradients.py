@@ -38,6 +38,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_int, check_positive
 from rlbook.advantages import gae, group_advantages
+from rlbook.evidence import jackknife_se
 from rlbook.rollout import completion_forward, completion_logprobs
 
 __all__ = ["BASELINES", "baseline_statistics", "between_prompt_variance", "completion_hidden_states",
@@ -243,7 +244,7 @@ def noise_ratio(statistics, against) -> tuple[float, float]:
     everything = torch.ones(n, dtype=torch.bool)
     leave_outs = torch.tensor([ratio(everything.index_fill(0, torch.tensor(i), False)) for i in range(n)],
                               dtype=torch.float64)
-    se = float(((n - 1) / n * ((leave_outs - leave_outs.mean()) ** 2).sum()) ** 0.5)
+    se = jackknife_se(leave_outs)
     return ratio(everything), se
 
 
@@ -293,7 +294,7 @@ def mean_difference_components(estimates, reference, *, n_prompts: int) -> dict:
     across_sq = (total - float(diagonal.sum())) / (groups * (groups - 1))
     leave_outs = torch.tensor([u_statistic(everything.index_fill(0, torch.tensor(j), False)) for j in range(groups)],
                               dtype=torch.float64)
-    across_sq_se = float(((groups - 1) / groups * ((leave_outs - leave_outs.mean()) ** 2).sum()) ** 0.5)
+    across_sq_se = jackknife_se(leave_outs)
     centred = across - across.mean(dim=0)
     return {"along": float(along.mean()), "along_se": float(along.std(correction=1)) / groups**0.5,
             "across_sq": across_sq, "across_sq_se": across_sq_se, "across": max(across_sq, 0.0) ** 0.5,
@@ -332,7 +333,7 @@ def between_prompt_variance(estimates, *, n_prompts: int) -> dict:
     raw, mean_noise = split(torch.arange(n_prompts))
     subsets = (torch.tensor([j for j in range(n_prompts) if j != i]) for i in range(n_prompts))
     leave_out = torch.tensor([raw_i - noise_i for raw_i, noise_i in map(split, subsets)], dtype=torch.float64)
-    se = float(((n_prompts - 1) / n_prompts * ((leave_out - leave_out.mean()) ** 2).sum()) ** 0.5)
+    se = jackknife_se(leave_out)
     return {"variance": raw - mean_noise, "raw": raw, "noise": mean_noise, "se": se}
 
 
@@ -596,7 +597,7 @@ def training_noise_factor(estimates_none, estimates_with, *, n_prompts: int) -> 
     leave_out = torch.tensor([factor(p - 1, float(own.sum() - own[x]), float(cross_out[x]),
                                      float(w_none.sum() - w_none[x]), float(w_with.sum() - w_with[x]))[0]
                               for x in range(p)], dtype=torch.float64)
-    se = math.sqrt((p - 1) / p * float(((leave_out - leave_out.mean()) ** 2).sum()))
+    se = jackknife_se(leave_out)
     return {"within": float(w_none.sum() / w_with.sum()), "factor": full, "SE": se, "between": between,
             "share": between / (none_mean + between)}
 

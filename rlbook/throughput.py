@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
+from rlbook.evidence import jackknife_se
 from rlbook.losses import policy_loss
 from rlbook.rollout import rollout_logprobs, sample
 
@@ -302,7 +303,7 @@ def expected_cosine(filtered, full, *, minus_per_batch: bool = False) -> tuple[f
     everything = torch.arange(n)
     value = estimate(everything)
     leave_one_out = np.array([estimate(everything[everything != i]) for i in range(n)])
-    se = math.sqrt((n - 1) / n * np.sum((leave_one_out - leave_one_out.mean()) ** 2))
+    se = jackknife_se(leave_one_out)
     return value, se
 
 

@@ -287,3 +287,13 @@ def test_cluster_t_critical_uses_g_minus_one_degrees_of_freedom():
     assert cluster_t_critical(["a", "b"], level=0.9) == pytest.approx(6.314, abs=1e-3)           # t_1, 95 %
     with pytest.raises(ValueError, match="two clusters"):
         cluster_t_critical(["a", "a"])
+
+
+def test_jackknife_se_of_the_mean_is_the_usual_standard_error():
+    from rlbook.evidence import jackknife_se
+
+    x = np.array([0.3, 1.7, 2.2, -0.4, 0.9, 1.1])
+    leave_outs = [np.delete(x, i).mean() for i in range(x.size)]
+    assert jackknife_se(leave_outs) == pytest.approx(x.std(ddof=1) / np.sqrt(x.size))
+    with pytest.raises(ValueError, match="at least 2"):
+        jackknife_se([1.0])
