@@ -65,14 +65,17 @@ def _values(name: str, values) -> np.ndarray:
     return array
 
 
-def clustered_se(values, clusters) -> float:
+def clustered_se(values, clusters, *, one_cluster_nan: bool = False) -> float:
     """Standard error of ``mean(values)`` when the values come in clusters (e.g. samples of one prompt).
 
     ``values``: one number per sample (e.g. 0/1 correct); ``clusters``: the same length, any hashable
-    label per sample (e.g. the prompt's index). Needs at least two clusters.
+    label per sample (e.g. the prompt's index). Needs at least two clusters; with one, raises, or returns
+    NaN when ``one_cluster_nan`` (one cluster carries no spread: a table row that has no SE).
     SE² = G/(G − 1) · Σ_g (Σ_{i∈g} (y_i − ȳ))² / n².
     """
     y = _values("values", values)
+    if one_cluster_nan and len(set(np.asarray(clusters).reshape(-1).tolist())) < 2:
+        return float("nan")
     return _cluster_sandwich(y - y.mean(), clusters) / y.size
 
 
@@ -389,6 +392,6 @@ def group_means(values, groups, clusters) -> pd.DataFrame:
     rows = []
     for group in sorted(set(groups.tolist())):
         mask = groups == group
-        se = clustered_se(values[mask].astype(float), clusters[mask]) if len(set(clusters[mask].tolist())) > 1 else float("nan")
+        se = clustered_se(values[mask].astype(float), clusters[mask], one_cluster_nan=True)
         rows.append({"group": group, "mean": float(values[mask].astype(float).mean()), "se": se, "count": int(mask.sum())})
     return pd.DataFrame(rows, columns=["group", "mean", "se", "count"])

@@ -591,7 +591,7 @@ def _cluster_se(cluster_means) -> float:
 def _by_prompt_se(values, labels) -> float:
     """``rlbook.evidence.clustered_se`` of the sample-weighted mean of ``values`` clustered by ``labels``
     (clusters of any sizes: the CR1 ratio form), or NaN with fewer than two distinct labels."""
-    return clustered_se(values, labels) if len(set(labels)) >= 2 else float("nan")
+    return clustered_se(values, labels, one_cluster_nan=True)
 
 
 def gold_gain_split(before: dict, after: dict) -> dict:

@@ -297,3 +297,10 @@ def test_jackknife_se_of_the_mean_is_the_usual_standard_error():
     assert jackknife_se(leave_outs) == pytest.approx(x.std(ddof=1) / np.sqrt(x.size))
     with pytest.raises(ValueError, match="at least 2"):
         jackknife_se([1.0])
+
+
+def test_clustered_se_with_one_cluster_raises_or_gives_nan():
+    with pytest.raises(ValueError, match="two clusters"):
+        clustered_se([0.0, 1.0], ["a", "a"])
+    assert math.isnan(clustered_se([0.0, 1.0], ["a", "a"], one_cluster_nan=True))
+    assert clustered_se([0.0, 1.0], ["a", "b"], one_cluster_nan=True) == clustered_se([0.0, 1.0], ["a", "b"])
