@@ -50,6 +50,9 @@ __all__ = [
     "kl_estimate",
     "kl_in_loss",
     "kl_in_reward",
+    "batch_means_below",
+    "tempered_token_log_ratios",
+    "token_tail_summary",
 ]
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "k3+")
@@ -167,3 +170,88 @@ def _place_on_last_token(sequence_rewards: torch.Tensor, mask: torch.Tensor) -> 
     has_tokens = last >= 0
     grid[has_tokens, last[has_tokens]] = sequence_rewards[has_tokens]
     return grid
+
+
+# ----------------------------------------------------------------------------------------------
+# The estimators on a language model's own tokens
+
+
+@torch.no_grad()
+def tempered_token_log_ratios(model, tokenizer, prompts, *, temperature: float, max_new_tokens: int = 64,
+                              seed: int = 0) -> dict:
+    """A language model as its own reference: π_θ = softmax(z/τ), π_ref = softmax(z), per sampled token.
+
+    One completion per prompt is sampled from π_θ (``rlbook.rollout.sample`` at ``temperature`` τ, no
+    truncation), so every token is a draw from the distribution whose log-probs ``logp`` holds and
+    E_{π_θ}[r | prefix] = 1 at every position (Schulman 2020's condition for k1 and k3 to be unbiased).
+    τ < 1 sharpens: it stands in for a policy that training has made more peaked than its reference,
+    r = π_ref/π_θ being large exactly on the tokens the sharpening made rare. No training is involved.
+
+    Returns a dict of (B, C) tensors, float64, B = len(prompts): ``logp`` = log π_θ(y_t | ·),
+    ``ref_logp`` = log π_ref(y_t | ·), ``exact_kl`` = Σ_v π_θ(v | ·) log(π_θ(v | ·)/π_ref(v | ·)), the exact
+    per-position KL that k1 and k3 estimate, and ``mask`` (bool, every generated token, the end-of-sequence
+    token included); plus ``rollout``. Padding holds 0.
+    """
+    from rlbook.rollout import completion_forward, sample  # here: rollout imports the trainers' stack
+
+    temperature = check_positive("temperature", temperature)
+    rollout = sample(model, tokenizer, list(prompts), num_samples=1, max_new_tokens=max_new_tokens,
+                     temperature=temperature, seed=seed)
+    logits = completion_forward(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                rollout.completion_mask).double()
+    policy = torch.log_softmax(logits / temperature, dim=-1)
+    reference = torch.log_softmax(logits, dim=-1)
+    tokens = rollout.completion_ids.unsqueeze(-1)
+    mask = rollout.completion_mask.bool()
+    exact = (policy.exp() * (policy - reference)).sum(-1)
+    return {"logp": policy.gather(-1, tokens).squeeze(-1).where(mask, 0.0),
+            "ref_logp": reference.gather(-1, tokens).squeeze(-1).where(mask, 0.0),
+            "exact_kl": exact.where(mask, 0.0), "mask": mask, "rollout": rollout}
+
+
+def token_tail_summary(values, *, quantiles=(0.5, 0.9, 0.99, 0.999), top: float = 0.01) -> dict:
+    """How heavy a per-token distribution's right tail is: quantiles, max, and the top tokens' share of the sum.
+
+    ``values`` is a 1-D tensor (one entry per token). Returns ``count``, ``mean``, ``quantiles`` (a dict
+    q → value), ``max``, ``top_share`` = the share of Σ values carried by the largest ⌈top · count⌉ entries
+    (meaningful for non-negative values such as k3 or r), and ``excess_kurtosis`` = E[(x − x̄)⁴]/Var² − 3
+    (0 for a normal; a sample value, itself dominated by the largest entries).
+    """
+    values = as_float_tensor("values", values, ndim=(1,)).double()
+    if values.numel() < 2:
+        raise ValueError(f"values must hold at least 2 entries, got {values.numel()}")
+    if not 0 < top <= 1:
+        raise ValueError(f"top must be in (0, 1], got {top}")
+    ordered = values.sort(descending=True).values
+    kept = max(1, int(torch.ceil(torch.tensor(top * values.numel())).item()))
+    centred = values - values.mean()
+    variance = (centred**2).mean()
+    levels = torch.tensor(quantiles, dtype=values.dtype)
+    return {"count": values.numel(), "mean": float(values.mean()),
+            "quantiles": dict(zip(quantiles, torch.quantile(values, levels).tolist())),
+            "max": float(ordered[0]), "top_share": float(ordered[:kept].sum() / values.sum()),
+            "excess_kurtosis": float((centred**4).mean() / variance**2 - 3)}
+
+
+def batch_means_below(estimates, exact, mask, *, rows_per_batch: int) -> tuple[int, int]:
+    """In how many batches the per-token mean of ``estimates`` falls below the mean of ``exact``.
+
+    ``estimates``, ``exact`` (B, C) and ``mask`` (B, C) are cut into consecutive batches of
+    ``rows_per_batch`` rows (a trailing partial batch is dropped); in each, both are averaged over the
+    masked tokens, as a trainer logs a batch's KL. Returns (batches below, batches).
+    """
+    estimates = as_float_tensor("estimates", estimates, ndim=(2,))
+    exact = as_float_tensor("exact", exact, ndim=(2,))
+    mask = response_mask(mask).to(estimates.dtype)
+    check_same_shape(estimates=estimates, exact=exact, mask=mask)
+    if not isinstance(rows_per_batch, int) or not 1 <= rows_per_batch <= estimates.shape[0]:
+        raise ValueError(f"rows_per_batch must be an int from 1 to {estimates.shape[0]}, got {rows_per_batch!r}")
+    batches = estimates.shape[0] // rows_per_batch
+    below = 0
+    for b in range(batches):
+        rows = slice(b * rows_per_batch, (b + 1) * rows_per_batch)
+        tokens = mask[rows].sum()
+        if tokens == 0:
+            raise ValueError(f"batch {b} has no masked tokens")
+        below += bool((estimates[rows] * mask[rows]).sum() < (exact[rows] * mask[rows]).sum())
+    return below, batches
