@@ -51,7 +51,6 @@ __all__ = [
     "kl_in_loss",
     "kl_in_reward",
     "batch_means_below",
-    "tempered_token_log_ratios",
     "token_tail_summary",
 ]
 
@@ -174,39 +173,6 @@ def _place_on_last_token(sequence_rewards: torch.Tensor, mask: torch.Tensor) -> 
 
 # ----------------------------------------------------------------------------------------------
 # The estimators on a language model's own tokens
-
-
-@torch.no_grad()
-def tempered_token_log_ratios(model, tokenizer, prompts, *, temperature: float, max_new_tokens: int = 64,
-                              seed: int = 0) -> dict:
-    """A language model as its own reference: π_θ = softmax(z/τ), π_ref = softmax(z), per sampled token.
-
-    One completion per prompt is sampled from π_θ (``rlbook.rollout.sample`` at ``temperature`` τ, no
-    truncation), so every token is a draw from the distribution whose log-probs ``logp`` holds and
-    E_{π_θ}[r | prefix] = 1 at every position (Schulman 2020's condition for k1 and k3 to be unbiased).
-    τ < 1 sharpens: it stands in for a policy that training has made more peaked than its reference,
-    r = π_ref/π_θ being large exactly on the tokens the sharpening made rare. No training is involved.
-
-    Returns a dict of (B, C) tensors, float64, B = len(prompts): ``logp`` = log π_θ(y_t | ·),
-    ``ref_logp`` = log π_ref(y_t | ·), ``exact_kl`` = Σ_v π_θ(v | ·) log(π_θ(v | ·)/π_ref(v | ·)), the exact
-    per-position KL that k1 and k3 estimate, and ``mask`` (bool, every generated token, the end-of-sequence
-    token included); plus ``rollout``. Padding holds 0.
-    """
-    from rlbook.rollout import completion_forward, sample  # here: rollout imports the trainers' stack
-
-    temperature = check_positive("temperature", temperature)
-    rollout = sample(model, tokenizer, list(prompts), num_samples=1, max_new_tokens=max_new_tokens,
-                     temperature=temperature, seed=seed)
-    logits = completion_forward(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                                rollout.completion_mask).double()
-    policy = torch.log_softmax(logits / temperature, dim=-1)
-    reference = torch.log_softmax(logits, dim=-1)
-    tokens = rollout.completion_ids.unsqueeze(-1)
-    mask = rollout.completion_mask.bool()
-    exact = (policy.exp() * (policy - reference)).sum(-1)
-    return {"logp": policy.gather(-1, tokens).squeeze(-1).where(mask, 0.0),
-            "ref_logp": reference.gather(-1, tokens).squeeze(-1).where(mask, 0.0),
-            "exact_kl": exact.where(mask, 0.0), "mask": mask, "rollout": rollout}
 
 
 def token_tail_summary(values, *, quantiles=(0.5, 0.9, 0.99, 0.999), top: float = 0.01) -> dict:

@@ -113,7 +113,7 @@ def test_bernoulli_kl_is_the_kl_of_two_coins_with_zero_log_zero():
 # ---- the estimators on a language model's own tokens (lesson 02, end of §4)
 
 def test_tempered_token_log_ratios_at_temperature_one_is_zero_kl():
-    from rlbook.kl import tempered_token_log_ratios
+    from rlbook.probes import tempered_token_log_ratios
     from rlbook.models import load_model
 
     model, tokenizer = load_model("arith-tiny")
@@ -128,7 +128,7 @@ def test_tempered_token_log_ratios_at_temperature_one_is_zero_kl():
 
 
 def test_tempered_token_log_ratios_sharpened_has_positive_exact_kl_and_k3_mean_one_ratio():
-    from rlbook.kl import tempered_token_log_ratios
+    from rlbook.probes import tempered_token_log_ratios
     from rlbook.models import load_model
 
     model, tokenizer = load_model("arith-tiny")

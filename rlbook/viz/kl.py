@@ -494,7 +494,7 @@ def plot_token_tails(log_ratio, exact_kl, *, description: str = ""):
     """k3 over a language model's sampled tokens: its per-token histogram, and who carries its sum.
 
     ``log_ratio`` = log r = ref_logp − logp and ``exact_kl`` (the exact KL at the token's position) are
-    1-D tensors, one entry per sampled token (``rlbook.kl.tempered_token_log_ratios``, masked).
+    1-D tensors, one entry per sampled token (``rlbook.probes.tempered_token_log_ratios``, masked).
     Left: the histogram of k3 = r − 1 − log r on log-spaced bins (log counts; values below the 0.1 %
     quantile are counted in the first bin), with its median, its mean
     and the mean exact KL as vertical lines. Right: the share of the total carried by the largest
