@@ -50,6 +50,8 @@ __all__ = [
     "kl_estimate",
     "kl_in_loss",
     "kl_in_reward",
+    "batch_means_below",
+    "token_tail_summary",
 ]
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "k3+")
@@ -167,3 +169,55 @@ def _place_on_last_token(sequence_rewards: torch.Tensor, mask: torch.Tensor) -> 
     has_tokens = last >= 0
     grid[has_tokens, last[has_tokens]] = sequence_rewards[has_tokens]
     return grid
+
+
+# ----------------------------------------------------------------------------------------------
+# The estimators on a language model's own tokens
+
+
+def token_tail_summary(values, *, quantiles=(0.5, 0.9, 0.99, 0.999), top: float = 0.01) -> dict:
+    """How heavy a per-token distribution's right tail is: quantiles, max, and the top tokens' share of the sum.
+
+    ``values`` is a 1-D tensor (one entry per token). Returns ``count``, ``mean``, ``quantiles`` (a dict
+    q → value), ``max``, ``top_share`` = the share of Σ values carried by the largest ⌈top · count⌉ entries
+    (meaningful for non-negative values such as k3 or r), and ``excess_kurtosis`` = E[(x − x̄)⁴]/Var² − 3
+    (0 for a normal; a sample value, itself dominated by the largest entries).
+    """
+    values = as_float_tensor("values", values, ndim=(1,)).double()
+    if values.numel() < 2:
+        raise ValueError(f"values must hold at least 2 entries, got {values.numel()}")
+    if not 0 < top <= 1:
+        raise ValueError(f"top must be in (0, 1], got {top}")
+    ordered = values.sort(descending=True).values
+    kept = max(1, int(torch.ceil(torch.tensor(top * values.numel())).item()))
+    centred = values - values.mean()
+    variance = (centred**2).mean()
+    levels = torch.tensor(quantiles, dtype=values.dtype)
+    return {"count": values.numel(), "mean": float(values.mean()),
+            "quantiles": dict(zip(quantiles, torch.quantile(values, levels).tolist())),
+            "max": float(ordered[0]), "top_share": float(ordered[:kept].sum() / values.sum()),
+            "excess_kurtosis": float((centred**4).mean() / variance**2 - 3)}
+
+
+def batch_means_below(estimates, exact, mask, *, rows_per_batch: int) -> tuple[int, int]:
+    """In how many batches the per-token mean of ``estimates`` falls below the mean of ``exact``.
+
+    ``estimates``, ``exact`` (B, C) and ``mask`` (B, C) are cut into consecutive batches of
+    ``rows_per_batch`` rows (a trailing partial batch is dropped); in each, both are averaged over the
+    masked tokens, as a trainer logs a batch's KL. Returns (batches below, batches).
+    """
+    estimates = as_float_tensor("estimates", estimates, ndim=(2,))
+    exact = as_float_tensor("exact", exact, ndim=(2,))
+    mask = response_mask(mask).to(estimates.dtype)
+    check_same_shape(estimates=estimates, exact=exact, mask=mask)
+    if not isinstance(rows_per_batch, int) or not 1 <= rows_per_batch <= estimates.shape[0]:
+        raise ValueError(f"rows_per_batch must be an int from 1 to {estimates.shape[0]}, got {rows_per_batch!r}")
+    batches = estimates.shape[0] // rows_per_batch
+    below = 0
+    for b in range(batches):
+        rows = slice(b * rows_per_batch, (b + 1) * rows_per_batch)
+        tokens = mask[rows].sum()
+        if tokens == 0:
+            raise ValueError(f"batch {b} has no masked tokens")
+        below += bool((estimates[rows] * mask[rows]).sum() < (exact[rows] * mask[rows]).sum())
+    return below, batches

@@ -14,7 +14,9 @@ entropy law of lesson 16), the sampling and the update happen here, with the lib
   normalised step under an aggregation mode (lesson 10: GRPO's 1/|o| push);
 - ``first_token_probabilities``, ``sampled_token_entropies``, ``entropy_step_change``: the policy's
   first decision, its token entropy on prompts of one's choosing, and one update's entropy change
-  beside the covariance law of ``rlbook.entropy`` (lesson 16).
+  beside the covariance law of ``rlbook.entropy`` (lesson 16);
+- ``tempered_token_log_ratios``: a model sampled at temperature τ against itself at τ = 1, with each
+  sampled token's log-ratio and the exact per-position KL (lesson 02: the estimators' tails on real tokens).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "sampled_token_entropies",
     "answer_spread",
     "entropy_step_change",
+    "tempered_token_log_ratios",
 ]
 
 
@@ -590,3 +593,34 @@ def register_disagreement_variant(variant: str, **disagreement) -> str:
                          doc=f"{entry.doc} (logging coefficient_disagreement)",
                          sequence_advantages=entry.sequence_advantages, overwrite=True)
     return name
+
+
+@torch.no_grad()
+def tempered_token_log_ratios(model, tokenizer, prompts, *, temperature: float, max_new_tokens: int = 64,
+                              seed: int = 0) -> dict:
+    """A language model as its own reference: π_θ = softmax(z/τ), π_ref = softmax(z), per sampled token.
+
+    One completion per prompt is sampled from π_θ (``rlbook.rollout.sample`` at ``temperature`` τ, no
+    truncation), so every token is a draw from the distribution whose log-probs ``logp`` holds and
+    E_{π_θ}[r | prefix] = 1 at every position (Schulman 2020's condition for k1 and k3 to be unbiased).
+    τ < 1 sharpens: it stands in for a policy that training has made more peaked than its reference,
+    r = π_ref/π_θ being large exactly on the tokens the sharpening made rare. No training is involved.
+
+    Returns a dict of (B, C) tensors, float64, B = len(prompts): ``logp`` = log π_θ(y_t | ·),
+    ``ref_logp`` = log π_ref(y_t | ·), ``exact_kl`` = Σ_v π_θ(v | ·) log(π_θ(v | ·)/π_ref(v | ·)), the exact
+    per-position KL that k1 and k3 estimate, and ``mask`` (bool, every generated token, the end-of-sequence
+    token included); plus ``rollout``. Padding holds 0.
+    """
+    temperature = check_positive("temperature", temperature)
+    rollout = sample(model, tokenizer, list(prompts), num_samples=1, max_new_tokens=max_new_tokens,
+                     temperature=temperature, seed=seed)
+    logits = completion_forward(model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                rollout.completion_mask).double()
+    policy = torch.log_softmax(logits / temperature, dim=-1)
+    reference = torch.log_softmax(logits, dim=-1)
+    tokens = rollout.completion_ids.unsqueeze(-1)
+    mask = rollout.completion_mask.bool()
+    exact = (policy.exp() * (policy - reference)).sum(-1)
+    return {"logp": policy.gather(-1, tokens).squeeze(-1).where(mask, 0.0),
+            "ref_logp": reference.gather(-1, tokens).squeeze(-1).where(mask, 0.0),
+            "exact_kl": exact.where(mask, 0.0), "mask": mask, "rollout": rollout}

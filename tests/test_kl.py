@@ -108,3 +108,66 @@ def test_bernoulli_kl_is_the_kl_of_two_coins_with_zero_log_zero():
     assert math.isinf(float(bernoulli_kl(0.5, 0.0)))
     with pytest.raises(ValueError, match="probabilities"):
         bernoulli_kl(1.5, 0.5)
+
+
+# ---- the estimators on a language model's own tokens (lesson 02, end of §4)
+
+def test_tempered_token_log_ratios_at_temperature_one_is_zero_kl():
+    from rlbook.probes import tempered_token_log_ratios
+    from rlbook.models import load_model
+
+    model, tokenizer = load_model("arith-tiny")
+    model.eval()
+    out = tempered_token_log_ratios(model, tokenizer, ["1+2=", "3+4="], temperature=1.0, max_new_tokens=8, seed=0)
+    mask = out["mask"]
+    assert mask.any()
+    assert torch.allclose(out["logp"], out["ref_logp"], atol=1e-12)
+    assert out["exact_kl"].abs().max() < 1e-12
+    # logp is the sampler's own log-prob of each token
+    assert torch.allclose(out["logp"][mask].float(), out["rollout"].logprobs[mask], atol=1e-4)
+
+
+def test_tempered_token_log_ratios_sharpened_has_positive_exact_kl_and_k3_mean_one_ratio():
+    from rlbook.probes import tempered_token_log_ratios
+    from rlbook.models import load_model
+
+    model, tokenizer = load_model("arith-tiny")
+    model.eval()
+    out = tempered_token_log_ratios(model, tokenizer, ["1+2=", "3+4=", "5+6="], temperature=0.5, max_new_tokens=8)
+    mask = out["mask"]
+    assert (out["exact_kl"][mask] >= 0).all() and out["exact_kl"][mask].sum() > 0
+    assert (out["exact_kl"][~mask] == 0).all() and (out["logp"][~mask] == 0).all()
+    with pytest.raises(ValueError, match="temperature"):
+        tempered_token_log_ratios(model, tokenizer, ["1+2="], temperature=0.0)
+
+
+def test_token_tail_summary_on_known_values():
+    from rlbook.kl import token_tail_summary
+
+    values = torch.cat([torch.zeros(99), torch.tensor([100.0])])
+    tail = token_tail_summary(values, quantiles=(0.5,), top=0.01)
+    assert tail["count"] == 100 and tail["mean"] == pytest.approx(1.0)
+    assert tail["quantiles"][0.5] == 0.0 and tail["max"] == 100.0
+    assert tail["top_share"] == pytest.approx(1.0)
+    # one spike among 100 zeros: the definition, evaluated directly
+    centred = values.double() - 1.0
+    assert tail["excess_kurtosis"] == pytest.approx(float((centred**4).mean() / (centred**2).mean() ** 2 - 3))
+    normal = token_tail_summary(torch.randn(200_000, generator=torch.Generator().manual_seed(0)))
+    assert abs(normal["excess_kurtosis"]) < 0.1
+    with pytest.raises(ValueError, match="top"):
+        token_tail_summary(values, top=0.0)
+    with pytest.raises(ValueError, match="values"):
+        token_tail_summary(torch.ones(1))
+
+
+def test_batch_means_below_counts_batches():
+    from rlbook.kl import batch_means_below
+
+    estimates = torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 5.0], [1.0, 1.0], [9.0, 9.0]])
+    exact = torch.ones(5, 2)
+    mask = torch.tensor([[1, 1], [1, 1], [1, 0], [1, 1], [1, 1]])
+    # batches of 2 rows: rows 0–1 (mean 1.0, not below 1), rows 2–3 (mean 2/3, below); row 4 dropped
+    assert batch_means_below(estimates, exact, mask, rows_per_batch=2) == (1, 2)
+    assert batch_means_below(estimates, exact, mask, rows_per_batch=1) == (2, 5)
+    with pytest.raises(ValueError, match="rows_per_batch"):
+        batch_means_below(estimates, exact, mask, rows_per_batch=6)

@@ -332,3 +332,14 @@ def test_placement_and_optima_titles_name_beta_and_the_hard_mass():
     assert "β = 0.25" in fig.axes[0].get_title() and fig.axes[0].get_xlabel()
     fig = kl_viz.plot_optima_at_beta(ref, rewards, _two_token_toy(), beta=0.25)
     assert "π(hard)" in fig.axes[1].get_title() and "per-token ×" in fig.axes[1].get_title()
+
+
+def test_plot_token_tails_draws_two_labelled_panels():
+    import matplotlib.pyplot as plt
+
+    log_r = torch.randn(2_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    exact = torch.rand(2_000, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    fig = kl_viz.plot_token_tails(log_r, exact, description="test")
+    assert len(fig.axes) == 2
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    plt.close(fig)

@@ -36,6 +36,7 @@ __all__ = [
     "plot_optima_at_beta",
     "optima_beta_widget",
     "plot_kl_gradient_variance",
+    "plot_token_tails",
 ]
 
 ESTIMATOR_COLOURS = {"k1": "tab:red", "k2": "tab:orange", "k3": "tab:blue"}
@@ -487,3 +488,49 @@ def _bars_with_markers(ax, series: dict, colours: dict, *, markers: dict):
             ax.plot(positions + offsets[name], torch.as_tensor(values).numpy(), ls="none",
                     label=label if i == 0 else None, **style)
     return positions
+
+
+def plot_token_tails(log_ratio, exact_kl, *, description: str = ""):
+    """k3 over a language model's sampled tokens: its per-token histogram, and who carries its sum.
+
+    ``log_ratio`` = log r = ref_logp − logp and ``exact_kl`` (the exact KL at the token's position) are
+    1-D tensors, one entry per sampled token (``rlbook.probes.tempered_token_log_ratios``, masked).
+    Left: the histogram of k3 = r − 1 − log r on log-spaced bins (log counts; values below the 0.1 %
+    quantile are counted in the first bin), with its median, its mean
+    and the mean exact KL as vertical lines. Right: the share of the total carried by the largest
+    tokens, against the fraction of tokens taken (largest first, log x), for k3 and for the exact
+    per-position KL of the same tokens: the KL both estimate, and how concentrated each is.
+    """
+    log_ratio = torch.as_tensor(log_ratio, dtype=torch.float64)
+    exact_kl = torch.as_tensor(exact_kl, dtype=torch.float64)
+    k3_values = (torch.expm1(log_ratio) - log_ratio).numpy()
+    exact = exact_kl.numpy()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    floor = max(float(np.quantile(k3_values, 0.001)), 1e-12)
+    bins = np.logspace(np.log10(floor), np.log10(k3_values.max() * 1.05), 61)
+    left.hist(np.clip(k3_values, floor, None), bins=bins, color="tab:blue", alpha=0.75)
+    left.set_xscale("log")
+    left.set_yscale("log")
+    for value, style, label in ((np.median(k3_values), ":", "median of k3"), (k3_values.mean(), "-", "mean of k3"),
+                                (exact.mean(), "--", "mean exact KL")):
+        left.axvline(value, color="k", ls=style, lw=1.2, label=f"{label} {value:.3g}")
+    left.set_xlabel("k3 = r − 1 − log r of one token (nats, log scale)")
+    left.set_ylabel("tokens (log scale)")
+    left.set_title("k3 per sampled token", fontsize=9)
+    left.legend(fontsize=8, loc="upper right")
+    fraction = np.arange(1, k3_values.size + 1) / k3_values.size
+    for values, colour, label in ((k3_values, "tab:blue", "k3 (the sampled estimate)"),
+                                  (exact, "tab:gray", "exact KL at the token's position")):
+        ordered = np.sort(values)[::-1]
+        right.plot(fraction, np.cumsum(ordered) / ordered.sum(), color=colour, lw=2, label=label)
+    right.axvline(0.01, color="0.5", ls=":", lw=1)
+    right.set_xscale("log")
+    right.set_ylim(0, 1.02)
+    right.set_xlabel("fraction of tokens, largest first (log scale)")
+    right.set_ylabel("share of the sum over all tokens")
+    right.set_title("who carries the sum", fontsize=9)
+    right.legend(fontsize=8, loc="lower right")
+    if description:
+        fig.suptitle(description, fontsize=9)
+    fig.tight_layout()
+    return fig
