@@ -398,6 +398,7 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
         ax.legend(handles=[Line2D([], [], color=arm_colour[arm], marker=m, ls="none", label=arm)
                            for arm, m in zip(held_out, markers)], fontsize=7)
         ax.set_xticks(range(n_seeds), labels)
+        ax.set_xlabel("training seed")
         ax.set_title("held-out pass@1 after training ± SE", fontsize=10)
         ax.grid(alpha=0.3)
     fig.tight_layout()
