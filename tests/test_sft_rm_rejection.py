@@ -190,6 +190,37 @@ def test_rejection_sampling_finetune_restarts_each_round_from_the_starting_weigh
         rejection_sampling_finetune(model, tokenizer, ReviewTask(), rounds=1, restart_from_base="yes")
 
 
+@pytest.mark.parametrize("keep, min_reward, expected", [
+    ("best", None, [("p0", "b"), ("p1", "d")]),                           # each prompt's winner
+    ("best", 1.0, [("p1", "d")]),                                         # ... if it is accepted
+    ("all", None, [("p0", "a"), ("p0", "b"), ("p1", "c"), ("p1", "d")]),  # no rejection: every sample
+    ("all", 0.5, [("p0", "b"), ("p1", "c"), ("p1", "d")]),                # every accepted sample (ReST-EM)
+])
+def test_rejection_sampling_finetune_keeps_the_winner_or_every_sample(tokenizer, monkeypatch, keep, min_reward, expected):
+    from rlbook.trainers import rejection
+
+    fitted = []
+
+    def fake_best_of_n(model, tokenizer, prompts, reward_fn, *, n, **settings):   # two prompts, two samples, known rewards
+        rewards = torch.tensor([[0.0, 0.5], [1.0, 2.0]])
+        completions = [["a", "b"], ["c", "d"]]
+        return rejection.BestOfN(prompts=["p0", "p1"], best=["b", "d"], best_rewards=rewards.max(dim=1).values,
+                                 completions=completions, rewards=rewards)
+
+    def fake_sft(model, tokenizer, kept, **settings):   # records what the round fits on
+        fitted.append(list(kept))
+        return [{"loss": 0.0}]
+
+    monkeypatch.setattr(rejection, "best_of_n", fake_best_of_n)
+    monkeypatch.setattr(rejection, "sft", fake_sft)
+    history = rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=1, n=2, prompts_per_round=2,
+                                          sft_steps=1, eval_prompts=2, eval_samples=1, max_new_tokens=4, progress=False,
+                                          keep=keep, min_reward=min_reward)
+    assert fitted == [expected] and history[1]["kept"] == len(expected)
+    with pytest.raises(ValueError, match="keep must be"):
+        rejection_sampling_finetune(_model(tokenizer), tokenizer, ReviewTask(), rounds=1, keep="top")
+
+
 def test_sft_loss_is_the_loss_sft_logs_before_its_first_step(tokenizer):
     from rlbook.trainers.sft import sft_loss
 

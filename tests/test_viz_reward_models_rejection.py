@@ -219,6 +219,21 @@ def test_verifier_reward_kl_plot_draws_the_frontier_best_of_n_and_the_tuned_poli
     with pytest.raises(ValueError, match="colours"):
         rejection_viz.plot_verifier_reward_kl(frontier["kl"], frontier["success"], [2], [0.1], [0.5],
                                               tuned={"seed 0": (2.0, 0.2, 0.75, 0.03)}, colours={"seed 9": "C9"})
+    with pytest.raises(ValueError, match="markers"):
+        rejection_viz.plot_verifier_reward_kl(frontier["kl"], frontier["success"], [2], [0.1], [0.5],
+                                              tuned={"seed 0": (2.0, 0.2, 0.75, 0.03)}, markers={"seed 9": "o"})
+
+
+def test_verifier_reward_kl_plot_marks_two_recipes_of_one_seed_apart():
+    from rlbook.toys import verifier_frontier
+
+    frontier = verifier_frontier([0.1, 0.3], np.linspace(0, 4, 20))
+    tuned = {"lr 1e-3, seed 0": (2.5, 0.3, 0.8, 0.03), "lr 3e-4, seed 0": (1.5, 0.2, 0.92, 0.02)}
+    fig = rejection_viz.plot_verifier_reward_kl(frontier["kl"], frontier["success"], [2], [0.1], [0.5], tuned=tuned,
+                                                colours={label: rejection_viz.seed_colour(0) for label in tuned},
+                                                markers={"lr 3e-4, seed 0": "o"})
+    drawn = [container.lines[0].get_marker() for container in fig.axes[0].containers]
+    assert drawn == ["D", "o"]   # the default diamond, then the marker asked for
 
 
 def test_one_colour_per_seed_across_the_history_and_the_plane():

@@ -101,11 +101,15 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
                                 sft_batch_size: int = 16, eval_prompts: int = 64, eval_samples: int = 4,
                                 success_reward: float = 1.0, max_new_tokens: int = 64, temperature: float = 1.0,
                                 seed: int = 0, progress: bool = True, live: bool | None = None,
-                                describe=None, restart_from_base: bool = False, measure=None) -> History:
+                                describe=None, restart_from_base: bool = False, measure=None,
+                                keep: str = "best") -> History:
     """Iterated best-of-``n`` → SFT for ``rounds`` rounds on fresh training prompts of ``task``.
 
     Keeps the best completion of each prompt (only those with reward ≥ ``min_reward`` when given)
-    and fine-tunes ``model`` in place on them. Logs, for round 0 (before training) and each round,
+    and fine-tunes ``model`` in place on them. ``keep="all"`` keeps every one of the ``n`` samples
+    instead (again only those with reward ≥ ``min_reward`` when given): with ``min_reward=None`` that is
+    the control with no rejection at all, SFT on the policy's own samples; with a ``min_reward`` it keeps
+    every accepted sample, as ReST-EM does (Singh et al. 2023, arXiv:2312.06585, §3; without its cap per problem). Logs, for round 0 (before training) and each round,
     held-out pass@1 on ``eval_prompts`` test prompts (``eval_samples`` samples each; a sample passes
     when its reward ≥ ``success_reward``), its standard error clustered by prompt
     (``eval/pass@1_se``) and the mean held-out reward; for training rounds also the mean sampled and
@@ -129,6 +133,8 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
     if describe is not None and not callable(describe):
         raise ValueError(f"describe must be None or a function of a list of completions, got {type(describe).__name__}")
     check_bool("restart_from_base", restart_from_base)
+    if keep not in ("best", "all"):
+        raise ValueError(f"keep must be 'best' (the winner of each prompt) or 'all' (every sample), got {keep!r}")
     if measure is not None and not callable(measure):
         raise ValueError(f"measure must be None or a function of the model, got {type(measure).__name__}")
     base_weights = copy.deepcopy(model.state_dict()) if restart_from_base else None
@@ -144,8 +150,10 @@ def rejection_sampling_finetune(model, tokenizer, task, *, rounds: int = 3, n: i
         model.eval()
         result = best_of_n(model, tokenizer, list(batch["prompt"]), reward_fn, n=n, columns=_columns(batch),
                            seed=seed + round_, **sampling)
-        kept = [(p, c) for p, c, r in zip(result.prompts, result.best, result.best_rewards.tolist())
-                if min_reward is None or r >= min_reward]
+        candidates = (zip(result.prompts, result.best, result.best_rewards.tolist()) if keep == "best" else
+                      ((p, c, r) for p, texts, scores in zip(result.prompts, result.completions, result.rewards.tolist())
+                       for c, r in zip(texts, scores)))
+        kept = [(p, c) for p, c, r in candidates if min_reward is None or r >= min_reward]
         row = {"round": round_, "sample_reward": result.rewards.mean().item(),
                "best_of_n_reward": result.best_rewards.mean().item(), "kept": len(kept)}
         if kept and describe is not None:

@@ -155,14 +155,15 @@ def seed_colour(seed) -> str:
 
 def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_values, best_of_n_success, *,
                             ceiling: tuple[float, float] | None = None, tuned: dict | None = None,
-                            colours: dict | None = None):
+                            colours: dict | None = None, markers: dict | None = None):
     """Mean success against mean KL from the base over a set of prompts under a 0/1 verifier.
 
     The curve is the frontier of one shared β (``rlbook.toys.verifier_frontier``); the points (black)
     are best-of-n of the base for each n of ``ns`` (the success of its one answer, 1 − (1 − p)^n); ``ceiling`` (KL, success) marks π conditioned on
     success (n → ∞); ``tuned`` maps a label to (KL, its s.e., success, its s.e.) of a trained policy,
     drawn with ± 2 s.e. bars in both directions, in ``colours[label]`` (default: ``seed_colour`` of its
-    position, the colours of ``plot_rejection_sampling_history``)."""
+    position, the colours of ``plot_rejection_sampling_history``) and ``markers[label]`` (default a diamond),
+    so that two recipes of one seed share its colour and differ in their marker."""
     frontier_kl, frontier_success = np.asarray(frontier_kl, dtype=float), np.asarray(frontier_success, dtype=float)
     best_of_n_kl_values = np.asarray(best_of_n_kl_values, dtype=float)
     best_of_n_success = np.asarray(best_of_n_success, dtype=float)
@@ -186,10 +187,12 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     if ceiling is not None:
         ax.plot(*ceiling, "*", ms=12, color="tab:purple", label="π_base conditioned on success (n → ∞)")
     colours = dict(colours or {})
-    if set(colours) - set(tuned or {}):
-        raise ValueError(f"colours must name labels of tuned, got {sorted(set(colours) - set(tuned or {}))}")
+    markers = dict(markers or {})
+    for name, given in (("colours", colours), ("markers", markers)):
+        if set(given) - set(tuned or {}):
+            raise ValueError(f"{name} must name labels of tuned, got {sorted(set(given) - set(tuned or {}))}")
     for index, (label, (kl, kl_se, success, success_se)) in enumerate((tuned or {}).items()):
-        ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt="D", ms=6, capsize=3,
+        ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt=markers.get(label, "D"), ms=6, capsize=3,
                     color=colours.get(label, seed_colour(index)), label=label)
     ax.set(xlabel="mean KL from the base (nats)", ylabel="mean success of one answer of each policy", ylim=(0, 1.05),
            title="under a 0/1 verifier: success bought per nat of KL\n(tuned policies: ± 2 s.e. in both directions)")
