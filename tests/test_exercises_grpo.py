@@ -59,6 +59,9 @@ def test_group_advantages_accepts_right_answers(answer, capsys):
     (lambda r, g: -group_advantages(r, g), "sign"),
     (lambda r, g: torch.zeros(3), "one advantage per reward"),
     (lambda r, g: 1 / 0, "ZeroDivisionError"),
+    # the batch's mean with each group's σ
+    (lambda r, g: torch.where(_flat(r, g), 0.0, ((r.view(-1, g) - r.mean()) / (r.view(-1, g).std(1, correction=0, keepdim=True)
+                                                                            + 1e-8)).reshape(-1)), "whole batch's mean"),
     # an ε that moves σ: σ + 1e-3, and √(var + 1e-2)
     (_grouped(lambda x: _centred(x) / (x.std(1, correction=0, keepdim=True) + 1e-3)), "ε is too large"),
     (_grouped(lambda x: _centred(x) / (x.var(1, correction=0, keepdim=True) + 1e-2).sqrt()), "ε is too large"),

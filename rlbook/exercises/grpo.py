@@ -74,6 +74,12 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
                                              / rewards.std(correction=0)),
                                  "you subtracted each group's mean but divided by the whole batch's σ (TRL's "
                                  "`scale_rewards=\"batch\"`); GRPO here divides by each group's own σ."),
+        "batch_mean_group_std": (torch.where(_flat_rows(rewards, group_size), torch.zeros_like(rewards),
+                                             ((groups - rewards.mean())
+                                              / groups.std(1, correction=0, keepdim=True).clamp_min(1e-12)).reshape(-1)),
+                                 "you divided by each group's σ but subtracted the whole batch's mean: μ must be each "
+                                 "prompt's own too, `groups.mean(dim=1, keepdim=True)`, or an easy prompt's answers all "
+                                 "get pushed up and a hard one's all down."),
         "batch_bessel": (batch_normalize(rewards, unbiased_std=True),
                          "you normalised over the whole batch (with Bessel's std) instead of within each group "
                          "of G: reshape to (n_prompts, G) and take μ and σ along the group."),
