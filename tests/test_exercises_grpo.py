@@ -59,6 +59,12 @@ def test_group_advantages_accepts_right_answers(answer, capsys):
     (lambda r, g: -group_advantages(r, g), "sign"),
     (lambda r, g: torch.zeros(3), "one advantage per reward"),
     (lambda r, g: 1 / 0, "ZeroDivisionError"),
+    # the batch's mean with each group's σ
+    (lambda r, g: torch.where(_flat(r, g), 0.0, ((r.view(-1, g) - r.mean()) / (r.view(-1, g).std(1, correction=0, keepdim=True)
+                                                                            + 1e-8)).reshape(-1)), "whole batch's mean"),
+    # an ε that moves σ: σ + 1e-3, and √(var + 1e-2)
+    (_grouped(lambda x: _centred(x) / (x.std(1, correction=0, keepdim=True) + 1e-3)), "ε is too large"),
+    (_grouped(lambda x: _centred(x) / (x.var(1, correction=0, keepdim=True) + 1e-2).sqrt()), "ε is too large"),
 ])
 def test_group_advantages_names_the_mistake(answer, phrase, capsys):
     assert check_group_advantages(answer) is False
@@ -180,10 +186,27 @@ def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, -beta)
 
 
+def _summed_over_responses(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """The missing 1/G: each response's token mean, then a sum over the responses."""
+    return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta) * logp.shape[0]
+
+
+def _dual_clipped(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """Lesson 03's dual clip carried over (c = 3): max(min(r·A, clip(r)·A), 3·A) where A < 0."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    surrogate = torch.where(a < 0, torch.max(surrogate, 3 * a), surrogate)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
 @pytest.mark.parametrize("answer, phrase", [
     (_token_mean, "all the batch's tokens at once"),
     (_no_clip, "there is no clip"),
     (_kl_rewarded, "wrong sign"),
+    (_summed_over_responses, "summed over the responses"),
+    (_dual_clipped, "dual clip"),
     (_trl_weighted_kl, "use_bias_correction_kl"),
     (_kl_unmasked, "padding included"),
     (_log_ratio_clipped, "clipped the log-ratio"),

@@ -12,9 +12,9 @@ not attempted yet (``None``, or a function that raises ``NotImplementedError``).
 per token (eq. 4), averaged over each response's own tokens (1/|o_i|) and then over the responses
 (1/G). It compares the value *and* the gradient with respect to ``logp`` with ``rlbook.losses.policy_loss``
 (``variant="grpo"``) on padded batches of unequal lengths, and names the usual mistakes: a whole-batch
-token mean (DAPO's and PPO's average), no 1/|o_i|, padding counted in |o_i|, padding left in the
+token mean (DAPO's and PPO's average), no 1/|o_i|, a sum over the responses (no 1/G), padding counted in |o_i|, padding left in the
 numerator (``per_token.sum(1) / mask.sum(1)`` without the mask) or in both (``per_token.mean()`` over
-the padded tensor), no clip, max for min, the
+the padded tensor), no clip, max for min, lesson 03's dual clip, the
 KL's sign, the KL's direction, k1 for k3, the KL averaged outside the per-response mean, the KL weighted by
 the ratio (β·r·k3: TRL's ``use_bias_correction_kl``, DeepSeek-V3.2's unbiased KL, a different objective
 from eq. 3's), the KL not masked on padding, the log-ratio clipped instead of the ratio, a detached ratio
@@ -74,6 +74,12 @@ def _group_mistakes(rewards: torch.Tensor, group_size: int) -> dict[str, tuple[t
                                              / rewards.std(correction=0)),
                                  "you subtracted each group's mean but divided by the whole batch's σ (TRL's "
                                  "`scale_rewards=\"batch\"`); GRPO here divides by each group's own σ."),
+        "batch_mean_group_std": (torch.where(_flat_rows(rewards, group_size), torch.zeros_like(rewards),
+                                             ((groups - rewards.mean())
+                                              / groups.std(1, correction=0, keepdim=True).clamp_min(1e-12)).reshape(-1)),
+                                 "you divided by each group's σ but subtracted the whole batch's mean: μ must be each "
+                                 "prompt's own too, `groups.mean(dim=1, keepdim=True)`, or an easy prompt's answers all "
+                                 "get pushed up and a hard one's all down."),
         "batch_bessel": (batch_normalize(rewards, unbiased_std=True),
                          "you normalised over the whole batch (with Bessel's std) instead of within each group "
                          "of G: reshape to (n_prompts, G) and take μ and σ along the group."),
@@ -141,7 +147,25 @@ def _varied_groups_right(result, reference, rewards, group_size):
     if _close(result[varied], reference[varied]):
         return ("the varied groups are right, but a zero-variance group (all rewards equal) must get advantage "
                 "exactly 0: it carries no signal.")
-    return None
+    return _eps_too_large(result, reference, rewards, group_size)
+
+
+def _eps_too_large(result, reference, rewards, group_size):
+    """Named when each varied group's advantages are the right ones shrunk by one factor in (0.9, 1) and the flat
+    groups are 0: the answer divides by σ + ε (or √(var + ε)) with an ε too large to be a guard against 0 / 0."""
+    varied = ~_flat_rows(rewards, group_size)
+    if not torch.allclose(result[~varied], torch.zeros_like(result[~varied]), atol=1e-6):
+        return None
+    nonzero = varied & (reference.abs() > 1e-9)
+    shrink = torch.ones_like(reference)
+    shrink[nonzero] = result[nonzero] / reference[nonzero]
+    per_group = shrink.view(-1, group_size)
+    if not (torch.allclose(per_group, per_group[:, :1], rtol=0, atol=1e-6) and (shrink > 0.9).all()
+            and (shrink[nonzero] < 1).all()):
+        return None
+    return (f"your advantages are the right ones shrunk by up to {1 - float(shrink.min()):.2%}: your ε is too "
+            "large. It is there only to keep 0 / 0 away from a flat group, so it must not move σ: keep it at "
+            "1e-8 to 1e-6 (this checker allows up to 1e-4), or give a flat group 0 directly.")
 
 
 def advantage_exercise(name: str, what: str, method: str, whose: str, mistakes, *, checks=(), partial=None,
@@ -184,8 +208,9 @@ LOSS_SETTINGS = (((7, 3, 5, 2), (1.2, -0.8, 0.0, -1.5), 0.2, 0.04),
 def grpo_loss_cases() -> list[tuple]:
     """The checker's inputs ``(logp, old_logp, ref_logp, advantages, mask, eps, beta)``, float64 (seeded).
 
-    Ratios π_θ/π_old spread over (0.5, 1.6), past both clip bounds; π_ref away from π_θ on both sides;
-    padded positions (mask 0) hold finite junk, as a real batch's padding does.
+    Ratios π_θ/π_old spread over (0.5, 1.6), past both clip bounds, and one token of each batch's most negative
+    response at r ≈ 4.5, past the c = 3 of a dual clip (lesson 03), which eq. 3 does not have; π_ref away from
+    π_θ on both sides; padded positions (mask 0) hold finite junk, as a real batch's padding does.
     """
     generator = torch.Generator().manual_seed(8)
     cases = []
@@ -198,6 +223,8 @@ def grpo_loss_cases() -> list[tuple]:
         ref_logp = logp + torch.empty(shape, dtype=DTYPE).uniform_(-1.0, 1.0, generator=generator)
         junk = mask == 0
         logp[junk], old_logp[junk], ref_logp[junk] = 0.5, -3.0, -6.0
+        row = advantages.index(min(advantages))  # one token of the most negative response far above 1 + ε:
+        old_logp[row, 0], logp[row, 0] = -2.5, -2.5 + 1.5  # r = e^1.5 ≈ 4.5 > 3, where a dual clip (c = 3) acts
         cases.append((logp, old_logp, ref_logp, torch.tensor(advantages, dtype=DTYPE), mask, eps, beta))
     return cases
 
@@ -244,7 +271,9 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
                        kl_weighted=False, detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0):
     """A wrong GRPO loss that differs from eq. 3 in the named choices (the defaults are eq. 3 itself).
 
-    ``clip="log"`` clips the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]); ``average="unmasked"`` sums each
+    ``clip="log"`` clips the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]); ``clip="dual"`` adds lesson 03's dual clip
+    (Ye et al. 2020, c = 3: max(min(r·A, clip(r)·A), 3·A) where A < 0); ``average="responses_summed"`` sums the
+    responses' token means instead of averaging them (no 1/G); ``average="unmasked"`` sums each
     row's padded positions too, over its own length; ``average="positions"`` is one mean over every
     position of the padded (B, T) tensor; ``kl_weighted`` multiplies k3 by
     the ratio r (TRL's ``use_bias_correction_kl``); ``kl_average="unmasked"`` adds the KL's mean over every
@@ -255,7 +284,9 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
         ratio, a, clipped = _terms(logp.detach() if detach_ratio else logp, old_logp, advantages, eps_used)
         if clip == "log":
             clipped = (logp - old_logp).clamp(-eps_used, eps_used).exp()
-        surrogate = {"min": torch.minimum(ratio * a, clipped * a), "max": torch.maximum(ratio * a, clipped * a),
+        pessimistic = torch.minimum(ratio * a, clipped * a)
+        surrogate = {"min": pessimistic, "max": torch.maximum(ratio * a, clipped * a),
+                     "dual": torch.where(a < 0, torch.maximum(pessimistic, 3.0 * a), pessimistic),
                      "none": ratio * a, "factored": torch.minimum(ratio, clipped) * a,
                      "log": torch.minimum(ratio * a, clipped * a)}[clip]
         kl_logp = logp.detach() if detach_kl else logp
@@ -274,6 +305,8 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
             total = (per_token.sum(1) / mask.sum(1)).mean()
         elif average == "positions":  # one mean over the padded tensor, padding in numerator and denominator
             total = per_token.mean()
+        elif average == "responses_summed":  # each response's token mean, summed over the responses (no 1/G)
+            total = aggregate(per_token, mask, AVERAGES["response"]) * mask.shape[0]
         else:
             total = aggregate(per_token, mask, AVERAGES[average])
         return sign * (total + outside)
@@ -288,6 +321,10 @@ GRPO_LOSS_MISTAKES = {
     "token_sum": (_grpo_loss_variant(average="sum"),
                   "you summed each response's tokens without dividing by its length |o_i|: eq. 3 takes "
                   "(1/|o_i|) Σ_t, a mean over the response's own tokens."),
+    "responses_summed": (_grpo_loss_variant(average="responses_summed"),
+                         "you summed over the responses instead of averaging them: eq. 3 takes (1/G) Σ_i, a mean "
+                         "over the responses (here over all B responses of the batch: `.mean()`, not `.sum()`), so "
+                         "the loss does not grow with the batch."),
     "padded_length": (_grpo_loss_variant(average="padded"),
                       "each response is divided by the padded width T, not by its own length |o_i| = mask.sum(1): "
                       "padding must not count in a response's length."),
@@ -303,6 +340,9 @@ GRPO_LOSS_MISTAKES = {
                 "there is no clip: the surrogate is min(r·A, clip(r, 1 − ε, 1 + ε)·A), not r·A."),
     "max": (_grpo_loss_variant(clip="max"),
             "you took the max of r·A and clip(r)·A: eq. 3 takes the MIN, the pessimistic term."),
+    "dual_clip": (_grpo_loss_variant(clip="dual"),
+                  "you added lesson 03's dual clip, max(·, c·A) for A < 0 (Ye et al. 2020): eq. 3 has none, so a "
+                  "token with A < 0 and a ratio far above 1 + ε keeps its full r·A (here r ≈ 4.5 on one token)."),
     "factored": (_grpo_loss_variant(clip="factored"),
                  "you factored A out of the min, min(r, clip(r))·A: right for A > 0 only; for A < 0 the order "
                  "flips. Take the min over the products r·A and clip(r)·A."),
