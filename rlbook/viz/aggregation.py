@@ -181,7 +181,7 @@ def length_toy_widget(*, steps: int = 100, seed: int = 0):
         advantage=widgets.Dropdown(options=[("σ (GRPO)", "grpo"), ("no σ (Dr.GRPO)", "dr_grpo")], value="grpo",
                                    description="advantage"),
         optimizer=widgets.Dropdown(options=["adam", "sgd"], value="adam", description="optimizer"),
-        lr=widgets.FloatLogSlider(value=0.05, base=10, min=-3, max=2, step=0.5, description="lr",
+        lr=widgets.FloatLogSlider(value=0.05, base=10, min=-3, max=2, step=0.1, description="lr",
                                   continuous_update=False),
         max_len=widgets.IntSlider(value=64, min=16, max=128, step=16, description="cap max_len",
                                   continuous_update=False),
