@@ -23,12 +23,15 @@ exactly 0 under every method (never NaN, never round-off noise). Other groups di
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_group_size, check_positive, check_same_shape
 from rlbook.aggregation import response_mask
 
 __all__ = [
+    "difficulty_factor",
     "GROUP_METHODS",
     "group_advantages",
     "gae",
@@ -180,3 +183,31 @@ def dither_rewards(rewards, std: float, *, generator: torch.Generator | None = N
     std = check_positive("std", std, allow_zero=True)
     noise = torch.randn(rewards.shape, generator=generator, dtype=rewards.dtype, device=rewards.device)
     return rewards + std * noise
+
+
+def difficulty_factor(p: float, group_size: int, method: str = "grpo", *, unbiased_std: bool = False) -> float:
+    """g_G(p) = E[Â_i | R_i = 1] − E[Â_i | R_i = 0] for a 0/1 reward, a question of solve rate ``p``.
+
+    With a 0/1 reward, E[Â_i ∇log π(o_i)] = g_G(p) ∇p (lesson 10, §1): Â_i depends on o_i only through
+    R_i, and the other G − 1 rewards are independent Binomial(G − 1, p) draws. So g sums, over the j
+    correct among the others, C(G−1, j) p^j (1−p)^(G−1−j) times (Â of a right answer − Â of a wrong
+    one) in a group with j (resp. j + 1) other right answers; a flat group's advantages are 0
+    (``group_advantages``). Under Dr.GRPO (``method="dr_grpo"``) g = (G − 1)/G for
+    every p; under GRPO (population σ, DeepSeekMath eq. 3 of Shao et al. 2024, arXiv:2402.03300) it grows
+    as p leaves ½ (Liu et al. 2025, arXiv:2503.20783, §3.1, "question-level difficulty bias").
+    """
+    if not (isinstance(p, (int, float)) and 0 <= p <= 1):
+        raise ValueError(f"p must be a solve rate in [0, 1], got {p!r}")
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 2:
+        raise ValueError(f"group_size must be an int >= 2, got {group_size!r}")
+    check_choice("method", method, GROUP_METHODS)
+    g = group_size
+    total = 0.0
+    for j in range(g):
+        chance = math.comb(g - 1, j) * p ** j * (1 - p) ** (g - 1 - j)
+        right = group_advantages(torch.tensor([1.0] * (j + 1) + [0.0] * (g - 1 - j)), g, method,
+                                 unbiased_std=unbiased_std)[0]
+        wrong = group_advantages(torch.tensor([0.0] + [1.0] * j + [0.0] * (g - 1 - j)), g, method,
+                                 unbiased_std=unbiased_std)[0]
+        total += chance * float(right - wrong)
+    return total

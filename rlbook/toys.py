@@ -1164,7 +1164,8 @@ def _length_toy_policy(answer_logit, continue_logits, max_len: int):
 
 def length_bias_toy(mode: str = "seq_mean_token_mean", advantage: str = "grpo", *, steps: int = 150,
                     prompts: int = 16, group_size: int = 8, lr: float = 0.05, max_len: int = 64,
-                    p_correct: float = 0.3, start_length: float = 8.0, seed: int = 0) -> dict[str, np.ndarray]:
+                    p_correct: float = 0.3, start_length: float = 8.0, seed: int = 0,
+                    optimizer: str = "adam") -> dict[str, np.ndarray]:
     """Train a two-decision policy with a GRPO-style loss and follow the length of right and wrong answers.
 
     The toy (lesson 10): one question, asked ``prompts`` times per step with ``group_size`` samples
@@ -1176,15 +1177,18 @@ def length_bias_toy(mode: str = "seq_mean_token_mean", advantage: str = "grpo", 
 
     Each step samples a batch, takes the advantages of ``rlbook.advantages.group_advantages(advantage)``
     and the token weights of ``rlbook.aggregation.token_weights(mode, max_len=max_len)``, and takes
-    one Adam step (``lr``) on −Σ w · A · log π of every token, exactly as ``rlbook.losses`` does at
-    ratio 1. Under 1/|o| (``seq_mean_token_mean``, GRPO) the length term is weighted by 1/|o|, and
+    one Adam step (``lr``; ``optimizer="sgd"``: one plain gradient step instead, to see how much of the
+    drift's speed is Adam's per-parameter scaling) on −Σ w · A · log π of every token, exactly as
+    ``rlbook.losses`` does at ratio 1. Under 1/|o| (``seq_mean_token_mean``, GRPO) the length term is weighted by 1/|o|, and
     E[(1/|o|) ∇ log π(|o|)] = ∇ E[1/|o|] ≠ 0: with A < 0 a wrong answer is pushed toward length,
     with A > 0 a right one toward brevity — the length bias of Liu et al. (2025, arXiv:2503.20783,
     §3.1). Under a constant L (``seq_mean_token_sum_norm``, Dr.GRPO) the length terms average to zero.
 
-    Returns arrays over ``steps + 1`` points (before each step, and after the last): ``p_correct``
-    and the policy's exact expected length of a ``length_correct`` and a ``length_incorrect``
-    response. The same arguments give the same numbers.
+    Returns arrays over ``steps + 1`` points (before each step, and after the last): ``p_correct``,
+    the policy's exact expected length of a ``length_correct`` and a ``length_incorrect`` response,
+    and ``capped_correct`` / ``capped_incorrect``: the exact probability that such a response runs
+    to the cap, |o| = ``max_len`` (q^(max_len − 2), q the continue probability), i.e. that the
+    budget, not the policy's stop token, ends it. The same arguments give the same numbers.
     """
     from rlbook.advantages import group_advantages
     from rlbook.aggregation import AGGREGATION_MODES, token_weights
@@ -1201,18 +1205,21 @@ def length_bias_toy(mode: str = "seq_mean_token_mean", advantage: str = "grpo", 
     if not 2 < start_length < max_len:
         raise ValueError(f"start_length must be in (2, max_len={max_len}), got {start_length!r}")
     check_int("seed", seed, minimum=0)
+    check_choice("optimizer", optimizer, ("adam", "sgd"))
 
     generator = torch.Generator().manual_seed(seed)
     q0 = (start_length - 2) / (start_length - 1)                  # mean of 2 + Geometric(k) is start_length
     answer_logit = torch.tensor(math.log(p_correct / (1 - p_correct)), dtype=DTYPE, requires_grad=True)
     continue_logits = torch.full((2,), math.log(q0 / (1 - q0)), dtype=DTYPE, requires_grad=True)  # [correct, wrong]
-    optimizer = torch.optim.Adam([answer_logit, continue_logits], lr=lr)
+    optimizer = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)([answer_logit, continue_logits], lr=lr)
     batch = prompts * group_size
     positions = torch.arange(max_len)
-    curves = {"p_correct": [], "length_correct": [], "length_incorrect": []}
+    curves = {"p_correct": [], "length_correct": [], "length_incorrect": [], "capped_correct": [],
+              "capped_incorrect": []}
     for step in range(steps + 1):
         p, correct_length, wrong_length = _length_toy_policy(answer_logit, continue_logits, max_len)
-        for key, value in zip(curves, (p, correct_length, wrong_length)):
+        capped = torch.sigmoid(continue_logits.detach()) ** (max_len - 2)   # P(|o| = max_len), per answer
+        for key, value in zip(curves, (p, correct_length, wrong_length, float(capped[0]), float(capped[1]))):
             curves[key].append(value)
         if step == steps:
             break

@@ -12,7 +12,7 @@ from rlbook.viz.aggregation import plot_length_toy
 
 def test_starts_where_asked_and_same_seed_same_numbers():
     curves = length_bias_toy(steps=4, p_correct=0.3, start_length=8.0, max_len=400, seed=1)
-    assert set(curves) == {"p_correct", "length_correct", "length_incorrect"}
+    assert set(curves) == {"p_correct", "length_correct", "length_incorrect", "capped_correct", "capped_incorrect"}
     assert all(len(v) == 5 for v in curves.values())
     assert curves["p_correct"][0] == pytest.approx(0.3)
     assert curves["length_correct"][0] == pytest.approx(8.0, abs=1e-6)  # cap far away: the geometric mean
@@ -28,6 +28,20 @@ def test_expected_length_counts_the_cap():
     assert correct == pytest.approx(2 * 0.5 + 3 * 0.25 + 4 * 0.25) and wrong == correct
 
 
+def test_capped_share_is_the_geometric_tail():
+    curves = length_bias_toy(steps=2, start_length=8.0, max_len=10, seed=0)
+    q0 = 6 / 7                                              # mean of 2 + Geometric is 8
+    assert curves["capped_incorrect"][0] == pytest.approx(q0 ** 8)
+    assert curves["capped_correct"][0] == pytest.approx(q0 ** 8)
+    assert all(0 <= v <= 1 for v in curves["capped_incorrect"])
+
+
+def test_sgd_moves_the_length_far_less_than_adam_at_the_same_lr():
+    adam = length_bias_toy("seq_mean_token_mean", "grpo", steps=30, seed=0)
+    sgd = length_bias_toy("seq_mean_token_mean", "grpo", steps=30, seed=0, optimizer="sgd")
+    assert abs(sgd["length_incorrect"][-1] - 8) < 0.2 * abs(adam["length_incorrect"][-1] - 8)
+
+
 def test_one_over_length_grows_wrong_answers_and_a_constant_does_not():
     grpo = length_bias_toy("seq_mean_token_mean", "grpo", steps=60, seed=0)
     dr = length_bias_toy("seq_mean_token_sum_norm", "dr_grpo", steps=60, seed=0)
@@ -40,6 +54,7 @@ def test_one_over_length_grows_wrong_answers_and_a_constant_does_not():
     (dict(mode="mean"), "mode"), (dict(advantage="ppo"), "advantage"), (dict(steps=0), "steps"),
     (dict(group_size=1), "group_size"), (dict(lr=0.0), "lr"), (dict(p_correct=1.0), "p_correct"),
     (dict(start_length=70.0), "start_length"), (dict(max_len=2), "max_len"), (dict(seed=-1), "seed"),
+    (dict(optimizer="rmsprop"), "optimizer"),
 ])
 def test_bad_input_names_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -54,3 +69,46 @@ def test_plot_length_toy():
         plot_length_toy({})
     with pytest.raises(ValueError, match="keys"):
         plot_length_toy({"GRPO": runs}, keys=("reward",))
+
+
+def test_difficulty_factor_matches_the_lesson_table():
+    from rlbook.advantages import difficulty_factor
+
+    assert difficulty_factor(0.05, 8) == pytest.approx(2.473, abs=1e-3)
+    assert difficulty_factor(0.5, 8) == pytest.approx(1.856, abs=1e-3)
+    for p in (0.05, 0.3, 0.5):
+        assert difficulty_factor(p, 8, "dr_grpo") == pytest.approx(7 / 8)
+    with pytest.raises(ValueError, match="p"):
+        difficulty_factor(1.5, 8)
+    with pytest.raises(ValueError, match="group_size"):
+        difficulty_factor(0.5, 1)
+
+
+def test_check_difficulty_factor_accepts_a_from_scratch_answer_and_names_the_slips(capsys):
+    import math
+
+    from rlbook.advantages import difficulty_factor
+    from rlbook.exercises.aggregation import check_difficulty_factor
+
+    def from_scratch(p, G):
+        def adv(k, r):
+            m = k / G
+            s = math.sqrt(m * (1 - m))
+            return 0.0 if s == 0 else (r - m) / s
+        return sum(math.comb(G - 1, j) * p ** j * (1 - p) ** (G - 1 - j) * (adv(j + 1, 1) - adv(j, 0)) for j in range(G))
+
+    assert check_difficulty_factor(from_scratch) is True
+    assert check_difficulty_factor(lambda p, G: (G - 1) / G) is False
+    assert "Dr.GRPO's factor" in capsys.readouterr().out
+    assert check_difficulty_factor(lambda p, G: 1 / math.sqrt(p * (1 - p))) is False
+    assert "realised group" in capsys.readouterr().out
+    assert check_difficulty_factor(lambda p, G: difficulty_factor(p, G, unbiased_std=True)) is False
+    assert "Bessel" in capsys.readouterr().out
+
+
+def test_plot_length_toy_marks_the_cap():
+    runs = [length_bias_toy(steps=3, seed=0)]
+    fig = plot_length_toy({"GRPO": runs}, max_len=64)
+    assert any(line.get_ydata()[0] == 64 for line in fig.axes[0].get_lines())
+    fig2 = plot_length_toy({"GRPO": runs}, keys=("capped_incorrect",))
+    assert fig2.axes[0].get_ylabel() == "probability"

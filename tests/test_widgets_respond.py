@@ -193,6 +193,7 @@ WIDGETS = {
     "09 group_size": lambda: baselines.group_size_widget(_baseline_sweep()),
     "09 formula": lambda: baselines.formula_widget(0.28, 1.73, 0.19, measured={"rloo": {2: (2.4, 0.1)}}),
     "10 token_weights": lambda: aggregation.token_weights_widget(max_len=64),
+    "10 length_toy": lambda: aggregation.length_toy_widget(steps=10),
     "11 clip_higher": lambda: dapo.clip_higher_widget(),
     "12 ratio_spread": lambda: ratio_spread_widget(_off_policy_batch()),
     "13 gate": lambda: gates.gate_widget(),

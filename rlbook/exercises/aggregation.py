@@ -1,4 +1,5 @@
-"""Checker for the exercise of lesson 10 (Dr.GRPO): each token's weight under an aggregation mode.
+"""Checkers for the exercises of lesson 10 (Dr.GRPO): each token's weight under an aggregation mode,
+and GRPO's per-question factor g_G(p) (``check_difficulty_factor``).
 
 The reader writes ``my_token_weights(mask, mode, max_len)`` returning the (B, T) weights w with
 loss = Σ w · ℓ, for the modes of ``rlbook.aggregation`` (GRPO's ``seq_mean_token_mean``, DAPO's
@@ -9,12 +10,15 @@ the normaliser that went wrong.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from rlbook.advantages import difficulty_factor
 from rlbook.aggregation import AGGREGATION_MODES, token_weights
-from rlbook.exercises.framework import FunctionExercise, _close
+from rlbook.exercises.framework import FunctionExercise, _close, _one_number
 
-__all__ = ["EXERCISE_MODES", "check_token_weights"]
+__all__ = ["EXERCISE_MODES", "check_token_weights", "check_difficulty_factor"]
 
 EXERCISE_MODES = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
 MAX_LEN = 12
@@ -27,10 +31,13 @@ MODE_NAMES = {
 
 
 def _masks() -> list[torch.Tensor]:
-    """Fixed right-padded masks of responses of mixed lengths (B = 3 and B = 4, width T = 10)."""
+    """Fixed right-padded masks of responses of mixed lengths (B = 3 and B = 4, width T = 11).
+
+    T (11), the longest response (10 and 9) and the budget MAX_LEN (12) all differ, so that dividing by
+    any one of them in place of another is told apart."""
     masks = []
     for lengths in ((2, 5, 10), (1, 7, 3, 9)):
-        masks.append((torch.arange(10).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).double())
+        masks.append((torch.arange(11).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).double())
     return masks
 
 
@@ -52,22 +59,29 @@ def _mistakes(mask: torch.Tensor, mode: str) -> dict[str, tuple[torch.Tensor, st
         "seq_mean_token_sum_norm": "you divided by the padded width T of this batch instead of the budget "
                                    "L = max_len: then padding changes the loss, and L must be a constant (Dr.GRPO)",
     }
-    mistakes["padded_width"] = (mask / (n_seqs * width), padded_width_hints[mode])
+    mistakes["padded_width"] = (mask / (n_seqs * width), f"for mode {mode!r} {padded_width_hints[mode]}")
+    if mode == "seq_mean_token_sum_norm":
+        longest = int(mask.sum(1).max())
+        mistakes["longest"] = (
+            mask / (n_seqs * longest),
+            f"for mode {mode!r} you divided by the longest response of this batch, max_j |o_j| = {longest}, "
+            f"instead of the budget L = max_len: the longest response changes from batch to batch (and "
+            f"with the policy), so the normaliser would again depend on the lengths; Dr.GRPO's L is a constant")
     mistakes["no_batch"] = (
         token_weights(mask, mode, max_len=MAX_LEN) * (n_seqs if mode != "token_mean" else 1),
-        "the weights are B times too large: average over the B responses too (divide by B)")
+        f"for mode {mode!r} the weights are B times too large: average over the B responses too (divide by B)")
     mistakes["padding"] = (
         torch.ones_like(mask) / (n_seqs * width) if mode == "seq_mean_token_sum_norm" else
         (torch.ones_like(mask) / mask.numel() if mode == "token_mean" else None),
-        "padding tokens got a weight: multiply by the mask so that padding counts for nothing")
+        f"for mode {mode!r} padding tokens got a weight: multiply by the mask so that padding counts for nothing")
     if mode == "token_mean":
         mistakes["also_batch"] = (
             token_weights(mask, mode, max_len=MAX_LEN) / n_seqs,
-            "the weights are B times too small: token_mean divides by the batch's token count Σ_j |o_j| "
+            f"for mode {mode!r} the weights are B times too small: token_mean divides by the batch's token count Σ_j |o_j| "
             "only; that count already spans the B responses, so do not divide by B as well")
     mistakes["negated"] = (
         -token_weights(mask, mode, max_len=MAX_LEN),
-        "the weights have the wrong sign: they are positive (the sign of the push comes from the advantage "
+        f"for mode {mode!r} the weights have the wrong sign: they are positive (the sign of the push comes from the advantage "
         "inside the loss ℓ, not from the weight)")
     return mistakes
 
@@ -107,4 +121,50 @@ check_token_weights = FunctionExercise(
     Compared with ``rlbook.aggregation.token_weights`` on two fixed batches of mixed lengths
     (float64, max_len = 12). Prints a verdict naming the likely mistake; returns True / False, or
     None when ``fn`` is None or raises ``NotImplementedError`` (not attempted yet).
+    """)
+
+
+# ----------------------------------------------------------------------------------------------
+# g_G(p): the factor GRPO's σ puts on a question's own policy gradient ∇p
+
+
+_FACTOR_CASES = ((0.05, 8), (0.5, 8), (0.25, 4), (0.125, 16))
+
+
+def _factor_mistakes(p, group_size):
+    g = group_size
+    return {
+        "dr_grpo": (difficulty_factor(p, g, "dr_grpo"),
+                    "that is Dr.GRPO's factor (G − 1)/G, the same for every question: GRPO divides each group's "
+                    "advantages by that group's σ, so the factor depends on p"),
+        "one_over_sigma": (1 / math.sqrt(p * (1 - p)),
+                           "that is 1/σ of one realised group with exactly p·G right answers: a question of solve "
+                           "rate p produces groups of every k, so average over the j right answers among the other "
+                           "G − 1 (Binomial(G − 1, p)), flat groups giving 0"),
+        "bessel": (difficulty_factor(p, g, "grpo", unbiased_std=True),
+                   "you used the Bessel-corrected σ (divide by G − 1); the lesson's table and the library's default "
+                   "use the population σ (divide by G)"),
+        "all_G": (sum(math.comb(g, k) * p ** k * (1 - p) ** (g - k) * (2 * math.sqrt(k / g * (1 - k / g)) if 0 < k < g else 0)
+                      for k in range(g + 1)),
+                  "you averaged a whole group's Σ|Â|/G over k ~ Binomial(G, p): the factor conditions on one "
+                  "response's reward, R_i = 1 against R_i = 0, with only the other G − 1 rewards random"),
+    }
+
+
+check_difficulty_factor = FunctionExercise(
+    "check_difficulty_factor", what="difficulty factor", cases=lambda: list(_FACTOR_CASES),
+    reference=lambda p, group_size: difficulty_factor(p, group_size, "grpo"),
+    mistakes=_factor_mistakes, label=lambda p, group_size: f"p = {p}, G = {group_size}",
+    wrong=lambda p, group_size: f"p = {p}, G = {group_size}: ",
+    checks=(_one_number("return one number, g_G(p)", label=lambda p, group_size: f"p = {p}, G = {group_size}"),),
+    close=lambda result, expected: abs(float(result) - float(expected)) <= 1e-4 * max(1.0, abs(float(expected))),
+    otherwise=lambda result, reference, p, group_size: (
+        f"p = {p}, G = {group_size}: expected g = {float(reference):.4f}, got {float(result):.4f}"),
+    success=f"g_G(p) matches on all {len(_FACTOR_CASES)} (p, G) pairs, e.g. "
+            f"g_8(0.05) = {difficulty_factor(0.05, 8):.3f} against g_8(0.5) = {difficulty_factor(0.5, 8):.3f}",
+    doc="""Check ``fn(p, group_size) -> g``, GRPO's factor E[Â | R=1] − E[Â | R=0] on a question's ∇p.
+
+    Compared with ``difficulty_factor`` on four fixed (p, G) pairs; names the usual slips (Dr.GRPO's
+    constant factor, one group's 1/σ, Bessel's σ, a whole-group average). Returns True / False, or None
+    when ``fn`` is None or raises ``NotImplementedError`` (not attempted yet).
     """)

@@ -29,7 +29,7 @@ from rlbook._checks import check_int
 from rlbook.aggregation import AGGREGATION_MODES, token_weights
 
 __all__ = ["MODE_LABELS", "lengths_mask", "token_weight_table", "plot_token_weights", "plot_length_bias",
-           "token_weights_widget", "plot_push_by_length", "plot_length_toy"]
+           "token_weights_widget", "length_toy_widget", "plot_push_by_length", "plot_length_toy"]
 
 MODE_LABELS = {
     "seq_mean_token_mean": "GRPO: 1/(B·|o_i|)",
@@ -137,18 +137,56 @@ def plot_length_bias(*, max_len: int = 64, batch_lengths=(8, 16, 32), ax=None):
 
 
 def token_weights_widget(*, max_len: int = 64):
-    """Four response lengths and the budget L as sliders over ``plot_token_weights``."""
+    """Four response lengths and the budget L as sliders over ``plot_token_weights`` (log colour scale).
+
+    The budget never falls below the longest length a slider allows, as a generator's budget bounds
+    every response it returns, so no length is ever cut to fit.
+    """
     import ipywidgets as widgets
 
+    max_len = check_int("max_len", max_len, minimum=2)
+
     def draw(length_1, length_2, length_3, length_4, budget):
-        lengths = [min(n, budget) for n in (length_1, length_2, length_3, length_4)]
-        plot_token_weights(lengths, max_len=budget)
+        plot_token_weights([length_1, length_2, length_3, length_4], max_len=budget, log_scale=True)
         plt.show()
 
-    sliders = {f"length_{i + 1}": widgets.IntSlider(value=v, min=1, max=max_len, description=f"|o_{i + 1}|")
+    sliders = {f"length_{i + 1}": widgets.IntSlider(value=min(v, max_len), min=1, max=max_len, description=f"|o_{i + 1}|")
                for i, v in enumerate((4, 10, 24, 48))}
-    budget = widgets.IntSlider(value=max_len, min=8, max=4 * max_len, step=8, description="budget L")
+    budget = widgets.IntSlider(value=max_len, min=max_len, max=4 * max_len, step=8, description="budget L")
     return widgets.interact(draw, **sliders, budget=budget)
+
+
+def length_toy_widget(*, steps: int = 100, seed: int = 0):
+    """``rlbook.toys.length_bias_toy`` under 1/|o| and under 1/L side by side, one seed, with its knobs as controls.
+
+    Controls: the advantage (GRPO's σ or Dr.GRPO's plain centring), the optimizer (Adam, or plain
+    SGD: then the drift's speed is the gradient's own, and a tiny bias moves almost nothing at
+    Adam's learning rate), the learning rate, the cap ``max_len`` and the starting P(correct).
+    """
+    import ipywidgets as widgets
+    from rlbook.toys import length_bias_toy
+
+    steps = check_int("steps", steps, minimum=1)
+
+    def draw(advantage, optimizer, lr, max_len, p_correct):
+        runs = {label: [length_bias_toy(mode, advantage, steps=steps, lr=lr, max_len=max_len, p_correct=p_correct,
+                                        seed=seed, optimizer=optimizer)]
+                for label, mode in (("1/|o| (GRPO's normaliser)", "seq_mean_token_mean"),
+                                    ("1/L (Dr.GRPO's)", "seq_mean_token_sum_norm"))}
+        plot_length_toy(runs, max_len=max_len)
+        plt.show()
+
+    return widgets.interact(
+        draw,
+        advantage=widgets.Dropdown(options=[("σ (GRPO)", "grpo"), ("no σ (Dr.GRPO)", "dr_grpo")], value="grpo",
+                                   description="advantage"),
+        optimizer=widgets.Dropdown(options=["adam", "sgd"], value="adam", description="optimizer"),
+        lr=widgets.FloatLogSlider(value=0.05, base=10, min=-3, max=2, step=0.1, description="lr",
+                                  continuous_update=False),
+        max_len=widgets.IntSlider(value=64, min=16, max=128, step=16, description="cap max_len",
+                                  continuous_update=False),
+        p_correct=widgets.FloatSlider(value=0.3, min=0.1, max=0.9, step=0.1, description="P(correct)₀",
+                                      continuous_update=False))
 
 
 def plot_push_by_length(lengths, changes: dict, selected, *, ax=None):
@@ -181,22 +219,29 @@ def plot_push_by_length(lengths, changes: dict, selected, *, ax=None):
     return ax.figure
 
 
-def plot_length_toy(curves: dict, *, keys=("length_incorrect", "length_correct", "p_correct")):
+def plot_length_toy(curves: dict, *, keys=("length_incorrect", "length_correct", "p_correct"),
+                    max_len: int | None = None):
     """One panel per key of ``rlbook.toys.length_bias_toy``'s output against the step.
 
     ``curves``: label → list of that function's outputs, one per seed; each label is drawn as the
-    mean over seeds with the min-max over seeds as a band.
+    mean over seeds with the min-max over seeds as a band. ``max_len``: the toy's cap on |o|, drawn
+    as a dashed line on the length panels (an expected length near it is set by the cap).
     """
     if not curves or not all(isinstance(runs, (list, tuple)) and runs for runs in curves.values()):
         raise ValueError("curves must map each label to a non-empty list of length_bias_toy outputs")
+    if max_len is not None:
+        max_len = check_int("max_len", max_len, minimum=3)
     keys = tuple(keys)
     missing = [key for key in keys if any(key not in run for runs in curves.values() for run in runs)]
     if missing:
         raise ValueError(f"keys {missing} are not in every run; length_bias_toy returns "
-                         "'p_correct', 'length_correct', 'length_incorrect'")
-    titles = {"length_incorrect": "expected length of a wrong answer", "length_correct": "… of a right answer",
-              "p_correct": "P(correct)"}
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
+                         "'p_correct', 'length_correct', 'length_incorrect', 'capped_correct', 'capped_incorrect'")
+    titles = {"length_incorrect": "a wrong answer's expected length", "length_correct": "a right answer's expected length",
+              "p_correct": "P(correct)", "capped_incorrect": "P(a wrong answer reaches the cap)",
+              "capped_correct": "P(a right answer reaches the cap)"}
+    ylabels = {"length_incorrect": "E|o| (tokens)", "length_correct": "E|o| (tokens)", "p_correct": "probability",
+               "capped_incorrect": "probability", "capped_correct": "probability"}
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.45 * len(keys), 3.3), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for label, runs in curves.items():
             stacked = np.stack([np.asarray(run[key], dtype=float) for run in runs])
@@ -204,8 +249,14 @@ def plot_length_toy(curves: dict, *, keys=("length_incorrect", "length_correct",
             line, = ax.plot(steps, stacked.mean(0), label=label)
             if len(runs) > 1:
                 ax.fill_between(steps, stacked.min(0), stacked.max(0), color=line.get_color(), alpha=0.2)
-        ax.set(xlabel="step", title=titles.get(key, key))
+        if max_len is not None and key.startswith("length"):
+            ax.axhline(max_len, color="black", ls="--", lw=1)
+            ax.annotate(f"cap |o| = {max_len}", (0, max_len), xytext=(2, -11), textcoords="offset points", fontsize=9)
+            ax.set_ylim(0, max_len * 1.08)
+        ax.set(xlabel="step", ylabel=ylabels.get(key, key), title=titles.get(key, key))
+        ax.title.set_fontsize(10)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9, frameon=False)
     return fig
