@@ -53,6 +53,7 @@ class AblationResult:
     configs: dict = field(default_factory=dict, repr=False)  # label -> OnlineConfig
     eval_curves: dict = field(default_factory=dict)  # label -> [[{"step", **evaluate()}, ...], one per seed]
     held_out_correct: dict = field(default_factory=dict, repr=False)  # label -> [(prompts, samples) 0/1 lists]
+    after: dict = field(default_factory=dict, repr=False)  # label -> [what run_ablation's ``after`` returned, one per seed]
 
     @property
     def labels(self) -> list[str]:
@@ -260,7 +261,7 @@ class AblationResult:
 def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: int = 30, seeds=(0,),
                  eval_dataset=None, eval_samples: int = 4, progress: bool = True, live: bool | None = False,
                  trainer_kwargs: dict | None = None, eval_every: int | None = None,
-                 workers: int | None = None, config_kwargs: dict | None = None) -> AblationResult:
+                 workers: int | None = None, config_kwargs: dict | None = None, after=None) -> AblationResult:
     """Train every configuration in ``configs`` (label → ``OnlineConfig``) once per seed.
 
     Args:
@@ -285,6 +286,10 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
           (``rlbook.parallel.run_parallel``); None: one per core (or ``$RLBOOK_WORKERS``). Each run's
           own progress bar and live plot are shown only when the runs go one at a time; in parallel,
           one bar counts the finished runs. Same seed, same numbers, either way.
+        - after: None, or a function called with each run's trained ``OnlineTrainer`` at the end of the
+          run (after its held-out evaluation), in the run's own process; what it returns (picklable:
+          numbers, dicts, tensors) is kept in ``result.after[label]``, one per seed. It measures what
+          only the trained models hold (a critic's values, say) without training them again.
     """
     from rlbook.trainers import OnlineConfig
 
@@ -312,6 +317,8 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     unknown = sorted(set(config_kwargs) - set(configs), key=str)
     if unknown:
         raise ValueError(f"config_kwargs has labels that are not in configs: {unknown}")
+    if after is not None and not callable(after):
+        raise ValueError(f"after must be a function of the trained OnlineTrainer or None, got {type(after).__name__}")
     task = _task_for(model) if task is None else task
 
     result = AblationResult(seeds=seeds, steps=steps, configs=dict(configs))
@@ -319,7 +326,8 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
     workers = default_workers(len(runs)) if workers is None else workers
     one_at_a_time = workers == 1 or len(runs) == 1
     jobs = [(model, task, configs[label], label, seed, steps, eval_dataset, eval_samples, eval_every,
-             {**(trainer_kwargs or {}), **config_kwargs.get(label, {})}, progress and one_at_a_time, live if one_at_a_time else False)
+             {**(trainer_kwargs or {}), **config_kwargs.get(label, {})}, progress and one_at_a_time, live if one_at_a_time else False,
+             after)
             for label, seed in runs]
     outcomes = run_parallel(_train_one, jobs, workers=workers, progress=progress and not one_at_a_time,
                             desc=f"{len(runs)} runs")
@@ -329,8 +337,12 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
             result.eval_curves[label] = []
         if eval_dataset is not None:
             result.held_out_correct[label] = []
-    for (label, _), (history, final, curve, correct) in zip(runs, outcomes):
+        if after is not None:
+            result.after[label] = []
+    for (label, _), (history, final, curve, correct, measured) in zip(runs, outcomes):
         result.histories[label].append(history)
+        if after is not None:
+            result.after[label].append(measured)
         if eval_every is not None:
             result.eval_curves[label].append(curve)
         if final is not None:
@@ -340,10 +352,10 @@ def run_ablation(configs: dict, *, model: str = "arith-base", task=None, steps: 
 
 
 def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_samples, eval_every, trainer_kwargs,
-               progress, live):
+               progress, live, after=None):
     """One run of ``run_ablation``: a fresh copy of ``model`` trained with ``config`` under ``seed``.
     Returns (history, final held-out evaluation or None, evaluation curve or None, the final
-    evaluation's (prompts, samples) 0/1 table or None)."""
+    evaluation's (prompts, samples) 0/1 table or None, ``after(trainer)`` or None)."""
     from rlbook.models import load_model
     from rlbook.trainers import OnlineTrainer
 
@@ -371,7 +383,7 @@ def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_sampl
             final, correct = evaluate()
         else:
             final = {k: v for k, v in curve[-1].items() if k != "step"}
-    return history, final, curve, correct
+    return history, final, curve, correct, (after(trainer) if after is not None else None)
 
 
 def _task_for(model: str):

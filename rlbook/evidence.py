@@ -50,7 +50,7 @@ __all__ = ["clustered_se", "jackknife_se", "clustered_difference_se", "ratio_se"
            "pooled_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
            "detectable_bias", "critical_correlation", "paired_sign_test", "paired_t_test", "seed_mean_interval",
-           "MIN_SEEDS"]
+           "clustered_slope", "exact_binomial_interval", "MIN_SEEDS"]
 
 MIN_SEEDS = 3  # fewer seeds than this per method: a comparison is reported, never asserted
 _Z_TWO_SIDED_5_PERCENT, _Z_POWER_80_PERCENT = 1.959964, 0.841621
@@ -127,6 +127,65 @@ def clustered_difference_se(values, in_a, clusters) -> tuple[float, float]:
     mean_a, mean_b = y[kind].mean(), y[~kind].mean()
     z = np.where(kind, (y - mean_a) / n_a, -(y - mean_b) / n_b)
     return float(mean_a - mean_b), _cluster_sandwich(z, clusters)
+
+
+def clustered_slope(x, y, clusters) -> tuple[float, float]:
+    """``(slope, se)``: the least-squares slope of y on x (with an intercept) and its SE clustered by ``clusters``.
+
+    ``x``, ``y``: one number per sample (e.g. a critic's value and the return that followed);
+    ``clusters``: one label per sample (e.g. its prompt). slope = Σ(x − x̄)(y − ȳ) / Σ(x − x̄)²;
+    linearised, slope − E slope ≈ Σ_i (x_i − x̄) e_i / Σ(x − x̄)² with e_i the fit's residual, and
+    the cluster-robust (sandwich) variance of that sum is SE² = G/(G − 1) · Σ_g (Σ_{i∈g} (x_i − x̄) e_i)²
+    / (Σ(x − x̄)²)² (Cameron & Miller 2015, §II, with ``clustered_se``'s small-sample factor).
+    ``clustered_difference_se`` is the case of a 0/1 x. A slope of 1 means y moves one for one with
+    x; 0 that x carries no linear information about y. Needs x not constant and two clusters.
+    """
+    x, y = _values("x", x), _values("y", y)
+    if x.size != y.size:
+        raise ValueError(f"x and y must have one length, got {x.size} and {y.size}")
+    centred = x - x.mean()
+    sxx = float((centred ** 2).sum())
+    if sxx <= 0:
+        raise ValueError("x must not be constant: a slope needs spread in x")
+    slope = float((centred * (y - y.mean())).sum() / sxx)
+    residual = (y - y.mean()) - slope * centred
+    return slope, _cluster_sandwich(centred * residual, clusters) / sxx
+
+
+def exact_binomial_interval(successes: int, trials: int, *, level: float = 0.95) -> tuple[float, float]:
+    """``(low, high)``: the Clopper–Pearson exact two-sided interval for a binomial proportion.
+
+    low solves P(X ≥ k | p) = (1 − level)/2 and high solves P(X ≤ k | p) = (1 − level)/2 for
+    X ~ Binomial(n, p) (Clopper & Pearson, "The use of confidence or fiducial limits illustrated in
+    the case of the binomial", Biometrika 26(4), 1934); low = 0 at k = 0 and high = 1 at k = n. Unlike
+    the Wald SE √(p̂(1 − p̂)/n), it does not collapse to zero at 0/n or n/n: 64 of 64 gives
+    low = 0.025^(1/64) ≈ 0.944 at 95 %.
+    """
+    for name, value in (("successes", successes), ("trials", trials)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if trials < 1 or successes > trials:
+        raise ValueError(f"need 0 ≤ successes ≤ trials and trials ≥ 1, got {successes} of {trials}")
+    if not isinstance(level, float) or not 0 < level < 1:
+        raise ValueError(f"level must be a float in (0, 1), got {level!r}")
+    tail = (1 - level) / 2
+
+    def at_least(p: float) -> float:   # P(X ≥ successes), increasing in p
+        return sum(math.comb(trials, j) * p ** j * (1 - p) ** (trials - j) for j in range(successes, trials + 1))
+
+    def solve(f, target: float) -> float:   # f increasing in p on [0, 1]
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            middle = (low + high) / 2
+            low, high = (middle, high) if f(middle) < target else (low, middle)
+        return (low + high) / 2
+
+    low = 0.0 if successes == 0 else solve(at_least, tail)
+    # P(X ≤ k | p) = 1 − P(X ≥ k + 1 | p); it equals tail where P(X ≥ k + 1) = 1 − tail.
+    high = 1.0 if successes == trials else solve(
+        lambda p: sum(math.comb(trials, j) * p ** j * (1 - p) ** (trials - j) for j in range(successes + 1, trials + 1)),
+        1 - tail)
+    return low, high
 
 
 def ratio_se(numerators, denominators) -> tuple[float, float]:
@@ -232,15 +291,25 @@ def compare_seeds(a, b) -> SeedComparison:
                           n_a=int(a.size), n_b=int(b.size), separated=separated)
 
 
-def minimum_detectable_difference(seed_sd: float, n_a: int, n_b: int) -> float:
+def minimum_detectable_difference(seed_sd: float, n_a: int, n_b: int, *, t_quantiles: bool = False) -> float:
     """The smallest true gap that ``n_a`` vs ``n_b`` seeds with this ``seed_sd`` detect with 80 % power
-    at the two-sided 5 % level: 2.80 · seed_sd · √(1/n_a + 1/n_b)."""
+    at the two-sided 5 % level: 2.80 · seed_sd · √(1/n_a + 1/n_b) (normal quantiles). With
+    ``t_quantiles``, Student's t quantiles with n_a + n_b − 2 degrees of freedom replace the normal's, as
+    the pooled sd is estimated from those seeds: (t_{0.975} + t_{0.8}) · seed_sd · √(1/n_a + 1/n_b), 3.72
+    instead of 2.80 at 3 + 3 seeds (the same approximation as ``paired_minimum_detectable_difference``)."""
     if not isinstance(seed_sd, (int, float)) or not math.isfinite(seed_sd) or seed_sd < 0:
         raise ValueError(f"seed_sd must be a finite non-negative number, got {seed_sd!r}")
     for name, n in (("n_a", n_a), ("n_b", n_b)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be a positive int, got {n!r}")
-    return (_Z_TWO_SIDED_5_PERCENT + _Z_POWER_80_PERCENT) * seed_sd * math.sqrt(1 / n_a + 1 / n_b)
+    if t_quantiles:
+        df = n_a + n_b - 2
+        if df < 1:
+            raise ValueError(f"t_quantiles needs n_a + n_b ≥ 3, got {n_a} + {n_b}")
+        factor = _t_quantile(0.975, df) + _t_quantile(0.8, df)
+    else:
+        factor = _Z_TWO_SIDED_5_PERCENT + _Z_POWER_80_PERCENT
+    return factor * seed_sd * math.sqrt(1 / n_a + 1 / n_b)
 
 
 def paired_minimum_detectable_difference(differences, *, power: float = 0.8) -> float:

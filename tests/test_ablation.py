@@ -255,3 +255,13 @@ def test_paired_differences_pairs_runs_by_seed():
         hand.paired_differences("base", pairs=[("new", "nope")])
     with pytest.raises(ValueError, match="2 seeds"):
         AblationResult(seeds=(0,), held_out_correct={"base": [table(4)]}).paired_differences("base")
+
+
+def test_after_keeps_what_each_trained_run_returns(model_dir, task):
+    seen = run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=1, seeds=(0, 1),
+                        progress=False, after=lambda trainer: (trainer.config.seed, trainer.step))
+    assert seen.after == {"grpo": [(0, 1), (1, 1)]}
+    assert run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, steps=1, seeds=(0,),
+                        progress=False).after == {}
+    with pytest.raises(ValueError, match="after"):
+        run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False, after="no")

@@ -304,3 +304,61 @@ def test_clustered_se_with_one_cluster_raises_or_gives_nan():
         clustered_se([0.0, 1.0], ["a", "a"])
     assert math.isnan(clustered_se([0.0, 1.0], ["a", "a"], one_cluster_nan=True))
     assert clustered_se([0.0, 1.0], ["a", "b"], one_cluster_nan=True) == clustered_se([0.0, 1.0], ["a", "b"])
+
+
+def test_clustered_slope_recovers_the_slope_and_is_the_difference_for_a_0_1_regressor():
+    from rlbook.evidence import clustered_difference_se, clustered_slope
+
+    rng = np.random.default_rng(0)
+    clusters = np.repeat(np.arange(400), 4)
+    shared = np.repeat(rng.normal(size=400), 4)                      # a prompt effect shared by its 4 samples
+    x = rng.normal(size=clusters.size)
+    y = 0.5 * x + shared + rng.normal(size=clusters.size)
+    slope, se = clustered_slope(x, y, clusters)
+    assert abs(slope - 0.5) < 3 * se and 0 < se < 0.05
+    kind = x > 0
+    assert np.allclose(clustered_slope(kind.astype(float), y, clusters), clustered_difference_se(y, kind, clusters))
+    with pytest.raises(ValueError, match="constant"):
+        clustered_slope(np.ones(8), y[:8], clusters[:8])
+    with pytest.raises(ValueError, match="one length"):
+        clustered_slope(x[:5], y[:6], clusters[:6])
+
+
+def test_clustered_slope_se_matches_the_spread_of_simulated_slopes_with_shared_clusters():
+    from rlbook.evidence import clustered_slope
+
+    rng = np.random.default_rng(1)
+    clusters = np.repeat(np.arange(60), 5)
+    slopes, ses = [], []
+    for _ in range(400):
+        x = np.repeat(rng.normal(size=60), 5) + 0.3 * rng.normal(size=300)   # x, too, shared within a cluster
+        y = 0.2 * x + np.repeat(rng.normal(size=60), 5) + rng.normal(size=300)
+        slope, se = clustered_slope(x, y, clusters)
+        slopes.append(slope)
+        ses.append(se)
+    assert abs(np.std(slopes) / np.mean(ses) - 1) < 0.15
+
+
+def test_exact_binomial_interval_is_clopper_pearson():
+    from rlbook.evidence import exact_binomial_interval
+
+    low, high = exact_binomial_interval(64, 64)
+    assert high == 1.0 and math.isclose(low, 0.025 ** (1 / 64), rel_tol=1e-9)
+    assert exact_binomial_interval(0, 10) == (0.0, 1 - exact_binomial_interval(10, 10)[0])
+    low, high = exact_binomial_interval(5, 10)                     # the tabled 95 % interval: 0.187 to 0.813
+    assert math.isclose(low, 0.18709, abs_tol=1e-4) and math.isclose(high, 0.81291, abs_tol=1e-4)
+    low90, high90 = exact_binomial_interval(5, 10, level=0.9)
+    assert low < low90 < high90 < high
+    for bad in [(11, 10), (-1, 10), (1, 0)]:
+        with pytest.raises(ValueError):
+            exact_binomial_interval(*bad)
+
+
+def test_minimum_detectable_difference_with_t_quantiles():
+    from rlbook.evidence import minimum_detectable_difference
+
+    normal = minimum_detectable_difference(1.0, 3, 3)
+    t_based = minimum_detectable_difference(1.0, 3, 3, t_quantiles=True)
+    assert math.isclose(t_based / normal, (2.7764 + 0.9410) / 2.8016, rel_tol=1e-3)   # t(4) quantiles 0.975 and 0.8
+    big = minimum_detectable_difference(1.0, 500, 500, t_quantiles=True)
+    assert math.isclose(big, minimum_detectable_difference(1.0, 500, 500), rel_tol=2e-3)

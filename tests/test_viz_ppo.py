@@ -47,3 +47,16 @@ def test_gae_plot_draws_the_two_limits():
         ppo_viz.plot_gae(rewards, values, tokens=["a"])
     with pytest.raises(ValueError, match="lam"):
         ppo_viz.plot_gae(rewards, values, lam=1.5)
+
+
+def test_run_curves_draw_one_line_per_label_and_seed():
+    import pandas as pd
+
+    frame = pd.DataFrame([{"label": label, "seed": seed, "step": step, "reward": 0.1 * step + seed}
+                          for label in ("a", "b") for seed in (0, 1, 2) for step in (1, 2, 3)])
+    fig = ppo_viz.plot_run_curves(frame, "reward")
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 6 and {line.get_label() for line in lines} == {f"{l}, seed {s}" for l in "ab" for s in range(3)}
+    assert len({line.get_color() for line in lines}) == 2 and len({line.get_linestyle() for line in lines}) == 3
+    with pytest.raises(ValueError, match="entropy"):
+        ppo_viz.plot_run_curves(frame, "entropy")

@@ -25,6 +25,7 @@ __all__ = [
     "clipped_objective_widget",
     "plot_gae",
     "gae_widget",
+    "plot_run_curves",
 ]
 
 ADVANTAGE_COLOURS = {1: "tab:green", -1: "tab:red"}
@@ -156,8 +157,10 @@ def plot_gae(rewards, values, gamma: float = 1.0, lam: float = 0.95, *, tokens=N
     for axis in (top, bottom):
         axis.grid(alpha=0.3, axis="y")
     if tokens is not None:
+        labels = [_printable(token) for token in tokens]
         bottom.set_xticks(steps)
-        bottom.set_xticklabels([_printable(token) for token in tokens], fontsize=7)
+        # Multi-character labels (</t>, <a>, </a>, end) run into their neighbours at one token per tick: stand them up.
+        bottom.set_xticklabels(labels, fontsize=7, rotation=90 if any(len(label) > 2 for label in labels) else 0)
     fig.suptitle(title or "Generalised advantage estimation on one trajectory", fontsize=11)
     fig.tight_layout()
     return fig
@@ -185,3 +188,28 @@ def gae_widget(rewards, values, *, tokens=None, last_value: float = 0.0, title: 
         gamma=widgets.FloatSlider(value=1.0, min=0.5, max=1.0, step=0.01, description="γ"),
         lam=widgets.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.01, description="λ"),
     )
+
+
+def plot_run_curves(frame, metric: str = "reward", *, label: str = "label", seed: str = "seed", step: str = "step",
+                    title: str | None = None, ax=None):
+    """Every run's ``metric`` against ``step``, one line per (label, seed): a colour per label, a line
+    style per seed, so runs of one seed can be compared across labels. ``frame``: a tidy table such as
+    ``rlbook.ablation.AblationResult.frame`` (columns ``label``, ``seed``, ``step`` and the metric)."""
+    for column in (label, seed, step, metric):
+        if column not in frame:
+            raise ValueError(f"frame has no column {column!r}; it has {sorted(frame.columns)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(COLUMN_IN, 6.4), 3.4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", ":", "-."]
+    seeds = list(dict.fromkeys(frame[seed]))
+    for i, name in enumerate(dict.fromkeys(frame[label])):
+        for j, value in enumerate(seeds):
+            run = frame[(frame[label] == name) & (frame[seed] == value)].sort_values(step)
+            ax.plot(run[step].to_numpy(), run[metric].to_numpy(), styles[j % len(styles)], color=colours[i % len(colours)],
+                    lw=1.3, label=f"{name}, seed {value}")
+    ax.set(xlabel=step, ylabel=metric, title=title or f"{metric} of every run")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.figure.tight_layout()
+    return ax.figure
