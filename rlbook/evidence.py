@@ -170,8 +170,8 @@ def exact_binomial_interval(successes: int, trials: int, *, level: float = 0.95)
         raise ValueError(f"level must be a float in (0, 1), got {level!r}")
     tail = (1 - level) / 2
 
-    def at_least(p: float) -> float:   # P(X ≥ successes), increasing in p
-        return sum(math.comb(trials, j) * p ** j * (1 - p) ** (trials - j) for j in range(successes, trials + 1))
+    def at_least(k: int):   # p ↦ P(X ≥ k | p), increasing in p
+        return lambda p: sum(math.comb(trials, j) * p ** j * (1 - p) ** (trials - j) for j in range(k, trials + 1))
 
     def solve(f, target: float) -> float:   # f increasing in p on [0, 1]
         low, high = 0.0, 1.0
@@ -180,11 +180,9 @@ def exact_binomial_interval(successes: int, trials: int, *, level: float = 0.95)
             low, high = (middle, high) if f(middle) < target else (low, middle)
         return (low + high) / 2
 
-    low = 0.0 if successes == 0 else solve(at_least, tail)
+    low = 0.0 if successes == 0 else solve(at_least(successes), tail)
     # P(X ≤ k | p) = 1 − P(X ≥ k + 1 | p); it equals tail where P(X ≥ k + 1) = 1 − tail.
-    high = 1.0 if successes == trials else solve(
-        lambda p: sum(math.comb(trials, j) * p ** j * (1 - p) ** (trials - j) for j in range(successes + 1, trials + 1)),
-        1 - tail)
+    high = 1.0 if successes == trials else solve(at_least(successes + 1), 1 - tail)
     return low, high
 
 
