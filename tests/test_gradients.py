@@ -28,6 +28,8 @@ from rlbook.gradients import (
     output_layer_gradients,
     parameter_gradients,
     per_problem_baseline_margin,
+    projected_gradients,
+    projection_blocks,
     prompt_variances,
     training_noise_factor,
     value_head_outputs,
@@ -502,3 +504,63 @@ def test_per_problem_baseline_margin_share_counts_problems_with_b_star_below_hal
     assert out["solved"] == 2
     assert out["share"] == pytest.approx(0.5)
     assert out["share SE"] == pytest.approx((0.25 / 2) ** 0.5)
+
+
+def _whole_network_scores(model, r, weights=None):
+    # each completion's full gradient of Σ_t w_t log π(y_t), over every parameter, by autograd one row at a time
+    parameters = list(model.parameters())
+    rows = []
+    for i in range(len(r)):
+        logp = completion_logprobs(model, r.prompt_ids[i:i + 1], r.prompt_mask[i:i + 1], r.completion_ids[i:i + 1],
+                                   r.completion_mask[i:i + 1])
+        w = 1.0 if weights is None else weights[i]
+        rows.append(torch.cat([g.flatten() for g in torch.autograd.grad(w * logp.sum(), parameters)]).double())
+    return torch.stack(rows)
+
+
+def test_projected_gradients_are_the_seeded_gaussian_projection_of_the_whole_networks_gradient(batch):
+    model, _, r = batch
+    args = (model, r.prompt_ids, r.prompt_mask, r.completion_ids, r.completion_mask)
+    full = _whole_network_scores(model, r)
+    assert full.shape[1] == sum(w.numel() for w in model.parameters())   # a tied matrix counted once
+    projected = projected_gradients(*args, dim=64, seed=3, chunk_size=4)
+    # the same seeded P, drawn parameter by parameter in the model's order, scaled by 1/√dim
+    generator = torch.Generator().manual_seed(3)
+    projection = torch.cat([torch.randn(w.numel(), 64, generator=generator) for w in model.parameters()]) / 8
+    assert torch.allclose(projected, full @ projection.double(), rtol=1e-4, atol=1e-4)
+    # same seed, same numbers; chunking does not matter; another seed is another projection
+    assert torch.equal(projected, projected_gradients(*args, dim=64, seed=3, chunk_size=4))
+    assert torch.allclose(projected, projected_gradients(*args, dim=64, seed=3, chunk_size=1), rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(projected, projected_gradients(*args, dim=64, seed=4))
+    # per-completion weights scale the rows
+    weights = torch.linspace(-1.0, 2.0, len(r))
+    weighted = projected_gradients(*args, dim=64, seed=3, token_weights=weights)
+    assert torch.allclose(weighted, projected * weights.double().unsqueeze(1), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="dim"):
+        projected_gradients(*args, dim=0)
+
+
+def test_projection_preserves_inner_products_in_expectation(batch):
+    # Johnson–Lindenstrauss: E_P <Pu, Pv> = <u, v>; averaged over independent projections the squared norms and
+    # an inner product of two completions' whole-network scores come back within a few standard errors
+    model, _, r = batch
+    args = (model, r.prompt_ids[:2], r.prompt_mask[:2], r.completion_ids[:2], r.completion_mask[:2])
+    full = _whole_network_scores(model, r)[:2]
+    exact = full @ full.T
+    draws = torch.stack([(lambda p: p @ p.T)(projected_gradients(*args, dim=32, seed=s)) for s in range(40)])
+    # Var ‖Pu‖² = 2‖u‖⁴/dim, so the mean of 40 draws of dim 32 has a relative SE of √(2/32/40) ≈ 4 %
+    se = (2 / 32 / 40) ** 0.5 * exact.diagonal()
+    assert ((draws.mean(0).diagonal() - exact.diagonal()).abs() < 4 * se).all()
+    off_se = ((exact[0, 0] * exact[1, 1] + exact[0, 1] ** 2) / 32 / 40) ** 0.5
+    assert abs(draws.mean(0)[0, 1] - exact[0, 1]) < 4 * off_se
+
+
+def test_projection_blocks_are_rescaled_independent_projections():
+    projected = torch.arange(24.0).view(2, 12)
+    parts = projection_blocks(projected, 3)
+    assert len(parts) == 3 and all(p.shape == (2, 4) for p in parts)
+    assert torch.allclose(parts[1], projected[:, 4:8] * 3 ** 0.5)
+    # the blocks' mean squared norm is the whole projection's
+    assert torch.allclose(sum((p ** 2).sum(1) for p in parts) / 3, (projected ** 2).sum(1))
+    with pytest.raises(ValueError, match="divide"):
+        projection_blocks(projected, 5)
