@@ -301,7 +301,7 @@ def test_best_of_n_ties_checker_accepts_right_answers_and_refuses_a_distinct_rew
     assert check(None) is None
 
 
-@pytest.mark.parametrize("name", ["tie_equal", "tie_one", "tie_sort_order", "tie_own_mass"])
+@pytest.mark.parametrize("name", ["tie_equal", "tie_whole_level", "tie_one", "tie_sort_order", "tie_own_mass"])
 def test_best_of_n_ties_checker_names_each_mistake(name, capsys):
     _names_the_mistake(rejection_exercises.check_best_of_n_probabilities_with_ties, rejection_exercises._tie_mistakes,
                        rejection_exercises._tied_cases()[0], name, capsys)
@@ -427,3 +427,12 @@ def test_best_of_n_expectation_checker_names_the_rank_and_renormalised_slips(cap
     assert "its *rank*" in capsys.readouterr().out
     assert rm_exercises.check_best_of_n_expectation(renormalised) is False
     assert "divided by its own sum" in capsys.readouterr().out
+
+
+def test_best_of_n_ties_checker_names_a_readers_whole_level_slip(capsys):
+    """A reader's own loop giving each tied outcome its whole level's chance F(c)^n − F(c⁻)^n (no π share) is named."""
+    def whole_level(probs, rewards, n):
+        return torch.stack([probs[rewards <= r].sum() ** n - probs[rewards < r].sum() ** n for r in rewards])
+
+    assert rejection_exercises.check_best_of_n_probabilities_with_ties(whole_level) is False
+    assert "the whole level's chance" in capsys.readouterr().out

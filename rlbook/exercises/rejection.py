@@ -144,6 +144,10 @@ def _tie_mistakes(probs: torch.Tensor, rewards: torch.Tensor, n: int) -> dict[st
         "tie_equal": (level_wins / same.sum(dim=1),
                       "the tied level's chance was shared equally among its outcomes; the first of the tied draws "
                       "wins, so each tied outcome gets it in proportion to π: π(y)/p_c · (F(c)^n − F(c⁻)^n)."),
+        "tie_whole_level": (level_wins,
+                            "every outcome of a tied level got the whole level's chance F(c)^n − F(c⁻)^n, so the "
+                            "level is counted once per outcome and the answer sums to more than 1; share it among "
+                            "the level's outcomes in proportion to π: π(y)/p_c · (F(c)^n − F(c⁻)^n)."),
         "tie_one": (torch.where(first, level_wins, torch.zeros_like(probs)),
                     "the whole tied level went to one of its outcomes; the first of the tied draws wins, and it is "
                     "each tied outcome in proportion to π: π(y)/p_c · (F(c)^n − F(c⁻)^n)."),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.lines import Line2D
 
 from rlbook.metrics import best_of_n_distribution, best_of_n_exact_kl, best_of_n_kl
 from rlbook.toys import best_of_n_efficiency, toy_policy
@@ -177,12 +178,16 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
             label="π* ∝ π_base · exp(r/β), one β for every prompt (the frontier)")
     ax.plot(best_of_n_kl_values, best_of_n_success, "o", color="black", ms=5, label="best-of-n of the base (plug-in p̂)")
     span, last = max(float(np.ptp(np.concatenate([frontier_kl, best_of_n_kl_values]))), 1e-12), -np.inf
+    # tuned points (and their error bars) that an "n=" label must not cover
+    occupied = [(kl, success) for kl, _, success, _ in (tuned or {}).values()]
     for n, x, y in zip(ns, best_of_n_kl_values, best_of_n_success):
         near_star = ceiling is not None and abs(x - ceiling[0]) < 0.06 * span
+        near_tuned = any(abs(x - kx) < 0.12 * span and abs(y - ky) < 0.08 for kx, ky in occupied)
         if x - last > 0.04 * span:  # a point crowded onto the last labelled one stays unlabelled
-            # a label next to the star would sit under it: put it to the left, above the point
-            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(-26, 5) if near_star else (4, -11),
-                        fontsize=7)
+            # a label next to the star would sit under it: put it to the left, above the point; one next to a
+            # tuned point goes below-left, under the black point, where no tuned point sits
+            offset = (-26, 5) if near_star else (-22, -14) if near_tuned else (4, -11)
+            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=offset, fontsize=7)
             last = x
     if ceiling is not None:
         ax.plot(*ceiling, "*", ms=12, color="tab:purple", label="π_base conditioned on success (n → ∞)")
@@ -191,13 +196,19 @@ def plot_verifier_reward_kl(frontier_kl, frontier_success, ns, best_of_n_kl_valu
     for name, given in (("colours", colours), ("markers", markers)):
         if set(given) - set(tuned or {}):
             raise ValueError(f"{name} must name labels of tuned, got {sorted(set(given) - set(tuned or {}))}")
+    handles, labels = ax.get_legend_handles_labels()
     for index, (label, (kl, kl_se, success, success_se)) in enumerate((tuned or {}).items()):
-        ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt=markers.get(label, "D"), ms=6, capsize=3,
-                    color=colours.get(label, seed_colour(index)), label=label)
+        colour, marker = colours.get(label, seed_colour(index)), markers.get(label, "D")
+        ax.errorbar([kl], [success], xerr=[2 * kl_se], yerr=[2 * success_se], fmt=marker, ms=6, capsize=3, color=colour)
+        if not label.startswith("_"):  # a marker-only handle, large enough to tell ◇ / ○ / □ apart
+            handles.append(Line2D([], [], ls="none", marker=marker, ms=8, color=colour))
+            labels.append(label)
     ax.set(xlabel="mean KL from the base (nats)", ylabel="mean success of one answer of each policy", ylim=(0, 1.05),
            title="under a 0/1 verifier: success bought per nat of KL\n(tuned policies: ± 2 s.e. in both directions)")
     ax.title.set_fontsize(10)
-    ax.legend(fontsize=7, loc="lower right")
+    # the legend sits under the axes, off the data, so that no point is hidden behind it
+    ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.set_size_inches(7.5, 4.2 + 0.22 * ((len(labels) + 1) // 2))
     fig.tight_layout()
     return fig
 
