@@ -362,3 +362,34 @@ def test_minimum_detectable_difference_with_t_quantiles():
     assert math.isclose(t_based / normal, (2.7764 + 0.9410) / 2.8016, rel_tol=1e-3)   # t(4) quantiles 0.975 and 0.8
     big = minimum_detectable_difference(1.0, 500, 500, t_quantiles=True)
     assert math.isclose(big, minimum_detectable_difference(1.0, 500, 500), rel_tol=2e-3)
+
+
+def test_separation_power_is_the_permutation_level_at_no_gap_and_rises_with_the_gap():
+    from math import comb
+
+    from rlbook.evidence import separation_power
+    assert separation_power(0.0, 1.0, 6, 6) == pytest.approx(1 / comb(12, 6), rel=1e-6)
+    assert separation_power(0.0, 0.5, 3, 4) == pytest.approx(1 / comb(7, 3), rel=1e-6)
+    powers = [separation_power(gap, 0.06, 6, 6) for gap in (0.0, 0.05, 0.1, 0.2, 0.4)]
+    assert powers == sorted(powers) and powers[-1] > 0.99
+
+
+def test_separation_power_matches_a_simulation():
+    from rlbook.evidence import separation_power
+    rng = np.random.default_rng(0)
+    a = rng.normal(0.15, 0.06, size=(100_000, 6))
+    b = rng.normal(0.0, 0.06, size=(100_000, 6))
+    simulated = (a.min(axis=1) > b.max(axis=1)).mean()
+    assert separation_power(0.15, 0.06, 6, 6) == pytest.approx(simulated, abs=4 * np.sqrt(0.25 / 100_000))
+
+
+def test_separation_detectable_gap_solves_for_the_power_and_exceeds_the_t_tests():
+    from rlbook.evidence import minimum_detectable_difference, separation_detectable_gap, separation_power
+    gap = separation_detectable_gap(0.06, 6, 6)
+    assert separation_power(gap, 0.06, 6, 6) == pytest.approx(0.8, abs=1e-6)
+    assert 3.1 < gap / 0.06 < 3.5                               # about 3.3 seed sds at 6 + 6 seeds
+    assert gap > minimum_detectable_difference(0.06, 6, 6, t_quantiles=True)
+    with pytest.raises(ValueError):
+        separation_detectable_gap(0.06, 6, 6, power=1.0)
+    with pytest.raises(ValueError):
+        separation_power(0.1, 0.0, 6, 6)

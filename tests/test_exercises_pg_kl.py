@@ -82,6 +82,8 @@ def test_reinforce_loss_computed_in_float32_passes(capsys):
     (lambda t, a, r, m: -((r - m[a]) * _log_softmax(t)[a]).mean(), "each pulled arm's own mean"),
     (lambda t, a, r, m: -_value(t, m), "the exact objective"),
     (lambda t, a, r, m: -((r - m[a].mean()) * _log_softmax(t)[a]).mean(), "mean of the pulled arms' μ_a"),
+    (lambda t, a, r, m: -((m[a] - _value(t, m).detach()) * _log_softmax(t)[a]).mean(), "Rao–Blackwellised"),
+    (lambda t, a, r, m: -(m[a] * _log_softmax(t)[a]).mean(), "in place of the sampled reward"),
 ])
 def test_reinforce_loss_baselines_estimated_the_wrong_way_are_named(capsys, wrong, words):
     result, out = _capture(capsys, pg_kl.check_reinforce_loss, wrong)

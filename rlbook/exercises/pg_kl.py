@@ -148,6 +148,15 @@ def _reinforce_mistakes(logits, arms, rewards, means):
                               "you subtracted the mean of the pulled arms' μ_a, mean_i μ_{a_i}: an estimate of the "
                               "value from this batch's arms, not the value itself. Weight every arm's mean by the "
                               "policy instead: b = Σ_k π_k μ_k, from the logits."),
+        "expected_rewards": (lambda t, *_: -((means[arms] - value(t).detach()) * logp(t)[arms]).mean(),
+                             "you used each pulled arm's mean reward μ_{a_i} in place of the sampled reward R_i. "
+                             "That is unbiased too, and less noisy (the reward's noise given the arm is averaged "
+                             "out: a Rao–Blackwellised estimate), but it is not the estimator asked for: REINFORCE "
+                             "weights by the sampled R_i, the only reward a language model's loop has."),
+        "expected_rewards_no_baseline": (lambda t, *_: -(means[arms] * logp(t)[arms]).mean(),
+                                         "two mistakes: each pulled arm's mean reward μ_{a_i} was used in place of "
+                                         "the sampled reward R_i (unbiased, Rao–Blackwellised, but not the "
+                                         "estimator asked for), and no baseline was subtracted (A = R − b)."),
         "half": (lambda t, *_: -0.5 * ((rewards - value(t).detach()) * logp(t)[arms]).mean(),
                  "your loss is half the reference (a stray factor ½): the loss is −(1/N) Σ (R_i − b) log π(a_i), "
                  "with no other constant."),

@@ -19,6 +19,7 @@ from rlbook.toys import (
     BASELINES,
     GaussianBandit,
     exact_gradient,
+    exact_estimate_variance,
     exact_gradient_variance,
     reinforce_estimates,
     sample_batches,
@@ -71,7 +72,9 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     c to every arm's mean reward: ∇J is unchanged, and so are the value and leave-one-out estimates
     (their advantages do not see c), while the no-baseline estimate gains c · (1/N) Σ_i (e_{a_i} − π).
     The legend says how far the mean of the estimates lies from ∇J, in standard errors (sd/√M) per coordinate.
-    The title gives the total variance over all K coordinates and over the two drawn, and how many
+    The title gives the measured total variance over all K coordinates and over the two drawn, the exact
+    one over all K (``rlbook.toys.exact_estimate_variance``) with, for a baseline, its cut against no
+    baseline on the same bandit (exact none / exact this), and how many
     estimates fall outside the view when any do. The view is
     centred on the exact gradient with a fixed ``half_width`` (by default 3 standard deviations of the
     wider of the two coordinates of a 4-pull estimate without baseline and without offset), so that
@@ -120,9 +123,14 @@ def plot_gradient_spread(bandit: GaussianBandit, logits, *, batch_size: int = 16
     drawn_variance = total_variance(estimates[:, [i, j]])
     outside = int((np.abs(estimates[:, [i, j]].numpy() - exact[[i, j]]) > half_width).any(axis=1).sum())
     clipped = f"\n{outside} of {num_estimates} estimates lie outside this fixed view" if outside else ""
+    exact_variance = exact_estimate_variance(bandit, logits, batch_size=batch_size, baseline=baseline)
+    cut = "" if baseline == "none" else (
+        f" = 1/{exact_estimate_variance(bandit, logits, batch_size=batch_size, baseline='none') / exact_variance:.2f}"
+        " of none's")
     ax.set_title(f"baseline = {baseline!r}, batch size {batch_size}{offset}\n"
                  f"measured E‖ĝ − ∇J‖²: all {bandit.num_arms} coordinates {total_variance(estimates):.4f}, "
-                 f"the two drawn {drawn_variance:.4f}{clipped}", fontsize=9)
+                 f"the two drawn {drawn_variance:.4f}\n"
+                 f"exact, all {bandit.num_arms}: {exact_variance:.4f}{cut}{clipped}", fontsize=9)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, framealpha=0.9, ncol=1)
     fig.tight_layout()
     return fig
@@ -225,7 +233,7 @@ def plot_bandit_learning(histories: dict[str, torch.Tensor], *, best: float | No
 
 
 def plot_training_history(history, keys=None, *, title: str | None = None, ncols: int | None = None,
-                          labels=None, titles=None, log_y=(), steps=None):
+                          labels=None, titles=None, log_y=(), steps=None, ylabels=None):
     """One panel per metric of one or several training runs, against the step.
 
     ``history``: a dict mapping a metric name to its value at every step (equal-length lists), or a
@@ -236,7 +244,8 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
     ``ncols``: panels per row (default: rows that fit the book's column, ``rlbook._figures.panel_grid``:
     seven metrics are two rows, 4 + 3; ``figure.axes[i]`` is panel ``i``'s). ``log_y``: metric names whose panel gets a
     logarithmic y-axis (a ratio that spikes at one step). ``steps``: the x values (default 0, 1, …; pass
-    the history's ``step`` column to number them as the trainer does, from 1).
+    the history's ``step`` column to number them as the trainer does, from 1). ``ylabels``: one y-axis
+    label per panel (default none; the titles name the metric).
     """
     runs = [history] if isinstance(history, dict) else list(history)
     if not runs or not all(isinstance(run, dict) for run in runs):
@@ -253,6 +262,9 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
     titles = list(titles) if titles is not None else [" / ".join(panel) for panel in panels]
     if len(titles) != len(panels):
         raise ValueError(f"titles must give one title per panel ({len(panels)}), got {len(titles)}")
+    ylabels = list(ylabels) if ylabels is not None else [None] * len(panels)
+    if len(ylabels) != len(panels):
+        raise ValueError(f"ylabels must give one label per panel ({len(panels)}), got {len(ylabels)}")
     if ncols is None:  # rows that fit the book's column (seven metrics: 4 + 3)
         fig, axes = panel_grid(len(panels), panel=(3.4, 2.7), title=bool(title))
     else:
@@ -268,7 +280,7 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
         axes = axes[:len(panels)]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ("-", "--", ":")
-    for number, (ax, panel, panel_title) in enumerate(zip(axes, panels, titles)):
+    for number, (ax, panel, panel_title, ylabel) in enumerate(zip(axes, panels, titles, ylabels)):
         for index, run in enumerate(runs):
             for name, style in zip(panel, styles):
                 values = run[name]
@@ -291,6 +303,8 @@ def plot_training_history(history, keys=None, *, title: str | None = None, ncols
             ax.yaxis.set_major_formatter(ScalarFormatter())      # 2, 5, 10 rather than 2×10⁰
             ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("step")
+        if ylabel:
+            ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=11)
@@ -340,14 +354,15 @@ def plot_baseline_factor(checkpoints: dict[str, dict], *, group_size: int):
     return fig
 
 
-def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=None):
+def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=None, ylabels=None):
     """Two training arms over the same seeds, one panel per metric: colour per arm, each seed a thin line,
     the mean over seeds a thick one (six lines of one width were hard to tell apart).
 
     ``arms``: arm name -> a list of per-seed histories (dicts of metric -> value at every step), the i-th
     history of every arm being seed i. ``keys``: the metrics drawn, one panel each; ``titles`` one per panel;
     ``labels`` the seeds' names. ``held_out``: arm name -> (values, standard errors), one per seed, drawn as a
-    last panel with the seed on the x axis (e.g. the held-out pass@1 after training).
+    last panel with the seed on the x axis (e.g. the held-out pass@1 after training). ``ylabels``: one y-axis
+    label per metric panel (default none), and the held-out panel's is "held-out pass@1".
     """
     if not arms or any(not runs for runs in arms.values()):
         raise ValueError("arms must map at least one arm name to a non-empty list of histories")
@@ -364,6 +379,9 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
     titles = list(titles) if titles is not None else list(keys)
     if len(titles) != len(keys):
         raise ValueError(f"titles must give one title per panel ({len(keys)}), got {len(titles)}")
+    ylabels = list(ylabels) if ylabels is not None else [None] * len(keys)
+    if len(ylabels) != len(keys):
+        raise ValueError(f"ylabels must give one label per panel ({len(keys)}), got {len(ylabels)}")
     labels = list(labels) if labels is not None else [f"seed {i}" for i in range(n_seeds)]
     if len(labels) != n_seeds:
         raise ValueError(f"labels must name each of the {n_seeds} seeds, got {len(labels)}")
@@ -375,7 +393,7 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
     axes = list(axes.flat)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     arm_colour = {arm: colours[index % len(colours)] for index, arm in enumerate(arms)}
-    for ax, key, panel_title in zip(axes, keys, titles):
+    for ax, key, panel_title, ylabel in zip(axes, keys, titles, ylabels):
         for arm, runs in arms.items():
             for run in runs:
                 ax.plot(range(len(run[key])), run[key], lw=0.7, alpha=0.45, color=arm_colour[arm])
@@ -384,6 +402,8 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
             ax.plot(range(steps), mean, lw=2.2, color=arm_colour[arm])
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("step")
+        if ylabel:
+            ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], color=arm_colour[arm], lw=2.2, label=f"{arm}, mean of {n_seeds} seeds") for arm in arms]
     handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="one seed (" + ", ".join(labels) + ")")]
@@ -399,6 +419,7 @@ def plot_arm_histories(arms: dict, keys, *, titles=None, labels=None, held_out=N
                            for arm, m in zip(held_out, markers)], fontsize=7)
         ax.set_xticks(range(n_seeds), labels)
         ax.set_xlabel("training seed")
+        ax.set_ylabel("held-out pass@1", fontsize=9)
         ax.set_title("held-out pass@1 after training ± SE", fontsize=10)
         ax.grid(alpha=0.3)
     fig.tight_layout()
