@@ -201,7 +201,30 @@ def _dual_clipped(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
 
 
+def _clip_higher(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    """DAPO's asymmetric clip carried over (ε_high = 0.28)."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + 0.28) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
+def _inverted_ratio(logp, old_logp, ref_logp, advantages, mask, eps, beta):
+    ratio = torch.exp(old_logp - logp)
+    a = advantages[:, None]
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+
+
 @pytest.mark.parametrize("answer, phrase", [
+    (_clip_higher, "DAPO's clip-higher"),
+    (_inverted_ratio, "ratio is inverted"),
+    (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, (adv - adv.mean()) / adv.std(), mask, eps,
+                                                       beta), "normalised the advantages again"),
+    (lambda logp, old, ref, adv, mask, eps, beta: _eq3(logp, old, ref, (adv - adv.mean()) / adv.std(unbiased=False),
+                                                       mask, eps, beta), "normalised the advantages again"),
     (_token_mean, "all the batch's tokens at once"),
     (_no_clip, "there is no clip"),
     (_kl_rewarded, "wrong sign"),

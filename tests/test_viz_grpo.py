@@ -13,6 +13,8 @@ def test_group_advantages_figure_and_widget():
     assert list(right.get_xticks()) == [0, 1, 2, 3, 4]  # one tick per possible number of right answers
     # each rule draws a right-answer curve and a wrong-answer curve over k = 0 … G
     assert len(right.lines) >= 2 * len(grpo_viz.ADVANTAGE_RULES)
+    # the right panel keys its own colours (a reader should not have to look back at the left legend)
+    assert [t.get_text() for t in right.get_legend().get_texts()] == list(grpo_viz.ADVANTAGE_RULES)
     with pytest.raises(ValueError, match="n_correct"):
         grpo_viz.plot_group_advantages(5, 4)
     with pytest.raises(ValueError, match="group_size"):

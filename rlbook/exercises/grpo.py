@@ -14,7 +14,8 @@ per token (eq. 4), averaged over each response's own tokens (1/|o_i|) and then o
 (``variant="grpo"``) on padded batches of unequal lengths, and names the usual mistakes: a whole-batch
 token mean (DAPO's and PPO's average), no 1/|o_i|, a sum over the responses (no 1/G), padding counted in |o_i|, padding left in the
 numerator (``per_token.sum(1) / mask.sum(1)`` without the mask) or in both (``per_token.mean()`` over
-the padded tensor), no clip, max for min, lesson 03's dual clip, the
+the padded tensor), no clip, max for min, lesson 03's dual clip, DAPO's asymmetric clip-higher (ε_high = 0.28),
+an inverted ratio π_old/π_θ, the given advantages normalised again over the batch, the
 KL's sign, the KL's direction, k1 for k3, the KL averaged outside the per-response mean, the KL weighted by
 the ratio (β·r·k3: TRL's ``use_bias_correction_kl``, DeepSeek-V3.2's unbiased KL, a different objective
 from eq. 3's), the KL not masked on padding, the log-ratio clipped instead of the ratio, a detached ratio
@@ -268,7 +269,8 @@ AVERAGES = {"response": "seq_mean_token_mean", "token": "token_mean", "sum": "se
 
 
 def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", kl_average="inside",
-                       kl_weighted=False, detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0):
+                       kl_weighted=False, detach_ratio=False, detach_kl=False, eps=None, beta=None, sign=1.0,
+                       eps_high=None, invert_ratio=False, renormalise=None):
     """A wrong GRPO loss that differs from eq. 3 in the named choices (the defaults are eq. 3 itself).
 
     ``clip="log"`` clips the log-ratio to [−ε, ε] (so r to [e^−ε, e^ε]); ``clip="dual"`` adds lesson 03's dual clip
@@ -277,11 +279,21 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
     row's padded positions too, over its own length; ``average="positions"`` is one mean over every
     position of the padded (B, T) tensor; ``kl_weighted`` multiplies k3 by
     the ratio r (TRL's ``use_bias_correction_kl``); ``kl_average="unmasked"`` adds the KL's mean over every
-    position of the padded row, padding included."""
+    position of the padded row, padding included. ``eps_high`` clips the ratio to [1 − ε, 1 + eps_high] (DAPO's
+    asymmetric clip-higher, Yu et al. 2025, eq. 8–10, ε_high = 0.28); ``invert_ratio`` uses π_old/π_θ;
+    ``renormalise`` ("population" or "bessel") whitens the given advantages again over the batch."""
     def loss_fn(logp, old_logp, ref_logp, advantages, mask, case_eps, case_beta):
         eps_used = case_eps if eps is None else eps
         beta_used = case_beta if beta is None else beta
-        ratio, a, clipped = _terms(logp.detach() if detach_ratio else logp, old_logp, advantages, eps_used)
+        if renormalise is not None:
+            advantages = (advantages - advantages.mean()) / advantages.std(correction=int(renormalise == "bessel"))
+        live = logp.detach() if detach_ratio else logp
+        if invert_ratio:
+            ratio, a, clipped = _terms(old_logp, live, advantages, eps_used)
+        else:
+            ratio, a, clipped = _terms(live, old_logp, advantages, eps_used)
+        if eps_high is not None:
+            clipped = ratio.clamp(1 - eps_used, 1 + eps_high)
         if clip == "log":
             clipped = (logp - old_logp).clamp(-eps_used, eps_used).exp()
         pessimistic = torch.minimum(ratio * a, clipped * a)
@@ -346,6 +358,17 @@ GRPO_LOSS_MISTAKES = {
     "factored": (_grpo_loss_variant(clip="factored"),
                  "you factored A out of the min, min(r, clip(r))·A: right for A > 0 only; for A < 0 the order "
                  "flips. Take the min over the products r·A and clip(r)·A."),
+    "clip_higher": (_grpo_loss_variant(eps_high=0.28),
+                    "your clip is asymmetric, clip(r, 1 − ε, 1 + 0.28): that is DAPO's clip-higher (lesson 11). "
+                    "Eq. 3 clips both sides at the same ε: clip(r, 1 − eps, 1 + eps)."),
+    "inverted_ratio": (_grpo_loss_variant(invert_ratio=True),
+                       "your ratio is inverted: r = π_θ/π_old = exp(logp − old_logp), not exp(old_logp − logp)."),
+    "renormalised_population": (_grpo_loss_variant(renormalise="population"),
+                                "you normalised the advantages again over the batch: they arrive as GRPO's "
+                                "group advantages already, so use them as given."),
+    "renormalised_bessel": (_grpo_loss_variant(renormalise="bessel"),
+                            "you normalised the advantages again over the batch: they arrive as GRPO's "
+                            "group advantages already, so use them as given."),
     "kl_sign": (_grpo_loss_variant(kl_sign=-1.0),
                 "the KL term has the wrong sign: J subtracts β·k3, so the loss −J adds it (a policy far from "
                 "π_ref must cost more, not less)."),

@@ -70,13 +70,14 @@ def plot_group_advantages(n_correct: int = 3, group_size: int = 4, *, show_push:
     else:  # too many samples to label one by one
         left.set(xlabel=f"sample (the first {n_correct} right, r = 1)")
     left.set(ylabel="advantage A_i", title=f"one group: {n_correct} right out of G = {group_size}")
-    left.legend(fontsize=7)
+    left.legend(fontsize=8)
     right.axhline(0, color="black", lw=0.8)
     right.axvline(n_correct, color="0.6", lw=1, ls=":")
     right.set_xticks(range(group_size + 1) if group_size <= 16 else range(0, group_size + 1, group_size // 8))
     right.set(xlabel="k = right answers in the group", ylabel="advantage",
               title="right answers (●, solid) and wrong ones (■, dashed)")
     right.grid(alpha=0.3)
+    right.legend(fontsize=8)  # its own key: the colours are the rules, as on the left
     fig.tight_layout()
     return fig
 
