@@ -138,7 +138,8 @@ def test_batch_mean_spread_plot_draws_both_estimators_at_both_widths():
     ax_iqr, ax_hist = fig.axes
     assert ax_iqr.get_xscale() == "log" and ax_iqr.get_yscale() == "log"
     labels = [text.get_text() for text in ax_iqr.get_legend().get_texts()]
-    assert {"k1, σ = 2", "k3, σ = 2", "k1, σ = 1.3", "k3, σ = 1.3"} <= set(labels)
+    # each label names its line style, so σ = 2 (solid) and σ = 1.3 (dashed) read apart in the legend
+    assert {"k1, σ = 2 (solid)", "k3, σ = 2 (solid)", "k1, σ = 1.3 (dashed)", "k3, σ = 1.3 (dashed)"} <= set(labels)
     assert any("−1/2" in label for label in labels) and any("-0.25" in label or "−0.25" in label for label in labels)
     assert "1,000 draws, σ = 2" in ax_hist.get_title()
     assert ax_hist.get_ylabel() == "batches" and "beyond it" in ax_hist.get_xlabel()  # the clipped means counted

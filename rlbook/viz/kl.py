@@ -49,27 +49,31 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
     the measured bias/true ± one standard error (the sample stdev over √n: a single sample's bias is
     noise until it clears a few of these; "SE undefined" where the exact variance is infinite) and stdev/true, beside the exact ones (``kl_estimator_table_any_sigma``):
     where they part, the sample has missed the rare draws that carry the variance (k3 far from
-    π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). The x-range shows the 0.5–99.5% quantiles
-    of all three estimators, so the panels share one scale; the draws beyond it are counted in a grey,
-    hatched bar stacked on each edge bin, so that the pile is not read as part of the distribution.
+    π_ref, or σ² ≥ 2, where k3's exact stdev is infinite). Each panel's x-range shows the 0.5–99.5% quantiles
+    of its own estimator (with 0 and 1.5× the true KL), so the panels have different scales; the draws beyond it
+    are counted in a grey, hatched bar stacked on each edge bin, so that the pile is not read as part of the
+    distribution; its legend entry gives the share of the sample variance those draws carry.
     """
     exact = kl_estimator_table_any_sigma(mu, sigma)
     true_kl = exact["true_kl"]["value"]
     values = {name: v.numpy() for name, v in sample_kl_estimates(mu, sigma, n_samples=n_samples, seed=seed).items()}
-    everything = np.concatenate(list(values.values()))
-    low, high = np.quantile(everything, [0.005, 0.995])
-    low, high = min(low, 0.0, true_kl), max(high, 1.5 * true_kl)
-    bins = np.linspace(low, high, 80)
-    width = bins[1] - bins[0]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharex=True)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     for ax, (name, v) in zip(axes, values.items()):
+        low, high = np.quantile(v, [0.005, 0.995])  # each panel its own range: k1's cloud and k3's pile differ in scale
+        low, high = min(low, 0.0, true_kl), max(high, 1.5 * true_kl)
+        bins = np.linspace(low, high, 80)
+        width = bins[1] - bins[0]
         counts, _, _ = ax.hist(v[(v >= low) & (v <= high)], bins=bins, color=ESTIMATOR_COLOURS[name], alpha=0.75)
         beyond = {"below": (int((v < low).sum()), bins[0], counts[0]), "above": (int((v > high).sum()), bins[-2], counts[-1])}
         labelled = False
+        outside = (v < low) | (v > high)
+        squares = (v - v.mean()) ** 2  # the share of the sample variance the draws beyond the range carry
+        carried = float(squares[outside].sum() / squares.sum())
         for count, left, base in beyond.values():
             if count:
                 ax.bar(left, count, width, bottom=base, align="edge", color="0.8", edgecolor="0.35", hatch="////",
-                       lw=0.5, label=None if labelled else f"beyond the range: {sum(c for c, _, _ in beyond.values()):,}")
+                       lw=0.5, label=None if labelled else f"beyond the range: {int(outside.sum()):,} "
+                                                           f"({carried:.0%} of the variance)")
                 labelled = True
         ax.axvline(true_kl, color="black", lw=2, label=f"true KL = {true_kl:.4g}")
         ax.axvline(v.mean(), color="black", ls="--", lw=1.2, label=f"sample mean = {v.mean():.4g}")
@@ -82,7 +86,8 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
                      f"stdev/true = {v.std() / true_kl:.2f} (exact {'∞' if exact_stdev == float('inf') else f'{exact_stdev:.2f}'})",
                      fontsize=9)
         ax.set_ylabel("count of draws", fontsize=8)
-        ax.legend(fontsize=8.5, loc="upper right")
+        ax.set_ylim(top=1.6 * counts.max())  # headroom: the legend sits above the histogram, not on it
+        ax.legend(fontsize=7.5, loc="upper right")
         ax.set_xlabel("per-sample value")
     fig.suptitle(f"x ~ π_θ = N(0, 1), π_ref = N({mu:.2f}, {sigma:.2f}²), r = π_ref(x)/π_θ(x), {n_samples:,} samples, "
                  f"seed {seed} (grey hatched: draws beyond the range, stacked on the edge bin)", fontsize=10)
@@ -91,6 +96,7 @@ def plot_kl_estimator_histograms(mu: float = 1.0, sigma: float = 1.0, *, n_sampl
 
 
 WIDGET_SAMPLE_SIZES = (2_000, 20_000, 200_000)
+STYLE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
 
 
 def kl_estimator_widget(*, n_samples: int = 20_000, seed: int = 0):
@@ -224,7 +230,8 @@ def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float 
             iqr = np.array([row["iqr/true"] for row in rows])
             se = np.array([row["log_iqr_se"] for row in rows])
             ax_iqr.errorbar(ns, iqr, yerr=[iqr * (1 - np.exp(-2 * se)), iqr * (np.exp(2 * se) - 1)], ls=style,
-                            marker="o", ms=4, capsize=3, color=ESTIMATOR_COLOURS[name], label=f"{name}, σ = {sigma:g}")
+                            marker="o", ms=4, capsize=3, color=ESTIMATOR_COLOURS[name],
+                            label=f"{name}, σ = {sigma:g} ({STYLE_NAMES.get(style, style)})")
     widest = sigmas[0]
     ns = np.array(sorted(spread[widest]), dtype=float)
     guides = {"k1": (-0.5, "slope −1/2 (finite variance)")}
@@ -241,7 +248,7 @@ def plot_batch_mean_spread(spread: dict[float, dict], *, histogram_sigma: float 
     ax_iqr.set_ylabel("IQR of the batch means / true KL")
     ax_iqr.set_title("How the spread of a batch mean shrinks (bars: ±2 bootstrap SE)", fontsize=10)
     ax_iqr.grid(True, which="both", alpha=0.3)
-    ax_iqr.legend(fontsize=7.5, loc="lower left")
+    ax_iqr.legend(fontsize=8, loc="lower left", handlelength=4)  # long handles so dashed reads apart from solid
     results = spread[histogram_sigma][histogram_size]
     values = {name: np.asarray(results[name]["means/true"]) for name in ("k1", "k3")}
     everything = np.concatenate(list(values.values()))
@@ -458,8 +465,8 @@ def plot_kl_gradient_variance(lengths, variances: dict[str, dict[str, list[float
         for power in (1, 2, 3):
             ax.loglog(lengths, start * (lengths / lengths[0]) ** power, ":", color="0.35", linewidth=1.0)
             ax.annotate(f"guide ∝ T{'' if power == 1 else '²³'[power - 2]}",
-                        (lengths[-1], start * (lengths[-1] / lengths[0]) ** power), xytext=(-4, 0),
-                        textcoords="offset points", fontsize=9.5, color="0.2", ha="right", va="bottom",
+                        (lengths[-1], start * (lengths[-1] / lengths[0]) ** power), xytext=(-6, -2),
+                        textcoords="offset points", fontsize=9.5, color="0.2", ha="right", va="top",  # below the end: not clipped
                         bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("response length T (tokens)")
