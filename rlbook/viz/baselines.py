@@ -58,7 +58,8 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
         ax.tick_params(axis="x", labelsize=9)
         ax.grid(axis="y", alpha=0.3)
         if tick_labels:
-            ax.set_xticks(range(len(names)), [tick_labels.get(name, name) for name in names])
+            ax.set_xticks(range(len(names)), [tick_labels.get(name, name) for name in names], rotation=30,
+                          ha="right", rotation_mode="anchor", fontsize=8)
     if group_size is not None:
         fig.suptitle(f"one batch, groups of G = {group_size}", fontsize=10)
     fig.tight_layout()
