@@ -92,3 +92,15 @@ def test_formula_widget_keeps_m_within_its_bound():
     with pytest.raises(ValueError, match="max_mean_share"):
         baselines_viz.formula_widget(0.30, 0.05, 0.8)
     plt.close("all")
+
+
+def test_tick_labels_rename_a_baseline_and_se_labels_sit_above_the_bars():
+    statistics = _statistics()
+    fig = baselines_viz.plot_baseline_comparison(statistics, ratio_errors={"rloo": 0.05, "value": 0.04},
+                                                 tick_labels={"rloo": "RLOO (renamed)"})
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["none", "RLOO (renamed)", "value", "critic"]
+    middle = fig.axes[1]
+    assert [t.get_text() for t in middle.texts] == ["×1.00", "×0.90\n±0.05", "×0.75\n±0.04", "×0.70"]
+    for text, bar in zip(middle.texts, middle.patches):   # above each bar, in black
+        assert text.xy[1] >= bar.get_height() and text.get_color() in ("black", "k", "#000000")

@@ -22,7 +22,7 @@ BASELINE_COLOURS = {"none": "tab:red", "mean": "tab:gray", "rloo": "tab:green", 
 
 
 def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_size: int | None = None,
-                             ratio_errors: dict[str, float] | None = None):
+                             ratio_errors: dict[str, float] | None = None, tick_labels: dict[str, str] | None = None):
     """Three panels over the baselines: the variance of the batch gradient (greyed, titled not comparable:
     estimators of different lengths have different variances for the same noise), its noise-to-signal
     (variance / ‖E ĝ‖², which a rescaling of the estimator does not change), and its scale along
@@ -33,7 +33,8 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     present): on a log axis cut above 0 a ±20 % difference would look like a factor of several.
     ``ratio_errors``: {baseline: SE of its noise-to-signal ratio to none} (``rlbook.gradients.noise_ratio``);
     the middle panel's bars stay the raw noise-to-signal, its labels read ×ratio ± SE and its error bars carry that
-    SE, scaled to the bar (its title says so; the right panel's bars are ±3 SE of the scale)."""
+    SE, scaled to the bar (its title says so; the right panel's bars are ±3 SE of the scale).
+    ``tick_labels``: {baseline: the x tick to show for it} (e.g. "grpo" → "GRPO adv. (summed)"); others keep their key."""
     if not statistics:
         raise ValueError("statistics must hold at least one baseline")
     names = list(statistics)
@@ -56,6 +57,9 @@ def plot_baseline_comparison(statistics: dict[str, dict[str, float]], *, group_s
     for ax in axes:
         ax.tick_params(axis="x", labelsize=9)
         ax.grid(axis="y", alpha=0.3)
+        if tick_labels:
+            ax.set_xticks(range(len(names)), [tick_labels.get(name, name) for name in names], rotation=30,
+                          ha="right", rotation_mode="anchor", fontsize=8)
     if group_size is not None:
         fig.suptitle(f"one batch, groups of G = {group_size}", fontsize=10)
     fig.tight_layout()
@@ -70,12 +74,15 @@ def _ratio_bars(ax, names, values, colours, *, errors=None):
     if errors and reference is not None:
         yerr = [errors.get(name, 0.0) * reference for name in names]
     bars = ax.bar(names, values, color=colours, yerr=yerr, capsize=2 if yerr else 0)
-    ax.set_ylim(0, 1.22 * max(values))
+    top = max(value + (err if yerr else 0.0) for value, err in zip(values, yerr or [0.0] * len(values)))
+    ax.set_ylim(0, (1.32 if errors else 1.22) * top)
     if reference is not None:
         labels = [f"×{value / reference:.2f}" + (f"\n±{errors[name]:.2f}" if errors and errors.get(name) else "")
                   for name, value in zip(names, values)]
-        if errors:  # inside the bars, clear of the error bars above them
-            ax.bar_label(bars, labels, fontsize=9, label_type="center", color="white", fontweight="bold")
+        if errors:  # above each bar's error bar, in black, small enough not to run into its neighbours
+            for bar, label, err in zip(bars, labels, yerr):
+                ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height() + err), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=7, linespacing=0.95)
         else:
             ax.bar_label(bars, labels, fontsize=8, padding=1)
 
