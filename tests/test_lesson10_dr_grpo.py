@@ -105,6 +105,49 @@ def test_check_difficulty_factor_accepts_a_from_scratch_answer_and_names_the_sli
     assert check_difficulty_factor(lambda p, G: difficulty_factor(p, G, unbiased_std=True)) is False
     assert "Bessel" in capsys.readouterr().out
 
+    def counts(right, wrong, nan_for_flat=False):  # from_scratch with the group counts of the two answers changed
+        def fn(p, G):
+            def adv(k, r):
+                m = k / G
+                s = math.sqrt(m * (1 - m))
+                return (float("nan") if nan_for_flat else 0.0) if s == 0 else (r - m) / s
+            return sum(math.comb(G - 1, j) * p ** j * (1 - p) ** (G - 1 - j) * (adv(right(j), 1) - adv(wrong(j), 0))
+                       for j in range(G))
+        return fn
+
+    for right, wrong in ((lambda j: j, lambda j: j), (lambda j: j + 1, lambda j: j + 1), (lambda j: j, lambda j: j + 1)):
+        assert check_difficulty_factor(counts(right, wrong)) is False
+        assert "off by one" in capsys.readouterr().out
+    assert check_difficulty_factor(counts(lambda j: j + 1, lambda j: j, nan_for_flat=True)) is False
+    assert "flat group" in capsys.readouterr().out
+
+
+def test_check_token_weights_names_the_budget_minus_one_and_a_per_row_token_mean(capsys):
+    from rlbook.aggregation import token_weights
+    from rlbook.exercises.aggregation import check_token_weights
+
+    def minus_one(m, mode, L):
+        return m / (m.shape[0] * (L - 1)) if mode == "seq_mean_token_sum_norm" else token_weights(m, mode, max_len=L)
+
+    def per_row(m, mode, L):
+        return m / m.sum(1, keepdim=True) if mode == "token_mean" else token_weights(m, mode, max_len=L)
+
+    assert check_token_weights(minus_one) is False
+    assert "L − 1" in capsys.readouterr().out
+    assert check_token_weights(per_row) is False
+    assert "its own length" in capsys.readouterr().out
+
+
+def test_the_token_weight_widget_keeps_one_colour_range():
+    from rlbook.viz.aggregation import plot_token_weights
+
+    for budget in (64, 256):
+        fig = plot_token_weights([4, 10, 24, 48], max_len=budget, log_scale=True, colour_range=(1 / 1024, 1 / 4))
+        norm = fig.axes[0].images[0].norm
+        assert (norm.vmin, norm.vmax) == pytest.approx((1 / 1024, 1 / 4))
+    with pytest.raises(ValueError):
+        plot_token_weights([4], max_len=8, colour_range=(0.5, 0.1))
+
 
 def test_plot_length_toy_marks_the_cap():
     runs = [length_bias_toy(steps=3, seed=0)]

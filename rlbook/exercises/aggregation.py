@@ -21,7 +21,7 @@ from rlbook.exercises.framework import FunctionExercise, _close, _one_number
 __all__ = ["EXERCISE_MODES", "check_token_weights", "check_difficulty_factor"]
 
 EXERCISE_MODES = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
-MAX_LEN = 12
+MAX_LEN = 13
 MODE_NAMES = {
     "seq_mean_token_mean": "GRPO's seq_mean_token_mean (1/(B·|o_i|): each response counts equally)",
     "token_mean": "DAPO's token_mean (1/Σ_j |o_j|: each token of the batch counts equally)",
@@ -33,8 +33,8 @@ MODE_NAMES = {
 def _masks() -> list[torch.Tensor]:
     """Fixed right-padded masks of responses of mixed lengths (B = 3 and B = 4, width T = 11).
 
-    T (11), the longest response (10 and 9) and the budget MAX_LEN (12) all differ, so that dividing by
-    any one of them in place of another is told apart."""
+    T (11), the longest response (10 and 9), the budget MAX_LEN (13) and MAX_LEN − 1 (12) all differ, so
+    that dividing by any one of them in place of another is told apart."""
     masks = []
     for lengths in ((2, 5, 10), (1, 7, 3, 9)):
         masks.append((torch.arange(11).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).double())
@@ -60,6 +60,15 @@ def _mistakes(mask: torch.Tensor, mode: str) -> dict[str, tuple[torch.Tensor, st
                                    "L = max_len: then padding changes the loss, and L must be a constant (Dr.GRPO)",
     }
     mistakes["padded_width"] = (mask / (n_seqs * width), f"for mode {mode!r} {padded_width_hints[mode]}")
+    if mode == "seq_mean_token_sum_norm":
+        mistakes["budget_minus_one"] = (
+            mask / (n_seqs * (MAX_LEN - 1)),
+            f"for mode {mode!r} you divided by L − 1 = {MAX_LEN - 1}: Dr.GRPO divides by the budget L = max_len itself")
+    if mode == "token_mean":
+        mistakes["per_row_count"] = (
+            mask / mask.sum(1, keepdim=True),
+            f"for mode {mode!r} you divided each response by its own length |o_i| (and not by B): token_mean divides "
+            "every token by the same number, the batch's token count Σ_j |o_j| (mask.sum())")
     if mode == "seq_mean_token_sum_norm":
         longest = int(mask.sum(1).max())
         mistakes["longest"] = (
@@ -131,9 +140,34 @@ check_token_weights = FunctionExercise(
 _FACTOR_CASES = ((0.05, 8), (0.5, 8), (0.25, 4), (0.125, 16))
 
 
+def _advantage(k: int, g: int, correct: bool) -> float:
+    """GRPO's advantage (population σ) of a right (``correct``) or wrong answer in a group with k of g right;
+    a flat group's is 0 (``group_advantages``)."""
+    if k <= 0 or k >= g:
+        return 0.0
+    rate = k / g
+    sigma = math.sqrt(rate * (1 - rate))
+    return (1 - rate) / sigma if correct else -rate / sigma
+
+
+def _factor_with_counts(p, g, right_count, wrong_count) -> float:
+    """Σ_j Binomial(g − 1, p)(j) · (Â of a right answer in a group of ``right_count(j)`` right − Â of a wrong one in a
+    group of ``wrong_count(j)`` right): the exact g_G(p) with j + 1 and j; the other pairs are the off-by-one slips."""
+    return sum(math.comb(g - 1, j) * p ** j * (1 - p) ** (g - 1 - j)
+               * (_advantage(right_count(j), g, True) - _advantage(wrong_count(j), g, False)) for j in range(g))
+
+
 def _factor_mistakes(p, group_size):
     g = group_size
+    off_by_one = ("the group's count of right answers is off by one: with j of the other G − 1 right, a right "
+                  "answer's group has j + 1 right and a wrong answer's group has j; ")
     return {
+        "same_j": (_factor_with_counts(p, g, lambda j: j, lambda j: j),
+                   off_by_one + "you used j for both (the right answer left out of its own group's count)"),
+        "same_j_plus_1": (_factor_with_counts(p, g, lambda j: j + 1, lambda j: j + 1),
+                          off_by_one + "you used j + 1 for both (the wrong answer counted as right)"),
+        "swapped": (_factor_with_counts(p, g, lambda j: j, lambda j: j + 1),
+                    off_by_one + "you swapped them (j for the right answer's group, j + 1 for the wrong one's)"),
         "dr_grpo": (difficulty_factor(p, g, "dr_grpo"),
                     "that is Dr.GRPO's factor (G − 1)/G, the same for every question: GRPO divides each group's "
                     "advantages by that group's σ, so the factor depends on p"),
@@ -151,12 +185,21 @@ def _factor_mistakes(p, group_size):
     }
 
 
+def _not_nan(result, reference, p, group_size):
+    if bool(torch.isnan(result).any()):
+        return (f"p = {p}, G = {group_size}: got nan. A flat group (all right or all wrong, σ = 0) gives 0/0: its "
+                "advantages are 0 (group_advantages), so leave the j = 0 term of a wrong answer and the j = G − 1 term "
+                "of a right answer at 0 instead of dividing by σ")
+    return None
+
+
 check_difficulty_factor = FunctionExercise(
     "check_difficulty_factor", what="difficulty factor", cases=lambda: list(_FACTOR_CASES),
     reference=lambda p, group_size: difficulty_factor(p, group_size, "grpo"),
     mistakes=_factor_mistakes, label=lambda p, group_size: f"p = {p}, G = {group_size}",
     wrong=lambda p, group_size: f"p = {p}, G = {group_size}: ",
-    checks=(_one_number("return one number, g_G(p)", label=lambda p, group_size: f"p = {p}, G = {group_size}"),),
+    checks=(_one_number("return one number, g_G(p)", label=lambda p, group_size: f"p = {p}, G = {group_size}"),
+            _not_nan),
     close=lambda result, expected: abs(float(result) - float(expected)) <= 1e-4 * max(1.0, abs(float(expected))),
     otherwise=lambda result, reference, p, group_size: (
         f"p = {p}, G = {group_size}: expected g = {float(reference):.4f}, got {float(result):.4f}"),
@@ -165,6 +208,7 @@ check_difficulty_factor = FunctionExercise(
     doc="""Check ``fn(p, group_size) -> g``, GRPO's factor E[Â | R=1] − E[Â | R=0] on a question's ∇p.
 
     Compared with ``difficulty_factor`` on four fixed (p, G) pairs; names the usual slips (Dr.GRPO's
-    constant factor, one group's 1/σ, Bessel's σ, a whole-group average). Returns True / False, or None
+    constant factor, one group's 1/σ, Bessel's σ, a whole-group average, the j / j + 1 off-by-one, the
+    0/0 of a flat group). Returns True / False, or None
     when ``fn`` is None or raises ``NotImplementedError`` (not attempted yet).
     """)

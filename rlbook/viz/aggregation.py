@@ -66,7 +66,7 @@ def token_weight_table(lengths, *, max_len: int) -> pd.DataFrame:
 
 
 def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGREGATION_MODES,
-                       log_scale: bool = False):
+                       log_scale: bool = False, colour_range: tuple | None = None):
     """Each token's weight under each mode for responses of ``lengths``: one panel per mode.
 
     Cells are tokens (grey: padding, weight 0); the colour scale is shared by all panels, so
@@ -74,6 +74,8 @@ def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGR
     total weight Σ_t w; under GRPO's mode every row totals 1/B whatever its length.
     ``log_scale=True`` draws the colour on a log scale with a colourbar, so weights that differ by
     a few times (GRPO's rows; DAPO against Dr.GRPO) get distinct colours; the default is linear.
+    ``colour_range=(low, high)`` fixes the colour scale's ends (a widget passes one, so that a colour means
+    the same weight in every redraw); the default spans this figure's own weights.
     """
     if not isinstance(log_scale, bool):
         raise ValueError(f"log_scale must be True or False, got {log_scale!r}")
@@ -85,8 +87,12 @@ def plot_token_weights(lengths=(4, 10, 24, 48), *, max_len: int = 64, modes=AGGR
     mask = lengths_mask(lengths, width=max_len)
     weights = {mode: token_weights(mask, mode, max_len=max_len).numpy() for mode in modes}
     top = max(w.max() for w in weights.values())
+    bottom = min(w[mask.numpy() > 0].min() for w in weights.values())
+    if colour_range is not None:
+        if len(colour_range) != 2 or not 0 < colour_range[0] < colour_range[1]:
+            raise ValueError(f"colour_range must be (low, high) with 0 < low < high, got {colour_range!r}")
+        bottom, top = (float(v) for v in colour_range)
     if log_scale:
-        bottom = min(w[mask.numpy() > 0].min() for w in weights.values())
         norm = LogNorm(vmin=bottom, vmax=top)
     else:
         norm = Normalize(vmin=0, vmax=top)
@@ -140,14 +146,20 @@ def token_weights_widget(*, max_len: int = 64):
     """Four response lengths and the budget L as sliders over ``plot_token_weights`` (log colour scale).
 
     The budget never falls below the longest length a slider allows, as a generator's budget bounds
-    every response it returns, so no length is ever cut to fit.
+    every response it returns, so no length is ever cut to fit. The colour range is fixed over all
+    redraws: from Dr.GRPO's smallest weight 1/(B·4·max_len) (the largest budget) to 1/B (a response of one
+    token under GRPO), so a colour means the same weight whatever the sliders say.
     """
     import ipywidgets as widgets
 
     max_len = check_int("max_len", max_len, minimum=2)
 
+    n_responses = 4
+    colour_range = (1 / (n_responses * 4 * max_len), 1 / n_responses)
+
     def draw(length_1, length_2, length_3, length_4, budget):
-        plot_token_weights([length_1, length_2, length_3, length_4], max_len=budget, log_scale=True)
+        plot_token_weights([length_1, length_2, length_3, length_4], max_len=budget, log_scale=True,
+                           colour_range=colour_range)
         plt.show()
 
     sliders = {f"length_{i + 1}": widgets.IntSlider(value=min(v, max_len), min=1, max=max_len, description=f"|o_{i + 1}|")
