@@ -67,6 +67,28 @@ def test_gae_checker_names_each_mistake(name, capsys):
     assert hint in capsys.readouterr().out
 
 
+def test_gae_checker_names_the_lambda_discounted_return_minus_value(capsys):
+    def lambda_discounted(rewards, values, gamma, lam):   # "GAE is the λ-discounted return": a reader's slip
+        advantages, running = torch.zeros_like(rewards), 0.0
+        for t in reversed(range(len(rewards))):
+            running = rewards[t] + gamma * lam * running
+            advantages[t] = running - values[t]
+        return advantages
+
+    def gamma_lambda_bootstrap(rewards, values, gamma, lam):
+        advantages, running = torch.zeros_like(rewards), 0.0
+        for t in reversed(range(len(rewards))):
+            following = values[t + 1] if t + 1 < len(values) else 0.0
+            running = rewards[t] + gamma * lam * following - values[t] + gamma * lam * running
+            advantages[t] = running
+        return advantages
+
+    assert exercises.check_gae(lambda_discounted) is False
+    assert "γλ-discounted reward-to-go minus V_t" in capsys.readouterr().out
+    assert exercises.check_gae(gamma_lambda_bootstrap) is False   # the values telescope away: the same slip
+    assert "γλ-discounted reward-to-go minus V_t" in capsys.readouterr().out
+
+
 def test_gae_checker_names_a_reader_s_rolled_bootstrap_and_forward_recursion(capsys):
     def rolled(rewards, values, gamma, lam):
         delta = rewards + gamma * torch.roll(values, -1) - values   # wraps V_0 round to the last token

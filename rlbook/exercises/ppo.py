@@ -165,7 +165,10 @@ def _gae_mistakes(rewards, values, gamma, lam):
     """Advantages of the usual wrong recursions, each with the hint that names the mistake.
 
     Besides the wrong weights, the missing bootstrap, γ dropped from the bootstrap and the TD errors
-    alone: a recursion run forwards (A_t from A_{t−1}), the right recursion stored reversed, the last token bootstrapped from a value that
+    alone: the γλ-discounted reward-to-go minus V, Σ_l (γλ)^l r_{t+l} − V_t, which γλ put on the
+    bootstrap of δ also gives (the values telescope away; GAE, Schulman et al. 2015, arXiv:1506.02438,
+    eq. 16, discounts the TD errors by γλ, not the rewards), a recursion run forwards (A_t from A_{t−1}),
+    the right recursion stored reversed, the last token bootstrapped from a value that
     does not exist (``torch.roll`` wraps V_0 round; repeating V_{T−1}), the λ-returns A + V (the
     critic's target, eq. 16's ``returns``) handed back for the advantages, and advantages whitened
     over the trajectory, as the trainer later does over a batch.
@@ -182,10 +185,13 @@ def _gae_mistakes(rewards, values, gamma, lam):
     following = lambda t: values[t + 1] if t + 1 < len(values) else 0.0  # noqa: E731
     correct = recursion(following, gamma * lam)
     returns_to_go = torch.zeros_like(rewards)
-    running = 0.0
+    lambda_discounted = torch.zeros_like(rewards)   # Σ_l (γλ)^l r_{t+l}: "GAE = the λ-discounted return", misread
+    running, running_gl = 0.0, 0.0
     for t in reversed(range(len(rewards))):
         running = rewards[t] + gamma * running
         returns_to_go[t] = running
+        running_gl = rewards[t] + gamma * lam * running_gl
+        lambda_discounted[t] = running_gl
     return {
         "lambda_only": (recursion(following, lam),
                         "the recursion uses λ alone: the weight of the next advantage is γλ, not λ."),
@@ -197,6 +203,14 @@ def _gae_mistakes(rewards, values, gamma, lam):
         "no_gamma_in_delta": (recursion(following, gamma * lam, discount=1.0),
                               "δ_t is missing the γ on the bootstrap: δ_t = r_t + γ V_{t+1} − V_t (at γ = 1 the two "
                               "agree, which is why the γ < 1 cases catch it)."),
+        # The γλ-discounted reward-to-go minus V is also what a γλ bootstrap in δ gives: with
+        # δ_t = r_t + γλ V_{t+1} − V_t the values telescope away, leaving Σ_l (γλ)^l r_{t+l} − V_t.
+        "lambda_discounted_return_minus_value": (
+            lambda_discounted - values,
+            "this is the γλ-discounted reward-to-go minus V_t, Σ_l (γλ)^l r_{t+l} − V_t (what you also get from "
+            "γλ instead of γ on the bootstrap in δ, where the values telescope away): GAE discounts the TD errors "
+            "δ_t = r_t + γ V_{t+1} − V_t by (γλ)^l, not the rewards, so the later values stay in (the two agree "
+            "only at λ = 1)."),
         "td_errors_only": (recursion(following, 0.0),
                            "these are the one-step TD errors δ_t alone (λ = 0): add γλ A_{t+1}, running backwards "
                            "from the last token."),
