@@ -325,6 +325,9 @@ def _grpo_loss_variant(*, clip="min", kl="k3", kl_sign=1.0, average="response", 
     return loss_fn
 
 
+_RENORMALISED = ("you normalised the advantages again over the batch: they arrive as GRPO's group advantages "
+                 "already, so use them as given.")
+
 GRPO_LOSS_MISTAKES = {
     "token_mean": (_grpo_loss_variant(average="token"),
                    "you averaged over all the batch's tokens at once (Σ_i Σ_t / Σ_i |o_i|: DAPO's token-level "
@@ -363,12 +366,8 @@ GRPO_LOSS_MISTAKES = {
                     "Eq. 3 clips both sides at the same ε: clip(r, 1 − eps, 1 + eps)."),
     "inverted_ratio": (_grpo_loss_variant(invert_ratio=True),
                        "your ratio is inverted: r = π_θ/π_old = exp(logp − old_logp), not exp(old_logp − logp)."),
-    "renormalised_population": (_grpo_loss_variant(renormalise="population"),
-                                "you normalised the advantages again over the batch: they arrive as GRPO's "
-                                "group advantages already, so use them as given."),
-    "renormalised_bessel": (_grpo_loss_variant(renormalise="bessel"),
-                            "you normalised the advantages again over the batch: they arrive as GRPO's "
-                            "group advantages already, so use them as given."),
+    **{f"renormalised_{std}": (_grpo_loss_variant(renormalise=std), _RENORMALISED)
+       for std in ("population", "bessel")},
     "kl_sign": (_grpo_loss_variant(kl_sign=-1.0),
                 "the KL term has the wrong sign: J subtracts β·k3, so the loss −J adds it (a policy far from "
                 "π_ref must cost more, not less)."),
