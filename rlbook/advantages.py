@@ -204,10 +204,20 @@ def difficulty_factor(p: float, group_size: int, method: str = "grpo", *, unbias
     g = group_size
     total = 0.0
     for j in range(g):
-        chance = math.comb(g - 1, j) * p ** j * (1 - p) ** (g - 1 - j)
+        chance = binomial_pmf(g - 1, j, p)
+        if chance == 0.0:
+            continue
         right = group_advantages(torch.tensor([1.0] * (j + 1) + [0.0] * (g - 1 - j)), g, method,
                                  unbiased_std=unbiased_std)[0]
         wrong = group_advantages(torch.tensor([0.0] + [1.0] * j + [0.0] * (g - 1 - j)), g, method,
                                  unbiased_std=unbiased_std)[0]
         total += chance * float(right - wrong)
     return total
+
+
+def binomial_pmf(n: int, k: int, p: float) -> float:
+    """P(K = k) for K ~ Binomial(n, p), in log space so that large n does not overflow a float."""
+    if p in (0.0, 1.0):
+        return float(k == (0 if p == 0.0 else n))
+    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                    + k * math.log(p) + (n - k) * math.log1p(-p))

@@ -39,6 +39,7 @@ import math
 import re
 from collections import Counter
 
+from rlbook.advantages import difficulty_factor
 from rlbook.tasks import ArithmeticTask, CountdownTask
 from rlbook.tasks.expressions import ExpressionError, evaluate, numbers_in, parse_expression
 from rlbook.tasks.verifiers import completion_text, extract_answer, extract_answer_lax
@@ -219,27 +220,16 @@ def advantage_scale(p: float, group_size: int | None = None) -> float:
     or 1). The ends follow the same sum (the convention lesson 19's exercise states): at p = 0 a
     finite group's scale is √(G − 1), what a lone pass would get against a flat group (0), though none
     happens; at p = 1 likewise √(G − 1), a lone failure's −√(G − 1) against a flat group.
+    For a finite group this is lesson 10's difficulty factor g_G(p) under GRPO
+    (``rlbook.advantages.difficulty_factor``), computed from the library's own ``group_advantages``
+    (its σ + 1e-6, in float32), so the two lessons' numbers are one function's.
     """
     p = _probabilities("p", [p])[0]
     if group_size is None:
         return math.inf if p in (0.0, 1.0) else 1.0 / math.sqrt(p * (1.0 - p))
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"group_size must be an integer ≥ 2 or None, got {group_size!r}")
-    G, scale = group_size, 0.0
-    for k in range(G):  # k passes among the other G − 1 samples
-        weight = _binomial_pmf(G - 1, k, p)
-        for passes, reward in ((k + 1, 1.0), (k, 0.0)):
-            m = passes / G
-            if 0.0 < m < 1.0:
-                scale += weight * (reward - m) / math.sqrt(m * (1.0 - m)) * (1.0 if reward else -1.0)
-    return scale
-
-
-def _binomial_pmf(n: int, k: int, p: float) -> float:
-    if p in (0.0, 1.0):
-        return float(k == (0 if p == 0.0 else n))
-    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                    + k * math.log(p) + (n - k) * math.log1p(-p))
+    return difficulty_factor(p, group_size, "grpo")
 
 
 def _probabilities(name: str, values) -> list[float]:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rlbook import hacking
-from rlbook.advantages import group_advantages
+from rlbook.advantages import difficulty_factor, group_advantages
 from rlbook.exercises import hacking as exercise_hacking
 from rlbook.exercises.hacking import (
     HOSTILE_CORPUS, MAX_SECONDS_PER_CALL, RIGHT_ANSWERS, check_advantage_scale, check_fraction_verifier,
@@ -174,7 +174,10 @@ def test_advantage_scale_is_exact_for_a_finite_group_and_tends_to_the_limit():
     assert hacking.advantage_scale(p, G) == pytest.approx(2.505, abs=0.01)
     assert hacking.advantage_scale(p) == pytest.approx(1 / np.sqrt(p * (1 - p)))
     assert hacking.advantage_scale(0.3, 4000) == pytest.approx(hacking.advantage_scale(0.3), rel=0.01)
-    assert hacking.advantage_scale(0.0, 8) == pytest.approx(np.sqrt(7)) == hacking.advantage_scale(1.0, 8)
+    # √7 up to group_advantages' σ + 1e-6 (a relative 3e-6 here): the scale is that function's, not a formula's
+    assert hacking.advantage_scale(0.0, 8) == pytest.approx(np.sqrt(7), rel=1e-5)
+    assert hacking.advantage_scale(0.0, 8) == pytest.approx(hacking.advantage_scale(1.0, 8), rel=1e-6)
+    assert hacking.advantage_scale(0.05, 8) == difficulty_factor(0.05, 8, "grpo")
     assert hacking.advantage_scale(0.0) == np.inf
     with pytest.raises(ValueError, match="group_size"):
         hacking.advantage_scale(0.5, 1)
@@ -433,7 +436,7 @@ def test_plot_advantage_scale_draws_each_group_size_below_the_limit():
     ax = viz.plot_advantage_scale((4, 8))
     finite, limit = ax.lines[0], ax.lines[-1]
     assert len(ax.lines) == 3
-    assert finite.get_ydata()[0] == pytest.approx(math.sqrt(3))
+    assert finite.get_ydata()[0] == pytest.approx(math.sqrt(3), rel=1e-5)  # σ + 1e-6, as trained
     middle = np.argmin(abs(finite.get_xdata() - 0.5))
     assert finite.get_ydata()[middle] < hacking.advantage_scale(0.5)
     assert max(limit.get_ydata()) > max(finite.get_ydata())
