@@ -106,8 +106,7 @@ def parameter_gradients(model, parameter: str, prompt_ids, prompt_mask, completi
     rows = []
     with torch.enable_grad():
         for i in range(completion_ids.shape[0]):
-            logp = completion_logprobs(model, prompt_ids[i:i + 1], prompt_mask[i:i + 1], completion_ids[i:i + 1],
-                                       completion_mask[i:i + 1])
+            logp = _row_logprobs(model, i, prompt_ids, prompt_mask, completion_ids, completion_mask)
             (gradient,) = torch.autograd.grad(logp.sum(), weight)
             rows.append(gradient.detach().flatten().to(torch.float64))
     return torch.stack(rows)
@@ -128,9 +127,8 @@ def projected_gradients(model, prompt_ids, prompt_mask, completion_ids, completi
     off by about √(2/dim) (9 % at dim 256), a trace over many directions by less. The same P for every row, so
     the rows are comparable; independent column blocks (``projection_blocks``) measure the projection's own error.
 
-    Each row needs its own backward pass (autograd has no per-example gradient): row i is scored alone, on its own
-    prompt and completion tokens with the padding cut off (so no attention mask is needed; log π at temperature 1,
-    as ``sample`` draws by default), and ``chunk_size`` rows are stacked and projected by one matrix product. P is drawn
+    Each row needs its own backward pass (autograd has no per-example gradient): row i is scored alone by
+    ``completion_logprobs`` (log π at temperature 1, as ``sample`` draws by default; padding masked), and ``chunk_size`` rows are stacked and projected by one matrix product. P is drawn
     once, one block per parameter, in float32: dim × D × 4 bytes (0.8 GB for this book's 0.8 M-weight models at
     dim 256 — choose dim for the memory you have). ``token_weights``: as in ``output_layer_gradients``.
     """
@@ -148,22 +146,19 @@ def projected_gradients(model, prompt_ids, prompt_mask, completion_ids, completi
         for start in range(0, completion_ids.shape[0], chunk_size):
             rows = []
             for i in range(start, min(start + chunk_size, completion_ids.shape[0])):
-                gradients = torch.autograd.grad(_weighted_logprob(model, prompt_ids[i], prompt_mask[i], completion_ids[i],
-                                                                  completion_mask[i], weights[i]), parameters,
-                                                allow_unused=True)
+                logp = _row_logprobs(model, i, prompt_ids, prompt_mask, completion_ids, completion_mask)
+                gradients = torch.autograd.grad((logp[0].double() * weights[i]).sum(), parameters, allow_unused=True)
                 rows.append(torch.cat([torch.zeros(w.numel()) if g is None else g.detach().flatten().float()
                                        for g, w in zip(gradients, parameters)]))
             projected[start:start + len(rows)] = (torch.stack(rows) @ projection).to(torch.float64)
     return projected
 
 
-def _weighted_logprob(model, prompt_ids, prompt_mask, completion_ids, completion_mask, weights) -> torch.Tensor:
-    """Σ_t w_t log π(y_t | x, y_<t) of one row (1-D tensors), its padding cut off: one plain forward pass."""
-    prompt, kept = prompt_ids[prompt_mask.bool()], completion_mask.bool()
-    completion = completion_ids[kept]
-    logits = model(input_ids=torch.cat([prompt, completion]).unsqueeze(0)).logits[0, prompt.shape[0] - 1:-1]
-    logp = torch.log_softmax(logits.float(), dim=-1).gather(1, completion.unsqueeze(1)).squeeze(1)
-    return (logp * weights[kept].to(logp.dtype)).sum()
+def _row_logprobs(model, i: int, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+    """(1, C) per-token log π of row ``i`` scored alone (``completion_logprobs`` on a one-row batch), so that a
+    backward pass through it is that one completion's gradient (a shared prompt pass would mix rows)."""
+    return completion_logprobs(model, prompt_ids[i:i + 1], prompt_mask[i:i + 1], completion_ids[i:i + 1],
+                               completion_mask[i:i + 1])
 
 
 def projection_blocks(projected, blocks: int) -> list[torch.Tensor]:
