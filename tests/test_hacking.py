@@ -410,6 +410,9 @@ def test_advantage_scale_checker_accepts_an_eps_stabilised_std(eps, capsys):
 def test_advantage_scale_checker_names_the_pass_only_slip_and_the_cap(capsys):
     assert check_advantage_scale(lambda p, G: hacking.advantage_scale(p, G) * (1 - p)) is False
     assert "E[A | r = 1] = c_G(p)(1 − p)" in capsys.readouterr().out
+    # the same slip computed exactly in float64 (no eps): still named
+    assert check_advantage_scale(lambda p, G: exercise_hacking._scale_variant(p, G) * (1 - p)) is False
+    assert "E[A | r = 1] = c_G(p)(1 − p)" in capsys.readouterr().out
     assert check_advantage_scale(lambda p, G: hacking.advantage_scale(p)) is False
     said = capsys.readouterr().out
     assert "√(G − 1)" in said and "most groups can be flat" not in said
