@@ -393,3 +393,18 @@ def test_separation_detectable_gap_solves_for_the_power_and_exceeds_the_t_tests(
         separation_detectable_gap(0.06, 6, 6, power=1.0)
     with pytest.raises(ValueError):
         separation_power(0.1, 0.0, 6, 6)
+
+
+def test_evaluation_noise_detectable_difference_is_the_paired_floor():
+    from rlbook.evidence import evaluation_noise_detectable_difference
+    sd = math.sqrt(2 * 0.75 * 0.25 / 256)
+    assert evaluation_noise_detectable_difference(0.75, 256, 3) == pytest.approx((4.3027 + 1.0607) * sd / math.sqrt(3),
+                                                                                 abs=1e-3)
+    assert evaluation_noise_detectable_difference(0.75, 256, 3) == pytest.approx(0.118, abs=1e-3)
+    # more answers or more seeds give a finer resolution; p = 0.5 is the noisiest pass rate
+    assert evaluation_noise_detectable_difference(0.75, 1024, 3) < evaluation_noise_detectable_difference(0.75, 256, 3)
+    assert evaluation_noise_detectable_difference(0.75, 256, 10) < evaluation_noise_detectable_difference(0.75, 256, 3)
+    assert evaluation_noise_detectable_difference(0.5, 256, 3) > evaluation_noise_detectable_difference(0.9, 256, 3)
+    for bad in (dict(pass_rate=1.0), dict(answers=0), dict(seeds=1), dict(power=0.3)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            evaluation_noise_detectable_difference(**{"pass_rate": 0.5, "answers": 100, "seeds": 3, **bad})

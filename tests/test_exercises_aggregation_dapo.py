@@ -86,6 +86,8 @@ def _ramp(n, max_len, cache_len):
     (lambda n, L, c: _ramp(n, L, c) if n > L - c else 0.0, "exactly −1 for every |y| > L_max"),
     (lambda n, L, c: max(-1.0, (L - c - n) / L) if n > L - c else 0.0, "divides by L_cache"),
     (lambda n, L, c: (L - n) / c if L - c < n <= L else soft_overlong_penalty(n, L, c), "measured from L_max"),
+    # DAPO's "expected maximum length" read as L_max, the cache added after it
+    (lambda n, L, c: max(-1.0, (L - n) / c) if n > L else 0.0, "placed after L_max"),
     # the off-by-one a reader actually writes shifts the whole ramp, and // floors it to −1
     (lambda n, L, c: 0.0 if n <= L - c else (max(-1.0, (L - c + 1 - n) / c) if n <= L else -1.0), "shifted one token late"),
     (lambda n, L, c: 0.0 if n <= L - c else (max(-1.0, (L - c - 1 - n) / c) if n <= L else -1.0), "shifted one token early"),

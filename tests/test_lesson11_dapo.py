@@ -81,7 +81,15 @@ def test_plot_clip_higher_shows_every_positive_token_on_a_ratio_axis():
     ymin, ymax = right.get_ylim()
     assert ymin < 1 and ymax > 2.0            # the ratio-2 token is inside the axes
     assert "1 + ε_high" in right.get_title()
-    dapo_viz.plot_clip_higher(0.2, 0.28)       # without a batch
+    assert "after the updates" in right.get_ylabel()
+
+
+def test_plot_clip_higher_schematic_does_not_claim_data():
+    """Without a batch the right panel is a schematic: no 'after the updates' on an axis with no points."""
+    right = dapo_viz.plot_clip_higher(0.2, 0.28).axes[1]
+    assert not right.collections
+    assert "after the updates" not in right.get_ylabel()
+    assert "1/π_old" in right.get_title() and "1 + ε_high" in right.get_title()
 
 
 # --- the clip-mask exercise ---------------------------------------------------------------------

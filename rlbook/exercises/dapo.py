@@ -4,7 +4,8 @@
 for one response length; the checker compares it with ``rlbook.shaping.soft_overlong_penalty`` (Yu et
 al. 2025, arXiv:2503.14476, eq. 13) on every length around the window and, when it differs,
 names the likely mistake: the sign, a window boundary off by one, the whole ramp shifted by one
-token, integer division, no floor at −1, the wrong denominator (L_max or L_cache − 1).
+token, integer division, no floor at −1, the wrong denominator (L_max or L_cache − 1), the window put
+after L_max instead of ending at it.
 
 ``check_clip_mask``: the reader writes ``my_clip_mask(ratio, advantages, eps_low, eps_high)``, True
 for each token whose own gradient the decoupled clip of ``rlbook.losses.clipped_surrogate`` (DAPO
@@ -62,6 +63,10 @@ def _wrong_penalties(max_len: int, cache_len: int) -> dict[str, tuple[callable, 
         "from_budget": (lambda n: (max_len - n) / max(cache_len, 1) if safe < n <= max_len else right(n),
                         "the ramp is measured from L_max; it starts at 0 at L_max − L_cache: "
                         "((L_max − L_cache) − |y|) / L_cache"),
+        "window_after_budget": (lambda n: max(-1.0, (max_len - n) / max(cache_len, 1)) if n > max_len else 0.0,
+                                "the window is placed after L_max: L_max is the whole budget, cache included, "
+                                "and the window is its last L_cache tokens, (L_max − L_cache, L_max]. DAPO's "
+                                "'expected maximum length 16,384' plus the '4,096 cache' make L_max = 20,480"),
     }
 
 

@@ -195,8 +195,10 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
                     label=f"r = 1 + ε_high = {1 + eps_high:.2f}: the token's own gradient stops")
     ax_prob.plot(old, 1 / old, color="0.5", lw=1, ls="--", label="r = 1 / π_old (π_θ = 1)")
     ax_prob.axhline(1, color="0.7", lw=0.8)
-    title = "an A > 0 token loses its own gradient above r = 1 + ε_high"
+    title = "where the push stops: the line 1 + ε_high and the ceiling 1/π_old"
+    ylabel = "r = π_θ / π_old"
     if batch is not None:
+        ylabel = "r = π_θ / π_old after the updates"
         old_prob, new_prob, advantages, mask = _batch_tensors(batch)
         positive = mask & (advantages > 0)
         above = positive & (new_prob > old_prob * (1 + eps_high))
@@ -227,7 +229,7 @@ def plot_clip_higher(eps_low: float = 0.2, eps_high: float = 0.28, *, batch: dic
     ax_prob.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
     ax_prob.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax_prob.set(xlim=(low, high), ylim=(0.6, top * 1.08 + 0.05), xlabel="π_old(token)  (logit axis)",
-                ylabel="r = π_θ / π_old after the updates", title=title)
+                ylabel=ylabel, title=title)
     ax_prob.title.set_fontsize(10)
     ax_prob.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     ax_prob.grid(alpha=0.3, which="major")
