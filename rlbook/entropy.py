@@ -37,6 +37,9 @@ A_t, so two estimators are at hand:
   advantages average to 0): a batch where wrong completions pass through more uncertain states
   reads as a more positive covariance, although no state's own covariance changed.
 
+Both are natural-PG forms. The vanilla form has its per-state estimate too
+(``state_vanilla_covariance``): the first-order entropy change of the one-sample step Δz = η·A·(e_y − π).
+
 The paper's two controls act on the tokens where it is
 largest: **Clip-Cov** drops the gradient of a random share of the tokens whose covariance lies in
 a band (1, 5) and that the PPO clip has not already stopped, and **KL-Cov** adds a KL penalty
@@ -72,6 +75,7 @@ __all__ = [
     "policy_gradient_logit_step",
     "token_covariance",
     "state_covariance",
+    "state_vanilla_covariance",
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
@@ -174,6 +178,28 @@ def state_covariance(logp, entropy, advantages, mask) -> torch.Tensor:
     if mask.sum() <= 0:
         raise ValueError("mask must mark at least one token")
     return (logp + entropy) * advantages * mask
+
+
+def state_vanilla_covariance(logp, entropy, self_covariance, advantages, mask) -> torch.Tensor:
+    """Each token's per-state *vanilla* estimate A_t·[π(y_t)(log π(y_t) + H(s_t)) − C(s_t)]; padding 0.
+
+    ``self_covariance`` (B, C) is C(s_t) = Cov_{a∼π(·|s_t)}(log π(a), π(a)) = Σ_a π(a)²(log π(a) + H(s_t)),
+    read from the full next-token distribution; the other inputs are ``state_covariance``'s. One
+    sampled token y with advantage A moves a tabular softmax's logits by the score-function step
+    Δz = η·A·(e_y − π), whose first-order entropy change is −η·Cov_π(log π, Δz/η) = −η·(this estimate);
+    given s_t its expectation over y_t ∼ π is Cov_π(log π(a), π(a)·(A(a) − E_π A)), the vanilla-PG term
+    of Cui et al. 2025 (arXiv:2505.22617, §3), centred on the state's own means as ``state_covariance``
+    is for the natural one.
+    """
+    logp = as_float_tensor("logp", logp).detach()
+    entropy = as_float_tensor("entropy", entropy).detach()
+    self_covariance = as_float_tensor("self_covariance", self_covariance).detach()
+    mask = as_float_tensor("mask", mask)
+    check_same_shape(logp=logp, entropy=entropy, self_covariance=self_covariance, mask=mask)
+    advantages = _per_token(advantages, logp)
+    if mask.sum() <= 0:
+        raise ValueError("mask must mark at least one token")
+    return (logp.exp() * (logp + entropy) - self_covariance) * advantages * mask
 
 
 def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0, high: float = 5.0,

@@ -29,7 +29,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.advantages import group_advantages
-from rlbook.entropy import state_covariance, token_covariance
+from rlbook.entropy import state_covariance, state_vanilla_covariance, token_covariance
 from rlbook.losses.registry import Surrogate, policy_loss_variant, register_policy_loss
 from rlbook.ratios import coefficient_disagreement, token_ratio
 from rlbook.rollout import completion_forward, format_prompts, rollout_logprobs, sample
@@ -464,6 +464,9 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
     - ``state_cov``: the per-state estimate, mean_t (log π(y_t) + H(π_t))·A_t
       (``rlbook.entropy.state_covariance``): each token centred on its own state's mean log-prob
       −H(π_t), as the law has it, where ``natural_cov`` centres on the batch's mean;
+    - ``state_vanilla_cov``: the per-state vanilla estimate, mean_t A_t·[π(y_t)(log π(y_t) + H(π_t)) −
+      Cov_{π_t}(log π, π)] (``rlbook.entropy.state_vanilla_covariance``), whose negative is the first-order
+      change of a one-sample tabular step Δz = A_t·(e_{y_t} − π_t) at each state;
     - ``between_states``: −Cov_t(H(π_t), A_t) over the batch's tokens, and ``centring``:
       −mean_t(A_t)·mean_t(log π(y_t) + H(π_t)); exactly, natural_cov = state_cov + between_states +
       centring;
@@ -495,11 +498,14 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
         return (x * mask).sum() / count
 
     centred_logp = sampled + entropy_before
+    self_covariance = (before.exp() ** 2 * (before + entropy_before[..., None])).sum(-1)  # Cov_π(log π, π) per state
     return {"measured": float(mean(entropy_after - entropy_before)),
             "first_order": float(mean(first_order)),
             "natural_cov": float(token_covariance(sampled, per_token, mask).sum() / count),
             "vanilla_cov": float(token_covariance(sampled, sampled.exp() * per_token, mask).sum() / count),
             "state_cov": float(state_covariance(sampled, entropy_before, per_token, mask).sum() / count),
+            "state_vanilla_cov": float(state_vanilla_covariance(sampled, entropy_before, self_covariance, per_token,
+                                                                mask).sum() / count),
             "between_states": float(-mean((entropy_before - mean(entropy_before)) * (per_token - mean(per_token)))),
             "centring": float(-mean(per_token) * mean(centred_logp)),
             "entropy_before": float((entropy_before * mask).sum() / count),
