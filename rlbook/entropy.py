@@ -76,6 +76,7 @@ __all__ = [
     "token_covariance",
     "state_covariance",
     "state_vanilla_covariance",
+    "clip_cov_band",
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
@@ -202,6 +203,22 @@ def state_vanilla_covariance(logp, entropy, self_covariance, advantages, mask) -
     return (logp.exp() * (logp + entropy) - self_covariance) * advantages * mask
 
 
+def clip_cov_band(covariance, mask, *, low: float = 1.0, high: float = 5.0, already_clipped=None) -> torch.Tensor:
+    """The tokens Clip-Cov may draw from: masked, covariance in the open band (``low``, ``high``), and
+    not marked by ``already_clipped`` (None = none). When they number fewer than Clip-Cov's share of
+    the tokens, it drops all of them and acts on less than its share."""
+    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
+    check_same_shape(covariance=covariance, mask=mask)
+    if not low <= high:
+        raise ValueError(f"low must be <= high, got low={low}, high={high}")
+    in_band = (mask > 0) & (covariance > low) & (covariance < high)
+    if already_clipped is not None:
+        already_clipped = torch.as_tensor(already_clipped, dtype=torch.bool)
+        check_same_shape(covariance=covariance, already_clipped=already_clipped)
+        in_band = in_band & ~already_clipped
+    return in_band
+
+
 def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0, high: float = 5.0,
                   generator: torch.Generator | None = None, already_clipped=None) -> torch.Tensor:
     """Clip-Cov's selection: ⌊``fraction`` × the masked tokens⌋ (at least one), drawn at random among
@@ -212,17 +229,10 @@ def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0,
     rule: the authors' code (PRIME-RL/Entropy-Mechanism-of-RL, ``compute_policy_loss_clip_cov``)
     skips clipped tokens, whose gradient is already zero, so that every drop removes a live gradient.
     """
-    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
-    check_same_shape(covariance=covariance, mask=mask)
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")
-    if not low <= high:
-        raise ValueError(f"low must be <= high, got low={low}, high={high}")
-    in_band = (mask > 0) & (covariance > low) & (covariance < high)
-    if already_clipped is not None:
-        already_clipped = torch.as_tensor(already_clipped, dtype=torch.bool)
-        check_same_shape(covariance=covariance, already_clipped=already_clipped)
-        in_band = in_band & ~already_clipped
+    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
+    in_band = clip_cov_band(covariance, mask, low=low, high=high, already_clipped=already_clipped)
     candidates = in_band.flatten().nonzero().squeeze(1)
     chosen = torch.zeros(covariance.numel(), dtype=torch.bool)
     if fraction > 0 and candidates.numel():

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rlbook.entropy import (
+    clip_cov_band,
     clip_cov_mask, entropy_change, fit_entropy_frontier, frontier_prediction_se, kl_cov_mask, policy_gradient_logit_step,
     predicted_entropy_change, softmax_entropy, token_covariance,
 )
@@ -174,6 +175,9 @@ def test_clip_cov_zeroes_exactly_the_chosen_tokens_gradient():
     torch.testing.assert_close(logp.grad[~chosen], plain_logp.grad[~chosen])
     assert loss.item() == pytest.approx(plain_loss.item())  # the value is kept, only the gradient goes
     assert metrics["cov_frac"] == pytest.approx(int(chosen.sum()) / float(mask.sum()))
+    band = clip_cov_band(token_covariance(logp, advantages, mask), mask, low=0.0, high=100.0, already_clipped=stopped)
+    assert metrics["cov_band_frac"] == pytest.approx(int(band.sum()) / float(mask.sum()))
+    assert (chosen <= band).all() and metrics["cov_band_frac"] >= metrics["cov_frac"]  # drawn from the band
     assert metrics["token_cov"] == pytest.approx(float(token_covariance(logp, advantages, mask).sum() / mask.sum()))
     with pytest.raises(ValueError, match="cov_control"):
         policy_loss(logp, old, advantages, mask, cov_control="cov_clip")
