@@ -485,3 +485,25 @@ def test_the_step_report_carries_the_per_state_vanilla_estimate():
     mask = rollout.completion_mask.double()
     by_hand = (advantages.double()[:, None] * (y.exp() * (y + h) - (p ** 2 * (log_policy + h[..., None])).sum(-1)) * mask)
     assert result["state_vanilla_cov"] == pytest.approx(float(by_hand.sum() / mask.sum()), rel=1e-6)
+
+
+def test_the_step_law_summary_reads_a_table_of_steps():
+    import pandas as pd
+
+    from rlbook.probes import step_law_summary
+
+    steps = pd.DataFrame({"measured": [0.01, -0.02, -0.01, -0.03], "first_order": [0.02, -0.02, 0.0, -0.02],
+                          "state_cov": [-0.1, 0.2, 0.1, 0.3], "natural_cov": [0.1, -0.2, -0.1, -0.3],
+                          "entropy_before": [0.40, 0.50, 0.30, 0.20], "entropy_after": [0.41, 0.48, 0.29, 0.17]})
+    summary = step_law_summary(steps, ends=2)
+    assert summary["r state_cov"] == pytest.approx(1.0) and summary["r natural_cov"] == pytest.approx(-1.0)
+    assert "r vanilla_cov" not in summary
+    assert summary["remainder ratio"] == pytest.approx(math.sqrt((1e-4 + 0 + 1e-4 + 1e-4) / (1e-4 + 4e-4 + 1e-4 + 9e-4)))
+    assert summary["sharpening"] == pytest.approx(-0.05)
+    assert summary["batch change"] == pytest.approx((0.29 + 0.17) / 2 - (0.40 + 0.50) / 2)  # end means, not one batch
+    assert summary["sharpening share"] == pytest.approx(-0.05 / -0.22)
+    assert summary["slope"] == pytest.approx(float(np.polyfit(steps["first_order"], steps["measured"], 1)[0]))
+    with pytest.raises(ValueError, match="ends"):
+        step_law_summary(steps, ends=3)
+    with pytest.raises(ValueError, match="entropy_after"):
+        step_law_summary(steps.drop(columns="entropy_after"))
