@@ -37,6 +37,9 @@ A_t, so two estimators are at hand:
   advantages average to 0): a batch where wrong completions pass through more uncertain states
   reads as a more positive covariance, although no state's own covariance changed.
 
+Both are natural-PG forms. The vanilla form has its per-state estimate too
+(``state_vanilla_covariance``): the first-order entropy change of the one-sample step Δz = η·A·(e_y − π).
+
 The paper's two controls act on the tokens where it is
 largest: **Clip-Cov** drops the gradient of a random share of the tokens whose covariance lies in
 a band (1, 5) and that the PPO clip has not already stopped, and **KL-Cov** adds a KL penalty
@@ -72,6 +75,8 @@ __all__ = [
     "policy_gradient_logit_step",
     "token_covariance",
     "state_covariance",
+    "state_vanilla_covariance",
+    "clip_cov_band",
     "clip_cov_mask",
     "kl_cov_mask",
     "fit_entropy_frontier",
@@ -176,6 +181,44 @@ def state_covariance(logp, entropy, advantages, mask) -> torch.Tensor:
     return (logp + entropy) * advantages * mask
 
 
+def state_vanilla_covariance(logp, entropy, self_covariance, advantages, mask) -> torch.Tensor:
+    """Each token's per-state *vanilla* estimate A_t·[π(y_t)(log π(y_t) + H(s_t)) − C(s_t)]; padding 0.
+
+    ``self_covariance`` (B, C) is C(s_t) = Cov_{a∼π(·|s_t)}(log π(a), π(a)) = Σ_a π(a)²(log π(a) + H(s_t)),
+    read from the full next-token distribution; the other inputs are ``state_covariance``'s. One
+    sampled token y with advantage A moves a tabular softmax's logits by the score-function step
+    Δz = η·A·(e_y − π), whose first-order entropy change is −η·Cov_π(log π, Δz/η) = −η·(this estimate);
+    given s_t its expectation over y_t ∼ π is Cov_π(log π(a), π(a)·(A(a) − E_π A)), the vanilla-PG term
+    of Cui et al. 2025 (arXiv:2505.22617, §3), centred on the state's own means as ``state_covariance``
+    is for the natural one.
+    """
+    logp = as_float_tensor("logp", logp).detach()
+    entropy = as_float_tensor("entropy", entropy).detach()
+    self_covariance = as_float_tensor("self_covariance", self_covariance).detach()
+    mask = as_float_tensor("mask", mask)
+    check_same_shape(logp=logp, entropy=entropy, self_covariance=self_covariance, mask=mask)
+    advantages = _per_token(advantages, logp)
+    if mask.sum() <= 0:
+        raise ValueError("mask must mark at least one token")
+    return (logp.exp() * (logp + entropy) - self_covariance) * advantages * mask
+
+
+def clip_cov_band(covariance, mask, *, low: float = 1.0, high: float = 5.0, already_clipped=None) -> torch.Tensor:
+    """The tokens Clip-Cov may draw from: masked, covariance in the open band (``low``, ``high``), and
+    not marked by ``already_clipped`` (None = none). When they number fewer than Clip-Cov's share of
+    the tokens, it drops all of them and acts on less than its share."""
+    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
+    check_same_shape(covariance=covariance, mask=mask)
+    if not low <= high:
+        raise ValueError(f"low must be <= high, got low={low}, high={high}")
+    in_band = (mask > 0) & (covariance > low) & (covariance < high)
+    if already_clipped is not None:
+        already_clipped = torch.as_tensor(already_clipped, dtype=torch.bool)
+        check_same_shape(covariance=covariance, already_clipped=already_clipped)
+        in_band = in_band & ~already_clipped
+    return in_band
+
+
 def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0, high: float = 5.0,
                   generator: torch.Generator | None = None, already_clipped=None) -> torch.Tensor:
     """Clip-Cov's selection: ⌊``fraction`` × the masked tokens⌋ (at least one), drawn at random among
@@ -186,17 +229,10 @@ def clip_cov_mask(covariance, mask, *, fraction: float = 2e-4, low: float = 1.0,
     rule: the authors' code (PRIME-RL/Entropy-Mechanism-of-RL, ``compute_policy_loss_clip_cov``)
     skips clipped tokens, whose gradient is already zero, so that every drop removes a live gradient.
     """
-    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
-    check_same_shape(covariance=covariance, mask=mask)
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")
-    if not low <= high:
-        raise ValueError(f"low must be <= high, got low={low}, high={high}")
-    in_band = (mask > 0) & (covariance > low) & (covariance < high)
-    if already_clipped is not None:
-        already_clipped = torch.as_tensor(already_clipped, dtype=torch.bool)
-        check_same_shape(covariance=covariance, already_clipped=already_clipped)
-        in_band = in_band & ~already_clipped
+    covariance, mask = as_float_tensor("covariance", covariance), as_float_tensor("mask", mask)
+    in_band = clip_cov_band(covariance, mask, low=low, high=high, already_clipped=already_clipped)
     candidates = in_band.flatten().nonzero().squeeze(1)
     chosen = torch.zeros(covariance.numel(), dtype=torch.bool)
     if fraction > 0 and candidates.numel():

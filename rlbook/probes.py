@@ -25,11 +25,12 @@ import copy
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from rlbook._checks import as_float_tensor, check_int, check_positive
 from rlbook.advantages import group_advantages
-from rlbook.entropy import state_covariance, token_covariance
+from rlbook.entropy import state_covariance, state_vanilla_covariance, token_covariance
 from rlbook.losses.registry import Surrogate, policy_loss_variant, register_policy_loss
 from rlbook.ratios import coefficient_disagreement, token_ratio
 from rlbook.rollout import completion_forward, format_prompts, rollout_logprobs, sample
@@ -44,6 +45,7 @@ __all__ = [
     "clip_relief",
     "one_step_logprob_change",
     "first_token_probabilities",
+    "step_law_summary",
     "sampled_token_entropies",
     "answer_spread",
     "entropy_step_change",
@@ -464,6 +466,9 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
     - ``state_cov``: the per-state estimate, mean_t (log π(y_t) + H(π_t))·A_t
       (``rlbook.entropy.state_covariance``): each token centred on its own state's mean log-prob
       −H(π_t), as the law has it, where ``natural_cov`` centres on the batch's mean;
+    - ``state_vanilla_cov``: the per-state vanilla estimate, mean_t A_t·[π(y_t)(log π(y_t) + H(π_t)) −
+      Cov_{π_t}(log π, π)] (``rlbook.entropy.state_vanilla_covariance``), whose negative is the first-order
+      change of a one-sample tabular step Δz = A_t·(e_{y_t} − π_t) at each state;
     - ``between_states``: −Cov_t(H(π_t), A_t) over the batch's tokens, and ``centring``:
       −mean_t(A_t)·mean_t(log π(y_t) + H(π_t)); exactly, natural_cov = state_cov + between_states +
       centring;
@@ -495,15 +500,59 @@ def entropy_step_change(model, optimizer, rollout, advantages, *, minibatch_size
         return (x * mask).sum() / count
 
     centred_logp = sampled + entropy_before
+    self_covariance = (before.exp() ** 2 * (before + entropy_before[..., None])).sum(-1)  # Cov_π(log π, π) per state
     return {"measured": float(mean(entropy_after - entropy_before)),
             "first_order": float(mean(first_order)),
             "natural_cov": float(token_covariance(sampled, per_token, mask).sum() / count),
             "vanilla_cov": float(token_covariance(sampled, sampled.exp() * per_token, mask).sum() / count),
             "state_cov": float(state_covariance(sampled, entropy_before, per_token, mask).sum() / count),
+            "state_vanilla_cov": float(state_vanilla_covariance(sampled, entropy_before, self_covariance, per_token,
+                                                                mask).sum() / count),
             "between_states": float(-mean((entropy_before - mean(entropy_before)) * (per_token - mean(per_token)))),
             "centring": float(-mean(per_token) * mean(centred_logp)),
             "entropy_before": float((entropy_before * mask).sum() / count),
             "entropy_after": float((entropy_after * mask).sum() / count)}
+
+
+STEP_LAW_COVARIANCES = ("state_cov", "state_vanilla_cov", "natural_cov", "vanilla_cov")
+
+
+def step_law_summary(steps, *, ends: int = 3) -> dict[str, float]:
+    """What one run of ``entropy_step_change`` rows (a table, one row per consecutive step) says, as numbers.
+
+    - ``r first_order`` and ``r <cov>`` for each of ``STEP_LAW_COVARIANCES`` present: Pearson r of the
+      measured ΔH with the first-order prediction and with −cov (the law: ΔH ≈ −η·Cov, η > 0);
+    - ``slope``: the least-squares slope of measured on first order (1 if the expansion were exact);
+    - ``remainder ratio``: RMS(measured − first order) / RMS(measured), the size of the second-order
+      remainder beside the change itself (1 = no better than predicting no change);
+    - ``sharpening``: Σ measured, the change at fixed states (each step's batch read before and after);
+    - ``batch change``: the mean ``entropy_after`` of the last ``ends`` steps minus the mean
+      ``entropy_before`` of the first ``ends`` (end means damp one batch's draw of prompts);
+    - ``sharpening share``: sharpening / batch change, the part of the fall that is sharpening at the
+      states visited; the rest is a change of which states the batches visit.
+    """
+    for column in ("measured", "first_order", "entropy_before", "entropy_after"):
+        if column not in steps:
+            raise ValueError(f"steps must have a column {column!r}")
+    measured = np.asarray(steps["measured"], dtype=float)
+    first_order = np.asarray(steps["first_order"], dtype=float)
+    if not isinstance(ends, int) or not 1 <= ends <= len(measured) // 2:
+        raise ValueError(f"ends must be an int in [1, {len(measured) // 2}] (half the steps), got {ends!r}")
+
+    def pearson(x, y):
+        return float(np.corrcoef(x, y)[0, 1]) if np.std(x) > 0 and np.std(y) > 0 else float("nan")
+
+    summary = {"r first_order": pearson(measured, first_order)}
+    for column in STEP_LAW_COVARIANCES:
+        if column in steps:
+            summary[f"r {column}"] = pearson(measured, -np.asarray(steps[column], dtype=float))
+    summary["slope"] = float(np.polyfit(first_order, measured, 1)[0])
+    summary["remainder ratio"] = float(np.sqrt(np.mean((measured - first_order) ** 2) / np.mean(measured ** 2)))
+    before, after = np.asarray(steps["entropy_before"], dtype=float), np.asarray(steps["entropy_after"], dtype=float)
+    summary["sharpening"] = float(measured.sum())
+    summary["batch change"] = float(after[-ends:].mean() - before[:ends].mean())
+    summary["sharpening share"] = summary["sharpening"] / summary["batch change"]
+    return summary
 
 
 @torch.no_grad()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rlbook.entropy import (
+    clip_cov_band,
     clip_cov_mask, entropy_change, fit_entropy_frontier, frontier_prediction_se, kl_cov_mask, policy_gradient_logit_step,
     predicted_entropy_change, softmax_entropy, token_covariance,
 )
@@ -174,6 +175,9 @@ def test_clip_cov_zeroes_exactly_the_chosen_tokens_gradient():
     torch.testing.assert_close(logp.grad[~chosen], plain_logp.grad[~chosen])
     assert loss.item() == pytest.approx(plain_loss.item())  # the value is kept, only the gradient goes
     assert metrics["cov_frac"] == pytest.approx(int(chosen.sum()) / float(mask.sum()))
+    band = clip_cov_band(token_covariance(logp, advantages, mask), mask, low=0.0, high=100.0, already_clipped=stopped)
+    assert metrics["cov_band_frac"] == pytest.approx(int(band.sum()) / float(mask.sum()))
+    assert (chosen <= band).all() and metrics["cov_band_frac"] >= metrics["cov_frac"]  # drawn from the band
     assert metrics["token_cov"] == pytest.approx(float(token_covariance(logp, advantages, mask).sum() / mask.sum()))
     with pytest.raises(ValueError, match="cov_control"):
         policy_loss(logp, old, advantages, mask, cov_control="cov_clip")
@@ -432,3 +436,74 @@ def test_the_fork_split_is_the_chain_rule_and_two_way_forks_obey_concavity():
                       ([2, 99], "fork")):
         with pytest.raises(ValueError, match=name):
             fork_entropy_split(probs if name == "fork" else bad, bad if name == "fork" else [2, 5])
+
+
+def test_the_per_state_vanilla_estimate_is_the_first_order_change_of_a_one_sample_step_and_unbiased():
+    from rlbook.entropy import state_vanilla_covariance
+
+    z = torch.tensor([2.0, 0.5, 0.0, -1.0], dtype=torch.float64)
+    q = torch.tensor([1.0, 0.0, 2.0, -0.5], dtype=torch.float64)
+    log_p = torch.log_softmax(z, 0)
+    p = log_p.exp()
+    entropy = float(-(p * log_p).sum())
+    self_cov = float((p ** 2 * (log_p + entropy)).sum())  # Cov_π(log π, π)
+    for y, advantage in ((0, 1.0), (3, -0.6), (2, 2.0)):  # one sampled token: Δz = A·(e_y − π)
+        delta = advantage * (torch.nn.functional.one_hot(torch.tensor(y), 4).double() - p)
+        one = state_vanilla_covariance(*(torch.tensor([[v]], dtype=torch.float64) for v in (float(log_p[y]), entropy,
+                                                                                             self_cov)),
+                                       torch.tensor([advantage], dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64))
+        assert -float(one) == pytest.approx(predicted_entropy_change(z, delta), abs=1e-12)
+    # its mean over y ∼ π is Cov_π(log π(a), π(a)·(Q(a) − E_π Q)), the vanilla-PG term, whatever the baseline
+    exact = float((p * (log_p + entropy) * p * (q - (p * q).sum())).sum())
+    for baseline in (0.0, 0.7):
+        terms = state_vanilla_covariance(log_p[None], torch.full((1, 4), entropy, dtype=torch.float64),
+                                         torch.full((1, 4), self_cov, dtype=torch.float64), (q - baseline)[None],
+                                         torch.ones(1, 4, dtype=torch.float64))
+        assert float((p * terms[0]).sum()) == pytest.approx(exact, abs=1e-12)
+    assert exact != pytest.approx(float((p * (log_p + entropy) * (q - (p * q).sum())).sum()))  # ≠ the natural term
+    with pytest.raises(ValueError, match="shape"):
+        state_vanilla_covariance(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2), torch.ones(2, 3))
+
+
+def test_the_step_report_carries_the_per_state_vanilla_estimate():
+    import copy
+
+    from rlbook.probes import entropy_step_change
+    from rlbook.rollout import completion_forward
+
+    base, rollout, advantages = _tiny_rollout()
+    model = copy.deepcopy(base)
+    result = entropy_step_change(model, torch.optim.SGD(model.parameters(), lr=0.1), rollout, advantages,
+                                 variant="reinforce")  # read before the step, from the base model's distributions
+    with torch.no_grad():
+        logits = completion_forward(base, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                    rollout.completion_mask)
+    log_policy = torch.log_softmax(logits.double(), -1)
+    p = log_policy.exp()
+    h = -(p * log_policy).sum(-1)
+    y = log_policy.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
+    mask = rollout.completion_mask.double()
+    by_hand = (advantages.double()[:, None] * (y.exp() * (y + h) - (p ** 2 * (log_policy + h[..., None])).sum(-1)) * mask)
+    assert result["state_vanilla_cov"] == pytest.approx(float(by_hand.sum() / mask.sum()), rel=1e-6)
+
+
+def test_the_step_law_summary_reads_a_table_of_steps():
+    import pandas as pd
+
+    from rlbook.probes import step_law_summary
+
+    steps = pd.DataFrame({"measured": [0.01, -0.02, -0.01, -0.03], "first_order": [0.02, -0.02, 0.0, -0.02],
+                          "state_cov": [-0.1, 0.2, 0.1, 0.3], "natural_cov": [0.1, -0.2, -0.1, -0.3],
+                          "entropy_before": [0.40, 0.50, 0.30, 0.20], "entropy_after": [0.41, 0.48, 0.29, 0.17]})
+    summary = step_law_summary(steps, ends=2)
+    assert summary["r state_cov"] == pytest.approx(1.0) and summary["r natural_cov"] == pytest.approx(-1.0)
+    assert "r vanilla_cov" not in summary
+    assert summary["remainder ratio"] == pytest.approx(math.sqrt((1e-4 + 0 + 1e-4 + 1e-4) / (1e-4 + 4e-4 + 1e-4 + 9e-4)))
+    assert summary["sharpening"] == pytest.approx(-0.05)
+    assert summary["batch change"] == pytest.approx((0.29 + 0.17) / 2 - (0.40 + 0.50) / 2)  # end means, not one batch
+    assert summary["sharpening share"] == pytest.approx(-0.05 / -0.22)
+    assert summary["slope"] == pytest.approx(float(np.polyfit(steps["first_order"], steps["measured"], 1)[0]))
+    with pytest.raises(ValueError, match="ends"):
+        step_law_summary(steps, ends=3)
+    with pytest.raises(ValueError, match="entropy_after"):
+        step_law_summary(steps.drop(columns="entropy_after"))

@@ -123,7 +123,17 @@ def test_the_per_state_checker_names_each_common_mistake(capsys):
         centred = logp + entropy
         return (centred - (centred * mask).sum() / mask.sum()) * advantages[:, None] * mask
 
-    for fn, words in ((pooled, "pooled estimator Clip-Cov"), (minus_entropy, "log π − H"),
+    def unmasked_mean(logp, entropy, advantages, mask):  # .mean() counts the padding positions
+        return (logp - logp.mean()) * advantages[:, None] * mask
+
+    def standardised(logp, entropy, advantages, mask):
+        return (logp + entropy) * ((advantages - advantages.mean()) / advantages.std())[:, None] * mask
+
+    def standardised_population(logp, entropy, advantages, mask):
+        return (logp + entropy) * ((advantages - advantages.mean()) / advantages.std(unbiased=False))[:, None] * mask
+
+    for fn, words in ((unmasked_mean, "plain .mean()"), (standardised, "standardised A"),
+                      (standardised_population, "standardised A"), (pooled, "pooled estimator Clip-Cov"), (minus_entropy, "log π − H"),
                       (uncentred, "not centred"), (centred_advantage, "centred A"),
                       (completion_centred, "mean over the completions"), (padding, "padding positions"),
                       (half_pooled, "half the pooled"), (completion_centred_logp, "completion's mean log-prob"),

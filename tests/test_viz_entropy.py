@@ -24,6 +24,11 @@ def test_softmax_step_signs():
 def test_figures_draw():
     fig = viz.plot_softmax_step("two-way", 1, 2.0, natural=True)
     assert "ΔH" in fig.axes[0].get_title()
+    rare = viz.plot_softmax_step("confident", 4, 1.0)  # the rare action's small Δπ, on the inset's own scale
+    inset = rare.axes[0].child_axes[0]
+    step = viz.softmax_step(viz.PRESETS["confident"], 4, 1.0)
+    assert inset.patches[4].get_height() == pytest.approx(float(step["after"][4] - step["before"][4]))
+    assert rare.axes[0].texts[0].get_horizontalalignment() == "right"  # the last action's label stays inside
     with pytest.raises(ValueError, match="preset"):
         viz.plot_softmax_step("nope")
     fig = viz.plot_first_order_error([1.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.01, 0.1, 1.0])
@@ -52,6 +57,34 @@ def test_controls_figure():
     assert viz.plot_controls(runs, units={"entropy": "nats"}).axes[0].get_ylabel() == "nats"
     with pytest.raises(ValueError, match="pass@8"):
         viz.plot_controls(runs.drop(columns="pass@8"))
+    # paired: one dot per seed at control − none of that seed, a bar at their mean, the baseline not drawn
+    paired = viz.plot_controls(runs.assign(seed=[0, 1, 0, 1]), baseline="none")
+    ax = paired.axes[1]
+    assert len(ax.patches) == 1 and ax.patches[0].get_height() == pytest.approx(-0.1)
+    assert sorted(ax.collections[0].get_offsets()[:, 1]) == pytest.approx([-0.1, -0.1])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["KL"]
+    with pytest.raises(ValueError, match="baseline"):
+        viz.plot_controls(runs.assign(seed=[0, 1, 0, 1]), baseline="nope")
+    with pytest.raises(ValueError, match="seed"):
+        viz.plot_controls(runs, baseline="none")
+
+
+def test_control_curves_show_the_mean_over_seeds_and_their_range():
+    import pandas as pd
+
+    rows = [{"control": c, "seed": s, "step": t, "entropy": base - 0.01 * t + 0.02 * s}
+            for c, base in (("none", 0.3), ("Clip-Cov", 0.4)) for s in (0, 1) for t in (1, 2, 3)]
+    fig = viz.plot_control_curves(pd.DataFrame(rows))
+    ax = fig.axes[0]
+    assert list(ax.lines[1].get_ydata()) == pytest.approx([0.4, 0.39, 0.38])  # Clip-Cov: mean of seeds 0 and 1
+    band = ax.collections[1].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.37) and band.max() == pytest.approx(0.41)  # lowest and highest seed
+    assert ax.get_legend().get_texts()[0].get_text() == "none (2 seeds)"
+    assert len(viz.plot_control_curves([pd.DataFrame(rows)], controls=["Clip-Cov"]).axes[0].lines) == 1
+    with pytest.raises(ValueError, match="controls"):
+        viz.plot_control_curves(pd.DataFrame(rows), controls=["nope"])
+    with pytest.raises(ValueError, match="reward"):
+        viz.plot_control_curves(pd.DataFrame(rows), column="reward")
 
 
 def test_every_control_of_the_softmax_step_widget_changes_the_figure():
@@ -100,6 +133,11 @@ def test_every_control_of_the_frontier_widget_changes_the_figure():
 
     recorder = _drive(viz.entropy_frontier_widget(_frontier_points()))
     assert len(set(recorder.fingerprints)) == len(recorder.fingerprints)
+    widget = viz.entropy_frontier_widget(_frontier_points(), off=["temperature"])
+    ticked = {w.description: w.value for w in widget.widget.kwargs_widgets if hasattr(w, "description")}
+    assert ticked["temperature"] is False and ticked["none"] is True
+    with pytest.raises(ValueError, match="off"):
+        viz.entropy_frontier_widget(_frontier_points(), off=["nope"])
 
 
 def test_the_step_law_figure():
@@ -108,7 +146,10 @@ def test_the_step_law_figure():
     steps = pd.DataFrame({"measured": [-0.01, 0.005, -0.02], "first_order": [-0.012, 0.004, -0.015],
                           "natural_cov": [0.2, 0.1, 0.3], "state_cov": [0.02, -0.01, 0.03]})
     fig = viz.plot_step_law(steps)
-    assert len(fig.axes) == 5 and "r = +" in fig.axes[0].get_title()  # law, one per covariance, steps + its twin
+    # law, one per covariance, the steps, and the covariances over the steps each on its own axis
+    assert len(fig.axes) == 6 and "r = +" in fig.axes[0].get_title()
+    assert fig.axes[4].get_ylabel() == "−state_cov" and fig.axes[5].get_ylabel() == "−natural_cov"
+    assert list(fig.axes[3].get_lines()[0].get_xdata()) == [0, 1, 2]  # steps numbered as the table's rows
     assert fig.axes[1].get_xlabel().startswith("−state_cov") and fig.axes[2].get_xlabel().startswith("−natural_cov")
     assert fig.axes[1].get_title().startswith("r = +") and fig.axes[1].texts[0].get_text() == "first step"
     assert len(viz.plot_step_law(steps, covariances=["natural_cov"]).axes[1].collections) == 1

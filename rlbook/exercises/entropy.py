@@ -131,6 +131,16 @@ def _state_mistakes(logp, entropy, advantages, mask) -> dict[str, tuple[torch.Te
         "half_pooled": ((logp - (logp * mask).sum() / count) * per_token * mask,
                         "you centred log π on the batch's mean log-prob and left A as given: that is half the pooled "
                         "estimator. The law centres each token on its own state's mean, E_π[log π(·|s_t)] = −H(s_t)"),
+        "half_pooled_unmasked": ((logp - logp.mean()) * per_token * mask,
+                                 "you centred log π on a plain .mean() over the whole (B, C) tensor, padding "
+                                 "included, and left A as given. Even a masked batch mean would be wrong: the law "
+                                 "centres each token on its own state's mean, E_π[log π(·|s_t)] = −H(s_t)"),
+        **{name: ((logp + entropy) * ((advantages - advantages.mean()) / advantages.std(unbiased=unbiased))[:, None]
+                  * mask,
+                  "you standardised A, (A − mean)/std. The advantages are given already normalised by GRPO; "
+                  "use them as they are, (log π + H)·A (a rescaled A rescales the covariance, and its mean "
+                  "does not matter per state)")
+           for name, unbiased in (("standardised", True), ("standardised_population", False))},
         "completion_centred": ((logp - ((logp * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True))) * per_token * mask,
                                "you centred log π on its completion's mean log-prob. A completion passes through many "
                                "states; \"its own state\" is the position s_t, whose mean log-prob is −H(s_t)"),

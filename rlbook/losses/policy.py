@@ -27,7 +27,7 @@ import torch
 
 from rlbook._checks import as_float_tensor, check_choice, check_positive, check_same_shape
 from rlbook.aggregation import AGGREGATION_MODES, aggregate, masked_mean, response_mask
-from rlbook.entropy import clip_cov_mask, kl_cov_mask, token_covariance
+from rlbook.entropy import clip_cov_band, clip_cov_mask, kl_cov_mask, token_covariance
 from rlbook.kl import KL_ESTIMATORS, kl_estimate, kl_in_loss
 from rlbook.losses.registry import VARIANT_DEFAULTS, Surrogate, policy_loss_variant, register_policy_loss, variant_names
 from rlbook.ratios import (
@@ -172,7 +172,8 @@ def policy_loss(
     ``ratio_mean`` / ``ratio_min`` / ``ratio_max`` (token ratio π_θ/π_old), ``seq_ratio_*`` for the
     sequence-level variants, ``approx_kl`` (KL(π_old ‖ π_θ), k3), and ``kl`` / ``entropy`` /
     ``behaviour_weight_mean`` when those inputs are given; ``token_cov`` (the batch covariance) and
-    ``cov_frac`` (share of tokens Clip-Cov / KL-Cov acted on) with ``cov_control``.
+    ``cov_frac`` (share of tokens Clip-Cov / KL-Cov acted on) with ``cov_control``, and for Clip-Cov
+    ``cov_band_frac`` (share of tokens in its band and not already clipped: the pool it draws from).
     """
     entry = policy_loss_variant(variant)
     check_choice("kl_estimator", kl_estimator, KL_ESTIMATORS)
@@ -271,6 +272,8 @@ def _covariance_control(per_token, logp, old_logp, advantages, mask, control, fr
             raise ValueError(f"cov_bounds must be (low, high), got {bounds!r}")
         chosen = clip_cov_mask(covariance, mask, fraction=fraction, low=bounds[0], high=bounds[1], generator=generator,
                                already_clipped=already_clipped)
+        band = clip_cov_band(covariance, mask, low=bounds[0], high=bounds[1], already_clipped=already_clipped)
+        extra["cov_band_frac"] = masked_mean(band.to(logp.dtype), mask).item()
         per_token = torch.where(chosen, per_token.detach(), per_token)
     else:
         coef = check_positive("kl_cov_coef", coef, allow_zero=True)

@@ -9,7 +9,9 @@
   first position, and held-out pass@1 / pass@k at the probes;
 - ``plot_token_entropy_histograms``: the per-token entropies of sampled completions, early vs late;
 - ``plot_controls``: one bar per control run configuration (mean over seeds, each seed a dot) for
-  each metric: final entropy, held-out pass@1 and pass@k;
+  each metric: final entropy, held-out pass@1 and pass@k; or, given a baseline, the paired
+  differences from it seed by seed;
+- ``plot_control_curves``: each control's batch entropy over training, mean over seeds and their range;
 - ``plot_step_law``: the covariance law step by step on a real run (``rlbook.probes.entropy_step_change``
   per step): measured ΔH against the first-order prediction and against −Cov(log π, A), per state
   and pooled, and all over the steps;
@@ -31,7 +33,7 @@ from rlbook._figures import COLUMN_IN
 from rlbook.entropy import entropy_change, fit_entropy_frontier, policy_gradient_logit_step, predicted_entropy_change
 
 __all__ = ["PRESETS", "softmax_step", "plot_softmax_step", "softmax_step_widget", "plot_first_order_error",
-           "plot_collapse", "plot_token_entropy_histograms", "plot_controls", "plot_step_law",
+           "plot_collapse", "plot_token_entropy_histograms", "plot_controls", "plot_control_curves", "plot_step_law",
            "plot_frontier_along_run", "plot_entropy_frontier", "entropy_frontier_widget"]
 
 # Toy logits for the widget: a confident policy, a flat one, a two-way split.
@@ -75,16 +77,24 @@ def plot_softmax_step(preset: str = "confident", action: int = 0, lr: float = 1.
     ax.bar(x + 0.2, step["after"].numpy(), width=0.4, color="tab:blue", label="π after")
     ax.bar(action + 0.2, float(step["after"][action]), width=0.4, color="tab:orange",
            label="rewarded action" if advantage > 0 else "penalised action")
-    change = float(step["after"][action] - step["before"][action])
-    ax.annotate(f"Δπ = {change:+.4f}", (action + 0.2, float(step["after"][action])), xytext=(0, 4),
-                textcoords="offset points", ha="center", fontsize=8, color="tab:orange")
+    change = step["after"] - step["before"]
+    last = action == len(x) - 1  # keep the label inside the axes at the right edge
+    ax.annotate(f"Δπ = {float(change[action]):+.4f}", (action + 0.2, float(step["after"][action])), xytext=(0, 4),
+                textcoords="offset points", ha="right" if last else "center", fontsize=8, color="tab:orange")
     ax.set_xticks(x, [f"a{i}" for i in x])
+    # every action's Δπ on its own scale, so a rare action's small move is visible beside the large ones
+    inset = ax.inset_axes([0.62, 0.42, 0.35, 0.3])
+    inset.bar(x, change.numpy(), color=["tab:orange" if i == action else "tab:blue" for i in x])
+    inset.axhline(0, color="gray", lw=0.6)
+    inset.set_xticks(x, [f"a{i}" for i in x], fontsize=6)
+    inset.tick_params(axis="y", labelsize=6)
+    inset.set_title("Δπ (own scale)", fontsize=7)
     kind = "natural η·A" if natural else "vanilla η·π·A"
     ax.set(ylim=(0, 1.05), ylabel="probability",
            title=f"{preset}, {'reward' if advantage > 0 else 'penalise'} a{action} (A = {advantage:+g}), {kind}, "
                  f"η = {lr:g}\n"
                  f"exact ΔH = {step['exact']:+.4f}   −Cov(log π, Δz) = {step['predicted']:+.4f} nats")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center")
     return ax.figure
 
 
@@ -126,7 +136,7 @@ def plot_first_order_error(logits, advantages, lrs, *, ax=None):
     return ax.figure
 
 
-def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token = <think>)"):
+def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(<think> first)"):
     """A run in three panels: the mean token entropy of each step's batch (``entropy``, one per
     step), the probed decision's probability, and held-out pass@1 / pass@``k``.
 
@@ -139,17 +149,19 @@ def plot_collapse(entropy, probes, *, k: int = 8, decision: str = "P(first token
         if column not in probes:
             raise ValueError(f"probes must have a column {column!r}")
     fig, axes = plt.subplots(1, 3, figsize=(COLUMN_IN, 3.4))
-    axes[0].plot(np.arange(1, len(entropy) + 1), entropy, color="tab:red")
-    axes[0].set(xlabel="step", ylabel="nats", title="mean token entropy of the batch", ylim=(0, None))
+    # the batch of update k + 1 is sampled by the policy after k updates: plotted at k, as the probes are
+    axes[0].plot(np.arange(len(entropy)), entropy, color="tab:red")
+    axes[0].set(xlabel="policy after step", ylabel="nats", title="batch token entropy", ylim=(0, None))
     steps = np.asarray(probes["step"])
     axes[1].plot(steps, np.asarray(probes["decision"]), "o-", color="tab:purple")
-    axes[1].set(xlabel="step", ylabel="probability", ylim=(0, 1.02), title=decision + ", held-out prompts")
+    axes[1].set(xlabel="policy after step", ylabel="probability, mean over held-out prompts", ylim=(0, 1.02),
+                title=decision)
     for metric, marker in (("pass@1", "o-"), (f"pass@{k}", "s-")):
         se = np.asarray(probes[f"{metric} SE"], dtype=float) if f"{metric} SE" in probes else None
         axes[2].errorbar(steps, np.asarray(probes[metric], dtype=float), yerr=se, fmt=marker, capsize=2,
                          label=metric + (" (±1 SE)" if se is not None else ""))
-    axes[2].set(xlabel="step", ylabel="pass@k, mean over prompts", ylim=(0, 1.02),
-                title=f"held-out pass@1 (a prompt's share right), pass@{k}")
+    axes[2].set(xlabel="policy after step", ylabel="held-out pass@k, mean over prompts", ylim=(0, 1.02),
+                title=f"held-out pass@1, pass@{k}")
     axes[2].legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -174,29 +186,81 @@ def plot_token_entropy_histograms(early, late, *, labels=("early", "late"), ax=N
     return ax.figure
 
 
-def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str = "control", units=None):
+def plot_controls(runs, metrics=("entropy", "pass@1", "pass@8"), *, label: str = "control", units=None,
+                  baseline=None, pair: str = "seed"):
     """One panel per metric: a bar per ``label`` value (the mean over its runs) and a dot per run.
 
     ``runs`` is a DataFrame with one row per run, a column ``label`` and one per metric; ``units``
-    (optional) maps a metric to its y-axis label.
+    (optional) maps a metric to its y-axis label. With ``baseline`` (a ``label`` value), each panel
+    shows instead the paired differences run − baseline run of the same ``pair`` value (e.g. seed):
+    a dot per pair, the bar their mean, and a zero line — what a paired comparison tests.
     """
-    for column in (label, *metrics):
+    for column in (label, *metrics, *((pair,) if baseline is not None else ())):
         if column not in runs:
             raise ValueError(f"runs must have a column {column!r}")
     units = dict(units or {})
     names = list(dict.fromkeys(runs[label]))
+    if baseline is not None and baseline not in names:
+        raise ValueError(f"baseline must be one of {names}, got {baseline!r}")
+    shown = [name for name in names if name != baseline]
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.6), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
-        for i, name in enumerate(names):
-            values = np.asarray(runs.loc[runs[label] == name, metric], dtype=float)
-            ax.bar(i, values.mean(), color="tab:gray" if i == 0 else "tab:blue", alpha=0.6)
+        if baseline is not None:
+            table = runs.pivot(index=pair, columns=label, values=metric)
+        for i, name in enumerate(shown):
+            if baseline is None:
+                values = np.asarray(runs.loc[runs[label] == name, metric], dtype=float)
+            else:
+                values = np.asarray(table[name] - table[baseline], dtype=float)
+            colour = "tab:gray" if baseline is None and i == 0 else "tab:blue"
+            ax.bar(i, values.mean(), color=colour, alpha=0.6)
             ax.scatter(np.full(len(values), i), values, color="black", s=12, zorder=3)
-        ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=8)
-        ax.set(title=metric, ylim=(0, None))
+        ax.set_xticks(range(len(shown)), shown, rotation=40, ha="right", fontsize=8)
+        if baseline is None:
+            ax.set(title=metric, ylim=(0, None))
+        else:
+            ax.axhline(0, color="black", lw=0.8)
+            ax.set(title=f"{metric}: {label} − {baseline}, per {pair}")
         if metric in units:
-            ax.set_ylabel(units[metric])
+            ax.set_ylabel(units[metric] if baseline is None else f"difference, {units[metric]}")
     fig.tight_layout()
     return fig
+
+
+def plot_control_curves(histories, *, column: str = "entropy", label: str = "control", controls=None, ax=None,
+                        ylabel: str = "mean token entropy of the batch (nats)"):
+    """One line per ``label`` value: ``column`` at each training step, the mean over its seeds, with
+    the band from the lowest to the highest seed (Cui et al. 2025's picture of a control: the entropy
+    curve over training, with and without it).
+
+    ``histories`` is a DataFrame (or a list of them) with columns ``label``, ``seed``, ``step`` and
+    ``column``; ``controls`` chooses and orders the lines (default: all, in order of appearance).
+    """
+    import pandas as pd
+
+    table = pd.concat(histories, ignore_index=True) if isinstance(histories, (list, tuple)) else histories
+    for name in (label, "seed", "step", column):
+        if name not in table:
+            raise ValueError(f"histories must have a column {name!r}")
+    names = list(dict.fromkeys(table[label]))
+    chosen = names if controls is None else list(controls)
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise ValueError(f"controls must be among {names}, got {unknown}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4))
+    colours = plt.get_cmap("tab10")
+    for i, name in enumerate(chosen):
+        by_step = table[table[label] == name].groupby("step")[column]
+        steps = np.asarray(by_step.mean().index, dtype=float)
+        colour = "black" if i == 0 else colours(i % 10)
+        ax.plot(steps, by_step.mean().to_numpy(), color=colour, lw=2 if i == 0 else 1.3,
+                label=f"{name} ({table.loc[table[label] == name, 'seed'].nunique()} seeds)")
+        ax.fill_between(steps, by_step.min().to_numpy(), by_step.max().to_numpy(), color=colour, alpha=0.12)
+    ax.set(xlabel="training step", ylabel=ylabel, ylim=(0, None),
+           title=f"{column} over training: mean over seeds, band from lowest to highest seed")
+    ax.legend(fontsize=7, ncol=2)
+    return ax.figure
 
 
 def plot_step_law(steps, *, covariances=("state_cov", "natural_cov")):
@@ -214,11 +278,12 @@ def plot_step_law(steps, *, covariances=("state_cov", "natural_cov")):
             raise ValueError(f"steps must have a column {column!r}")
     measured = np.asarray(steps["measured"], dtype=float)
     first_order = np.asarray(steps["first_order"], dtype=float)
-    number = np.arange(1, len(measured) + 1)
+    number = np.arange(len(measured))  # step 0, 1, ...: the rows of the table
     # The scatters side by side, one per covariance on its own x-scale (their ranges differ tenfold), and the
     # steps below them at the column's full width (rlbook._figures).
     top = ["law", *covariances]
-    fig, panels = plt.subplot_mosaic([top, ["steps"] * len(top)], figsize=(COLUMN_IN, 6.6))
+    bottom = ["steps"] * (len(top) - len(top) // 2) + ["covs"] * (len(top) // 2) if len(top) > 2 else ["steps", "covs"]
+    fig, panels = plt.subplot_mosaic([top, bottom], figsize=(COLUMN_IN, 6.6))
     axes = [panels["law"], *(panels[c] for c in covariances), panels["steps"]]
     reach = max(np.abs(measured).max(), np.abs(first_order).max(), 1e-6) * 1.1
     axes[0].plot([-reach, reach], [-reach, reach], "k--", lw=1, label="y = x")
@@ -235,19 +300,27 @@ def plot_step_law(steps, *, covariances=("state_cov", "natural_cov")):
         ax.annotate("first step", (predicted[0], measured[0]), fontsize=7, xytext=(4, -8), textcoords="offset points")
         ax.axhline(0, color="gray", lw=0.8)
         ax.axvline(0, color="gray", lw=0.8)
-        ax.set(xlabel=f"−{column} (before the step)", title=f"r = {_pearson(predicted, measured):+.2f}")
+        ax.set(xlabel=f"−{column} (before the step)", ylabel="measured ΔH (nats)",
+               title=f"r = {_pearson(predicted, measured):+.2f}")
     steps_ax = axes[-1]
     steps_ax.plot(number, measured, "o-", color="tab:red", label="measured ΔH")
     steps_ax.plot(number, first_order, "s--", color="tab:blue", label="first order")
     steps_ax.axhline(0, color="gray", lw=0.8)
-    steps_ax.set(xlabel="step", ylabel="nats", title="over the steps (left panel's colour: step)")
-    twin = steps_ax.twinx()
+    steps_ax.set(xlabel="step", ylabel="nats", title="over the steps (scatter colour: step)")
+    steps_ax.legend(fontsize=8, loc="lower right")
+    # each covariance on its own y-axis (their ranges differ tenfold), so each one's variation shows
+    cov_ax, lines = panels["covs"], []
     for i, column in enumerate(covariances):
-        twin.plot(number, -np.asarray(steps[column], dtype=float), marker=markers[i % 4], ls=":",
-                  color=colours[i % 4], label=f"−{column}")
-    twin.set_ylabel("−covariance")
-    lines = steps_ax.get_lines()[:2] + twin.get_lines()
-    steps_ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="lower right")
+        ax = cov_ax if i == 0 else cov_ax.twinx()
+        if i > 1:
+            ax.spines["right"].set_position(("axes", 1 + 0.18 * (i - 1)))
+        lines += ax.plot(number, -np.asarray(steps[column], dtype=float), marker=markers[i % 4], ls=":",
+                         color=colours[i % 4], label=f"−{column}")
+        ax.set_ylabel(f"−{column}", color=colours[i % 4])
+        ax.tick_params(axis="y", colors=colours[i % 4])
+    cov_ax.axhline(0, color="gray", lw=0.8)
+    cov_ax.set(xlabel="step", title="the covariances, each on its own axis")
+    cov_ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -330,15 +403,19 @@ def plot_entropy_frontier(points, *, controls=None, seed="all", from_step: int =
     return ax.figure
 
 
-def entropy_frontier_widget(points):
-    """``plot_entropy_frontier`` with its knobs: the seed, the first step kept, and a checkbox per control."""
+def entropy_frontier_widget(points, *, off=()):
+    """``plot_entropy_frontier`` with its knobs: the seed, the first step kept, and a checkbox per control,
+    ticked except for the controls named in ``off`` (e.g. runs whose entropies are on another scale)."""
     import ipywidgets as widgets
 
     for column in ("control", "seed", "step"):
         if column not in points:
             raise ValueError(f"points must have a column {column!r}")
     names = list(dict.fromkeys(points["control"]))
-    boxes = {f"control_{i}": widgets.Checkbox(value=True, description=name) for i, name in enumerate(names)}
+    unknown = [name for name in off if name not in names]
+    if unknown:
+        raise ValueError(f"off must name controls among {names}, got {unknown}")
+    boxes = {f"control_{i}": widgets.Checkbox(value=name not in off, description=name) for i, name in enumerate(names)}
 
     def draw(seed, from_step, **included):
         chosen = [name for (key, name) in zip(boxes, names) if included[key]]
