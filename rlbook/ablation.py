@@ -35,7 +35,11 @@ from rlbook._figures import panel_grid
 from rlbook.parallel import default_workers, run_parallel
 from rlbook.runtime import seed_everything
 
-__all__ = ["AblationResult", "TABLE_METRICS", "run_ablation", "knob_effects"]
+__all__ = ["AblationResult", "AsyncRun", "TABLE_METRICS", "held_out_samples", "run_ablation", "run_async_arms",
+           "train_async_run", "knob_effects"]
+
+# The purpose number in the seed of ``train_async_run``'s held-out evaluations (any fixed number).
+ASYNC_EVAL_PURPOSE = 15
 
 # The columns ``AblationResult.table`` summarises (those a run logged), in this order.
 TABLE_METRICS = ("reward", "pass@1", "entropy", "kl_ref", "length_correct", "length_incorrect",
@@ -252,8 +256,10 @@ class AblationResult:
             ax.set(xlabel="wall time (s)" if x == "wall_time" else "step", title=metric)
             ax.grid(alpha=0.3)
         seeds = len(self.seeds)
-        axes[0].legend(fontsize=8, title=f"line: mean of {seeds} seeds\nband: lowest to highest" if seeds > 1 else None,
-                       title_fontsize=7)
+        smoothed = f", trailing mean over {smooth} steps" if smooth > 1 else ""
+        title = (f"line: mean of {seeds} seeds{smoothed}\nband: lowest to highest seed" if seeds > 1
+                 else f"trailing mean over {smooth} steps" if smooth > 1 else None)
+        axes[0].legend(fontsize=8, title=title, title_fontsize=7)
         fig.tight_layout()
         return fig
 
@@ -384,6 +390,122 @@ def _train_one(model, task, config, label, seed, steps, eval_dataset, eval_sampl
         else:
             final = {k: v for k, v in curve[-1].items() if k != "step"}
     return history, final, curve, correct, (after(trainer) if after is not None else None)
+
+
+@dataclass
+class AsyncRun:
+    """One ``train_async_run``: what the lesson reads of an ``AsyncTrainer`` run, picklable.
+
+    ``history`` (one row per step), ``timeline`` (every generation round and update) and
+    ``trained_timeline`` (without the rounds never trained on, ``AsyncTrainer.trained_timeline``);
+    ``evaluations``: one ``held_out_samples`` dict per evaluated step, with its ``step``.
+    """
+
+    label: str
+    seed: int
+    history: object
+    timeline: list
+    trained_timeline: list
+    evaluations: list = field(default_factory=list)
+
+
+def held_out_samples(policy, tokenizer, dataset, verifier, *, n_samples: int = 8, max_new_tokens: int = 64,
+                     temperature: float = 1.0, seed: int = 0) -> dict:
+    """The current policy on held-out prompts, sample by sample: what a paired, clustered comparison needs.
+
+    ``n_samples`` completions per row of ``dataset`` (``rlbook.evaluation.sample_and_verify``). Returns
+    the means ``pass@1``, ``length_mean``, ``scratchpad_rate`` (share of completions that are a
+    well-formed ``<think>`` scratchpad, ``rlbook.reasoning.completion_kind``) and
+    ``accuracy_with_scratchpad`` / ``accuracy_without_scratchpad`` (NaN when there is none), as on a
+    zoo card (``rlbook.zoo.evaluate``), and the (prompts, n_samples) tables ``correct`` (0/1),
+    ``length`` (tokens) and ``scratchpad`` (0/1) as nested lists. Two policies evaluated with the same
+    ``seed`` get the same random draws (common random numbers), so their difference is paired.
+    """
+    from rlbook.evaluation import sample_and_verify
+    from rlbook.reasoning import completion_kind
+
+    rollout, rewards = sample_and_verify(policy, tokenizer, dataset, verifier, n_samples=n_samples,
+                                         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    shape = tuple(rewards.shape)
+    correct = (rewards == 1.0).numpy().astype(int)
+    length = rollout.completion_lengths.reshape(shape).numpy().astype(int)
+    scratchpad = np.array([completion_kind(text) == "scratchpad" for text in rollout.texts], dtype=int).reshape(shape)
+
+    def share(values) -> float:
+        return float(values.mean()) if values.size else float("nan")
+
+    return {"pass@1": share(correct), "length_mean": share(length), "scratchpad_rate": share(scratchpad),
+            "accuracy_with_scratchpad": share(correct[scratchpad == 1]),
+            "accuracy_without_scratchpad": share(correct[scratchpad == 0]),
+            "correct": correct.tolist(), "length": length.tolist(), "scratchpad": scratchpad.tolist()}
+
+
+def train_async_run(config, async_config, *, model: str = "arith-base", task=None, label: str = "", seed: int = 0,
+                    steps: int = 16, eval_dataset=None, evaluate_at=(), eval_samples: int = 8,
+                    progress: bool = True) -> AsyncRun:
+    """A fresh copy of ``model`` trained ``steps`` steps by ``AsyncTrainer(config, async_config)`` under ``seed``.
+
+    After each step in ``evaluate_at`` the learner's *current* policy is evaluated on ``eval_dataset``
+    (``held_out_samples``, ``eval_samples`` per prompt, at the config's length and temperature); the
+    evaluation seed depends on ``seed`` only, so runs of one seed are scored on the same draws. Without
+    a live plot (a lesson plots the runs together). Returns an ``AsyncRun``.
+    """
+    from rlbook.models import load_model
+    from rlbook.trainers import AsyncTrainer
+
+    evaluate_at = tuple(evaluate_at)
+    if evaluate_at and eval_dataset is None:
+        raise ValueError("evaluate_at needs eval_dataset: the held-out rows to evaluate on")
+    if any(not isinstance(s, int) or not 1 <= s <= steps for s in evaluate_at) or list(evaluate_at) != sorted(set(evaluate_at)):
+        raise ValueError(f"evaluate_at must be increasing steps in 1..{steps}, got {evaluate_at}")
+    task = _task_for(model) if task is None else task
+    seed_everything(seed)
+    policy, tokenizer = load_model(model)
+    run_config = dataclasses.replace(config, seed=seed, name=f"{label} (seed {seed})" if label else f"seed {seed}")
+    trainer = AsyncTrainer(policy, tokenizer, task, run_config, async_config)
+    eval_seed = int(np.random.SeedSequence([seed, ASYNC_EVAL_PURPOSE]).generate_state(1)[0])
+    evaluations, done = [], 0
+    for point in sorted({*evaluate_at, steps}):
+        trainer.train(point - done, progress=progress, live=False)
+        done = point
+        if point in evaluate_at:
+            evaluations.append({"step": point, **held_out_samples(
+                trainer.policy, tokenizer, eval_dataset, trainer.verifier, n_samples=eval_samples,
+                max_new_tokens=run_config.max_new_tokens, temperature=run_config.temperature, seed=eval_seed)})
+    return AsyncRun(label=label, seed=seed, history=trainer.history, timeline=list(trainer.timeline),
+                    trained_timeline=trainer.trained_timeline(), evaluations=evaluations)
+
+
+def run_async_arms(arms: dict, config, *, model: str = "arith-base", task=None, seeds=(0,), steps: int = 16,
+                   eval_dataset=None, evaluate_at=(), eval_samples: int = 8, workers: int | None = None,
+                   progress: bool = True) -> dict:
+    """``train_async_run`` for every (arm, seed), side by side (``rlbook.parallel.run_parallel``).
+
+    ``arms``: label → ``(AsyncConfig, overrides)``, ``overrides`` a dict of ``config`` fields for that
+    arm (e.g. ``{"lr": 2.5e-4}``). Every run starts from a fresh copy of ``model``; runs of one seed
+    see the same training prompts and sampling seeds and are evaluated on the same draws. Returns
+    label → [``AsyncRun``, one per seed]; same seed, same numbers, in parallel or not.
+    """
+    if not isinstance(arms, dict) or not arms:
+        raise ValueError("arms must be a non-empty dict of label -> (AsyncConfig, overrides dict)")
+    for label, arm in arms.items():
+        if not (isinstance(arm, tuple) and len(arm) == 2 and isinstance(arm[1], dict)):
+            raise ValueError(f"arms[{label!r}] must be (AsyncConfig, dict of config overrides), got {arm!r}")
+    seeds = tuple(seeds)
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of non-negative ints, got {seeds!r}")
+    task = _task_for(model) if task is None else task
+    runs = [(label, seed) for label in arms for seed in seeds]
+    jobs = [(dataclasses.replace(config, **arms[label][1]), arms[label][0]) for label, _ in runs]
+    outcomes = run_parallel(
+        lambda index: train_async_run(*jobs[index], model=model, task=task, label=runs[index][0],
+                                      seed=runs[index][1], steps=steps, eval_dataset=eval_dataset,
+                                      evaluate_at=evaluate_at, eval_samples=eval_samples, progress=False),
+        [(index,) for index in range(len(runs))], workers=workers, progress=progress, desc=f"{len(runs)} runs")
+    result = {label: [] for label in arms}
+    for (label, _), outcome in zip(runs, outcomes):
+        result[label].append(outcome)
+    return result
 
 
 def _task_for(model: str):

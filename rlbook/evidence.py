@@ -47,7 +47,7 @@ import numpy as np
 from rlbook.metrics import pass_at_k_per_prompt
 
 __all__ = ["clustered_se", "jackknife_se", "clustered_difference_se", "ratio_se", "pass_at_k_with_se", "paired_pass_at_k_difference",
-           "pooled_pass_at_k_difference",
+           "paired_mean_difference", "pooled_pass_at_k_difference",
            "SeedComparison", "compare_seeds", "minimum_detectable_difference", "paired_minimum_detectable_difference",
            "evaluation_noise_detectable_difference",
            "detectable_bias", "critical_correlation", "paired_sign_test", "paired_t_test", "seed_mean_interval",
@@ -235,6 +235,24 @@ def paired_pass_at_k_difference(correct_a, correct_b, k: int, *, clusters=None) 
         raise ValueError(f"correct_b must have one row per prompt of correct_a ({a.size}), got {b.size}")
     labels = range(a.size) if clusters is None else clusters
     return float((a - b).mean()), clustered_se(a - b, labels)
+
+
+def paired_mean_difference(values_a, values_b, *, clusters=None) -> tuple[float, float]:
+    """Mean of policy a's per-sample values minus policy b's on the same prompts, and its SE: ``(gap, se)``.
+
+    ``values_a`` (P, n_a) and ``values_b`` (P, n_b): any per-sample numbers (a completion's length, 0/1
+    for "used the scratchpad"), row i the same prompt for both. Each prompt's difference of row means
+    is one paired observation; the gap is their mean and the SE their ``clustered_se`` (``clusters``:
+    one label per prompt, default each its own), as ``paired_pass_at_k_difference`` does for pass@k.
+    """
+    a, b = np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[0] or min(a.size, b.size) == 0:
+        raise ValueError(f"values_a and values_b must be non-empty (prompts, samples) tables with the same prompts, "
+                         f"got shapes {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("values_a and values_b must be finite")
+    differences = a.mean(axis=1) - b.mean(axis=1)
+    return float(differences.mean()), clustered_se(differences, range(a.shape[0]) if clusters is None else clusters)
 
 
 def pooled_pass_at_k_difference(seed_tables, correct_b, k: int, *, clusters=None) -> tuple[float, float]:

@@ -14,7 +14,7 @@ import numpy as np
 from rlbook._checks import check_int
 
 __all__ = ["LANES", "busy_fraction", "check_timeline", "example_durations", "overlap_seconds", "pipeline_schedule",
-           "timeline_durations"]
+           "timeline_durations", "train_end_times"]
 
 LANES = ("generate", "train")
 
@@ -59,6 +59,18 @@ def timeline_durations(timeline: list[dict]) -> tuple[list[float], list[float]]:
         raise ValueError(f"the timeline must hold one generation round per step, got {len(generate)} rounds "
                          f"and {len(train)} steps")
     return generate, train
+
+
+def train_end_times(timeline: list[dict]) -> list[float]:
+    """When each update finished, in seconds since the timeline began, in step order.
+
+    Read off a ``pipeline_schedule`` replay, entry t is the ideal wall-clock time at which the learner
+    holds the policy of step t under that staleness bound: the x-axis on which a stale run and a
+    synchronous one are compared by time rather than by step.
+    """
+    check_timeline(timeline)
+    origin = min(e["start"] for e in timeline)
+    return sorted(e["end"] - origin for e in timeline if e["phase"] == "train")
 
 
 def example_durations(steps: int = 8, *, spread: float = 0.5, train_seconds: float = 1.0, seed: int = 0):

@@ -265,3 +265,47 @@ def test_after_keeps_what_each_trained_run_returns(model_dir, task):
                         progress=False).after == {}
     with pytest.raises(ValueError, match="after"):
         run_ablation({"grpo": preset("grpo", **SMALL)}, model=model_dir, task=task, progress=False, after="no")
+
+
+def test_held_out_samples_gives_paired_tables_and_scratchpad_use(model_dir):
+    from rlbook.ablation import held_out_samples
+    from rlbook.models import load_model
+
+    task = get_task("arithmetic", digits=1)
+    policy, tokenizer = load_model(model_dir)
+    rows = task.dataset(3, seed=5, split="test")
+    first = held_out_samples(policy, tokenizer, rows, task.reward, n_samples=2, max_new_tokens=6, seed=1)
+    again = held_out_samples(policy, tokenizer, rows, task.reward, n_samples=2, max_new_tokens=6, seed=1)
+    assert all(first[k] == again[k] for k in ("correct", "length", "scratchpad"))  # same seed, same draws
+    for key in ("correct", "length", "scratchpad"):
+        assert len(first[key]) == 3 and all(len(row) == 2 for row in first[key])
+    assert first["pass@1"] == pytest.approx(sum(map(sum, first["correct"])) / 6)
+    assert first["scratchpad_rate"] == pytest.approx(sum(map(sum, first["scratchpad"])) / 6)
+    assert first["length_mean"] == pytest.approx(sum(map(sum, first["length"])) / 6)
+
+
+def test_run_async_arms_runs_each_arm_per_seed_and_evaluates_the_current_policy(model_dir, task):
+    from rlbook.ablation import run_async_arms, train_async_run
+    from rlbook.trainers import AsyncConfig
+
+    config = preset("grpo", **SMALL)
+    arms = {"naive": (AsyncConfig(staleness=1, objective="naive"), {}),
+            "decoupled, small lr": (AsyncConfig(staleness=1), {"lr": 1e-3})}
+    held_out = task.dataset(2, seed=5, split="test")
+    result = run_async_arms(arms, config, model=model_dir, task=task, seeds=(0, 1), steps=3, eval_dataset=held_out,
+                            evaluate_at=(2, 3), eval_samples=2, progress=False)
+    assert list(result) == ["naive", "decoupled, small lr"]
+    assert [run.seed for run in result["naive"]] == [0, 1]
+    run = result["naive"][0]
+    assert len(run.history) == 3 and run.history.column("staleness_max") == [0, 1, 1]
+    assert [e["step"] for e in run.evaluations] == [2, 3]  # the last step is evaluated once
+    assert result["decoupled, small lr"][0].history.config["lr"] == 1e-3
+    alone = train_async_run(config, AsyncConfig(staleness=1, objective="naive"), model=model_dir, task=task,
+                            label="naive", seed=0, steps=3, eval_dataset=held_out, evaluate_at=(2, 3),
+                            eval_samples=2, progress=False)
+    assert alone.history.column("loss") == run.history.column("loss")  # same seed, same numbers in a worker
+    assert alone.evaluations[-1]["correct"] == run.evaluations[-1]["correct"]
+    with pytest.raises(ValueError, match="arms"):
+        run_async_arms({"x": AsyncConfig()}, config, model=model_dir, task=task)
+    with pytest.raises(ValueError, match="evaluate_at"):
+        train_async_run(config, AsyncConfig(), model=model_dir, task=task, steps=3, evaluate_at=(2,))

@@ -126,3 +126,15 @@ def test_decoupled_runs_log_the_behaviour_weight_variance(tokenizer):
     assert all(value > 0 for value in decoupled.column("behaviour_weight_var")[1:])
     naive = trainer(tokenizer, AsyncConfig(staleness=1, objective="naive"), lr=5e-2).train(2, progress=False)
     assert all(math.isnan(value) for value in naive.column("behaviour_weight_var"))
+
+
+def test_trained_timeline_drops_the_rounds_no_step_took(tokenizer):
+    async_trainer = trainer(tokenizer, AsyncConfig(staleness=2, threaded=True, queue_timeout=60.0))
+    async_trainer.train(3, progress=False)
+    rounds = [e for e in async_trainer.timeline if e["phase"] == "generate"]
+    trained = async_trainer.trained_timeline()
+    assert len([e for e in trained if e["phase"] == "generate"]) == 3  # one round per step was taken
+    assert len(rounds) >= 3 and trained == [e for e in async_trainer.timeline if e not in rounds[3:]]
+    simulated = trainer(tokenizer, AsyncConfig(staleness=1))
+    simulated.train(2, progress=False)
+    assert simulated.trained_timeline() == simulated.timeline

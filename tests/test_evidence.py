@@ -408,3 +408,23 @@ def test_evaluation_noise_detectable_difference_is_the_paired_floor():
     for bad in (dict(pass_rate=1.0), dict(answers=0), dict(seeds=1), dict(power=0.3)):
         with pytest.raises(ValueError, match=next(iter(bad))):
             evaluation_noise_detectable_difference(**{"pass_rate": 0.5, "answers": 100, "seeds": 3, **bad})
+
+def test_paired_mean_difference_pairs_prompts_and_matches_pass_at_1_on_binary_tables():
+    import numpy as np
+    from rlbook.evidence import clustered_se, paired_mean_difference, paired_pass_at_k_difference
+
+    lengths_a = [[30, 28, 6], [6, 6, 6], [29, 31, 30]]
+    lengths_b = [[6, 6], [6, 30], [28, 6]]
+    gap, se = paired_mean_difference(lengths_a, lengths_b)
+    per_prompt = np.array([64 / 3 - 6, 6 - 18, 30 - 17])
+    assert gap == pytest.approx(per_prompt.mean())
+    assert se == pytest.approx(clustered_se(per_prompt, range(3)))
+    correct_a, correct_b = [[1, 0, 1], [0, 0, 1]], [[1, 1], [0, 0]]
+    assert paired_mean_difference(correct_a, correct_b) == pytest.approx(
+        paired_pass_at_k_difference(correct_a, correct_b, 1))
+    # a constant shift on every prompt has no spread between prompts: SE 0
+    assert paired_mean_difference([[5, 7], [1, 3]], [[4, 6], [0, 2]]) == pytest.approx((1.0, 0.0))
+    with pytest.raises(ValueError, match="same prompts"):
+        paired_mean_difference([[1, 2]], [[1], [2]])
+    with pytest.raises(ValueError, match="finite"):
+        paired_mean_difference([[1, float("nan")], [1, 2]], [[1], [2]])

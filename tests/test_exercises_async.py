@@ -158,8 +158,23 @@ def test_decoupled_loss_checker(capsys):
         weight = torch.exp(prox - behaviour)
         return -weight * torch.minimum(u.detach() * advantages, u.clamp(1 - eps, 1 + eps) * advantages)
 
+    def weighted(ratio_of, combine):
+        def loss(logp, prox, behaviour, advantages, eps):
+            ratio = torch.exp(logp - ratio_of(prox, behaviour))
+            return -torch.exp(prox - behaviour) * combine(ratio, ratio.clamp(1 - eps, 1 + eps), advantages)
+        return loss
+
+    on_prox, on_behaviour = (lambda p, b: p), (lambda p, b: b)
     cases = {
         "naive objective": naive,
+        "picks the wrong branch": weighted(on_prox, lambda x, c, a: a * torch.minimum(x, c)),
+        "there is no clip": weighted(on_prox, lambda x, c, a: x * a),
+        "only the clipped term": weighted(on_prox, lambda x, c, a: c * a),
+        "max instead of min": weighted(on_prox, lambda x, c, a: torch.maximum(x * a, c * a)),
+        "around the stale behaviour policy: clip u": weighted(on_behaviour, lambda x, c, a: torch.minimum(x * a, c * a)),
+        "both of its terms": lambda lp, p, b, a, e: -torch.minimum(torch.exp(lp - p) * a, torch.exp(p - b)
+                                                                   * torch.exp(lp - p).clamp(1 - e, 1 + e) * a),
+        "not a reduction": lambda *args: decoupled(*args).mean(),
         "weight sg[π_prox/π_behav] is missing": lambda lp, p, b, a, e: decoupled(lp, p, p, a, e),
         "inverted": lambda lp, p, b, a, e: decoupled(lp, p, b, a, e) * torch.exp(2 * (b - p)),
         "sign is flipped": lambda *args: -decoupled(*args),

@@ -319,3 +319,24 @@ def test_expected_cosine_minus_per_batch_is_the_difference_jackknifed_jointly():
     assert difference_se > 0 and difference_se != pytest.approx(se)
     same, same_se = expected_cosine(full, full, minus_per_batch=True)
     assert same == pytest.approx(0.0, abs=1e-9) and same_se == pytest.approx(0.0, abs=1e-9)
+
+
+def test_train_end_times_are_when_each_update_finished():
+    from rlbook.timeline import train_end_times
+
+    # constant phases g = 0.5, u = 1: synchronously step t ends at 1.5 t; with η = 1 at 0.5 + t
+    assert train_end_times(pipeline_schedule([0.5] * 4, [1.0] * 4, 0)) == pytest.approx([1.5, 3.0, 4.5, 6.0])
+    assert train_end_times(pipeline_schedule([0.5] * 4, [1.0] * 4, 1)) == pytest.approx([1.5, 2.5, 3.5, 4.5])
+    shifted = [{"phase": "generate", "start": 10.0, "end": 11.0, "version": 0},
+               {"phase": "train", "start": 11.0, "end": 13.0, "version": 1}]
+    assert train_end_times(shifted) == [3.0]  # measured from the timeline's own start
+    with pytest.raises(ValueError, match="timeline"):
+        train_end_times([])
+
+
+def test_a_larger_bound_with_steady_times_adds_staleness_and_no_speed():
+    # g < u and η = 2: round 2 starts at 1.0 s with version 0, two rounds ahead of the learner, span unchanged
+    one, two = pipeline_schedule([0.5] * 8, [1.0] * 8, 1), pipeline_schedule([0.5] * 8, [1.0] * 8, 2)
+    assert span(one) == pytest.approx(span(two)) == pytest.approx(8.5)
+    round_two = [e for e in two if e["phase"] == "generate"][2]
+    assert round_two["start"] == pytest.approx(1.0) and round_two["version"] == 0

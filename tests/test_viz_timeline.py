@@ -18,11 +18,24 @@ def test_timeline_figures_draw():
     timelines = {"sync": pipeline_schedule(generate, train, 0), "async": pipeline_schedule(generate, train, 1)}
     assert busy_fraction(timelines["async"])["span"] < busy_fraction(timelines["sync"])["span"]
     figure = plot_timelines(timelines)
-    assert len(figure.axes) == 2
-    assert len(plot_schedule(2, 0.5).axes) == 2
+    assert len(figure.axes) == 3  # two panels and the colour bar of the versions
+    assert figure.axes[-1].get_ylabel() == "policy version"
+    assert len(plot_schedule(2, 0.5).axes) == 3
+    assert [ax.get_title().split(":")[0] for ax in plot_schedule((1, 2), 0.5).axes[:3]] == [
+        "synchronous (η = 0)", "asynchronous, η = 1", "asynchronous, η = 2"]
     plt.close("all")
     with pytest.raises(ValueError, match="timeline"):
         plot_timelines({"empty": []})
+
+
+def test_timeline_colours_do_not_wrap_after_ten_versions():
+    # 16 steps: versions 0..15 on one continuous scale, so version 10 is not drawn in version 0's colour
+    timeline = pipeline_schedule([0.5] * 16, [1.0] * 16, 0)
+    figure = plot_timelines({"sixteen steps": timeline})
+    colours = [tuple(bar.get_facecolor()) for bar in figure.axes[0].patches]
+    generation = colours[0::2]  # pipeline_schedule lists each round before its update
+    assert len(set(generation)) == 16
+    plt.close("all")
 
 
 def test_throughput_figures():

@@ -196,6 +196,24 @@ class AsyncTrainer(OnlineTrainer):
         })
         return row
 
+    def trained_timeline(self) -> list[dict]:
+        """``timeline`` without the rounds that were sampled but never trained on.
+
+        In threaded mode the producer runs up to η rounds ahead, so when ``train`` returns it has
+        sampled rounds no step took (the last of them may even end after the last update, since
+        ``close`` lets the round in progress finish). Rounds finish and are taken in order, so the
+        first ``rounds taken`` generation entries are the ones the learner used; a span or an
+        overlap measured on this timeline counts only useful work. In simulated mode it is ``timeline``.
+        """
+        kept, rounds = [], 0
+        for entry in self.timeline:
+            if entry["phase"] == "generate":
+                rounds += 1
+                if rounds > self._rounds_taken:
+                    continue
+            kept.append(entry)
+        return kept
+
     # --- the generator ----------------------------------------------------------------------
     def _next_round(self) -> ScoredBatch:
         """The next round for the learner: from the queue (threaded) or sampled now by the stale snapshot."""

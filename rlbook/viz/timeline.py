@@ -26,13 +26,14 @@ __all__ = ["plot_timelines", "plot_schedule", "schedule_widget", "plot_stale_tok
            "stale_token_weights_widget", "plot_behaviour_weight_spread", "plot_held_out"]
 
 
-def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
+def plot_timelines(timelines: dict, *, axes=None):
     """One Gantt panel per labelled timeline (label → list of entries), sharing the time axis.
 
     Each panel has two lanes, generator and learner; a bar's colour is its policy version (a
     generation bar: the version that sampled; a training bar: the version it produced, minus one,
     i.e. the version it started from), so a stale batch is a generation bar whose colour is older
-    than the training bar that uses it.
+    than the training bar that uses it. One continuous colour scale spans every version drawn, and
+    a colour bar beside the panels reads it.
     """
     if not isinstance(timelines, dict) or not timelines:
         raise ValueError("timelines must be a non-empty dict of label -> list of timeline entries")
@@ -45,14 +46,18 @@ def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
     else:
         axes = np.atleast_1d(axes)
         fig = axes[0].figure
+
+    def version_of(entry):
+        return entry["version"] - (1 if entry["phase"] == "train" else 0)
+
+    versions = [version_of(e) for timeline in timelines.values() for e in timeline]
+    scale = plt.Normalize(min(versions), max(max(versions), min(versions) + 1))
     colours = plt.get_cmap("viridis")
     for ax, (label, timeline) in zip(axes, timelines.items()):
         origin = min(e["start"] for e in timeline)
         for entry in timeline:
-            lane = LANES.index(entry["phase"])
-            version = entry["version"] - (1 if entry["phase"] == "train" else 0)
-            ax.barh(lane, entry["end"] - entry["start"], left=entry["start"] - origin, height=0.7,
-                    color=colours((version % max_versions) / max(max_versions - 1, 1)), edgecolor="black", lw=0.5)
+            ax.barh(LANES.index(entry["phase"]), entry["end"] - entry["start"], left=entry["start"] - origin,
+                    height=0.7, color=colours(scale(version_of(entry))), edgecolor="black", lw=0.5)
         busy = busy_fraction(timeline)
         ax.set_yticks([0, 1], ["generator", "learner"])
         ax.set_ylim(-0.6, 1.6)
@@ -62,30 +67,35 @@ def plot_timelines(timelines: dict, *, max_versions: int = 10, axes=None):
         ax.grid(axis="x", alpha=0.3)
     axes[-1].set_xlabel("time (s)")
     fig.tight_layout()
+    bar = fig.colorbar(plt.cm.ScalarMappable(norm=scale, cmap=colours), ax=list(axes), pad=0.01, fraction=0.03)
+    bar.set_label("policy version", fontsize=8)
     return fig
 
 
-def plot_schedule(staleness: int = 1, spread: float = 0.5, *, steps: int = 8, train_seconds: float = 1.0,
-                  seed: int = 0):
-    """The ideal Gantt charts of the same rounds synchronously (η = 0) and with bound ``staleness``."""
+def plot_schedule(staleness=1, spread: float = 0.5, *, steps: int = 8, train_seconds: float = 1.0, seed: int = 0):
+    """The ideal Gantt charts of the same rounds synchronously (η = 0) and with each bound in ``staleness``
+    (one η or several, e.g. ``(1, 2)`` to compare two bounds on the same rounds)."""
+    bounds = [staleness] if isinstance(staleness, int) else list(staleness)
     generate, train = example_durations(steps, spread=spread, train_seconds=train_seconds, seed=seed)
     timelines = {"synchronous (η = 0)": pipeline_schedule(generate, train, 0)}
-    if staleness > 0:
-        timelines[f"asynchronous, η = {staleness}"] = pipeline_schedule(generate, train, staleness)
+    for bound in bounds:
+        if bound > 0:
+            timelines[f"asynchronous, η = {bound}"] = pipeline_schedule(generate, train, bound)
     return plot_timelines(timelines)
 
 
 def schedule_widget(*, steps: int = 8, seed: int = 0):
-    """η and the spread of generation times as knobs of ``plot_schedule`` (an ``ipywidgets.interact``)."""
+    """The spread of generation times, the training time and a second bound η as knobs of ``plot_schedule``,
+    which draws the same rounds synchronously, with η = 1 and with the chosen η (an ``ipywidgets.interact``)."""
     import ipywidgets as widgets
 
     def draw(staleness, spread, train_seconds):
-        plot_schedule(staleness, spread, steps=steps, train_seconds=train_seconds, seed=seed)
+        plot_schedule((1, staleness), spread, steps=steps, train_seconds=train_seconds, seed=seed)
         plt.show()
 
     return widgets.interact(
         draw,
-        staleness=widgets.IntSlider(value=1, min=0, max=4, description="η"),
+        staleness=widgets.IntSlider(value=2, min=2, max=4, description="second η"),
         spread=widgets.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="length spread"),
         train_seconds=widgets.FloatSlider(value=1.0, min=0.2, max=3.0, step=0.1, description="train s/step"))
 
@@ -126,7 +136,8 @@ def plot_stale_token_weights(eps: float = 0.2, cap: float | None = 5.0):
 
 
 def stale_token_weights_widget():
-    """ε and the behaviour-weight cap as knobs of ``plot_stale_token_weights`` (an ``ipywidgets.interact``)."""
+    """ε and the behaviour-weight cap as knobs of ``plot_stale_token_weights`` (an ``ipywidgets.interact``); the
+    cap runs from 1 (``AsyncConfig`` allows no less: a fresh token has weight 1) to 10, or none."""
     import ipywidgets as widgets
 
     def draw(eps, cap):
@@ -136,7 +147,8 @@ def stale_token_weights_widget():
     return widgets.interact(
         draw,
         eps=widgets.FloatSlider(value=0.2, min=0.05, max=0.5, step=0.05, description="ε"),
-        cap=widgets.FloatSlider(value=5.0, min=0.0, max=10.0, step=0.5, description="cap (0: none)"))
+        cap=widgets.SelectionSlider(options=[("none", 0.0)] + [(f"{c:g}", c) for c in np.arange(1.0, 10.5, 0.5)],
+                                    value=5.0, description="cap"))
 
 
 def plot_behaviour_weight_spread(frame, *, ax=None):
@@ -161,23 +173,28 @@ def plot_behaviour_weight_spread(frame, *, ax=None):
     return ax.figure
 
 
-def plot_held_out(frame, metrics=("pass@1", "length_mean"), *, axes=None):
-    """Held-out evaluations of each run's current policy against the step: mean over seeds, min-max band.
+def plot_held_out(frame, metrics=("pass@1", "length_mean"), *, x: str = "step", xlabel: str | None = None,
+                  axes=None):
+    """Held-out evaluations of each run's current policy against ``x``: mean over seeds, min-max band.
 
-    ``frame`` has columns ``label``, ``seed``, ``step`` and the ``metrics`` (``trainer.evaluate``'s keys).
+    ``frame`` has columns ``label``, ``seed``, ``step``, ``x`` and the ``metrics`` (e.g. the keys of
+    ``rlbook.ablation.held_out_samples``); with ``x`` other than "step" (an ideal wall-clock time, say)
+    each point sits at the mean over seeds of its ``x``. The first panel's legend says what line and band are.
     """
     if axes is None:
         _, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.2), squeeze=False)
         axes = axes[0]
     for ax, metric in zip(axes, metrics):
         for label, runs in frame.groupby("label", sort=False):
-            by_step = runs.groupby("step")[metric]
-            steps = np.array(sorted(runs["step"].unique()))
-            line, = ax.plot(steps, by_step.mean().to_numpy(), "o-", label=label)
+            by_step = runs.groupby("step")
+            xs = by_step[x].mean().to_numpy()
+            line, = ax.plot(xs, by_step[metric].mean().to_numpy(), "o-", label=label)
             if runs["seed"].nunique() > 1:
-                ax.fill_between(steps, by_step.min().to_numpy(), by_step.max().to_numpy(), color=line.get_color(),
-                                alpha=0.2)
-        ax.set(xlabel="step", title=f"held-out {metric}, current policy")
+                ax.fill_between(xs, by_step[metric].min().to_numpy(), by_step[metric].max().to_numpy(),
+                                color=line.get_color(), alpha=0.2)
+        ax.set(xlabel=xlabel or x, title=f"held-out {metric}, current policy")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    seeds = frame["seed"].nunique()
+    axes[0].legend(fontsize=8, title_fontsize=7,
+                   title=f"line: mean of {seeds} seeds\nband: lowest to highest seed" if seeds > 1 else None)
     return axes[0].figure
