@@ -63,6 +63,7 @@ class OffPolicyBatch:
     ``trained_rows[k]`` holds the rows step k + 1 was trained on (empty when not recorded).
     ``rescored_logp`` (B, C), when recorded, is the sampling policy's log-prob of each token computed
     with its weights cast to another dtype (a bf16 inference engine's view of the same policy).
+    ``variant`` and ``lr``: the loss and learning rate the steps took.
     """
 
     texts: list[str]
@@ -73,6 +74,8 @@ class OffPolicyBatch:
     advantages: torch.Tensor
     trained_rows: list[torch.Tensor] = field(default_factory=list)
     rescored_logp: torch.Tensor | None = None
+    variant: str = "grpo"
+    lr: float = 2e-4
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -130,7 +133,7 @@ def off_policy_batch(model, tokenizer, task, *, n_prompts: int = 8, group_size: 
     return OffPolicyBatch(texts=rollout.texts, mask=rollout.completion_mask.float(), old_logp=rollout.logprobs,
                           logps=logps, rewards=rewards, advantages=advantages,
                           trained_rows=[minibatches[step % len(minibatches)] for step in range(updates)],
-                          rescored_logp=rescored)
+                          rescored_logp=rescored, variant=variant, lr=lr)
 
 
 def policy_after_updates(model, rollout, advantages, *, updates: int = 8, minibatch_size: int = 16,

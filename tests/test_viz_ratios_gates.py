@@ -70,12 +70,33 @@ def test_clip_fraction_table_starts_unclipped(batch_and_model):
     assert len(fig.axes[0].lines) == 3
 
 
+def test_one_step_drift_reads_the_untrained_rows(batch_and_model):
+    batch, _, _ = batch_and_model
+    drift = ratio_viz.one_step_drift(batch)
+    untrained = torch.ones(len(batch.texts), dtype=torch.bool)
+    untrained[batch.trained_rows[0]] = False
+    log_s = ratio_viz.log_ratios(batch, 1)[1][untrained.numpy()]
+    assert drift["median |log s_i|"] == pytest.approx(float(np.median(np.abs(log_s))), rel=1e-5)
+    # a band wide enough holds every sequence and clips nothing; the default one can only hold fewer
+    wide = ratio_viz.one_step_drift(batch, eps_low=0.99, eps_high=100.0)
+    assert wide["sequences inside GSPO's band"] == 1.0 and wide["clip gspo"] == 0.0
+    assert drift["sequences inside GSPO's band"] <= 1.0 and drift["clip gspo"] >= wide["clip gspo"]
+    assert drift["clip grpo"] == wide["clip grpo"]  # GRPO's clip does not depend on GSPO's band
+    table = ratio_viz.clip_fraction_table(batch)
+    assert table.loc[0, "r_t min"] == pytest.approx(1.0, abs=1e-4) and table.loc[0, "r_t max"] == pytest.approx(1.0, abs=1e-4)
+    assert (table["r_t min"] <= 1.0 + 1e-4).all() and (table["r_t max"] >= 1.0 - 1e-4).all()
+    with pytest.raises(ValueError, match="eps_low"):
+        ratio_viz.one_step_drift(batch, eps_low=0)
+
+
 def test_ratio_spread_plot_and_widget(batch_and_model):
     batch, _, _ = batch_and_model
     fig = ratio_viz.plot_ratio_spread(batch, 1, eps_sequence=1e-3)
     assert len(fig.axes) == 2 and fig.axes[0].get_xscale() == "log"
     with pytest.raises(ValueError, match="eps_token"):
         ratio_viz.plot_ratio_spread(batch, 1, eps_token=0)
+    # both sides of GSPO's band are drawn (3e-4 below, 4e-4 above), and the probe says which loss moved it
+    assert len(fig.axes[0].lines) == 3 and batch.variant == "grpo"
 
 
 def test_gspo_clip_fraction_is_policy_losss_metric(batch_and_model):

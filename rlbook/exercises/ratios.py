@@ -4,12 +4,13 @@
 in log space (Zhao et al. 2025, arXiv:2507.20673) against ``rlbook.ratios.gmpo_sequence_ratio``,
 on batches with token log-ratios beyond both bounds and advantages of both signs, and names the
 likely mistake (one side clipped for both signs, both sides clipped, the original oat-based script's sign flip
-with asymmetric bounds, clipped tokens dropped, the clip in ratio space, the clip after the mean, the
-arithmetic mean, padding counted).
+with asymmetric bounds, one ε on both sides, clipped tokens dropped, the clip in ratio space, the clip
+after the mean, the arithmetic mean, log ρ_i returned, padding counted).
 
 ``check_gspo_sequence_ratio(fn)`` runs the reader's ``fn(logp, old_logp, mask) -> (B,)`` on fixed
 batches whose padding holds garbage log-probs (as a real batch may), compares it with
-``rlbook.ratios.gspo_sequence_ratio`` and, when it differs, names the likely mistake. It prints its
+``rlbook.ratios.gspo_sequence_ratio`` and, when it differs, names the likely mistake (log s_i returned,
+one ratio for the whole batch, the arithmetic mean, no length normalisation, padding counted, ...). It prints its
 verdict and returns True / False, or None when the exercise is not attempted yet (``fn`` is None or
 raises ``NotImplementedError``). The plumbing is shared with lesson 01/02's checkers.
 """
@@ -61,10 +62,18 @@ def _sequence_ratio_mistakes(logp, old_logp, mask):
                              "|y_i| = mask.sum(1): short answers get a ratio too close to 1."),
         "inverted": (torch.exp(-(log_ratio * mask).sum(dim=1) / lengths),
                      "the ratio is upside down: it is π_θ/π_old, so log r_t = logp − old_logp."),
+        "log_not_exp": ((log_ratio * mask).sum(dim=1) / lengths,
+                        "this is log s_i, the mean token log-ratio: exponentiate it, s_i = exp((1/|y_i|) Σ_t log r_t)."),
+        "one_for_the_batch": (torch.exp((log_ratio * mask).sum() / mask.sum()).expand(logp.shape[0]),
+                              "this is one ratio for the whole batch (the log-ratios averaged over all its tokens): "
+                              "average each row over its own |y_i| tokens, so every response gets its own s_i."),
     }
 
 
 def _one_ratio_per_sequence(result, reference, logp, *rest):
+    if result.dim() == 0:
+        return (f"return one ratio per sequence, shape ({logp.shape[0]},); got one number — a single ratio for the "
+                "whole batch: average each row's log-ratios over its own |y_i| tokens")
     if result.dim() == 2:
         return (f"return one ratio per sequence, shape ({logp.shape[0]},); got {tuple(result.shape)} — per-token "
                 "ratios must be averaged over each row")
@@ -135,7 +144,8 @@ def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
                        "For A > 0 a token whose ratio fell keeps its (worse) log-ratio: take min(ℓ, clip(ℓ)); "
                        "for A ≤ 0, max(ℓ, clip(ℓ))."),
         "sign_flip": (geometric(sign_flip),
-                      "right where A > 0 and at symmetric bounds, but a row with A ≤ 0 is clipped to [−ε_high, ε_low]. "
+                      "right where A > 0 and at symmetric bounds, but a row with A ≤ 0 is clipped to [−ε_high, ε_low] "
+                      "(numerically the same as using ε_high on both sides). "
                       "That is what the sign-flip trick of GMPO's original oat-based script (callsys/GMPO) does "
                       "(multiply ℓ by sgn A, clamp to [−ε_low, ε_high], take the min, flip back); that script only uses a "
                       "symmetric range, where the two agree (verl's geo_mean loss clamps before the flip and matches the "
@@ -151,6 +161,11 @@ def _gmpo_mistakes(logp, old_logp, advantages, mask, eps_low, eps_high):
                         "log r_t to [−ε_low, ε_high], i.e. r_t to [e^{−ε_low}, e^{ε_high}]."),
         "bounds_swapped": (geometric(pessimistic(log_ratio, log_ratio.clamp(-eps_high, eps_low), positive)),
                            "ε_low and ε_high are swapped: the log-ratio is clipped to [−ε_low, ε_high]."),
+        "eps_low_both_sides": (geometric(pessimistic(log_ratio, log_ratio.clamp(-eps_low, eps_low), positive)),
+                               "ε_low is used on both sides: the upper bound of the log-ratio is ε_high, so clip to "
+                               "[−ε_low, ε_high] (they differ here: ε_low = %g, ε_high = %g)." % (eps_low, eps_high)),
+        "log_returned": ((right * mask).sum(dim=1) / lengths,
+                         "this is log ρ_i, the mean of the clipped log-ratios: exponentiate it to get ρ_i."),
         "no_clip": (geometric(log_ratio),
                     "nothing is clipped: this is GSPO's s_i, the plain geometric mean. GMPO clips each token's "
                     "log-ratio (pessimistically, by the sign of A) before averaging."),

@@ -29,6 +29,7 @@ from rlbook.probes import OffPolicyBatch
 __all__ = [
     "log_ratios",
     "clip_fraction_table",
+    "one_step_drift",
     "gspo_clip_fraction",
     "plot_clip_fractions",
     "plot_ratio_spread",
@@ -53,20 +54,47 @@ def log_ratios(batch: OffPolicyBatch, update: int) -> tuple[np.ndarray, np.ndarr
 def clip_fraction_table(batch: OffPolicyBatch) -> pd.DataFrame:
     """One row per number of updates k: the spread of the log-ratios and each method's clip fraction.
 
-    Spreads are standard deviations of log r_t (over tokens) and log s_i (over sequences). The
-    clip fractions are ``policy_loss``'s own metric (the fraction of tokens whose gradient the
-    clip zeroes) on the same tensors: GRPO at ε = 0.2 on token ratios, GSPO at (3e-4, 4e-4) on
-    sequence ratios, GMPO at ±0.4 in log space.
+    Spreads are standard deviations of log r_t (over tokens) and log s_i (over sequences); ``r_t min`` /
+    ``r_t max`` the smallest and largest token ratio (the range GMPO's Fig. 1 compares, Zhao et al.
+    2025, arXiv:2507.20673). The clip fractions are ``policy_loss``'s own metric (the fraction of
+    tokens whose gradient the clip zeroes) on the same tensors: GRPO at ε = 0.2 on token ratios,
+    GSPO at (3e-4, 4e-4) on sequence ratios, GMPO at ±0.4 in log space.
     """
     rows = []
     for update, logp in enumerate(batch.logps):
         token, sequence = log_ratios(batch, update)
-        row = {"updates": update, "std log r_t": token.std(), "std log s_i": sequence.std()}
+        row = {"updates": update, "std log r_t": token.std(), "std log s_i": sequence.std(),
+               "r_t min": float(np.exp(token.min())), "r_t max": float(np.exp(token.max()))}
         for variant in ("grpo", "gspo", "gmpo"):
             _, metrics = policy_loss(logp, batch.old_logp, batch.advantages, batch.mask, variant=variant)
             row[f"clip {variant}"] = metrics["clip_frac"]
         rows.append(row)
     return pd.DataFrame(rows).set_index("updates")
+
+
+def one_step_drift(batch: OffPolicyBatch, *, eps_low: float = 3e-4, eps_high: float = 4e-4) -> dict:
+    """How far the first step moved the rows it did not train on (the trainer's off-policy minibatch).
+
+    From ``batch.logps[1]`` on the rows outside ``batch.trained_rows[0]``: the median |log s_i|
+    (GSPO's sequence ratio, Zheng et al. 2025, arXiv:2507.18071, eq. 7), the share of those sequences
+    inside GSPO's band (1 − ε_low ≤ s_i ≤ 1 + ε_high, §5.1's 3e-4 / 4e-4 by default), and the
+    fraction of their tokens GSPO's and GRPO's (ε = 0.2) clips zero (``policy_loss``'s ``clip_frac``).
+    """
+    eps_low, eps_high = check_positive("eps_low", eps_low), check_positive("eps_high", eps_high)
+    if batch.updates < 1 or not batch.trained_rows:
+        raise ValueError("one_step_drift needs a batch with at least one recorded update (off_policy_batch(updates>=1))")
+    untrained = torch.ones(len(batch.texts), dtype=torch.bool)
+    untrained[batch.trained_rows[0]] = False
+    if not untrained.any():
+        raise ValueError("the first step trained on every row: use a minibatch_size below the batch size")
+    logp, old_logp = batch.logps[1][untrained], batch.old_logp[untrained]
+    mask, advantages = batch.mask[untrained], batch.advantages[untrained]
+    log_s = gspo_sequence_ratio(logp, old_logp, mask).log()
+    inside = (log_s <= np.log1p(eps_high)) & (log_s >= np.log1p(-eps_low))
+    clip = {variant: policy_loss(logp, old_logp, advantages, mask, variant=variant, **knobs)[1]["clip_frac"]
+            for variant, knobs in (("gspo", {"eps_low": eps_low, "eps_high": eps_high}), ("grpo", {}))}
+    return {"median |log s_i|": float(log_s.abs().median()), "sequences inside GSPO's band": float(inside.float().mean()),
+            "clip gspo": clip["gspo"], "clip grpo": clip["grpo"]}
 
 
 def gspo_clip_fraction(batch: OffPolicyBatch, update: int, eps: float, *, variant: str = "gspo",
@@ -110,34 +138,45 @@ def plot_clip_fractions(table: pd.DataFrame):
     return fig
 
 
-def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: float = 0.2, eps_sequence: float = 4e-4):
+def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: float = 0.2, eps_sequence: float = 4e-4,
+                      eps_sequence_low: float = 3e-4):
     """|log r_t| of every token and |log s_i| of every sequence after ``update`` steps, and s_i vs length.
 
-    Left: histograms on a log axis, with the clip bands log(1 + ε) of PPO/GRPO (``eps_token``) and
-    GSPO (``eps_sequence``) as vertical lines: whatever lies right of a line is outside its band.
-    Right: |log s_i| against the completion length |y_i|, coloured by correctness (long answers here
-    are mostly correct scratchpads, so length and correctness go together). Values below 1e-7 (ratios
+    Left: histograms on a log axis, each normalised by its own count (the fraction of tokens, the
+    fraction of sequences), with the clip bands of PPO/GRPO (``eps_token``, symmetric) and GSPO
+    (``eps_sequence_low`` below 1, ``eps_sequence`` above, as |log(1 − ε_low)| and log(1 + ε_high))
+    as vertical lines: whatever lies right of a line is outside its band on that side. Right:
+    |log s_i| against the completion length |y_i|, coloured by correctness (long answers here are
+    mostly correct scratchpads, so length and correctness go together). Values below 1e-7 (ratios
     equal to 1 up to float error) are drawn at 1e-7, values above 10 in the last bin. "% outside"
-    counts |log| > log(1 + ε) on either side, whatever the sign of the advantage: it is not a clip
-    fraction (``gspo_clip_fraction`` and ``clip_fraction_table`` give those).
+    counts ratios outside the band on either side, whatever the sign of the advantage: it is not a
+    clip fraction (``gspo_clip_fraction`` and ``clip_fraction_table`` give those).
     """
     eps_token = check_positive("eps_token", eps_token)
     eps_sequence = check_positive("eps_sequence", eps_sequence)
-    token, sequence = log_ratios(batch, update)
-    token, sequence = np.clip(np.abs(token), FLOOR, 10), np.clip(np.abs(sequence), FLOOR, 10)
+    eps_sequence_low = check_positive("eps_sequence_low", eps_sequence_low)
+    if eps_sequence_low >= 1:
+        raise ValueError(f"eps_sequence_low must be below 1 (the band's lower edge is 1 − ε_low), got {eps_sequence_low}")
+    signed_token, signed_sequence = log_ratios(batch, update)
+    token, sequence = np.clip(np.abs(signed_token), FLOOR, 10), np.clip(np.abs(signed_sequence), FLOOR, 10)
+    sequence_outside = (signed_sequence > np.log1p(eps_sequence)) | (signed_sequence < np.log1p(-eps_sequence_low))
+    token_outside = np.abs(signed_token) > np.log1p(eps_token)
     bins = np.geomspace(FLOOR, 10, 57)
-    fig, (ax_hist, ax_len) = plt.subplots(1, 2, figsize=(10, 3.9))
+    fig, (ax_hist, ax_len) = plt.subplots(1, 2, figsize=(10, 4.6))
     ax_hist.hist(token, bins=bins, alpha=0.6, color="tab:blue", density=False,
                  weights=np.full(token.size, 1 / token.size), label=f"tokens |log r_t|  ({token.size})")
     ax_hist.hist(sequence, bins=bins, alpha=0.6, color="tab:red",
                  weights=np.full(sequence.size, 1 / sequence.size), label=f"sequences |log s_i|  ({sequence.size})")
-    for eps, colour, name in ((eps_token, "tab:blue", "token band"), (eps_sequence, "tab:red", "GSPO band")):
-        outside = (token if name == "token band" else sequence) > np.log1p(eps)
-        ax_hist.axvline(np.log1p(eps), color=colour, ls="--",
-                        label=f"{name} log(1+{eps:.2g}): {outside.mean():.0%} outside")
-    ax_hist.set(xscale="log", xlabel="|log ratio|  (left bar: unchanged, |log| < 1e-7)", ylabel="fraction")
+    ax_hist.axvline(np.log1p(eps_token), color="tab:blue", ls="--",
+                    label=f"token band log(1+{eps_token:.2g}): {token_outside.mean():.0%} outside")
+    ax_hist.axvline(-np.log1p(-eps_sequence_low), color="tab:red", ls=":",
+                    label=f"GSPO band, low side |log(1−{eps_sequence_low:.2g})|")
+    ax_hist.axvline(np.log1p(eps_sequence), color="tab:red", ls="--",
+                    label=f"GSPO band, high side log(1+{eps_sequence:.2g}): {sequence_outside.mean():.0%} outside")
+    ax_hist.set(xscale="log", xlabel="|log ratio|  (left bar: unchanged, |log| < 1e-7)",
+                ylabel="fraction of tokens (blue) / of sequences (red)")
     ax_hist.set_title(f"after {update} update(s): spread of token vs sequence ratios", fontsize=10)
-    ax_hist.legend(fontsize=8, loc="upper left")
+    ax_hist.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     lengths = batch.lengths.numpy()
     correct = batch.rewards.numpy() == 1
     ax_len.scatter(lengths[correct], sequence[correct], s=14, color="tab:green", label="correct")
@@ -146,7 +185,7 @@ def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: floa
     ax_len.axhline(np.log1p(eps_token), color="tab:blue", ls="--", label="token band")
     ax_len.set(yscale="log", xlabel="completion length |y_i| (tokens)", ylabel="|log s_i|")
     ax_len.set_title("|log s_i| against length (long: mostly correct scratchpads)", fontsize=10)
-    ax_len.legend(fontsize=8)
+    ax_len.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
     # Plain "1e-07" tick labels: matplotlib's default log labels are mathtext, whose one global parser
     # failed once (a ParseException at char 0) while this widget was being redrawn in JupyterLab under load.
     for axis in (ax_hist.xaxis, ax_len.yaxis):
@@ -160,20 +199,25 @@ def plot_ratio_spread(batch: OffPolicyBatch, update: int = 1, *, eps_token: floa
 
 
 def ratio_spread_widget(batch: OffPolicyBatch):
-    """The number of updates and GSPO's ε as knobs of ``plot_ratio_spread`` (an ``ipywidgets.interact``)."""
+    """The number of updates and GSPO's ε as knobs of ``plot_ratio_spread`` (an ``ipywidgets.interact``).
+
+    The slider sets ε_low = ε_high (the paper's band is 3e-4 / 4e-4); the snapshots after the first
+    update come from a policy trained with ``batch.variant``'s loss, as the printed line says.
+    """
     import ipywidgets as widgets
 
     def draw(update, eps_sequence):
-        plot_ratio_spread(batch, update, eps_sequence=eps_sequence)
+        plot_ratio_spread(batch, update, eps_sequence=eps_sequence, eps_sequence_low=min(eps_sequence, 0.5))
         plt.show()
-        print(f"tokens clipped after {update} update(s): GSPO at ε = {eps_sequence:.2g} "
-              f"{gspo_clip_fraction(batch, update, eps_sequence):.3f}, GRPO at ε = 0.2 "
-              f"{gspo_clip_fraction(batch, update, 0.2, variant='grpo'):.3f}")
+        print(f"tokens clipped after {update} update(s) of {batch.variant.upper()}'s loss: GSPO at "
+              f"ε_low = ε_high = {eps_sequence:.2g} {gspo_clip_fraction(batch, update, eps_sequence):.3f}, "
+              f"GRPO at ε = 0.2 {gspo_clip_fraction(batch, update, 0.2, variant='grpo'):.3f}")
 
     return widgets.interact(
         draw,
         update=widgets.IntSlider(value=1, min=0, max=batch.updates, description="updates"),
-        eps_sequence=widgets.FloatLogSlider(value=4e-4, base=10, min=-5, max=0, step=0.25, description="GSPO ε"),
+        eps_sequence=widgets.FloatLogSlider(value=4e-4, base=10, min=-5, max=0, step=0.25,
+                                            description="GSPO ε (both)"),
     )
 
 
