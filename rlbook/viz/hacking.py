@@ -97,6 +97,33 @@ def plot_pass_rates(curves, *, window: int = 5, base_rate: float | None = None, 
     return axes
 
 
+def plot_strategy_training(runs, *, strategy: int = 1, axes=None):
+    """Two panels over the steps of ``rlbook.hacking.train_strategies``: one strategy's share (the hack,
+    ``strategy``) and the strict accuracy Σ_s π_s·true_rates[s].
+
+    ``runs`` maps a label (the verifier that paid, e.g. "lax" or "strict") to a list of that
+    function's results, one per seed: thin lines, one per seed, in the label's colour.
+    """
+    if not runs or any(not results for results in runs.values()):
+        raise ValueError("runs must map each label to a non-empty list of train_strategies results")
+    if axes is None:
+        axes = plt.subplots(1, 2, figsize=(10, 3.4))[1]
+    colours = {"lax": RATE_COLOURS["lax"], "strict": RATE_COLOURS["strict"]}
+    for label, results in runs.items():
+        colour = colours.get(label)
+        for number, result in enumerate(results):
+            axes[0].plot(result["shares"][:, strategy], color=colour, lw=0.8,
+                         label=f"paid by the {label} verifier" if number == 0 else None)
+            axes[1].plot(result["true"], color=colour, lw=0.8, label=f"paid by the {label} verifier" if number == 0 else None)
+    start = next(iter(runs.values()))[0]["true"][0]
+    axes[1].axhline(start, color="grey", ls="--", lw=0.8, label="at the start")
+    axes[0].set(xlabel="step", ylabel="share of the policy", title="the hack's share (thin: each seed)")
+    axes[1].set(xlabel="step", ylabel="strict accuracy", title="strict accuracy, Σ_s π_s · (strict pass rate of s)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    return axes
+
+
 def plot_hack_counts(counts, *, totals=None, ax=None):
     """Bars: how many completions of each run fall under each hack type.
 
