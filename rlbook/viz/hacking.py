@@ -29,8 +29,9 @@ def plot_strategy_advantage(honest_success: float, hack_success: float, *, group
     """E[A | honest] and E[A | hack] against the hack's share of the policy's samples (0 to 1).
 
     ``group_size`` G gives GRPO's exact expectation for groups of G (``expected_group_advantage``);
-    None its large-group limit. The dotted lines are the same strategies under REINFORCE's unit scale,
-    q_s − p (no division by the group's std): the same signs, GRPO only sets the scale.
+    None its large-group limit. The dotted lines are the unit scale q_s − p, the expected push on a
+    strategy's logit per unit share under any unbiased estimator, baseline or not (no division by the
+    group's std): the same signs, GRPO only sets the scale.
     """
     expected_group_advantage([honest_success, hack_success], [0.5, 0.5], group_size)  # checks the inputs
     ax = ax or plt.subplots(figsize=(6.5, 3.8))[1]
