@@ -27,7 +27,10 @@ label that exists before the verifier is asked, so each shape's share and pass r
 
 ``expected_group_advantage`` is GRPO's expected advantage for a completion drawn from one of several
 *strategies* (exact for a group size, or its large-group limit), the lesson's argument for why a
-reliable hack is paid; ``advantage_scale`` is its scale c_G(p).
+reliable hack is paid; ``advantage_scale`` is its scale c_G(p). ``per_problem_expected_advantage``
+applies the same argument prompt by prompt, each at its own pass rate, to a sample of real groups;
+``train_strategies`` trains a softmax over strategies with sampled GRPO groups, the toy in which a
+hack that passes more often than the honest attempt displaces it.
 Nothing here executes model output: completions are read by the verifiers' bounded extraction
 and by the bounded expression parser of ``rlbook.tasks.expressions``.
 """
@@ -39,13 +42,16 @@ import math
 import re
 from collections import Counter
 
-from rlbook.advantages import difficulty_factor
+import numpy as np
+import torch
+
+from rlbook.advantages import difficulty_factor, group_advantages
 from rlbook.tasks import ArithmeticTask, CountdownTask
 from rlbook.tasks.expressions import ExpressionError, evaluate, numbers_in, parse_expression
 from rlbook.tasks.verifiers import completion_text, extract_answer, extract_answer_lax
 
 __all__ = ["HACK_TYPES", "ANSWER_SHAPES", "hack_type", "hack_types", "tally_hacks", "answer_shape",
-           "expected_group_advantage", "advantage_scale"]
+           "expected_group_advantage", "advantage_scale", "per_problem_expected_advantage", "train_strategies"]
 
 HACK_TYPES = ("honest", "answer spraying", "malformed answer", "target as answer", "padding", "wrong numbers",
               "fail")
@@ -230,6 +236,116 @@ def advantage_scale(p: float, group_size: int | None = None) -> float:
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"group_size must be an integer ≥ 2 or None, got {group_size!r}")
     return difficulty_factor(p, group_size, "grpo")
+
+
+def per_problem_expected_advantage(passed, problems, group_size: int, *, without_replacement: bool = False) -> np.ndarray:
+    """Each sample's expected GRPO advantage given its own 0/1 reward and its problem's pass rate.
+
+    ``passed``: one 0/1 reward per sample; ``problems``: one label per sample (a problem's samples
+    need not be contiguous). ``expected_group_advantage`` treats every prompt as one pass rate p;
+    real prompts differ, so here each problem j keeps its own: the other G − 1 rewards of sample i's
+    group hold K passes, and sample i gets (1 − m)/σ if it passed (m = (K + 1)/G), −m/σ if it failed
+    (m = K/G), σ = √(m(1 − m)), 0 in a flat group (Shao et al. 2024, arXiv:2402.03300, §4.1, population
+    std, ``group_advantages`` with no ε). K is distributed as
+
+    * Binomial(G − 1, p_j), p_j = the problem's pass rate over its samples (``without_replacement=False``):
+      the formula E[A | s] = c_G(p)(q_s − p) applied per problem, so the mean of these values over the
+      samples of one answer shape is the sample-weighted mean of c_G(p_j)(q_{s,j} − p_j) over problems;
+    * Hypergeometric: G − 1 drawn without replacement from the problem's *other* n_j − 1 samples, which
+      hold m_j − r_i passes (``without_replacement=True``): the exact expectation when a problem's n_j
+      samples are cut at random into groups of G (needs n_j ≥ G), sample i's own pass not counted twice.
+
+    Returns a float array aligned with ``passed``.
+    """
+    rewards = np.asarray(passed, dtype=float).reshape(-1)
+    labels = list(problems)
+    if len(labels) != rewards.size:
+        raise ValueError(f"passed and problems must have the same length, got {rewards.size} and {len(labels)}")
+    if not np.isin(rewards, (0.0, 1.0)).all():
+        raise ValueError("passed must hold 0/1 rewards")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
+        raise ValueError(f"group_size must be an integer ≥ 2, got {group_size!r}")
+    G = group_size
+    pass_value, fail_value = _advantage_by_other_passes(G)
+    index = {}
+    for i, label in enumerate(labels):
+        index.setdefault(label, []).append(i)
+    predicted = np.zeros(rewards.size)
+    for members in index.values():
+        n, m = len(members), int(rewards[members].sum())
+        if without_replacement and n < G:
+            raise ValueError(f"without_replacement needs at least group_size = {G} samples per problem, got {n}")
+        for r in (0, 1):
+            if without_replacement:
+                chances = [_hypergeometric_pmf(n - 1, m - r, G - 1, k) for k in range(G)]
+            else:
+                chances = [math.comb(G - 1, k) * (m / n) ** k * (1 - m / n) ** (G - 1 - k) for k in range(G)]
+            value = sum(c * (pass_value if r else fail_value)[k] for k, c in enumerate(chances))
+            for i in members:
+                if rewards[i] == r:
+                    predicted[i] = value
+    return predicted
+
+
+def _advantage_by_other_passes(G: int) -> tuple[list[float], list[float]]:
+    """GRPO's advantage of a pass and of a failure, for K = 0 … G − 1 passes among the other G − 1
+    (``group_advantages`` on that group, population std, no ε)."""
+    def advantage(own: float, k: int) -> float:
+        group = torch.tensor([own] + [1.0] * k + [0.0] * (G - 1 - k), dtype=torch.float64)
+        return float(group_advantages(group, G, "grpo", eps=0.0)[0])
+    return [advantage(1.0, k) for k in range(G)], [advantage(0.0, k) for k in range(G)]
+
+
+def _hypergeometric_pmf(population: int, successes: int, draws: int, k: int) -> float:
+    """P(K = k) drawing ``draws`` without replacement from ``population`` holding ``successes``."""
+    if k > successes or draws - k > population - successes or k < 0:
+        return 0.0
+    return math.comb(successes, k) * math.comb(population - successes, draws - k) / math.comb(population, draws)
+
+
+def train_strategies(paid_rates, true_rates, initial_shares, *, steps: int = 150, group_size: int = 8,
+                     groups_per_step: int = 8, lr: float = 1.0, seed: int = 0) -> dict[str, np.ndarray]:
+    """GRPO on a softmax over strategies: a toy in which a hack can displace the honest attempt.
+
+    The policy is π = softmax(θ) over strategies (an honest attempt, a hack, …). Each step samples
+    ``groups_per_step`` groups of ``group_size`` strategies from π; sample i passes the *paying*
+    verifier with probability ``paid_rates[s_i]``; its advantage is GRPO's (``group_advantages``,
+    Shao et al. 2024, §4.1), and θ takes one step of the REINFORCE estimate of the gradient of the
+    paid reward, θ ← θ + lr · (1/N) Σ_i A_i (e_{s_i} − π) (∇_θ log π_s = e_s − π). In expectation
+    each step moves strategy s's logit by about lr · w_s · c_G(p)(q_s − p) (``expected_group_advantage``),
+    so a strategy paid more often than the policy's average grows. ``true_rates[s]`` is how often
+    strategy s is *right* (the strict verifier); it is tracked, never paid (unless the two are the same).
+
+    Returns ``{"shares": (steps + 1, S) array of π, "paid": (steps + 1,) Σ_s π_s paid_rates[s],
+    "true": (steps + 1,) Σ_s π_s true_rates[s]}``, row 0 the start. Simplified: one
+    sampled gradient step per batch (so no ratio and no clip), no KL term, no completion length.
+    """
+    paid = torch.tensor(_probabilities("paid_rates", paid_rates), dtype=torch.float64)
+    true = torch.tensor(_probabilities("true_rates", true_rates), dtype=torch.float64)
+    shares = torch.tensor(_probabilities("initial_shares", initial_shares), dtype=torch.float64)
+    if not (len(paid) == len(true) == len(shares)):
+        raise ValueError(f"paid_rates, true_rates and initial_shares must have one value per strategy, got "
+                         f"{len(paid)}, {len(true)} and {len(shares)}")
+    if not math.isclose(float(shares.sum()), 1.0, abs_tol=1e-9) or float(shares.min()) <= 0.0:
+        raise ValueError(f"initial_shares must be positive and sum to 1, got {shares.tolist()}")
+    for name, value, low in (("steps", steps, 1), ("group_size", group_size, 2), ("groups_per_step", groups_per_step, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    generator = torch.Generator().manual_seed(seed)
+    logits = shares.log()
+    history = [torch.softmax(logits, 0)]
+    for _ in range(steps):
+        policy = torch.softmax(logits, 0)
+        strategies = torch.multinomial(policy, groups_per_step * group_size, replacement=True, generator=generator)
+        rewards = (torch.rand(len(strategies), generator=generator, dtype=torch.float64) < paid[strategies]).double()
+        advantages = group_advantages(rewards, group_size, "grpo")
+        score = torch.nn.functional.one_hot(strategies, len(policy)).double() - policy
+        logits = logits + lr * (advantages[:, None] * score).mean(0)
+        history.append(torch.softmax(logits, 0))
+    trajectory = torch.stack(history)
+    return {"shares": trajectory.numpy(), "paid": (trajectory @ paid).numpy(), "true": (trajectory @ true).numpy()}
 
 
 def _probabilities(name: str, values) -> list[float]:

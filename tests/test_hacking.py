@@ -196,6 +196,77 @@ def test_expected_group_advantage_edge_cases_and_inputs():
         hacking.expected_group_advantage([0.5], [0.5, 0.5])
 
 
+def test_per_problem_expected_advantage_is_the_formula_per_problem():
+    # two problems, 16 samples each: the binomial version averages c_G(p_j)(q_sj − p_j) over problems
+    passed = [1] * 4 + [0] * 12 + [1] * 12 + [0] * 4
+    problems = ["a"] * 16 + ["b"] * 16
+    predicted = hacking.per_problem_expected_advantage(passed, problems, 8)
+    in_a = np.array(problems) == "a"
+    shape = np.array([True, False] * 16)  # a "shape": every other sample (2 of a's passes, 6 of b's)
+    for label, p in (("a", 0.25), ("b", 0.75)):
+        rows = shape & (np.array(problems) == label)
+        q = np.array(passed)[rows].mean()
+        assert predicted[rows].mean() == pytest.approx(hacking.advantage_scale(p, 8) * (q - p), rel=1e-4)
+    assert predicted[in_a].mean() == pytest.approx(0.0, abs=1e-12)  # advantages of a problem sum to 0 in expectation
+    # a pass on the hard problem is paid more than on the easy one
+    assert predicted[0] > predicted[16] > 0
+
+
+def test_per_problem_expected_advantage_without_replacement_is_exact_for_random_groups():
+    # a problem with exactly G samples is one group: the prediction is that group's advantage itself
+    passed = [1, 0, 0, 1, 0, 0, 0, 0]
+    exact = hacking.per_problem_expected_advantage(passed, ["x"] * 8, 8, without_replacement=True)
+    assert exact == pytest.approx(group_advantages(torch.tensor(passed, dtype=torch.float64), 8, "grpo").numpy(), abs=1e-5)
+    # 16 samples cut at random into two groups of 8: the mean over many cuts matches, the binomial one does not
+    passed = torch.tensor([1.0] * 3 + [0.0] * 13, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(0)
+    totals = torch.zeros(16, dtype=torch.float64)
+    for _ in range(4000):
+        order = torch.randperm(16, generator=generator)
+        totals[order] += group_advantages(passed[order], 8, "grpo")
+    predicted = hacking.per_problem_expected_advantage(passed.tolist(), ["x"] * 16, 8, without_replacement=True)
+    assert predicted == pytest.approx((totals / 4000).numpy(), abs=0.03)
+    binomial = hacking.per_problem_expected_advantage(passed.tolist(), ["x"] * 16, 8)
+    assert abs(binomial[0] - predicted[0]) > 0.1  # the binomial counts a pass's own success in p_j
+    with pytest.raises(ValueError, match="group_size"):
+        hacking.per_problem_expected_advantage(passed.tolist()[:4], ["x"] * 4, 8, without_replacement=True)
+    with pytest.raises(ValueError, match="same length"):
+        hacking.per_problem_expected_advantage([1, 0], ["x"], 2)
+    with pytest.raises(ValueError, match="0/1"):
+        hacking.per_problem_expected_advantage([0.5, 0], ["x", "x"], 2)
+
+
+def test_train_strategies_a_better_paid_hack_displaces_the_honest_attempt():
+    paid_lax, paid_strict, true = [0.3, 1.0, 0.0], [0.3, 0.0, 0.0], [0.3, 0.0, 0.0]
+    start = [0.78, 0.02, 0.20]
+    lax = hacking.train_strategies(paid_lax, true, start, steps=150, lr=0.5, seed=0)
+    strict = hacking.train_strategies(paid_strict, true, start, steps=150, lr=0.5, seed=0)
+    assert lax["shares"].shape == (151, 3) and lax["shares"][0] == pytest.approx(start)
+    assert lax["true"][0] == pytest.approx(0.234) and lax["paid"][0] == pytest.approx(0.254)
+    assert lax["shares"][-1, 1] > 0.9 and lax["true"][-1] < 0.05 and lax["paid"][-1] > 0.9
+    assert strict["true"][-1] > 0.28 and strict["shares"][-1, 1] < 0.02
+    assert strict["paid"] == pytest.approx(strict["true"])
+    again = hacking.train_strategies(paid_lax, true, start, steps=150, lr=0.5, seed=0)
+    assert again["true"] == pytest.approx(lax["true"])  # same seed, same numbers
+    with pytest.raises(ValueError, match="one value per strategy"):
+        hacking.train_strategies([0.3, 1.0], true, start)
+    with pytest.raises(ValueError, match="initial_shares"):
+        hacking.train_strategies(paid_lax, true, [0.8, 0.2, 0.0])
+    with pytest.raises(ValueError, match="lr"):
+        hacking.train_strategies(paid_lax, true, start, lr=0)
+
+
+def test_plot_strategy_training_draws_each_seed():
+    runs = {label: [hacking.train_strategies(paid, [0.3, 0.0], [0.9, 0.1], steps=5, seed=s) for s in (0, 1)]
+            for label, paid in (("lax", [0.3, 1.0]), ("strict", [0.3, 0.0]))}
+    axes = viz.plot_strategy_training(runs)
+    assert len(axes[0].get_lines()) == 4 and len(axes[1].get_lines()) == 5  # 2 seeds × 2 verifiers, plus the start
+    assert list(axes[1].get_lines()[-1].get_ydata()) == pytest.approx([0.27, 0.27])
+    with pytest.raises(ValueError, match="runs"):
+        viz.plot_strategy_training({"lax": []})
+    plt.close("all")
+
+
 # --- figures and widget ----------------------------------------------------------------------------
 
 def test_plot_strategy_advantage_draws_the_formula():

@@ -29,8 +29,9 @@ def plot_strategy_advantage(honest_success: float, hack_success: float, *, group
     """E[A | honest] and E[A | hack] against the hack's share of the policy's samples (0 to 1).
 
     ``group_size`` G gives GRPO's exact expectation for groups of G (``expected_group_advantage``);
-    None its large-group limit. The dotted lines are the same strategies under REINFORCE's unit scale,
-    q_s − p (no division by the group's std): the same signs, GRPO only sets the scale.
+    None its large-group limit. The dotted lines are the unit scale q_s − p, the expected push on a
+    strategy's logit per unit share under any unbiased estimator, baseline or not (no division by the
+    group's std): the same signs, GRPO only sets the scale.
     """
     expected_group_advantage([honest_success, hack_success], [0.5, 0.5], group_size)  # checks the inputs
     ax = ax or plt.subplots(figsize=(6.5, 3.8))[1]
@@ -93,6 +94,33 @@ def plot_pass_rates(curves, *, window: int = 5, base_rate: float | None = None, 
             ax.axhline(base_strict, color=RATE_COLOURS["strict"], ls="--", lw=0.8, label="base model's strict accuracy")
         ax.set(xlabel="step", ylabel=f"share of the batch ({window}-step mean)",
                title=f"trained on the {verifier} verifier (thin: each seed)")
+        ax.legend(fontsize=8)
+    return axes
+
+
+def plot_strategy_training(runs, *, strategy: int = 1, axes=None):
+    """Two panels over the steps of ``rlbook.hacking.train_strategies``: one strategy's share (the hack,
+    ``strategy``) and the strict accuracy Σ_s π_s·true_rates[s].
+
+    ``runs`` maps a label (the verifier that paid, e.g. "lax" or "strict") to a list of that
+    function's results, one per seed: thin lines, one per seed, in the label's colour.
+    """
+    if not runs or any(not results for results in runs.values()):
+        raise ValueError("runs must map each label to a non-empty list of train_strategies results")
+    if axes is None:
+        axes = plt.subplots(1, 2, figsize=(10, 3.4))[1]
+    colours = {"lax": RATE_COLOURS["lax"], "strict": RATE_COLOURS["strict"]}
+    for label, results in runs.items():
+        colour = colours.get(label)
+        for number, result in enumerate(results):
+            axes[0].plot(result["shares"][:, strategy], color=colour, lw=0.8,
+                         label=f"paid by the {label} verifier" if number == 0 else None)
+            axes[1].plot(result["true"], color=colour, lw=0.8, label=f"paid by the {label} verifier" if number == 0 else None)
+    start = next(iter(runs.values()))[0]["true"][0]
+    axes[1].axhline(start, color="grey", ls="--", lw=0.8, label="at the start")
+    axes[0].set(xlabel="step", ylabel="share of the policy", title="the hack's share (thin: each seed)")
+    axes[1].set(xlabel="step", ylabel="strict accuracy", title="strict accuracy, Σ_s π_s · (strict pass rate of s)")
+    for ax in axes:
         ax.legend(fontsize=8)
     return axes
 
