@@ -193,7 +193,7 @@ def plot_filter_sweep(clean, noisy=None, *, group_size: int | None = None):
             same = timed.groupby("tol")["dropped"].mean()
             axes[0].plot(same.index, same, "o:", color=axes[0].lines[0].get_color(), alpha=0.6,
                          label=f"share dropped, same {timed_batches} batch" + ("es" if timed_batches > 1 else ""))
-    axes[0].set(title="what the filter drops and saves", ylabel="share of the full batch", ylim=(0, 1.05))
+    axes[0].set(title="what the filter drops and saves", ylabel="share (dropped) · ratio (time)", ylim=(0, 1.05))
     axes[1].errorbar(mean.index, mean["cosine"], yerr=[mean["cosine"] - low["cosine"], high["cosine"] - mean["cosine"]]
                      if several else None, fmt="o-", color="black", capsize=3,
                      label="correct rewards" + (f" (mean of {clean['batch'].nunique()} batches; bar: min–max)"
