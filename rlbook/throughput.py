@@ -19,7 +19,9 @@ dropped from the count of right answers in each group alone. ``flip_rewards`` is
 to repeat the sweep under, and ``mislabelled_kept`` draws its flips many times over (no gradients
 needed) to measure what share of the completions each filter keeps are mislabelled.
 ``expected_cosine`` compares the *expected* filtered and full gradients over many batches (a bias,
-unlike one batch's turn), and ``sampled_divisor_weights`` is the control that makes a filtered run
+unlike one batch's turn), ``gradient_snr`` says how much of one batch's gradient is signal (and so
+how a batch's turn shrinks as batches are averaged, ``noise_turn_factor``), ``flat_parameters``
+lays a model's weights out as one vector to compare two runs' end points, and ``sampled_divisor_weights`` is the control that makes a filtered run
 the unfiltered one step for step: the loss keeps dividing by the completions sampled.
 """
 
@@ -37,7 +39,8 @@ from rlbook.losses import policy_loss
 from rlbook.rollout import rollout_logprobs, sample
 
 __all__ = ["between_prompt_share", "dropped_share", "equal_time_table", "expected_cosine", "filter_sweep",
-           "flat_group_probability", "flip_rewards", "mislabelled_kept", "sample_probe_batch", "sampled_divisor_weights",
+           "flat_group_probability", "flat_parameters", "flip_rewards", "gradient_snr", "mislabelled_kept",
+           "noise_turn_factor", "sample_probe_batch", "sampled_divisor_weights",
            "sampling_seconds", "update_gradient", "update_seconds"]
 
 
@@ -305,6 +308,60 @@ def expected_cosine(filtered, full, *, minus_per_batch: bool = False) -> tuple[f
     leave_one_out = np.array([estimate(everything[everything != i]) for i in range(n)])
     se = jackknife_se(leave_one_out)
     return value, se
+
+
+def gradient_snr(gradients) -> tuple[float, float]:
+    """The share of a batch gradient's squared norm that is signal, |E g|² / E|g|², and its jackknife SE.
+
+    ``gradients``: n ≥ 3 gradient vectors of independent batches of one size B. A batch gradient is
+    g = E g + ε with E|ε|² = tr Σ / B (Σ: one completion's gradient covariance), so
+    E|g|² = |E g|² + tr Σ / B. E|g|² is estimated by the mean of |g_a|², and |E g|² without the noise
+    by the mean over pairs of *different* batches of g_a · g_b (unbiased, as in ``expected_cosine``).
+    The ratio s is 1 / (1 + B_simple / B), with B_simple = tr Σ / |E g|² the "simple noise scale" of
+    McCandlish et al. 2018 (arXiv:1812.06162, §2.2, B_simple = tr Σ / |G|², and their estimate from
+    E|G_B|² = |G|² + tr Σ / B, Appendix A): while B ≪ B_simple, i.e. s ≪ 1,
+    a batch's gradient is mostly its own noise; B_simple = B (1/s − 1). The SE is the delete-one-batch
+    jackknife's (Efron & Stein 1981), i.e. clustered by batch. Returns ``(s, se)``; s can come out a
+    little below 0 when the signal is small next to the noise.
+    """
+    if len(gradients) < 3:
+        raise ValueError(f"gradients must hold at least 3 vectors, one per independent batch, got {len(gradients)}")
+    g = torch.stack([torch.as_tensor(v).double().flatten() for v in gradients])
+    if not bool(torch.isfinite(g).all()):
+        raise ValueError("gradients must be finite vectors, all of one length")
+    gram = g @ g.T
+
+    def estimate(keep) -> float:
+        sub = gram[keep][:, keep]
+        n = len(keep)
+        signal = (sub.sum() - sub.diagonal().sum()).item() / (n * (n - 1))  # mean over a ≠ b of g_a · g_b
+        return signal / sub.diagonal().mean().item()
+
+    n = len(gradients)
+    everything = torch.arange(n)
+    leave_one_out = np.array([estimate(everything[everything != i]) for i in range(n)])
+    return estimate(everything), jackknife_se(leave_one_out)
+
+
+def noise_turn_factor(snr: float, batches: int) -> float:
+    """How much averaging ``batches`` independent batch gradients shrinks a turn made by their noise.
+
+    A filter's turn on one batch, the angle between g_tol and g, is about |Δ⊥| / |g|, Δ the part the
+    dropped rows' noise adds. Averaging n batches divides |Δ|² by n, and |g|² = |E g|² + tr Σ / B by
+    1 + (n − 1) s (s = ``gradient_snr``): the noise part shrinks n-fold, the signal part does not. So
+    the angle shrinks by √((1/n) / ((s + (1 − s)/n))) = 1 / √(1 + (n − 1) s): like 1/√n only once
+    n·s ≫ 1, and hardly at all while n·s ≪ 1, where averaging shrinks the noise and the whole vector
+    alike. A small-angle, noise-only model: a turn that is partly bias shrinks less.
+    """
+    batches = check_int("batches", batches, minimum=1)
+    if not math.isfinite(snr) or not 0.0 <= snr <= 1.0:
+        raise ValueError(f"snr must be a share in [0, 1], got {snr!r}")
+    return 1.0 / math.sqrt(1.0 + (batches - 1) * snr)
+
+
+def flat_parameters(model) -> torch.Tensor:
+    """All of a model's parameters, detached, as one float vector: to compare where two runs ended."""
+    return torch.cat([p.detach().flatten().float() for p in model.parameters()])
 
 
 def sampled_divisor_weights(batch_size: int):

@@ -21,7 +21,7 @@ def group_centred(rewards, group_size):
 def test_advantage_filter_checker(capsys):
     right_answers = {
         "max != min": right_filter,
-        "std > 0": lambda r, g: (r.view(-1, g).std(dim=1) > 0).repeat_interleave(g),
+        "std > a tolerance": lambda r, g: (r.view(-1, g).std(dim=1) > 1e-6).repeat_interleave(g),
         "|A| > tol": lambda r, g: group_centred(r, g).abs() > 1e-6,
         "in float64": lambda r, g: group_centred(r.double(), g) != 0,
         "a list": lambda r, g: [len(set(group.tolist())) > 1 for group in r.view(-1, g) for _ in range(g)],
@@ -47,9 +47,16 @@ def test_advantage_filter_checker(capsys):
         "only the all-wrong groups": lambda r, g: (r.view(-1, g) > 0).any(dim=1).repeat_interleave(g),
         "tolerance is too wide": lambda r, g: (r.view(-1, g).var(dim=1) > 1e-3).repeat_interleave(g),
         "tolerance is too wide ": lambda r, g: group_centred(r, g).abs() > 0.1,
+        "up to 0.0167": lambda r, g: group_centred(r, g).abs() > 0.02,  # at the smallest |A| of the case
+        "up to 0.0333": lambda r, g: group_centred(r, g).abs() > 0.05,
         "raised": lambda r, g: 1 / 0,
         "return a mask": lambda r, g: group_centred(r, g),
     }
+    std_above_zero = lambda r, g: (r.view(-1, g).std(dim=1) > 0).repeat_interleave(g)  # noqa: E731
+    if torch.tensor([.9] * 8).view(1, -1).std(dim=1).item() > 0:  # float32 rounding, as on the CPU kernels tested
+        cases["you tested std > 0"] = std_above_zero
+    else:  # a build whose kernel gives exactly 0: there the answer is right on every case
+        assert check_advantage_filter(std_above_zero) is True
     for expected, wrong in cases.items():
         assert check_advantage_filter(wrong) is False, expected
         assert expected.strip() in capsys.readouterr().out, expected

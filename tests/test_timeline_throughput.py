@@ -340,3 +340,53 @@ def test_a_larger_bound_with_steady_times_adds_staleness_and_no_speed():
     assert span(one) == pytest.approx(span(two)) == pytest.approx(8.5)
     round_two = [e for e in two if e["phase"] == "generate"][2]
     assert round_two["start"] == pytest.approx(1.0) and round_two["version"] == 0
+
+def test_gradient_snr_separates_the_signal_from_each_batchs_own_noise():
+    from rlbook.throughput import gradient_snr
+
+    generator = torch.Generator().manual_seed(2)
+    signal = torch.zeros(4000)
+    signal[0] = 2.0  # |E g|² = 4
+    noise = [torch.randn(4000, generator=generator) * 0.05 for _ in range(30)]  # E|ε|² = 4000 · 0.0025 = 10
+    snr, se = gradient_snr([signal + n for n in noise])
+    assert abs(snr - 4 / 14) < 4 * se and se < 0.1  # |E g|² / (|E g|² + tr Σ / B)
+    naive = np.mean([(signal + n).norm().item() ** 2 for n in noise])
+    assert naive > 10  # |g_a|² counts the noise: the signal is read from pairs of different batches only
+    same, same_se = gradient_snr([signal.clone() for _ in range(5)])
+    assert same == pytest.approx(1.0) and same_se == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="at least 3"):
+        gradient_snr(noise[:2])
+
+
+def test_noise_turn_factor_is_one_over_root_n_only_when_the_signal_dominates():
+    from rlbook.throughput import noise_turn_factor
+
+    assert noise_turn_factor(1.0, 16) == pytest.approx(0.25)  # all signal: the noise's turn falls like 1/√n
+    assert noise_turn_factor(0.0, 16) == pytest.approx(1.0)  # all noise: averaging shrinks the turn and |g| alike
+    assert noise_turn_factor(0.1, 16) == pytest.approx(1 / math.sqrt(2.5))
+    assert noise_turn_factor(0.3, 1) == pytest.approx(1.0)
+    # the angle between two noisy vectors that share their noise, averaged over n batches, follows it
+    generator = torch.Generator().manual_seed(3)
+    signal = torch.zeros(20000)
+    signal[0] = 1.0
+    angles = {}
+    for n in (1, 16):
+        cosines = []
+        for _ in range(40):
+            noise = torch.randn(n, 20000, generator=generator).mul(0.02).mean(0)  # E|ε|² = 8 per batch, so s = 1/9
+            extra = torch.randn(n, 20000, generator=generator).mul(0.004).mean(0)  # what the filter's dropped rows add
+            g = signal + noise
+            cosines.append(torch.nn.functional.cosine_similarity(g, g + extra, dim=0).item())
+        angles[n] = math.acos(np.mean(cosines))
+    assert angles[16] / angles[1] == pytest.approx(noise_turn_factor(1 / 9, 16), rel=0.1)
+    with pytest.raises(ValueError, match="snr"):
+        noise_turn_factor(1.5, 4)
+
+
+def test_flat_parameters_lays_out_every_weight_once():
+    from rlbook.throughput import flat_parameters
+
+    model = torch.nn.Linear(3, 2)
+    flat = flat_parameters(model)
+    assert flat.shape == (8,) and not flat.requires_grad
+    assert torch.equal(flat, torch.cat([model.weight.detach().flatten(), model.bias.detach()]))

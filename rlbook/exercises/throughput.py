@@ -42,6 +42,10 @@ FILTER_CASES = [
     (torch.tensor([.9, .9, .9, 0., 1., 1., .45, .45, .45]), 3),
     # a group that varies only a little (|A| ≤ 0.033, variance 6e-4) still carries gradient: a wide tolerance drops it
     (torch.tensor([.5, .55, .5, 1., 1., 1., 0., 1., 0.]), 3),
+    # the lesson's G = 8 with partial credit: flat groups beside a varied one, and a batch of one flat group, whose
+    # float32 std, reduced as a single row, is 6e-8 rather than 0 (eight 0.9s, on the CPU kernels tested)
+    (torch.tensor([.9] * 8 + [.1] * 8 + [0., 1., 1., 0., 1., 0., 0., 0.]), 8),
+    (torch.tensor([.9] * 8), 8),
 ]
 
 
@@ -97,14 +101,26 @@ FILTER_MISTAKES = [
     (lambda r, g: (r.view(-1, g) > 0).any(dim=1).repeat_interleave(g),
      "you dropped only the all-wrong groups: an all-right group is flat too (every member's reward equals the mean, so "
      "A = 0) and teaches nothing either; drop every group whose rewards are all equal"),
-    (lambda r, g: (r - _group_mean(r, g)).abs() > 0.05,
-     "your tolerance is too wide: a group whose rewards differ a little (0.5, 0.55, 0.5) has small but non-zero "
-     "advantages and carries gradient; keep |A| > a tolerance near float rounding (1e-6), or test max != min"),
+    (lambda r, g: (r.view(-1, g).std(dim=1) > 0).repeat_interleave(g),
+     "you tested std > 0: the std of equal floats need not be 0 in float32 (eight 0.9s can give 6e-8), so a flat "
+     "partial-credit group survives; test max == min, or std > a small tolerance"),
     (lambda r, g: r - _group_mean(r, g) != 0, "you tested A != 0 exactly on floats: a flat group's computed mean can "
                                               "differ from its members by rounding (three 0.9s average to "
                                               "0.9 + 6e-8 in float32), so it survives; test max == min, or |A| > a "
                                               "small tolerance"),
 ]
+
+
+def _wide_tolerance(result, reference, rewards, group_size) -> str | None:
+    """Names a mask that is |A| > t for a t at or above the smallest non-zero |A|: any tolerance too wide."""
+    size = (rewards.double() - _group_mean(rewards.double(), group_size)).abs()  # float64: a flat group's |A| is 0
+    for tol in sorted(set(size[size > 1e-9].tolist())):
+        if torch.equal(result, size > tol):
+            return (f"your tolerance is too wide: you dropped completions with |A| up to {tol:.3g} "
+                    f"{_filter_where(rewards, group_size)}; a group whose rewards differ a little (0.5, 0.55, 0.5) has "
+                    "small but non-zero advantages and carries gradient; keep |A| > a tolerance near float rounding "
+                    "(1e-6), or test max != min")
+    return None
 
 
 def _filter_reference(rewards, group_size):
@@ -139,7 +155,7 @@ def _a_mask(result, reference, rewards, group_size) -> str | None:
 _KEPT = sum(int(_filter_reference(*case).sum()) for case in FILTER_CASES)
 check_advantage_filter = FunctionExercise(
     "check_advantage_filter", what="mask of the completions to keep", cases=lambda: FILTER_CASES,
-    reference=_filter_reference,
+    reference=_filter_reference, partial=_wide_tolerance,
     mistakes=lambda rewards, group_size: {index: (mistake(rewards, group_size), hint)
                                           for index, (mistake, hint) in enumerate(FILTER_MISTAKES)},
     label=_filter_where, prepare=_as_mask, checks=(_one_verdict_per_completion, _a_mask),
