@@ -371,8 +371,24 @@ def test_the_bytes_checker_takes_numpy_numbers(capsys):
 
     assert check_bytes_per_parameter(
         lambda w, g, m: tuple(np.int64(b) for b in exercise.reference_bytes_breakdown(w, g, m))) is True
-    assert check_bytes_per_parameter(lambda w, g, m: np.array([w, g, 8.0])) is False  # an array is not three parts
+    assert check_bytes_per_parameter(lambda w, g, m: np.array(exercise.reference_bytes_breakdown(w, g, m))) is True
+    assert check_bytes_per_parameter(lambda w, g, m: [float(b) for b in exercise.reference_bytes_breakdown(w, g, m)])
+    assert check_bytes_per_parameter(lambda w, g, m: np.zeros((3, 1))) is False  # not three numbers
     assert "three parts" in capsys.readouterr().out
+
+
+def test_the_bytes_checker_names_a_mistake_from_every_case_not_the_first_alone(capsys):
+    # bf16 alone cannot tell a missing moment (m + 4 = 8) from a missing master copy (2m = 8); fp32 can (4 vs 8)
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, m + (4 if w < 4 else 0))) is False
+    out = capsys.readouterr().out
+    assert "moments (m and v) is missing" in out and "master copy is missing" not in out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m)) is False
+    assert "master copy is missing" in capsys.readouterr().out
+    # Megatron's fp16 accounting, 2 + 2 + 16: an fp32 copy of the gradient beside the bf16 one
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + (4 if w < 4 else 0) + (4 if g < 4 else 0))) is False
+    assert "Megatron's fp16 accounting" in capsys.readouterr().out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + 4)) is False
+    assert "fp32 weights are their own master copy" in capsys.readouterr().out
 
 
 def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
