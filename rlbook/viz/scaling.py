@@ -95,7 +95,8 @@ def plot_paired_gains(rows, *, bar_se: float = 3.0, z: float = 1.96, recipe=None
     ax.set_xticks(range(len(labels)), labels, fontsize=8, rotation=30, ha="right")
     ax.set_ylabel(f"gain in held-out pass@1\n(paired, ± {z:g} SE)")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the legend above the intervals
+    ax.legend(fontsize=8, loc="best")
     if title:
         ax.set_title(title, fontsize=10)
     return ax
