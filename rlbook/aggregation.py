@@ -43,6 +43,7 @@ __all__ = [
     "VERL_LOSS_AGG_MODES",
     "token_weights",
     "aggregate",
+    "global_token_mean",
     "masked_mean",
     "response_mask",
 ]
@@ -135,6 +136,34 @@ def aggregate(per_token_loss, mask, mode: str = "seq_mean_token_mean", *, max_le
     as_float_tensor("per_token_loss", kept)  # finiteness of the tokens that count
     return (weights * kept).sum()
 
+
+
+def global_token_mean(total_tokens, shards: int):
+    """A ``weights_fn`` for ``aggregate`` (and ``policy_loss(token_weights_fn=...)``): DAPO's token mean kept
+    exact when the batch is split into ``shards`` pieces whose losses are then averaged.
+
+    Data parallelism averages the ranks' gradients (DistributedDataParallel), and gradient accumulation over
+    k micro-batches divides each micro-batch's loss by k: either way the step's loss is the mean of the
+    pieces' losses. A token mean taken inside each piece, Σ_piece ℓ / |tokens in piece|, then gives a token
+    of a piece with few tokens more weight than one of a crowded piece: the mean of the pieces' token means
+    is not the batch's token mean (Yu et al. 2025, arXiv:2503.14476, §3.3). The fix divides every piece's
+    token sum by the *whole* batch's token count over the number of pieces, w = ``shards`` / ``total_tokens``,
+    so that the mean over the pieces weighs every token 1 / ``total_tokens`` (TRL's ``loss_type="dapo"`` /
+    ``"cispo"``: ``num_items_in_batch / num_processes``; verl's ``agg_loss``: the global batch's token count
+    × ``dp_size``). ``total_tokens``: the response tokens of the whole batch, gathered from every piece.
+    Only ``mode="token_mean"`` is accepted: the per-sequence modes need no global count when every piece
+    holds the same number of sequences.
+    """
+    total_tokens = check_positive("total_tokens", float(total_tokens))
+    if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
+        raise ValueError(f"shards must be a positive int, got {shards!r}")
+
+    def weights(mask, mode, max_len):
+        if mode != "token_mean":
+            raise ValueError(f"global_token_mean is a weights_fn for mode 'token_mean', got mode {mode!r}")
+        return response_mask(mask) * (shards / total_tokens)
+
+    return weights
 
 def response_mask(mask, *, name: str = "mask") -> torch.Tensor:
     """Check and return a (B, T) 0/1 float mask that selects at least one token."""

@@ -17,8 +17,9 @@ Lesson 21. Three pieces, each checkable:
   ``transformers`` class on the meta device (no memory, no download).
 
 Where rlbook and TRL use different conventions for the same knob, the mapping converts and says so in a
-comment: CISPO's cap (rlbook caps the ratio at 1 + ε_high; TRL clamps at ``epsilon_high`` itself) and
-GRPO's σ (TRL always uses Bessel's n − 1, rlbook's ``unbiased_std`` chooses).
+comment and ``trl_convention_changes(config)`` lists what it changed: CISPO's cap (rlbook caps the ratio at
+1 + ε_high; TRL clamps at ``epsilon_high`` itself), GRPO's σ (TRL always uses Bessel's n − 1, rlbook's
+``unbiased_std`` chooses) and the KL gradient.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", 
            "gated_mlp_activation_coefficient", "generation_waves", "gpus_needed", "kv_bytes_per_token",
            "logits_bytes", "measure_step_memory", "memory_total", "optimizer_bytes_per_parameter",
            "paired_ratio_change", "parameters_of_shape", "problem_clusters", "recording", "right_and_wrong_replies",
-           "sampler_logprob_mismatch", "train_with_trl", "training_memory", "trl_grpo_config", "trl_policy_loss",
+           "sampler_logprob_mismatch", "train_with_trl", "training_memory", "trl_convention_changes", "trl_grpo_config",
+           "trl_policy_loss",
            "trl_sampler_rewards", "verl_overrides"]
 
 # TRL's ``loss_type`` for each (variant, aggregation) rlbook can hand over.
@@ -180,6 +182,42 @@ def trl_grpo_config(config: OnlineConfig, *, num_processes: int = 1) -> dict:
         kwargs.update(epsilon=settings["eps_low"], epsilon_high=settings["eps_high"])
     return kwargs
 
+
+
+def trl_convention_changes(config: OnlineConfig) -> list[str]:
+    """What ``trl_grpo_config(config)`` converts rather than copies, one line each: the changes a port makes.
+
+    * CISPO's cap: rlbook caps the weight at 1 + ε_high (MiniMax-M1, arXiv:2506.13585, eqs. 4–5); TRL's
+      ``epsilon_high`` is the cap itself (ScaleRL's ε_max, Khatri et al. 2025, arXiv:2510.13786), so it is set
+      to 1 + ε_high.
+    * GRPO's σ: TRL divides by the group's Bessel σ (n − 1); with ``unbiased_std=False`` rlbook divides by the
+      population σ, and TRL cannot, so every advantage is multiplied by √((n − 1)/n). Alone that rescales the
+      loss (Adam nearly ignores it); beside a KL term or entropy bonus it shifts their weight against the
+      policy gradient by √(n/(n − 1)), a different algorithm, and the line says so.
+    * The KL gradient: TRL's default ``use_bias_correction_kl=True`` weights k3 by a differentiable π_θ/π_old,
+      whose expected gradient is the reverse KL's; the mapping turns it off (rlbook's ∇k3).
+
+    Empty when the translation is word for word. Raises ``ValueError`` where ``trl_grpo_config`` would.
+    """
+    kwargs = trl_grpo_config(config)
+    settings = _loss_settings(config)
+    changes = []
+    if config.variant == "cispo":
+        changes.append(f"CISPO cap: rlbook's 1 + eps_high = {1.0 + settings['eps_high']:g} → "
+                       f"epsilon_high={kwargs['epsilon_high']!r} (TRL caps at epsilon_high itself)")
+    if config.advantage == "grpo" and not config.unbiased_std:
+        n = config.group_size
+        line = (f"σ: population → Bessel's (TRL has no population σ): advantages × √({n - 1}/{n}) = "
+                f"{math.sqrt((n - 1) / n):.3f}")
+        terms = [name for name, value in (("KL", config.kl_beta), ("entropy", config.entropy_coef)) if value > 0]
+        line += (f"; the {' and '.join(terms)} term weighs √({n}/{n - 1}) = {math.sqrt(n / (n - 1)):.3f} × more "
+                 "against the policy gradient: set unbiased_std=True for the same algorithm" if terms
+                 else "; a rescale of the loss, no other term")
+        changes.append(line)
+    if config.kl_beta > 0:
+        changes.append("KL gradient: use_bias_correction_kl=False (TRL's default weights k3 by π_θ/π_old, "
+                       "the reverse KL's gradient)")
+    return changes
 
 # rlbook's variants as verl's ``actor.policy_loss.loss_mode`` (registered in verl's
 # ``verl/trainer/ppo/core_algos.py`` with ``@register_policy_loss``): "vanilla" is PPO's clipped surrogate,
@@ -1018,12 +1056,16 @@ def _rss_kib(field: str) -> int:
 
 def _step_memory_worker(model_name, task_name, task_kwargs, config, device):
     import time
+    import warnings
 
     from rlbook.models import load_model
     from rlbook.tasks import get_task
     from rlbook.trainers import OnlineTrainer
 
     torch.set_num_threads(1)
+    # a fresh interpreter does not inherit the caller's warning filters: silence the one deprecation notice
+    # transformers prints when ``is_gradient_checkpointing`` is read, so that the caller's stderr stays clean
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     task = get_task(task_name, **task_kwargs)
     on_cuda = str(device).startswith("cuda")
     before = torch.cuda.memory_allocated() if on_cuda else _rss_kib("VmRSS") * 1024

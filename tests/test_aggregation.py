@@ -10,6 +10,7 @@ from rlbook.aggregation import (
     TRL_LOSS_TYPES,
     VERL_LOSS_AGG_MODES,
     aggregate,
+    global_token_mean,
     masked_mean,
     token_weights,
 )
@@ -109,3 +110,25 @@ def test_own_weights_fn_replaces_token_weights_and_never_weights_padding():
     assert everywhere.item() == 1.0 + 2.0 + 3.0
     with pytest.raises(ValueError, match="weights_fn must return"):
         aggregate(loss, mask, "token_mean", weights_fn=lambda m, md, L: 1.0)
+
+
+def test_a_token_mean_per_piece_is_not_the_batch_token_mean_and_the_global_count_restores_it():
+    # two pieces (ranks or micro-batches) of two responses each: 2 + 1 tokens, then 4 + 4
+    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.float64)
+    loss = torch.tensor([[1.0, 2.0, 0, 0], [3.0, 0, 0, 0], [0.5] * 4, [1.5] * 4], dtype=torch.float64)
+    whole = aggregate(loss, mask, "token_mean")
+    pieces = (slice(0, 2), slice(2, 4))
+    per_piece = sum(aggregate(loss[p], mask[p], "token_mean") for p in pieces) / 2  # DDP's mean of the pieces
+    assert whole.item() == pytest.approx(14 / 11)
+    assert per_piece.item() == pytest.approx((6 / 3 + 8 / 8) / 2)  # 1.5: the 3-token piece weighs 8/3 × more
+    fixed = global_token_mean(mask.sum(), 2)
+    restored = sum(aggregate(loss[p], mask[p], "token_mean", weights_fn=fixed) for p in pieces) / 2
+    assert restored.item() == pytest.approx(whole.item())
+    # the per-sequence mode needs no global count when the pieces hold equal numbers of sequences
+    assert (sum(aggregate(loss[p], mask[p]) for p in pieces) / 2).item() == pytest.approx(aggregate(loss, mask).item())
+    with pytest.raises(ValueError, match="token_mean"):
+        aggregate(loss, mask, "seq_mean_token_mean", weights_fn=fixed)
+    with pytest.raises(ValueError, match="shards"):
+        global_token_mean(11, 0)
+    with pytest.raises(ValueError, match="total_tokens"):
+        global_token_mean(0, 2)

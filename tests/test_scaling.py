@@ -81,6 +81,23 @@ def test_verl_refuses_an_entropy_bonus_or_dual_clip_it_would_compute_differently
         scaling.verl_overrides(preset("gspo", dual_clip=2.0))
 
 
+
+def test_convention_changes_name_what_the_translation_converts_and_when_it_changes_the_algorithm():
+    grpo = scaling.trl_convention_changes(preset("grpo"))  # β = 0.04 and the population σ
+    assert any("σ: population → Bessel" in line and "KL term weighs √(8/7) = 1.069" in line for line in grpo)
+    assert any("use_bias_correction_kl=False" in line for line in grpo)
+    gspo = scaling.trl_convention_changes(preset("gspo"))  # no KL, no entropy: only a rescale
+    assert len(gspo) == 1 and "a rescale of the loss" in gspo[0] and "√(7/8) = 0.935" in gspo[0]
+    assert any("entropy term" in line for line in scaling.trl_convention_changes(
+        preset("grpo", kl_beta=0.0, entropy_coef=0.01)))
+    cispo = scaling.trl_convention_changes(preset("cispo"))
+    assert any("epsilon_high=5.0" in line for line in cispo)
+    # the lesson's recipe (Bessel's σ, no KL) is a word-for-word translation; dr_grpo does not scale by σ
+    assert scaling.trl_convention_changes(preset("grpo", kl_beta=0.0, unbiased_std=True)) == []
+    assert scaling.trl_convention_changes(preset("dr_grpo")) == []
+    with pytest.raises(ValueError, match="dynamic_sampling"):  # refused where the translation is
+        scaling.trl_convention_changes(preset("grpo", dynamic_sampling=True))
+
 @pytest.mark.filterwarnings("ignore:kl_placement='reward'")  # a non-k1 estimator in the reward, on purpose
 def test_settings_trl_cannot_express_are_refused_by_name():
     for overrides, field in ((dict(dual_clip=1.1), "dual_clip"), (dict(cov_control="clip_cov"), "cov_control"),
@@ -354,8 +371,24 @@ def test_the_bytes_checker_takes_numpy_numbers(capsys):
 
     assert check_bytes_per_parameter(
         lambda w, g, m: tuple(np.int64(b) for b in exercise.reference_bytes_breakdown(w, g, m))) is True
-    assert check_bytes_per_parameter(lambda w, g, m: np.array([w, g, 8.0])) is False  # an array is not three parts
+    assert check_bytes_per_parameter(lambda w, g, m: np.array(exercise.reference_bytes_breakdown(w, g, m))) is True
+    assert check_bytes_per_parameter(lambda w, g, m: [float(b) for b in exercise.reference_bytes_breakdown(w, g, m)])
+    assert check_bytes_per_parameter(lambda w, g, m: np.zeros((3, 1))) is False  # not three numbers
     assert "three parts" in capsys.readouterr().out
+
+
+def test_the_bytes_checker_names_a_mistake_from_every_case_not_the_first_alone(capsys):
+    # bf16 alone cannot tell a missing moment (m + 4 = 8) from a missing master copy (2m = 8); fp32 can (4 vs 8)
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, m + (4 if w < 4 else 0))) is False
+    out = capsys.readouterr().out
+    assert "moments (m and v) is missing" in out and "master copy is missing" not in out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m)) is False
+    assert "master copy is missing" in capsys.readouterr().out
+    # Megatron's fp16 accounting, 2 + 2 + 16: an fp32 copy of the gradient beside the bf16 one
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + (4 if w < 4 else 0) + (4 if g < 4 else 0))) is False
+    assert "Megatron's fp16 accounting" in capsys.readouterr().out
+    assert check_bytes_per_parameter(lambda w, g, m: (w, g, 2 * m + 4)) is False
+    assert "fp32 weights are their own master copy" in capsys.readouterr().out
 
 
 def test_fp32_full_fine_tuning_is_sixteen_bytes_and_the_checker_accepts_it(capsys):
@@ -584,6 +617,21 @@ def test_held_out_evidence_figure_draws_each_run_with_its_interval():
     plt.close("all")
 
 
+
+def test_paired_gains_figure_marks_each_runs_bar_at_three_of_its_standard_errors():
+    import matplotlib.pyplot as plt
+
+    rows = [("rlbook seed 1", "rlbook", 0.27, 0.04), ("TRL seed 1", "TRL", 0.10, 0.03)]
+    ax = scaling_viz.plot_paired_gains(rows, recipe=("rlbook, mean of seeds", 0.2, 0.05, 0.35))
+    bars = [line for line in ax.get_lines() if len(line.get_ydata()) == 2 and line.get_linewidth() == 2]
+    assert [tuple(line.get_ydata()) for line in bars] == [(0.12, 0.12), (0.09, 0.09)]  # 3 × SE, not the gain
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["rlbook seed 1", "TRL seed 1", "rlbook, mean of seeds"]
+    with pytest.raises(ValueError, match="rows"):
+        scaling_viz.plot_paired_gains([("a", "rlbook", 0.1)])
+    with pytest.raises(ValueError, match="recipe"):
+        scaling_viz.plot_paired_gains(rows, recipe=(0.2, 0.05, 0.35))
+    plt.close("all")
+
 LLAMA_70B = scaling.HUB_SHAPES["meta-llama/Llama-3.1-70B"]
 ROLLOUT_4K = dict(sequences=256, tokens_per_sequence=4096)
 
@@ -681,6 +729,7 @@ def test_engine_curves_give_each_seed_of_an_engine_its_own_line_style():
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert len({lines[f"rlbook, seed {s}"].get_linestyle() for s in (1, 2, 3)}) == 3
     assert lines["TRL, seed 1"].get_color() != lines["rlbook, seed 1"].get_color()
+    assert all(float(tick).is_integer() for tick in ax.get_xticks())  # training steps are whole numbers
     plt.close("all")
 
 

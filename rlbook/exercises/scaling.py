@@ -8,7 +8,8 @@ arXiv:1710.03740) generalised: the weight at ``weight_bytes``, the gradient at `
 moments at ``moment_bytes`` each (4: fp32; 1: 8-bit Adam, Dettmers et al. 2022, arXiv:2110.02861) and,
 below fp32 weights, an fp32 master copy (4). The checker asks for bf16 mixed precision (2, 2, 12), fp32
 (4, 4, 8: the weights are their own master copy), bf16 weights with fp32 gradients (Megatron-LM's
-``accumulate_allreduce_grads_in_fp32``: 2, 4, 12) and 8-bit Adam (2, 2, 6), and names the likely mistake.
+``accumulate_allreduce_grads_in_fp32``: 2, 4, 12) and 8-bit Adam (2, 2, 6), and names the likely mistake from the answers to all four (one case alone
+cannot tell a missing moment from a missing master copy in bf16; fp32 can).
 The lesson prints the first two; the last two need the rule, not the numbers.
 
 The planning exercise: the reader writes ``my_run_gib(lora) -> (states GiB, pool GiB, GPUs, waves)`` for a
@@ -64,56 +65,92 @@ BYTES_CASES = {
 }
 
 
-def _bytes_hint(case, answer) -> str | None:
-    """The likely mistake behind a wrong ``answer`` (weight, gradient, optimizer) for one of ``BYTES_CASES``."""
+def _master_bytes(weight_bytes: int) -> int:
+    return 4 if weight_bytes < 4 else 0
+
+
+# Wrong rules for the optimizer's bytes, each a function of (weight_bytes, gradient_bytes, moment_bytes), with
+# what it gets wrong. A rule is named only when it reproduces the reader's optimizer bytes on every case of
+# BYTES_CASES: one case alone cannot tell "one moment missing" (2 + 2 + 8 in bf16) from "no master copy" (also 8);
+# fp32 can (4 against 8).
+_OPTIMIZER_MISTAKES = (
+    (lambda w, g, m: 2 * m,
+     "the fp32 master copy is missing: below fp32 the optimizer keeps 4 bytes of fp32 weights to update"),
+    (lambda w, g, m: 2 * m + 4,
+     "an fp32 master copy beside fp32 weights: fp32 weights are their own master copy"),
+    (lambda w, g, m: m + _master_bytes(w),
+     "one of Adam's two moments (m and v) is missing"),
+    (lambda w, g, m: 8 + _master_bytes(w),
+     "Adam's two moments at moment_bytes each (8-bit Adam quantises them), not 4"),
+    (lambda w, g, m: 2 * m + m * _master_bytes(w) // 4,
+     "the master copy quantised too: 8-bit Adam quantises only the moments; the master copy stays fp32"),
+    (lambda w, g, m: optimizer_bytes_per_parameter(w, moment_bytes=m) + (4 if g < 4 else 0),
+     "an fp32 copy of the gradient beside the low-precision one (Megatron's fp16 accounting, 2 + 2 + 16); "
+     "this exercise counts the gradient once, at gradient_bytes"),
+    (lambda w, g, m: optimizer_bytes_per_parameter(w, moment_bytes=m) + g,
+     "a copy of the gradient counted among the optimizer's states: it is counted once, as the gradient"),
+)
+
+
+def _bytes_hint(case, answer, answers=None) -> str | None:
+    """The likely mistake behind a wrong ``answer`` (weight, gradient, optimizer) for one of ``BYTES_CASES``.
+
+    ``answers``: the reader's answer on every case (case → answer), when known. An optimizer mistake whose rule
+    matches the reader's optimizer bytes on all of them is named first; failing that, one that matches ``case``."""
     weight_bytes, gradient_bytes, moment_bytes = case
     weight, gradient, optimizer = answer
-    right = reference_bytes_breakdown(*case)
     if weight != weight_bytes:
         return "the weight is held at weight_bytes" if weight else "the weights themselves also take memory"
     if gradient != gradient_bytes:
         if gradient == weight_bytes:
             return "the gradient has gradient_bytes, which need not be the weights' width"
         return "the gradient is held at gradient_bytes" if gradient else "the gradients also take memory"
-    if optimizer == right[2]:
+    if optimizer == reference_bytes_breakdown(*case)[2]:
         return None
-    master = 4 if weight_bytes < 4 else 0
-    if optimizer == 2 * moment_bytes and master:
-        return "the fp32 master copy is missing: below fp32 the optimizer keeps 4 bytes of fp32 weights to update"
-    if optimizer == 2 * moment_bytes + 4 and not master:
-        return "an fp32 master copy beside fp32 weights: fp32 weights are their own master copy"
-    if moment_bytes != 4 and optimizer == 8 + master:
-        return f"Adam's two moments at moment_bytes = {moment_bytes} each (8-bit Adam quantises them), not 4"
-    if moment_bytes != 4 and optimizer == 2 * moment_bytes + moment_bytes * (master // 4):
-        return "the master copy quantised too: 8-bit Adam quantises only the moments; the master copy stays fp32"
-    if optimizer == right[2] + gradient_bytes:
-        return "a copy of the gradient counted among the optimizer's states: it is counted once, as the gradient"
-    if optimizer == moment_bytes + master:
-        return "one of Adam's two moments (m and v) is missing"
+    # a rule that explains every answer first; else one that explains this case (two mistakes at once, e.g. 12
+    # copied for every precision: a master copy beside fp32 weights here, unscaled moments under 8-bit Adam)
+    for seen in (answers or {}), {case: answer}:
+        for rule, mistake in _OPTIMIZER_MISTAKES:
+            if seen and all(part[2] == rule(*known) for known, part in seen.items()):
+                return mistake.replace("moment_bytes each", f"moment_bytes = {moment_bytes} each")
     return None
+
+
+def _as_parts(answer):
+    """The reader's answer as a tuple of three plain numbers, or None when it is not three real numbers."""
+    if hasattr(answer, "tolist") and not isinstance(answer, (tuple, list)):  # a NumPy array or a tensor
+        answer = answer.tolist()
+    if (not isinstance(answer, (tuple, list)) or len(answer) != 3
+            or not all(isinstance(part, numbers.Real) and not isinstance(part, bool) for part in answer)):
+        return None
+    # NumPy's numbers are numbers too; shown as plain ints (or floats) in the verdict
+    return tuple(int(part) if float(part).is_integer() else float(part) for part in answer)
 
 
 def check_bytes_per_parameter(fn) -> bool | None:
     """Check ``fn(weight_bytes, gradient_bytes, moment_bytes) -> (weight, gradient, optimizer)``, the bytes one
     parameter trained with Adam costs, on ``BYTES_CASES``: bf16 mixed precision, fp32, fp32 gradients beside
-    bf16 weights, and 8-bit Adam. Prints a verdict naming the likely mistake in the first case it gets wrong
-    (the master copy missing or counted for fp32 weights, the moments not at ``moment_bytes``, the master copy
-    quantised, ...); returns True / False, or None when ``fn`` is None or raises NotImplementedError."""
+    bf16 weights, and 8-bit Adam. Any sequence or array of three real numbers is an answer. Every case is run
+    before the verdict, which reports the first case ``fn`` gets wrong and names the likely mistake from all of
+    them (the master copy missing or counted for fp32 weights, one moment missing, the moments not at
+    ``moment_bytes``, the master copy quantised, a second gradient copy, ...); returns True / False, or None
+    when ``fn`` is None or raises NotImplementedError."""
     if _not_attempted(fn, "bytes-per-parameter function"):
         return None
-    for case, name in BYTES_CASES.items():
+    answers = {}
+    for case in BYTES_CASES:
         answer, error = _run(fn, *case)
         if error:
             return _failed(error)
-        if (not isinstance(answer, (tuple, list)) or len(answer) != 3
-                or not all(isinstance(part, numbers.Real) and not isinstance(part, bool) for part in answer)):
+        parts = _as_parts(answer)
+        if parts is None:
             return _verdict(False, "", f"return the three parts (weight, gradient, optimizer) in bytes, not "
                                        f"{answer!r} for {case}")
-        # NumPy's numbers are numbers too; shown as plain ints (or floats) in the verdict
-        answer = tuple(int(part) if float(part).is_integer() else float(part) for part in answer)
-        right = reference_bytes_breakdown(*case)
+        answers[case] = parts
+    for case, name in BYTES_CASES.items():
+        answer, right = answers[case], reference_bytes_breakdown(*case)
         if answer != right:
-            hint = _bytes_hint(case, answer)
+            hint = _bytes_hint(case, answer, answers)
             if hint is None and sum(answer) == sum(right):
                 hint = "the total is right, the split is not: weight, gradient, then everything the optimizer keeps"
             return _verdict(False, "", f"{name}, (weight_bytes, gradient_bytes, moment_bytes) = {case}: expected "

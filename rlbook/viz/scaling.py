@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from rlbook._figures import panel_grid
 from rlbook.scaling import (HUB_SHAPES, MEMORY_ROLES, gated_mlp_activation_coefficient, generation_waves, gpus_needed,
@@ -27,6 +28,7 @@ def plot_engine_curves(frame, *, metric: str = "pass@1", ax=None):
         ax.plot(run["step"], run[metric], marker=markers[rank % 4], markersize=4,
                 color=ENGINE_COLOURS.get(engine, "grey"), linestyle=styles[rank % 4], label=f"{engine}, seed {seed}")
     ax.set_xlabel("training step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel(f"held-out {metric}")
     ax.set_title("The same GRPO + LoRA recipe through rlbook and TRL")
     ax.legend(fontsize=8)
@@ -61,6 +63,43 @@ def plot_held_out_evidence(rows, *, k: int, title: str | None = None, z: float =
     fig.tight_layout()
     return axes
 
+
+
+def plot_paired_gains(rows, *, bar_se: float = 3.0, z: float = 1.96, recipe=None, title: str | None = None, ax=None):
+    """Each run's paired gain over the base model with its z·SE interval, and the bar a claim holds it to.
+
+    ``rows``: a list of ``(label, engine, gain, SE of gain)``, the gain paired by prompt against one base
+    measurement (so its SE is the paired one, smaller than either run's own). A short black dash marks
+    ``bar_se`` × SE on each run: a gain above its dash clears the bar (the claim "gain > 3 SE" when bar_se = 3).
+    ``recipe``: an optional ``(label, mean, low, high)``, e.g. ``evidence.seed_mean_interval`` over the seeds,
+    drawn last as a hollow point with its interval. A dotted line marks no gain. Returns the axis."""
+    rows = list(rows)
+    if not rows or any(len(row) != 4 for row in rows):
+        raise ValueError("rows must be a non-empty list of (label, engine, gain, SE of gain)")
+    if recipe is not None and len(recipe) != 4:
+        raise ValueError(f"recipe must be (label, mean, low, high), got {recipe!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.4))
+    for i, (_, engine, gain, se) in enumerate(rows):
+        colour = ENGINE_COLOURS.get(engine, "grey")
+        ax.errorbar(i, gain, yerr=z * se, fmt="o", color=colour, capsize=4, markersize=5)
+        ax.plot([i - 0.25, i + 0.25], [bar_se * se] * 2, color="black", linewidth=2,
+                label=f"{bar_se:g} SE of that gain (the bar)" if i == 0 else None)
+    labels = [row[0] for row in rows]
+    if recipe is not None:
+        label, mean, low, high = recipe
+        ax.errorbar(len(rows), mean, yerr=[[mean - low], [high - mean]], fmt="o", mfc="white",
+                    color=ENGINE_COLOURS["rlbook"], capsize=4, markersize=6)
+        labels.append(label)
+    ax.axhline(0, color="black", linestyle=":", linewidth=1)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8, rotation=30, ha="right")
+    ax.set_ylabel(f"gain in held-out pass@1\n(paired, ± {z:g} SE)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the legend above the intervals
+    ax.legend(fontsize=8, loc="best")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
 
 def plot_training_memory(table, *, gpu_gib: float = 80.0, title: str | None = None, ax=None,
                          ylabel: str = "GiB (every role on one device)"):
