@@ -327,8 +327,8 @@ def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(
 def review_readout(replies) -> dict:
     """What a policy's review replies (``sample_replies``' review rows) are like, beyond their mean gold reward.
 
-    ``replies``: the share that ``parsed`` as reviews; ``gold`` (mean, unparsable = ``UNPARSABLE``) and
-    ``gold of parsed``; ``clauses``, the share of parsed reviews with 1, 2, … clauses, and ``mean clauses``
+    ``replies``: the share that ``parsed`` as reviews; ``gold`` (mean, unparsable = ``UNPARSABLE``), its
+    ``gold SE`` clustered by request (as ``stage_report``'s: NaN with one distinct request) and ``gold of parsed``; ``clauses``, the share of parsed reviews with 1, 2, … clauses, and ``mean clauses``
     (the gold reward pays up to ``MAX_CLAUSES`` distinct positive ones, ``rlbook.tasks.reviews``);
     ``distinct``, the mean over requests of (distinct replies / replies), a collapse onto one reply
     giving 1 / replies. With ``rm score`` in the rows (``sample_replies(reward_model=...)``): ``rm score``
@@ -350,6 +350,7 @@ def review_readout(replies) -> dict:
         by_request.setdefault(r["request"], []).append(r["reply"])
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
     out = {"replies": len(rows), "parsed": len(parsed) / len(rows), "gold": mean([r["gold"] for r in rows]),
+           "gold SE": _by_prompt_se([r["gold"] for r in rows], [r["request"] for r in rows]),
            "gold of parsed": mean([r["gold"] for r in parsed]),
            "clauses": {c: counts.count(c) / len(counts) for c in sorted(set(counts))},
            "mean clauses": mean(counts),

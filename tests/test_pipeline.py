@@ -529,6 +529,11 @@ def test_sample_replies_with_reward_model_and_review_readout(tiny):
     assert cut["rm of uncut unparsed"] == 3.0  # the unparsed reply that was not cut off (rm 3), not the cut one (rm 1)
     assert cut["garbled"] == 0.25 and cut["parsed"] + cut["cut"] + cut["garbled"] == 1.0  # the third reply: no review, not cut
     assert "rm of uncut unparsed" not in out
+    assert out["gold SE"] != out["gold SE"]  # NaN: one request, one cluster
+    two = pl.review_readout([{**r, "request": "Review Ran." if i % 2 else "Review Dune."} for i, r in enumerate(rows)])
+    # requests Dune (gold 1, −3) and Ran (0, −3): the SE clustered by request (rlbook.evidence.clustered_se)
+    from rlbook.evidence import clustered_se
+    assert two["gold SE"] == pytest.approx(clustered_se([1.0, 0.0, -3.0, -3.0], ["D", "R", "D", "R"]))
     with pytest.raises(ValueError):
         pl.review_readout([])
 
@@ -584,7 +589,14 @@ def test_stage4_widget_responds():
 
     trajectory = _trajectory()
     axes = pl_viz.plot_stage4_step(trajectory, 5, kl=[0.0, 0.01, 0.03])
-    assert len(axes[2].figure.axes) == 5  # three panels and two right axes (reward model, KL)
+    assert len(axes[3].figure.axes) == 5  # four panels (gold and the reward model apart) and the KL's right axis
+    assert not axes[1].collections  # no band without a gold SE
+    with_se = trajectory.assign(**{"gold SE": [0.1, 0.2, 0.1]})
+    axes = pl_viz.plot_stage4_step(with_se, 5, multiplier=2.78)
+    band = axes[1].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.max() == pytest.approx(max(g + 2.78 * e for g, e in zip(with_se["gold"], with_se["gold SE"])))
+    with pytest.raises(ValueError, match="multiplier"):
+        pl_viz.plot_stage4_step(trajectory, 5, multiplier=0)
     assert [p.get_height() for p in axes[0].patches][3:] == [0.6, 0.0, 0.4]  # step 5's bars after step 0's
     assert "step 5" in axes[0].get_title()
     with pytest.raises(ValueError, match="step must be one of"):
@@ -593,6 +605,10 @@ def test_stage4_widget_responds():
         pl_viz.plot_stage4_step(trajectory.drop(columns="garbled"), 5)
     recorder = _drive(pl_viz.stage4_widget(trajectory, kl=[0.0, 0.01]))  # the step slider must change the figure
     assert len(recorder.fingerprints) == 2
+    recorder = _drive(pl_viz.stage4_widget(trajectory, replies={0: "first", 5: "middle", 10: "last"}))
+    assert len(recorder.fingerprints) == 2
+    with pytest.raises(ValueError, match="one entry per step"):
+        pl_viz.stage4_widget(trajectory, replies={0: "a"})
     with pytest.raises(ValueError, match="two steps"):
         pl_viz.stage4_widget(trajectory.loc[[0]])
     plt.close("all")
