@@ -392,6 +392,17 @@ def review_trajectory(readouts: dict):
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("step")
 
 
+def _scored(reward_model, prompts, texts) -> dict:
+    """Probe reviews ``texts`` (two or more), each after one of ``prompts`` in turn: their mean length
+    ``chars``, mean ``gold`` reward, and the reward model's mean ``rm score`` with its ``rm SE`` (sd / √n:
+    each review drawn independently)."""
+    n = len(texts)
+    scores = reward_model.score([prompts[i % len(prompts)] for i in range(n)], texts).tolist()
+    mu = sum(scores) / n
+    sd = (sum((x - mu) ** 2 for x in scores) / (n - 1)) ** 0.5
+    return {"chars": sum(map(len, texts)) / n, "gold": sum(map(gold_reward, texts)) / n, "rm score": mu, "rm SE": sd / n ** 0.5}
+
+
 def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 16, seed: int = 0) -> list[dict]:
     """The reward model's score of reviews built to be as good as the gold reward allows at each length.
 
@@ -417,11 +428,7 @@ def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 
     for c in counts:
         texts = [", ".join(f"the {a} was {j}" for a, j in zip(rng.sample(ASPECTS, c), rng.sample(POSITIVE, c))) + "."
                  for _ in range(per)]
-        scores = reward_model.score([prompts[i % len(prompts)] for i in range(per)], texts).tolist()
-        mu = sum(scores) / per
-        sd = (sum((x - mu) ** 2 for x in scores) / (per - 1)) ** 0.5
-        rows.append({"clauses": c, "chars": sum(map(len, texts)) / per, "gold": sum(map(gold_reward, texts)) / per,
-                     "rm score": mu, "rm SE": sd / per ** 0.5})
+        rows.append({"clauses": c, **_scored(reward_model, prompts, texts)})
     return rows
 
 
@@ -444,11 +451,7 @@ def sentiment_probe(reward_model, prompts, *, per: int = 16, seed: int = 0) -> l
     rows = []
     for name, adjectives in (("positive", POSITIVE), ("negative", NEGATIVE)):
         texts = [f"the {rng.choice(ASPECTS)} was {rng.choice(adjectives)}." for _ in range(per)]
-        scores = reward_model.score([prompts[i % len(prompts)] for i in range(per)], texts).tolist()
-        mu = sum(scores) / per
-        sd = (sum((x - mu) ** 2 for x in scores) / (per - 1)) ** 0.5
-        rows.append({"sentiment": name, "chars": sum(map(len, texts)) / per, "gold": sum(map(gold_reward, texts)) / per,
-                     "rm score": mu, "rm SE": sd / per ** 0.5})
+        rows.append({"sentiment": name, **_scored(reward_model, prompts, texts)})
     return rows
 
 
