@@ -194,8 +194,9 @@ def plot_stage4_step(trajectory, step: int, *, kl=None, axes=None, multiplier: f
                    label="KL to the reference (per token, training samples)")
         right.set_ylabel("KL (nats per token)", color="tab:green")
         more = right.get_legend_handles_labels()
-    # the legend beside the panel, off every trace (the KL spikes anywhere along the steps)
-    axes[3].legend(lines[0] + more[0], lines[1] + more[1], fontsize=9, loc="upper left", bbox_to_anchor=(1.18, 1.0))
+    # the legend under the panel, off every trace (the KL spikes anywhere along the steps) and off the right axis' label
+    axes[3].legend(lines[0] + more[0], lines[1] + more[1], fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                   ncol=2)
     for ax in axes[1:]:
         ax.axvline(int(step), color="tab:orange", lw=1.5, alpha=0.8)
         ax.grid(alpha=0.3)
