@@ -33,6 +33,10 @@ This module holds the pieces of that pipeline that are not already trainers of t
   the best reviews the gold reward allows at each number of clauses (its length bias, read off);
   ``gold_by_clauses``: the gold reward by clause count in a set of replies (what such a model could learn
   about length); ``fewer_clauses_wins``: the "shorter review wins" heuristic on preference pairs;
+  ``sentiment_probe``: the reward model on one-clause praise against one-clause criticism (what it reads
+  beyond length); ``clause_mix_split``: a change of the parsed reviews' mean gold split into a shift of
+  the clause-count mix and better reviews at a fixed count;
+* ``fresh_problems``: held-out problems disjoint from another held-out set (an out-of-sample check);
 * ``stage_report``: one row of the lesson's stage-by-stage table (held-out pass@1 / pass@k, length,
   format adherence, the review gold reward, with standard errors clustered by prompt) and ``save_stage``: a stage's policy, saved with
   ``save_pretrained`` so that ``rlbook.models.load_model(folder)`` loads it.
@@ -53,12 +57,12 @@ from rlbook._checks import check_choice, check_int, check_positive
 from rlbook.evidence import cluster_t_critical, clustered_se, paired_minimum_detectable_difference
 from rlbook.metrics import mean_pass_at_k
 from rlbook.rollout import prompt_text, sample
-from rlbook.tasks.reviews import ASPECTS, POSITIVE, UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
+from rlbook.tasks.reviews import ASPECTS, NEGATIVE, POSITIVE, UNPARSABLE, ReviewTask, gold_reward, parse_review, random_review
 from rlbook.tasks.verifiers import THINK_OPEN, is_well_formed
 
-__all__ = ["DOMAINS", "MixedReward", "clause_ladder", "cold_start_data", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
+__all__ = ["DOMAINS", "MixedReward", "clause_ladder", "clause_mix_split", "cold_start_data", "fresh_problems", "fewer_clauses_wins", "general_data", "gold_by_clauses", "gold_gain_split", "is_r1_formatted", "keep_first",
            "mixed_examples", "paired_change", "pair_kinds", "prefilled_report", "rejection_samples", "review_readout", "review_trajectory",
-           "sample_replies", "save_stage", "show_replies",
+           "sample_replies", "save_stage", "sentiment_probe", "show_replies",
            "solver_agreement", "solver_demonstrations", "solver_disagreement_kinds", "solver_disagreements", "stage_report", "t_multiplier"]
 
 DOMAINS = ("reasoning", "general")
@@ -323,8 +327,8 @@ def sample_replies(model, tokenizer, task=None, examples=(), *, review_prompts=(
 def review_readout(replies) -> dict:
     """What a policy's review replies (``sample_replies``' review rows) are like, beyond their mean gold reward.
 
-    ``replies``: the share that ``parsed`` as reviews; ``gold`` (mean, unparsable = ``UNPARSABLE``) and
-    ``gold of parsed``; ``clauses``, the share of parsed reviews with 1, 2, … clauses, and ``mean clauses``
+    ``replies``: the share that ``parsed`` as reviews; ``gold`` (mean, unparsable = ``UNPARSABLE``), its
+    ``gold SE`` clustered by request (as ``stage_report``'s: NaN with one distinct request) and ``gold of parsed``; ``clauses``, the share of parsed reviews with 1, 2, … clauses, and ``mean clauses``
     (the gold reward pays up to ``MAX_CLAUSES`` distinct positive ones, ``rlbook.tasks.reviews``);
     ``distinct``, the mean over requests of (distinct replies / replies), a collapse onto one reply
     giving 1 / replies. With ``rm score`` in the rows (``sample_replies(reward_model=...)``): ``rm score``
@@ -346,6 +350,7 @@ def review_readout(replies) -> dict:
         by_request.setdefault(r["request"], []).append(r["reply"])
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
     out = {"replies": len(rows), "parsed": len(parsed) / len(rows), "gold": mean([r["gold"] for r in rows]),
+           "gold SE": _by_prompt_se([r["gold"] for r in rows], [r["request"] for r in rows]),
            "gold of parsed": mean([r["gold"] for r in parsed]),
            "clauses": {c: counts.count(c) / len(counts) for c in sorted(set(counts))},
            "mean clauses": mean(counts),
@@ -387,6 +392,17 @@ def review_trajectory(readouts: dict):
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("step")
 
 
+def _scored(reward_model, prompts, texts) -> dict:
+    """Probe reviews ``texts`` (two or more), each after one of ``prompts`` in turn: their mean length
+    ``chars``, mean ``gold`` reward, and the reward model's mean ``rm score`` with its ``rm SE`` (sd / √n:
+    each review drawn independently)."""
+    n = len(texts)
+    scores = reward_model.score([prompts[i % len(prompts)] for i in range(n)], texts).tolist()
+    mu = sum(scores) / n
+    sd = (sum((x - mu) ** 2 for x in scores) / (n - 1)) ** 0.5
+    return {"chars": sum(map(len, texts)) / n, "gold": sum(map(gold_reward, texts)) / n, "rm score": mu, "rm SE": sd / n ** 0.5}
+
+
 def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 16, seed: int = 0) -> list[dict]:
     """The reward model's score of reviews built to be as good as the gold reward allows at each length.
 
@@ -412,12 +428,86 @@ def clause_ladder(reward_model, prompts, *, clauses=(1, 2, 3, 4, 5), per: int = 
     for c in counts:
         texts = [", ".join(f"the {a} was {j}" for a, j in zip(rng.sample(ASPECTS, c), rng.sample(POSITIVE, c))) + "."
                  for _ in range(per)]
-        scores = reward_model.score([prompts[i % len(prompts)] for i in range(per)], texts).tolist()
-        mu = sum(scores) / per
-        sd = (sum((x - mu) ** 2 for x in scores) / (per - 1)) ** 0.5
-        rows.append({"clauses": c, "chars": sum(map(len, texts)) / per, "gold": sum(map(gold_reward, texts)) / per,
-                     "rm score": mu, "rm SE": sd / per ** 0.5})
+        rows.append({"clauses": c, **_scored(reward_model, prompts, texts)})
     return rows
+
+
+def sentiment_probe(reward_model, prompts, *, per: int = 16, seed: int = 0) -> list[dict]:
+    """The reward model's score of one-clause reviews that praise against one-clause reviews that criticise.
+
+    ``per`` reviews "the ⟨aspect⟩ was ⟨adjective⟩." with a random aspect (``ASPECTS``) and a random
+    POSITIVE adjective, and ``per`` with a NEGATIVE one (``rlbook.tasks.reviews``), each after one of
+    ``prompts`` in turn. All have one clause and nearly the same number of characters, so a length
+    heuristic ("fewer clauses wins") cannot tell them apart, while the gold reward gives +1 and −1. One
+    dict per sentiment ("positive", "negative"): ``sentiment``, ``chars`` (mean length), ``gold`` (mean),
+    ``rm score`` (mean) and ``rm SE`` (sd / √per). A reward model that reads sentiment scores praise higher:
+    the probe ``clause_ladder`` (which holds every clause positive) cannot make.
+    """
+    check_int("per", per, minimum=2)
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts must hold at least one review request")
+    rng = random.Random(seed)
+    rows = []
+    for name, adjectives in (("positive", POSITIVE), ("negative", NEGATIVE)):
+        texts = [f"the {rng.choice(ASPECTS)} was {rng.choice(adjectives)}." for _ in range(per)]
+        rows.append({"sentiment": name, **_scored(reward_model, prompts, texts)})
+    return rows
+
+
+def clause_mix_split(before_replies, after_replies) -> dict:
+    """Split the change of the parsed reviews' mean gold between two policies into length and content.
+
+    ``before_replies``, ``after_replies``: review texts (or ``sample_replies``' rows); the ones that parse
+    are grouped by their number of clauses c, with shares m_c and mean gold g_c. The parsed mean is
+    Σ_c m_c·g_c, and its change splits exactly (direct standardisation: the later mix at the earlier
+    quality, Kitagawa 1955, "Components of a difference between two rates", JASA 50(272)):
+
+        Σ m₁g₁ − Σ m₀g₀ = [Σ m₁g₀ − Σ m₀g₀]  +  [Σ m₁(g₁ − g₀)]
+                            ``length``             ``content``
+
+    ``length``: what the shift of the clause-count mix alone would give at the earlier reviews' gold per
+    count; ``content``: better (or worse) reviews at the same count, weighted by the later mix. This order
+    needs every count of the later replies among the earlier ones (a ValueError names any that is missing).
+    Returns ``before``, ``after`` (the two parsed means), ``reweighted`` (Σ m₁g₀), ``length`` and ``content``.
+    """
+    def by_count(replies, name):
+        texts = [r["reply"] if isinstance(r, dict) else r for r in replies]
+        rows = {row["clauses"]: row for row in gold_by_clauses(texts)} if any(
+            parse_review(t) is not None for t in texts) else {}
+        if not rows:
+            raise ValueError(f"{name} must hold at least one reply that parses as a review")
+        total = sum(row["n"] for row in rows.values())
+        return {c: row["n"] / total for c, row in rows.items()}, {c: row["gold"] for c, row in rows.items()}
+
+    m0, g0 = by_count(before_replies, "before_replies")
+    m1, g1 = by_count(after_replies, "after_replies")
+    missing = sorted(set(m1) - set(m0))
+    if missing:
+        raise ValueError(f"after_replies has reviews of {missing} clauses, which before_replies lacks: the earlier "
+                         "gold at those counts is unknown")
+    before = sum(m0[c] * g0[c] for c in m0)
+    after = sum(m1[c] * g1[c] for c in m1)
+    reweighted = sum(m1[c] * g0[c] for c in m1)
+    return {"before": before, "after": after, "reweighted": reweighted, "length": reweighted - before,
+            "content": after - reweighted}
+
+
+def fresh_problems(task, n: int, *, avoid, seed: int, split: str = "test"):
+    """``n`` problems of ``task``'s ``split`` drawn with ``seed``, none of whose questions is in ``avoid``
+    (a dataset or rows with ``question``): a second held-out set disjoint from the first, for a check
+    that must not be read on the problems a lesson's settings were tuned on."""
+    check_int("n", n, minimum=1)
+    taken = {row["question"] for row in avoid}
+    size = n
+    while True:
+        pool = task.dataset(size + len(taken), seed=seed, split=split)
+        keep = [i for i, q in enumerate(pool["question"]) if q not in taken]
+        if len(keep) >= n:
+            return pool.select(keep[:n])
+        if size > 64 * (n + len(taken)):
+            raise ValueError(f"{split} split of the task has too few problems outside avoid for n = {n}")
+        size *= 2
 
 
 def fewer_clauses_wins(pairs) -> list[float]:

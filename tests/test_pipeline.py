@@ -1,6 +1,8 @@
 """Lesson 20 (the full R1 pipeline): the stages' data, the rejection filter, the routed reward, the
 stage report, saving a stage, the figures and the exercise checker."""
 
+import re
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
@@ -277,7 +279,8 @@ def test_exercise_checker_names_each_mistake(capsys):
     assert check_keep_first(reference_keep) is True
     for name, phrase in (("lax", "lax verifier"), ("no_format", "<think>"), ("no_accuracy", "wrong answer"),
                          ("last", "last good sample"), ("think_substring", "appears somewhere"),
-                         ("adjacent_tags", "text before")):
+                         ("adjacent_tags", "text before"), ("int_compare", "leading zeros"),
+                         ("no_whitespace", "no whitespace")):
         capsys.readouterr()
         assert check_keep_first(lambda s, a, name=name: _mistakes(s, a)[name][0]) is False
         assert phrase in capsys.readouterr().out
@@ -294,7 +297,17 @@ def test_exercise_checker_names_each_mistake(capsys):
     assert check_keep_first(lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0
                                                and "</think><answer>" in x), None)) is False
     assert "line break" in capsys.readouterr().out
+    # two blind readers' slips: the answer compared as a number, and a whole-completion pattern without \s*
+    as_int = lambda x, a: (lambda m: m is not None and m.group(1).strip().isdigit() and int(m.group(1)) == int(a))(  # noqa: E731
+        re.search(r"<answer>(.*?)</answer>", x))
+    assert check_keep_first(lambda s, a: next((x for x in s if pl.is_r1_formatted(x) and as_int(x, a)), None)) is False
+    assert "leading zeros" in capsys.readouterr().out
+    assert check_keep_first(lambda s, a: next((x for x in s if arithmetic_reward(x, a) == 1.0 and re.fullmatch(
+        r"<think>.*</think><answer>.*</answer>", x, re.S)), None)) is False
+    assert "no whitespace" in capsys.readouterr().out
     # right answers written other ways pass
+    assert check_keep_first(lambda s, a: next((x for x in s if re.fullmatch(r"\s*<think>.*?</think>\s*<answer>.*?</answer>\s*", x, re.S)
+                                               and arithmetic_reward(x, a) == 1.0), None)) is True
     assert check_keep_first(lambda s, a: next((x for x in s if pl.is_r1_formatted(x) and arithmetic_reward(x, a) == 1.0), None)) is True
     assert check_keep_first(lambda s, a: [x for x in s if pl.keep_first([x], {"answer": a}, TASK)][0]
                             if any(pl.keep_first([x], {"answer": a}, TASK) for x in s) else None) is True
@@ -426,9 +439,12 @@ def test_gold_gain_split_checker(capsys):
             assert parsing + content == pytest.approx((p1 * (q1 + 3)) - (p0 * (q0 + 3)))
     capsys.readouterr()
     for name, phrase in (("swapped", "swapped"), ("earlier_weights", "earlier q"), ("later_weights", "later q"),
-                         ("no_interaction", "interaction"), ("from_zero", "from 0")):
+                         ("no_interaction", "interaction"), ("from_zero", "from 0"), ("later_row", "counted twice")):
         assert check_gold_gain_split(lambda *c, name=name: _split_mistakes(*c)[name][0]) is False
         assert phrase in capsys.readouterr().out
+    # the mirror of the lesson's demo slip: both parts at the later row
+    assert check_gold_gain_split(lambda p0, q0, p1, q1: ((p1 - p0) * (q1 + 3), p1 * (q1 - q0))) is False
+    assert "later row" in capsys.readouterr().out
     assert check_gold_gain_split(lambda p0, q0, p1, q1: ((p1 - p0) * ((q0 + q1) / 2 + 3), (p0 + p1) / 2 * (q1 - q0))) is False
     assert "NaN when no review parsed" in capsys.readouterr().out
 
@@ -513,6 +529,11 @@ def test_sample_replies_with_reward_model_and_review_readout(tiny):
     assert cut["rm of uncut unparsed"] == 3.0  # the unparsed reply that was not cut off (rm 3), not the cut one (rm 1)
     assert cut["garbled"] == 0.25 and cut["parsed"] + cut["cut"] + cut["garbled"] == 1.0  # the third reply: no review, not cut
     assert "rm of uncut unparsed" not in out
+    assert out["gold SE"] != out["gold SE"]  # NaN: one request, one cluster
+    two = pl.review_readout([{**r, "request": "Review Ran." if i % 2 else "Review Dune."} for i, r in enumerate(rows)])
+    # requests Dune (gold 1, −3) and Ran (0, −3): the SE clustered by request (rlbook.evidence.clustered_se)
+    from rlbook.evidence import clustered_se
+    assert two["gold SE"] == pytest.approx(clustered_se([1.0, 0.0, -3.0, -3.0], ["D", "R", "D", "R"]))
     with pytest.raises(ValueError):
         pl.review_readout([])
 
@@ -568,7 +589,14 @@ def test_stage4_widget_responds():
 
     trajectory = _trajectory()
     axes = pl_viz.plot_stage4_step(trajectory, 5, kl=[0.0, 0.01, 0.03])
-    assert len(axes[2].figure.axes) == 5  # three panels and two right axes (reward model, KL)
+    assert len(axes[3].figure.axes) == 5  # four panels (gold and the reward model apart) and the KL's right axis
+    assert not axes[1].collections  # no band without a gold SE
+    with_se = trajectory.assign(**{"gold SE": [0.1, 0.2, 0.1]})
+    axes = pl_viz.plot_stage4_step(with_se, 5, multiplier=2.78)
+    band = axes[1].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.max() == pytest.approx(max(g + 2.78 * e for g, e in zip(with_se["gold"], with_se["gold SE"])))
+    with pytest.raises(ValueError, match="multiplier"):
+        pl_viz.plot_stage4_step(trajectory, 5, multiplier=0)
     assert [p.get_height() for p in axes[0].patches][3:] == [0.6, 0.0, 0.4]  # step 5's bars after step 0's
     assert "step 5" in axes[0].get_title()
     with pytest.raises(ValueError, match="step must be one of"):
@@ -577,6 +605,62 @@ def test_stage4_widget_responds():
         pl_viz.plot_stage4_step(trajectory.drop(columns="garbled"), 5)
     recorder = _drive(pl_viz.stage4_widget(trajectory, kl=[0.0, 0.01]))  # the step slider must change the figure
     assert len(recorder.fingerprints) == 2
+    recorder = _drive(pl_viz.stage4_widget(trajectory, replies={0: "first", 5: "middle", 10: "last"}))
+    assert len(recorder.fingerprints) == 2
+    with pytest.raises(ValueError, match="one entry per step"):
+        pl_viz.stage4_widget(trajectory, replies={0: "a"})
     with pytest.raises(ValueError, match="two steps"):
         pl_viz.stage4_widget(trajectory.loc[[0]])
     plt.close("all")
+
+
+class PraiseRewardModel:
+    """Scores a review +1 per positive adjective and −1 per negative one: it reads sentiment, not length."""
+
+    def score(self, prompts, completions):
+        from rlbook.tasks.reviews import NEGATIVE, POSITIVE
+        return torch.tensor([float(sum(w.strip(".,") in POSITIVE for w in c.split())
+                                   - sum(w.strip(".,") in NEGATIVE for w in c.split())) for c in completions])
+
+
+def test_sentiment_probe_separates_a_model_that_reads_sentiment_from_one_that_reads_length():
+    prompts = [[{"role": "user", "content": "Review Dune."}]]
+    rows = pl.sentiment_probe(PraiseRewardModel(), prompts, per=8, seed=0)
+    assert [r["sentiment"] for r in rows] == ["positive", "negative"]
+    assert [r["gold"] for r in rows] == [1.0, -1.0]
+    assert [r["rm score"] for r in rows] == [1.0, -1.0] and rows[0]["rm SE"] == 0.0
+    by_length = pl.sentiment_probe(FakeRewardModel(), prompts, per=8, seed=0)
+    assert all(r["rm score"] == pytest.approx(r["chars"]) for r in by_length)  # one clause each: similar lengths
+    assert abs(by_length[0]["rm score"] - by_length[1]["rm score"]) < 3
+    with pytest.raises(ValueError):
+        pl.sentiment_probe(FakeRewardModel(), [], per=8)
+
+
+def test_clause_mix_split_separates_a_shift_of_length_from_better_reviews():
+    from rlbook.tasks.reviews import gold_reward
+    one_good, one_bad = "the plot was fun.", "the plot was dull."
+    two_bad = "the plot was dull, the cast was weak."
+    # before: one clause half good half bad (gold 0), two clauses bad; after: only one clause, all good
+    before = [one_good, one_bad, two_bad, two_bad]
+    after = [one_good, one_good, "no review"]
+    split = pl.clause_mix_split(before, after)
+    g1, g2 = 0.0, gold_reward(two_bad)
+    assert split["before"] == pytest.approx(0.5 * g1 + 0.5 * g2)
+    assert split["reweighted"] == pytest.approx(g1)            # the later mix (all one clause) at the earlier gold
+    assert split["length"] == pytest.approx(g1 - split["before"])
+    assert split["content"] == pytest.approx(gold_reward(one_good) - g1)
+    assert split["length"] + split["content"] == pytest.approx(split["after"] - split["before"])
+    rows = [{"reply": t} for t in after]
+    assert pl.clause_mix_split(before, rows) == split  # sample_replies' rows are read by their reply
+    with pytest.raises(ValueError, match="clauses"):
+        pl.clause_mix_split([one_good], [two_bad])          # no earlier gold at two clauses
+    with pytest.raises(ValueError):
+        pl.clause_mix_split(["no review"], [one_good])
+
+
+def test_fresh_problems_are_disjoint_from_the_held_out_set():
+    held = TASK.dataset(32, seed=7, split="test")
+    fresh = pl.fresh_problems(TASK, 32, avoid=held, seed=8)
+    assert len(fresh) == 32
+    assert not set(fresh["question"]) & set(held["question"])
+    assert list(fresh["question"]) == list(pl.fresh_problems(TASK, 32, avoid=held, seed=8)["question"])

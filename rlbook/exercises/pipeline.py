@@ -10,7 +10,9 @@ sample lists chosen so that each common mistake returns a different completion, 
 it matches: the lax verifier (with or without the right format filter), ``is_well_formed`` (the
 format reward's test) in place of ``is_r1_formatted``, no format filter, a substring test for ``<think>`` (or for
 ``</think><answer>``) or a ``startswith("<think>")`` test in place of the format filter, ``""`` for "none kept", the format filter without the accuracy one, the last right sample instead of the
-first, a list instead of one completion.
+first, a list instead of one completion, the answer block compared as a number (``int(block) == int(answer)``
+keeps ``<answer>0623</answer>``, which the strict verifier rejects), and a whole-completion pattern that allows
+no whitespace between the two blocks (a ``fullmatch`` of ``<think>.*</think><answer>.*</answer>``).
 
 ``check_gold_gain_split`` (the second exercise): the reader writes ``my_split(p0, q0, p1, q1) ->
 (parsing, content)``, the midpoint split of a change of the mean gold reward G = U + p·(q − U) (U = −3,
@@ -20,12 +22,14 @@ it on six (p0, q0, p1, q1), one with no review parsed before (q0 NaN) and one wi
 names the mistakes: the two
 parts swapped, a one-sided split (Δp weighted by the earlier q and Δq by the later p, or the other way
 round: exact, but it depends on the order), the split without the interaction term (not exact), the
-parsing term measured from 0 instead of from U, and NaN when nothing parsed in one of the rows.
+parsing term measured from 0 instead of from U, both parts taken at the later row (the interaction
+counted twice), and NaN when nothing parsed in one of the rows.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from rlbook.exercises.framework import _failed, _not_attempted, _run, _verdict
 from rlbook.pipeline import gold_gain_split, is_r1_formatted, is_well_formed, keep_first
@@ -46,6 +50,7 @@ PROSE_BETWEEN = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think> so the sum is <answer>
 UNCLOSED = "<think>5+8=13\n4+7+1=12\n3+2+1=6 <answer>623</answer>"  # strict-right, its <think> never closed
 PREFIXED = "Sure: <think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>623</answer>"  # strict-right, text before <think>
 SPACED = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think>\n<answer>623</answer>"  # R1's format: whitespace between blocks
+LEADING_ZERO = "<think>5+8=13\n4+7+1=12\n3+2+1=6</think><answer>0623</answer>"  # R1's format, wrong under the strict verifier
 
 # (samples, answer): each list separates some of the mistakes from the reference.
 CASES = (
@@ -58,8 +63,18 @@ CASES = (
     ([UNCLOSED, RIGHT_TOO], "623"),
     ([DIRECT_SPRAY, RIGHT], "623"),
     ([PREFIXED, SPACED, RIGHT], "623"),
+    ([LEADING_ZERO, RIGHT], "623"),
     ([], "623"),
 )
+
+
+def _as_number(text):
+    """The integer in ``text``'s last ``<answer>`` block, or None: the verifier a reader may write with ``int``."""
+    blocks = re.findall(r"<answer>(.*?)</answer>", text, re.S)
+    try:
+        return int(blocks[-1]) if blocks else None
+    except ValueError:
+        return None
 
 
 def _first(samples, keep):
@@ -98,6 +113,14 @@ def _mistakes(samples, answer) -> dict[str, tuple[object, str]]:
                           "that tests for the substring '</think><answer>': it keeps a completion with text before "
                           "<think> ('Sure: <think>…') and drops one with a line break between the two blocks, which "
                           "R1's format allows; test the whole completion (rlbook.pipeline.is_r1_formatted)"),
+        "int_compare": (_first(samples, lambda s: is_r1_formatted(s) and _as_number(s) == int(answer)),
+                        "that compares the answer block as a number (int(block) == int(answer)), which keeps "
+                        "'<answer>0623</answer>'; compare the block's text exactly: leading zeros (or a '+') are wrong "
+                        "under the strict verifier (rlbook.tasks.arithmetic_reward)"),
+        "no_whitespace": (_first(samples, lambda s: strict(s) and re.fullmatch(r"<think>.*</think><answer>.*</answer>", s, re.S)),
+                          "that allows no whitespace between (or around) the blocks: R1's format allows a line break "
+                          "between </think> and <answer> (rlbook.pipeline.is_r1_formatted); put \\s* between and "
+                          "around the blocks of your pattern"),
         "no_accuracy": (_first(samples, is_r1_formatted),
                         "that keeps a well-formatted but wrong answer; the sample must also be right"),
         "last": (next((s for s in reversed(samples) if strict(s) and is_r1_formatted(s)), None),
@@ -179,6 +202,10 @@ def _split_mistakes(p0, q0, p1, q1) -> dict[str, tuple[tuple[float, float], str]
                            "the two parts do not add up to the change: both are taken at the earlier row, so the "
                            "interaction Δp·Δq is lost; write the change of G = U + p·(q − U) out exactly, and share "
                            "the interaction between the two parts so that neither order is favoured"),
+        "later_row": ((dp * (b - U), p1 * dq),
+                      "the two parts do not add up to the change: both are taken at the later row, so the "
+                      "interaction Δp·Δq is counted twice; write the change of G = U + p·(q − U) out exactly, and "
+                      "share the interaction between the two parts so that neither order is favoured"),
         "from_zero": ((dp * (a + b) / 2, (p0 + p1) / 2 * dq),
                       "the parsing term measures q from 0; a reply that does not parse scores U = −3, so one more "
                       "parsed reply adds q − U: Δp·(q̄ − U)"),

@@ -143,20 +143,26 @@ def plot_stage4_reviews(clause_shares: dict, ladder, *, axes=None, multiplier: f
     return axes
 
 
-def plot_stage4_step(trajectory, step: int, *, kl=None, axes=None):
+def plot_stage4_step(trajectory, step: int, *, kl=None, axes=None, multiplier: float = 2.0):
     """Stage 4 at ``step``, from ``trajectory`` (``rlbook.pipeline.review_trajectory``: indexed by step, with
-    ``clauses``, ``gold``, ``rm score``, ``parsed``, ``garbled`` and ``cut``). Three panels. Left: the share of
-    the parsed reviews with each clause count at ``step``, beside the first step's (grey). Middle: the mean
-    gold reward and the reward model's mean score (its own units, right axis) over the steps. Right: the shares
-    of replies that parse, are garbled (neither parse nor were cut off) and were cut off at the cap, and, with
-    ``kl`` (a sequence: entry i the per-token KL to the reference on the training samples of the policy after
-    i updates, e.g. the trainer's ``kl_ref`` history), that KL (right axis). A vertical line marks ``step``."""
+    ``clauses``, ``gold``, ``rm score``, ``parsed``, ``garbled`` and ``cut``). Four panels, two by two. Top left:
+    the share of the parsed reviews with each clause count at ``step``, beside the first step's (grey). Top
+    right: the mean gold reward over the steps, with a band of ± ``multiplier`` × ``gold SE`` when the
+    trajectory has it (``review_readout``'s, clustered by request: with few films, pass Student's t,
+    ``rlbook.pipeline.t_multiplier``). Bottom left: the reward model's mean score, on its own axes (its units are
+    not gold's, so the two curves are never drawn on one panel). Bottom right: the shares of replies that parse,
+    are garbled (neither parse nor were cut off) and were cut off at the cap, and, with ``kl`` (a sequence:
+    entry i the per-token KL to the reference on the training samples of the policy after i updates, e.g. the
+    trainer's ``kl_ref`` history), that KL (right axis). A vertical line marks ``step``. Returns the four axes."""
     _check_columns("trajectory", trajectory, ("clauses", "gold", "rm score", "parsed", "garbled", "cut"))
+    if not multiplier > 0:
+        raise ValueError(f"multiplier must be positive, got {multiplier!r}")
     steps = [int(s) for s in trajectory.index]
     if int(step) not in steps:
         raise ValueError(f"step must be one of the trajectory's steps {steps}, got {step!r}")
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1, 1.2, 1.2]})
+        _, grid = plt.subplots(2, 2, figsize=(12, 7.4))
+        axes = grid.ravel()
     first, now = trajectory.loc[steps[0], "clauses"], trajectory.loc[int(step), "clauses"]
     counts = sorted({int(c) for shares in trajectory["clauses"] for c in shares})
     x = np.arange(len(counts))
@@ -165,44 +171,57 @@ def plot_stage4_step(trajectory, step: int, *, kl=None, axes=None):
     axes[0].set(xticks=x, xticklabels=counts, xlabel="clauses in a parsed review", ylabel="share of the parsed reviews",
                 ylim=(0, 1), title=f"step {int(step)}: mean {trajectory.loc[int(step), 'mean clauses']:.2f} clauses"
                 if "mean clauses" in trajectory else f"step {int(step)}")
-    axes[0].legend(fontsize=8)
-    axes[1].plot(steps, trajectory["gold"], "k-o", ms=4, label="gold reward (mean; no review = −3)")
-    axes[1].set(xlabel="stage-4 step", ylabel="gold reward", title="the proxy and the hidden gold reward")
-    rm = axes[1].twinx()
-    rm.plot(steps, trajectory["rm score"], "-s", ms=4, color="tab:red", label="reward model (mean score)")
-    rm.set_ylabel("reward-model score (its own units)", color="tab:red")
-    lines, more = axes[1].get_legend_handles_labels(), rm.get_legend_handles_labels()
-    axes[1].legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="lower right")
+    axes[0].legend(fontsize=9)
+    gold = trajectory["gold"].astype(float).to_numpy()
+    axes[1].plot(steps, gold, "k-o", ms=4, label="gold reward (mean; no review = −3)")
+    if "gold SE" in trajectory:
+        se = trajectory["gold SE"].astype(float).to_numpy()
+        axes[1].fill_between(steps, gold - multiplier * se, gold + multiplier * se, color="0.8", alpha=0.7,
+                             label=f"± {multiplier:.2f} SE (clustered by request)")
+    axes[1].set(xlabel="stage-4 step", ylabel="gold reward", title="the hidden gold reward")
+    axes[1].legend(fontsize=9, loc="lower right")
+    axes[2].plot(steps, trajectory["rm score"], "-s", ms=4, color="tab:red", label="reward model (mean score)")
+    axes[2].set(xlabel="stage-4 step", ylabel="reward-model score (its own units)", title="the proxy: the reward model's score")
+    axes[2].legend(fontsize=9, loc="lower right")
     for name, color in (("parsed", "tab:blue"), ("garbled", "tab:purple"), ("cut", "tab:gray")):
-        axes[2].plot(steps, trajectory[name], "-o", ms=4, color=color, label={"parsed": "parse as a review",
+        axes[3].plot(steps, trajectory[name], "-o", ms=4, color=color, label={"parsed": "parse as a review",
                      "garbled": "garbled (no review, not cut off)", "cut": "cut off at the cap"}[name])
-    axes[2].set(xlabel="stage-4 step", ylabel="share of the replies", ylim=(0, 1), title="what the replies are")
-    lines, more = axes[2].get_legend_handles_labels(), ([], [])
+    axes[3].set(xlabel="stage-4 step", ylabel="share of the replies", ylim=(0, 1), title="what the replies are")
+    lines, more = axes[3].get_legend_handles_labels(), ([], [])
     if kl is not None:
-        right = axes[2].twinx()
+        right = axes[3].twinx()
         right.plot(np.arange(len(kl)), np.asarray(kl, dtype=float), "--", color="tab:green",
                    label="KL to the reference (per token, training samples)")
         right.set_ylabel("KL (nats per token)", color="tab:green")
         more = right.get_legend_handles_labels()
-    axes[2].legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="center left")
+    # the legend under the panel, off every trace (the KL spikes anywhere along the steps) and off the right axis' label
+    axes[3].legend(lines[0] + more[0], lines[1] + more[1], fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                   ncol=2)
     for ax in axes[1:]:
         ax.axvline(int(step), color="tab:orange", lw=1.5, alpha=0.8)
         ax.grid(alpha=0.3)
     return axes
 
 
-def stage4_widget(trajectory, *, kl=None):
+def stage4_widget(trajectory, *, kl=None, replies=None, multiplier: float = 2.0):
     """``plot_stage4_step`` with a slider over the trajectory's steps (``rlbook.pipeline.review_trajectory``);
-    ``kl`` as there."""
+    ``kl`` and ``multiplier`` as there. ``replies``: {step: text}, e.g. ``rlbook.pipeline.show_replies`` of a
+    few replies the policy of that step wrote (the same requests and sampling seed at every step), printed
+    under the figure, so that the slider shows what the policy writes, not only counts."""
     import ipywidgets as widgets
 
     steps = [int(s) for s in trajectory.index]
     if len(steps) < 2:
         raise ValueError(f"the trajectory needs at least two steps for a slider, got {steps}")
+    if replies is not None and set(map(int, replies)) != set(steps):
+        raise ValueError(f"replies must have one entry per step of the trajectory {steps}, got {sorted(replies)}")
 
     def draw(step):
-        plot_stage4_step(trajectory, step, kl=kl)
+        plot_stage4_step(trajectory, step, kl=kl, multiplier=multiplier)
+        plt.tight_layout()
         plt.show()
+        if replies is not None:
+            print(f"the policy at step {step}:\n{replies[step]}")
 
     return widgets.interact(draw, step=widgets.SelectionSlider(options=steps, value=steps[-1], description="step"))
 
