@@ -28,6 +28,10 @@ into the numbers of that debate:
   noise, each tested on its own;
 - ``problems_lost``: the problems the base solves often that the policy never solves in its samples,
   against the count the base itself would lose (the per-problem signature of narrowing);
+- ``mixed_group_share``: the share of GRPO groups of G samples with mixed rewards, the only groups with
+  a gradient, estimated from a model's table (why RLVR cannot reinforce what the model never samples);
+- ``kind_subtable``: a table restricted to one kind of sample (say, the ``<think>`` ones), the first m of
+  that kind per problem, to ask how a policy that chose only that kind would score;
 - ``majority_at_k``: the accuracy of a majority vote over k samples (self-consistency), the
   deployable counterpart of pass@k, which needs the verifier at test time;
 - ``addition_cot_correct``: for addition, the correct samples whose working is right too (the
@@ -53,7 +57,7 @@ from rlbook.tasks.arithmetic import addition_steps
 
 __all__ = ["addition_cot_correct", "completion_logprob_sums", "coverage_split", "crossover_k", "dispersion",
            "between_sd_upper", "expected_estimates", "one_coin_curve", "one_coin_gap", "pass_at_k_curve", "per_problem_pass_at_k",
-           "majority_at_k",
+           "majority_at_k", "kind_subtable", "mixed_group_share",
            "plug_in_pass_at_k", "powers_of_two", "problems_behind", "problems_lost", "seen_fraction"]
 
 _Z_975, _Z_80 = 1.959964, 0.841621  # standard normal quantiles: two-sided 5 %, 80 % power
@@ -385,6 +389,47 @@ def problems_lost(base_correct, policy_correct, *, min_base_rate: float = 0.25, 
     flagged = next((count for count, tail in enumerate(tails) if tail <= alpha), None)
     return {"chosen": int(chosen.sum()), "lost": lost, "expected": math.fsum(chances),
             "sd": math.sqrt(math.fsum(c * (1 - c) for c in chances)), "tail": tails[lost], "flagged_from": flagged}
+
+
+def mixed_group_share(correct, group_size: int) -> float:
+    """The expected share of GRPO groups of ``group_size`` samples whose rewards are not all equal.
+
+    GRPO's advantage is each reward minus its group's mean, over the group's sd (Shao et al. 2024,
+    "DeepSeekMath", arXiv:2402.03300, §4.1.2, eq. 3's Â_{i,t} = (r_i − mean r) / std r): a group all
+    right or all wrong has every advantage 0 and gives no gradient. For a problem solved with
+    probability p a group of G is mixed with chance 1 − (1 − p)^G − p^G. From a (P, n) 0/1 table
+    ``correct`` with c_i of n right, 1 − C(n − c_i, G)/C(n, G) − C(c_i, G)/C(n, G) estimates it without
+    bias (the same U-statistic as Chen et al.'s pass@k, arXiv:2107.03374, eq. 1); the mean over the P
+    problems is returned. 1 ≤ G ≤ n.
+    """
+    table = _correct_table("correct", correct)
+    n = table.shape[1]
+    g = check_int("group_size", group_size, minimum=1)
+    if g > n:
+        raise ValueError(f"group_size must be at most the samples per problem n={n}, got {g}")
+    total = math.comb(n, g)
+    return math.fsum(1.0 - (math.comb(n - c, g) + math.comb(c, g)) / total
+                     for c in table.sum(dim=1).tolist()) / table.shape[0]
+
+
+def kind_subtable(correct, keep) -> torch.Tensor:
+    """(P, m) bool: for each problem, the first m of its samples where ``keep`` is true, m the fewest
+    any problem has.
+
+    ``correct`` and ``keep`` are (P, n) 0/1 tables of the same samples (``keep``, say, "this sample
+    opened with <think>"). The samples of one kind are i.i.d. draws from the model conditioned on that
+    kind, so the result is a table of that conditional model, on which ``pass_at_k_curve`` and
+    ``dispersion`` apply unchanged: how a policy that always chose that kind, and was otherwise the
+    model, would score. Raises if some problem has no sample of that kind.
+    """
+    table = _correct_table("correct", correct)
+    keep = _correct_table("keep", keep)
+    if keep.shape != table.shape:
+        raise ValueError(f"keep must have correct's shape {tuple(table.shape)}, got {tuple(keep.shape)}")
+    m = int(keep.sum(dim=1).min())
+    if m == 0:
+        raise ValueError("some problem has no sample with keep true")
+    return torch.stack([row[mask][:m] for row, mask in zip(table, keep)])
 
 
 def majority_at_k(answers, references, k: int) -> torch.Tensor:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlbook.coverage import (addition_cot_correct, between_sd_upper, completion_logprob_sums, coverage_split, crossover_k, dispersion,
-                             expected_estimates, majority_at_k, one_coin_curve, one_coin_gap, pass_at_k_curve, per_problem_pass_at_k,
+                             expected_estimates, kind_subtable, majority_at_k, mixed_group_share, one_coin_curve, one_coin_gap, pass_at_k_curve, per_problem_pass_at_k,
                              plug_in_pass_at_k, powers_of_two, problems_behind, problems_lost, seen_fraction)
 from rlbook.metrics import mean_pass_at_k, pass_at_k
 from rlbook.models import load_model
@@ -314,3 +314,30 @@ def test_problems_lost_counts_against_the_base_itself():
         problems_lost(base, same, min_base_rate=0.0)
     with pytest.raises(ValueError, match="same problems"):
         problems_lost(base, same[:5])
+
+
+def test_mixed_group_share_counts_the_groups_with_a_gradient_by_enumeration():
+    import itertools
+    # the (problem, group) pairs enumerated: a group of G of the n samples is mixed when its rewards differ
+    table = torch.tensor([[1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
+    for g in (1, 2, 3, 5):
+        mixed = [len({row[i] for i in idx}) > 1 for row in table.tolist() for idx in itertools.combinations(range(5), g)]
+        assert mixed_group_share(table, g) == pytest.approx(sum(mixed) / len(mixed))
+    assert mixed_group_share(table, 1) == 0.0            # one sample is never a mixed group
+    assert mixed_group_share(torch.zeros(3, 8), 4) == 0.0  # never solved: no gradient at all
+    # a rate p problem, sampled many times: 1 − (1 − p)^G − p^G
+    big = torch.tensor([[1] * 30 + [0] * 70])
+    assert mixed_group_share(big, 8) == pytest.approx(1 - 0.7 ** 8 - 0.3 ** 8, abs=0.02)
+    with pytest.raises(ValueError, match="group_size"):
+        mixed_group_share(table, 6)
+
+
+def test_kind_subtable_keeps_the_first_m_of_one_kind():
+    correct = torch.tensor([[1, 0, 1, 1], [0, 1, 1, 0]])
+    keep = torch.tensor([[0, 1, 1, 1], [1, 0, 1, 0]])
+    sub = kind_subtable(correct, keep)
+    assert sub.tolist() == [[False, True], [False, True]]  # m = 2, problem 0's third kept sample dropped
+    with pytest.raises(ValueError, match="no sample"):
+        kind_subtable(correct, torch.tensor([[1, 0, 0, 0], [0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="shape"):
+        kind_subtable(correct, keep[:, :3])

@@ -115,15 +115,23 @@ def test_one_coin_from_pooled_counts_is_named(capsys):
 
 def test_lowest_curve_exercise(capsys):
     assert check_lowest_curve(None) is None
-    assert check_lowest_curve({2: "C", 1024: "b"}) is True
-    assert check_lowest_curve({2: "B", 1024: "B"}) is False
+    assert check_lowest_curve({2: "E", 1024: "e"}) is True
+    assert check_lowest_curve({2: "C", 1024: "E"}) is False  # C has a large variance, E's is larger
     assert "variance" in capsys.readouterr().out
-    assert check_lowest_curve({2: "C", 1024: "C"}) is False
-    assert "share of problems" in capsys.readouterr().out
+    assert check_lowest_curve({2: "E", 1024: "B"}) is False  # support read as if k = 1024 were infinite
+    assert "k → ∞ statement" in capsys.readouterr().out
+    assert check_lowest_curve({2: "E", 1024: "A"}) is False
+    assert "act like zero" in capsys.readouterr().out
+    # the rates: each model's pass@1 is 0.25, E lowest at both k, B's pass@1024 0.5 above E's
+    from rlbook.exercises.pass_at_k import ONE_COIN_RATES, _mean_pass_at_k
+    assert all(abs(sum(r) / 4 - 0.25) < 1e-12 for r in ONE_COIN_RATES.values())
+    for k in (2, 1024):
+        assert min(ONE_COIN_RATES, key=lambda m: _mean_pass_at_k(ONE_COIN_RATES[m], k)) == "E"
+    assert _mean_pass_at_k(ONE_COIN_RATES["B"], 1024) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="keys"):
         check_lowest_curve({2: "C"})
     with pytest.raises(ValueError, match="one of"):
-        check_lowest_curve({2: "E", 1024: "B"})
+        check_lowest_curve({2: "F", 1024: "B"})
 
 
 @pytest.mark.parametrize("name", list(WRONG))

@@ -147,3 +147,19 @@ def test_widget_offers_every_policy_and_falls_back_where_a_family_lacks_one(monk
     draw(family="hard", k=2, policy="RL", seed=1)  # "hard" has no "RL": its first policy is shown
     assert "RL + KL" in plt.gcf().axes[1].get_title()
     plt.close("all")
+
+
+def test_panels_leave_the_caption_room_and_draw_references_dashed():
+    caption = "a long caption " * 20 + "\nand a second line"
+    fig = viz.plot_pass_at_k_panels(BASE, POLICIES, caption=caption,
+                                    references={"base, one kind only": BASE[:, :8]})
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    text = [t for t in fig.texts if t.get_text() == caption][0].get_window_extent(renderer)
+    for ax in fig.axes[:2]:  # the caption sits wholly below both panels' x-axis labels
+        assert ax.xaxis.label.get_window_extent(renderer).y0 > text.y1
+    ref = [line for line in fig.axes[0].get_lines() if line.get_label() == "base, one kind only"][0]
+    assert ref.get_linestyle() == "--"
+    assert np.allclose(ref.get_ydata(), pass_at_k_curve(BASE[:, :8], [1, 2, 4, 8]))
+    assert "0 is off a log axis" in fig.axes[1].get_title()
+    plt.close(fig)

@@ -11,11 +11,12 @@ binomial noise only, a 95 % interval's half-width (1.96 × SE) returned for the 
 curve of the pooled pass@1 (1 − (1 − p̄)^k, or pass@k of the pooled counts) in place of the mean of
 the per-problem pass@k.
 
-``check_lowest_curve`` (a short conceptual exercise on §3): four made-up models with the same pass@1
-(``ONE_COIN_RATES``); the reader names the one with the lowest pass@k at k = 2 and at k = 1024. At
-k = 2 the gap below the one-coin curve is the variance of the rates; as k grows pass@k tends to the
-share of problems ever solved, so the answers differ, and the checker says which idea a wrong answer
-missed.
+``check_lowest_curve`` (a short conceptual exercise on §3): five made-up models with the same pass@1
+(``ONE_COIN_RATES``, none of them the lesson's worked examples); the reader names the one with the
+lowest pass@k at k = 2 and at k = 1024. At k = 2 the gap below the one-coin curve is the variance of
+the rates; as k → ∞ pass@k tends to the share of problems ever solved, but at a finite k a rate far
+below 1/k acts like 0, so "support" alone does not answer k = 1024; the checker says which idea a
+wrong answer missed.
 
 ``check_pass_at_k``: the reader writes ``my_pass_at_k(n, c, k) -> float``: the unbiased estimate of Chen et al. (2021,
 arXiv:2107.03374, §2.1), 1 − C(n − c, k) / C(n, k), the chance that k of the n samples drawn without
@@ -203,9 +204,12 @@ def check_gap_se(fn) -> bool | None:
                           f"{', '.join(str(k) for k, _ in GAP_CASES)})", "")
 
 
-# Four made-up models, each a list of per-problem solve rates, all with pass@1 0.25 (lesson 18, §3).
-ONE_COIN_RATES = {"A": (0.25, 0.25, 0.25, 0.25), "B": (0.5, 0.5, 0.0, 0.0), "C": (0.97, 0.01, 0.01, 0.01),
-                  "D": (0.4, 0.3, 0.2, 0.1)}
+# Five made-up models, each a list of per-problem solve rates, all with pass@1 0.25 (lesson 18, §3), none of them
+# the lesson's worked counterexamples. E solves every problem sometimes, yet it is lowest at k = 2 (the largest
+# variance) and at k = 1024 too (its rates of 1e-4 give 1 − 0.9999^1024 ≈ 0.10 each: pass@1024 ≈ 0.32, below B's
+# 0.5): support decides only as k → ∞.
+ONE_COIN_RATES = {"A": (0.25, 0.25, 0.25, 0.25), "B": (0.6, 0.4, 0.0, 0.0), "C": (0.91, 0.03, 0.03, 0.03),
+                  "D": (0.4, 0.3, 0.2, 0.1), "E": (0.9997, 0.0001, 0.0001, 0.0001)}
 LOWEST_AT = (2, 1024)
 
 
@@ -244,11 +248,20 @@ def check_lowest_curve(answer) -> bool | None:
         if k == 2:
             why = (f"at k = 2 the shortfall below the one-coin curve 1 − (1 − p̄)² is exactly the variance of the rates; "
                    f"{right}'s is {variance[right]:.4f}, {name}'s {variance[name]:.4f}")
-        else:
+        elif ever[right] < ever[name]:
             why = (f"at large k pass@k tends to the share of problems solved with any probability above 0: "
                    f"{right} never solves {1 - ever[right]:.0%} of its problems, {name} solves "
                    f"{ever[name]:.0%} of them sometimes (variance no longer orders the curves)")
+        else:
+            tiny = min(p for p in ONE_COIN_RATES[right] if p > 0)
+            why = (f"{right} solves every problem sometimes, so as k → ∞ it reaches {ever[right]:.0%}; but support is "
+                   f"a k → ∞ statement, and k = {k} is finite: a rate of {tiny:g} gives 1 − (1 − {tiny:g})^{k} = "
+                   f"{1 - (1 - tiny) ** k:.2f} (about k·p = {k * tiny:.2f} expected successes), so tiny rates act like "
+                   f"zero here")
         return _verdict(False, "", f"k = {k}: the lowest is {right} (pass@{k} {curves[right][k]:.3f}), not {name} "
                                    f"({curves[name][k]:.3f}): {why}")
-    return _verdict(True, f"lowest at k = 2: {answer[2]} (the largest variance); at k = 1024: {answer[1024]} (the "
-                          "fewest problems ever solved) — a spread orders the curves at small k, support at large k", "")
+    return _verdict(True, f"lowest at k = 2: {answer[2]} (the largest variance); at k = 1024: {answer[1024]} (its "
+                          "rates of 1e-4 act like zero at k = 1024, so it falls short even of B, which never solves half its "
+                          "problems) — a "
+                          "spread orders the curves at small k, support only as k → ∞, and a rate far below 1/k counts "
+                          "as no support at that k", "")

@@ -77,14 +77,26 @@ def plot_pass_at_k_curves(base_correct, policies: dict, *, k: int | None = None,
     return ax.figure
 
 
-def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = None, caption: str | None = None):
+def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = None, caption: str | None = None,
+                          references: dict | None = None):
     """``plot_pass_at_k_curves`` beside the miss rate 1 − pass@k on a log scale (same lines and bands;
-    a miss rate of 0, every problem solved, is left off the log axis). ``caption``: a line of text under
-    both panels, part of the figure (what the band is, how far the curves are told apart)."""
+    a miss rate of 0, every problem solved, is left off the log axis, and the right panel's title says
+    so). ``caption``: text under both panels, part of the figure (what the band is, how far the curves
+    are told apart), given room below the axis labels. ``references``: ``{label: (P, m) table}`` drawn
+    dashed on both panels, each at k = 1, 2, 4, … m (say, the base model restricted to one kind of
+    answer, ``rlbook.coverage.kind_subtable``)."""
     _check_policies(policies)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     plot_pass_at_k_curves(base_correct, policies, ax=left)
     ks, base, curves = _curves(base_correct, policies)
+    for color, (label, table) in zip(("tab:blue", "tab:cyan", "tab:olive"), (references or {}).items()):
+        ref_ks = powers_of_two(table.shape[1])
+        ref = np.array(pass_at_k_curve(table, ref_ks))
+        left.plot(ref_ks, ref, "s--", color=color, lw=1.5, markersize=4, label=label)
+        right.plot(ref_ks, np.where(1 - ref > 0, 1 - ref, np.nan), "s--", color=color, lw=1.5, markersize=4,
+                   label=label)
+    if references:
+        left.legend(fontsize=8, loc="lower right")
     floor = 0.5 / base_correct.shape[0]  # below one problem's worth: the axis' lower end
     right.plot(ks, np.where(1 - base > 0, 1 - base, np.nan), "o-", color="black", label="base")
     right.plot(ks, 1 - np.array(one_coin_curve(float(base[0]), ks)), "--", color="gray", lw=1.5,
@@ -97,14 +109,17 @@ def plot_pass_at_k_panels(base_correct, policies: dict, *, title: str | None = N
     right.set_yscale("log")
     right.set_ylim(floor, 1.0)
     _log2_k_axis(right, ks)
-    right.set(ylabel="1 − pass@k (log scale)", title="the share of problems still unsolved after k samples")
+    right.set(ylabel="1 − pass@k (log scale)", title="the share of problems still unsolved after k samples\n"
+                                                     "(a line stops where it reaches 0, every problem solved: "
+                                                     "0 is off a log axis)")
     right.axhline(1 / base_correct.shape[0], color="gray", lw=0.8, linestyle=":")
     right.text(ks[0], 1.08 / base_correct.shape[0], "one problem", fontsize=8, color="gray")
     right.legend(fontsize=8, loc="upper right")
     if title:
         fig.suptitle(title)
     if caption:
-        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        lines = caption.count("\n") + 1 + len(caption) // 170  # explicit lines, and those wrap=True adds
+        fig.tight_layout(rect=(0, 0.03 + 0.045 * lines, 1, 1))
         fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=9, wrap=True)
     else:
         fig.tight_layout()
