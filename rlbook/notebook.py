@@ -75,6 +75,30 @@ def check_claim(condition: bool, claim: str, evidence: str = "", *, n: str | Non
     print(f"✓ {claim}{detail}{brackets}")
 
 
+def check_prediction(condition: bool, claim: str, evidence: str, *, n: str, uncertainty: str, threshold: str) -> bool:
+    """A prediction fixed before the run, and this run's verdict on it, whichever way it came out.
+
+    When it holds, it prints as ``check_claim``'s ✓. When it does not, it prints ``✗ fixed before this
+    run, and NOT shown by it (kept as the result)`` with the same evidence and support, and does not raise:
+    a pre-set prediction the run did not bear out is the lesson's result, not a reason to re-run or to
+    quietly demote it to a report. So a lesson with several pre-set tests calls this for every one of
+    them, and a reader sees each verdict. All three supports are required; ``threshold`` should say the
+    bar was fixed before the run. Returns ``condition``.
+    """
+    support = {"n": n, "uncertainty": uncertainty, "threshold": threshold}
+    for name, value in support.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{name} must be a non-empty string saying what supports the prediction, got {value!r}")
+    if not (isinstance(condition, bool) or str(getattr(condition, "dtype", "")) in ("bool", "torch.bool")):
+        raise ValueError(f"condition must be a bool (the test's outcome), got {type(condition).__name__}")
+    if condition:
+        check_claim(True, claim, evidence, **support)
+    else:
+        print(f"✗ fixed before this run, and NOT shown by it (kept as the result): {claim} ({evidence}) "
+              f"[{n.strip()}; {uncertainty.strip()}; threshold: {threshold.strip()}]")
+    return bool(condition)
+
+
 def claim_at_full_size(condition: bool, claim: str, evidence: str, why_not_at_ci: str, **support) -> None:
     """``check_claim`` at the full size; at the CI size (``RLBOOK_SIZE=ci``) the same numbers, printed as a report.
 

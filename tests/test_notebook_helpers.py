@@ -65,3 +65,22 @@ def test_show_source_shows_an_excerpt_under_a_header_and_refuses_a_missing_marke
     assert any("_kl_term" in line for line in shown) and not any("def policy_loss" in line for line in shown)
     with pytest.raises(ValueError, match="not found"):
         show_source(policy_loss, excerpt=("no such line", "return"))
+
+
+def test_check_prediction_prints_either_verdict_and_never_raises_on_a_failed_prediction(capsys):
+    import numpy as np
+    from rlbook.notebook import check_prediction
+
+    support = dict(n="5 seeds", uncertainty="seed sd 0.1", threshold="sign test at 5%, fixed before the run")
+    assert check_prediction(True, "A beats B", "5 of 5", **support) is True
+    held = capsys.readouterr().out
+    assert held.startswith("✓ A beats B (5 of 5) [5 seeds; seed sd 0.1; threshold: sign test at 5%")
+    assert check_prediction(np.bool_(False), "C beats B", "3 of 5", **support) is False
+    failed = capsys.readouterr().out
+    assert failed.startswith("✗ fixed before this run, and NOT shown by it (kept as the result): C beats B (3 of 5)")
+    assert "threshold: sign test at 5%, fixed before the run" in failed
+    for bad in ("n", "uncertainty", "threshold"):
+        with pytest.raises(ValueError, match=bad):
+            check_prediction(True, "x", "y", **{**support, bad: " "})
+    with pytest.raises(ValueError, match="condition"):
+        check_prediction(0.03, "x", "y", **support)  # a p-value, not the test's outcome
