@@ -41,7 +41,7 @@ __all__ = ["ACTIVATION_BYTES_PER_LAYER", "ADAM_AND_MASTER_BYTES", "HUB_SHAPES", 
            "gated_mlp_activation_coefficient", "generation_waves", "gpus_needed", "kv_bytes_per_token",
            "logits_bytes", "measure_step_memory", "memory_total", "optimizer_bytes_per_parameter",
            "paired_ratio_change", "parameters_of_shape", "problem_clusters", "recording", "right_and_wrong_replies",
-           "sampler_logprob_mismatch", "train_with_trl", "training_memory", "trl_convention_changes", "trl_grpo_config",
+           "sampler_logprob_mismatch", "train_with_trl", "training_memory", "trl_convention_changes", "trl_grpo_config", "trl_optimizer_steps_per_step",
            "trl_policy_loss",
            "trl_sampler_rewards", "verl_overrides"]
 
@@ -716,6 +716,21 @@ def gpus_needed(config, *, gpu_gib: float = 80.0, max_gpus: int = 4096, tensor_p
                      f"alone take {fixed:,.1f} GiB per GPU (a larger tensor_parallel divides them)")
 
 
+def trl_optimizer_steps_per_step(trl_kwargs: dict) -> int:
+    """How many of TRL's optimizer steps (``GRPOConfig.max_steps`` and ``state.global_step`` count them) make one
+    rlbook step, for the keyword arguments ``trl_grpo_config`` returned: ``GRPOTrainer`` samples a new generation
+    batch every ``steps_per_generation × num_iterations`` optimizer steps (with ``gradient_accumulation_steps``
+    = 1, as here), so a preset with several minibatches or epochs per batch would otherwise run fewer batches
+    under TRL than ``steps`` asks."""
+    missing = [key for key in ("steps_per_generation", "num_iterations", "gradient_accumulation_steps")
+               if key not in trl_kwargs]
+    if missing:
+        raise ValueError(f"trl_kwargs must be trl_grpo_config's output; it lacks {missing}")
+    if trl_kwargs["gradient_accumulation_steps"] != 1:
+        raise ValueError("trl_kwargs must have gradient_accumulation_steps = 1, as trl_grpo_config sets it")
+    return int(trl_kwargs["steps_per_generation"]) * int(trl_kwargs["num_iterations"])
+
+
 def _grpo_trainer(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset, output_dir,
                   reward_funcs=None, callbacks=()):
     """TRL's ``GRPOTrainer`` for ``config`` as ``train_with_trl`` builds it (one place, so that
@@ -730,11 +745,14 @@ def _grpo_trainer(model_folder, task, config: OnlineConfig, *, steps: int, train
     dataset = train_dataset if train_dataset is not None else task.dataset(2000, seed=config.seed, split="train")
     # WORLD_SIZE: the processes accelerate launch (or torchrun) started; 1 when run directly
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    kwargs = trl_grpo_config(config, num_processes=world_size)
+    # TRL's max_steps counts optimizer steps; one rlbook step is steps_per_generation × num_iterations of them
     args = GRPOConfig(output_dir=str(output_dir), use_cpu=not torch.cuda.is_available(),
-                      report_to="none", save_strategy="no", logging_steps=1, max_steps=steps,
+                      report_to="none", save_strategy="no", logging_steps=1,
+                      max_steps=steps * trl_optimizer_steps_per_step(kwargs),
                       disable_tqdm=True, dataloader_num_workers=0,
                       bf16=False,  # TRL defaults to bf16 autocast (on the CPU too); rlbook trains in fp32
-                      **trl_grpo_config(config, num_processes=world_size))
+                      **kwargs)
     trainer = GRPOTrainer(model=checkpoint_location(str(model_folder)),
                           reward_funcs=reward_funcs or [task.reward_fn()], args=args,
                           train_dataset=dataset, processing_class=load_tokenizer(model_folder),
@@ -759,6 +777,7 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     ``mixed_precision`` (accelerate's: "no" here, since ``bf16=False`` overrides TRL's bf16 default so that
     TRL trains in fp32 as rlbook does), ``world_size`` and ``per_device_train_batch_size``.
     """
+    import os
     import tempfile
 
     from transformers import TrainerCallback
@@ -776,19 +795,26 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
                 rows.setdefault(0, {"step": 0}).update(evaluate(model))
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
-            if evaluate is not None and (state.global_step % eval_every == 0 or state.global_step == steps):
-                rows.setdefault(state.global_step, {"step": state.global_step}).update(evaluate(model))
+            if state.global_step % per_step:  # inside an rlbook step (its later minibatches or epochs)
+                return
+            step = state.global_step // per_step
+            if evaluate is not None and (step % eval_every == 0 or step == steps):
+                rows.setdefault(step, {"step": step}).update(evaluate(model))
 
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_step = trl_optimizer_steps_per_step(trl_grpo_config(config, num_processes=world))
     with tempfile.TemporaryDirectory() as scratch:
         trainer, world_size = _grpo_trainer(model_folder, task, config, steps=steps, train_dataset=train_dataset,
                                             output_dir=output_dir or scratch, callbacks=[Evaluate()])
         trainer.train()
-    for log in trainer.state.log_history:
+    for log in trainer.state.log_history:  # TRL logs every optimizer step; the first of each rlbook step is kept
         if "step" in log and "reward" in log:
-            row = rows.setdefault(log["step"], {"step": log["step"]})
-            row["reward"] = log["reward"]
-            if "entropy" in log:
-                row["entropy"] = log["entropy"]
+            step = (log["step"] - 1) // per_step + 1
+            row = rows.setdefault(step, {"step": step})
+            if "reward" not in row:
+                row["reward"] = log["reward"]
+                if "entropy" in log:
+                    row["entropy"] = log["entropy"]
     history = [rows[step] for step in sorted(rows)]
     # what the run really used, for the reader to check: the precision accelerate ran the forward in, and the
     # batch each of the world_size processes trained on

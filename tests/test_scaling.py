@@ -309,7 +309,8 @@ def test_trl_batch_is_divided_between_the_launched_processes():
         scaling.trl_grpo_config(config, num_processes=3)
 
 
-def test_train_with_trl_reads_the_world_size_accelerate_sets(monkeypatch, model_dir):
+def _grpo_config_kwargs(monkeypatch, model_dir, config, steps: int) -> dict:
+    """The keyword arguments train_with_trl hands trl.GRPOConfig (captured; nothing is trained)."""
     from rlbook.tasks import get_task
 
     seen = {}
@@ -322,11 +323,27 @@ def test_train_with_trl_reads_the_world_size_accelerate_sets(monkeypatch, model_
         raise Stop
 
     monkeypatch.setattr(trl, "GRPOConfig", capture)
-    monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(Stop):
-        scaling.train_with_trl(model_dir, get_task("arithmetic", digits=1), preset("grpo", minibatch_size=32), steps=1)
+        scaling.train_with_trl(model_dir, get_task("arithmetic", digits=1), config, steps=steps)
+    return seen
+
+
+def test_train_with_trl_reads_the_world_size_accelerate_sets(monkeypatch, model_dir):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    seen = _grpo_config_kwargs(monkeypatch, model_dir, preset("grpo", minibatch_size=32), steps=1)
     assert seen["per_device_train_batch_size"] == 8
     assert seen["bf16"] is False  # TRL's default is bf16 autocast, on the CPU too; rlbook trains in fp32
+
+
+def test_trl_runs_as_many_batches_as_rlbook_steps_when_a_batch_takes_several_optimizer_steps(monkeypatch, model_dir):
+    config = preset("grpo", minibatch_size=16, epochs=2)  # 64 completions: 4 minibatches, 2 epochs
+    kwargs = scaling.trl_grpo_config(config)
+    assert scaling.trl_optimizer_steps_per_step(kwargs) == (config.batch_size // 16) * 2 == 8
+    assert scaling.trl_optimizer_steps_per_step(scaling.trl_grpo_config(preset("grpo"))) == 1
+    with pytest.raises(ValueError, match="trl_kwargs"):
+        scaling.trl_optimizer_steps_per_step({"steps_per_generation": 2})
+    # TRL's max_steps counts optimizer steps: a new batch every 8 of them
+    assert _grpo_config_kwargs(monkeypatch, model_dir, config, steps=3)["max_steps"] == 3 * 8
 
 
 def test_the_launched_script_takes_its_budget_and_system_prompt_from_the_preset_and_the_model(monkeypatch, model_dir):
