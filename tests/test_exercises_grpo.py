@@ -104,13 +104,21 @@ def test_rloo_checker(answer, phrase, capsys):
 from rlbook.exercises.grpo import GRPO_LOSS_MISTAKES, check_grpo_loss  # noqa: E402
 
 
-def _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta):
-    """A reader's right answer, written from eq. 3 and eq. 4 without the library."""
-    ratio = torch.exp(logp - old_logp)
+def _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta, *, eps_high=None, dual_c=None, kl="k3",
+         inverted=False):
+    """A reader's right answer, written from eq. 3 and eq. 4 without the library. The keywords write the slips
+    the checker names: an ε_high of its own (DAPO's clip-higher), lesson 03's dual clip at ``dual_c`` where A < 0,
+    the k2 estimator instead of k3, the ratio π_old/π_θ."""
+    ratio = torch.exp(old_logp - logp) if inverted else torch.exp(logp - old_logp)
     a = advantages[:, None]
-    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
-    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
-    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + (eps if eps_high is None else eps_high)) * a)
+    if dual_c is not None:
+        surrogate = torch.where(a < 0, torch.max(surrogate, dual_c * a), surrogate)
+    if kl == "k2":
+        penalty = 0.5 * (logp - ref_logp) ** 2
+    else:
+        penalty = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return -(((surrogate - beta * penalty) * mask).sum(1) / mask.sum(1)).mean()
 
 
 @pytest.mark.parametrize("answer", [
@@ -175,11 +183,7 @@ def _numerator_unmasked(logp, old_logp, ref_logp, advantages, mask, eps, beta):
 
 
 def _k2(logp, old_logp, ref_logp, advantages, mask, eps, beta):
-    ratio = torch.exp(logp - old_logp)
-    a = advantages[:, None]
-    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
-    k2 = 0.5 * (logp - ref_logp) ** 2
-    return -(((surrogate - beta * k2) * mask).sum(1) / mask.sum(1)).mean()
+    return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta, kl="k2")
 
 
 def _kl_rewarded(logp, old_logp, ref_logp, advantages, mask, eps, beta):
@@ -193,29 +197,16 @@ def _summed_over_responses(logp, old_logp, ref_logp, advantages, mask, eps, beta
 
 def _dual_clipped(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     """Lesson 03's dual clip carried over (c = 3): max(min(r·A, clip(r)·A), 3·A) where A < 0."""
-    ratio = torch.exp(logp - old_logp)
-    a = advantages[:, None]
-    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
-    surrogate = torch.where(a < 0, torch.max(surrogate, 3 * a), surrogate)
-    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
-    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+    return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta, dual_c=3)
 
 
 def _clip_higher(logp, old_logp, ref_logp, advantages, mask, eps, beta):
     """DAPO's asymmetric clip carried over (ε_high = 0.28)."""
-    ratio = torch.exp(logp - old_logp)
-    a = advantages[:, None]
-    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + 0.28) * a)
-    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
-    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+    return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta, eps_high=0.28)
 
 
 def _inverted_ratio(logp, old_logp, ref_logp, advantages, mask, eps, beta):
-    ratio = torch.exp(old_logp - logp)
-    a = advantages[:, None]
-    surrogate = torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
-    k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
-    return -(((surrogate - beta * k3) * mask).sum(1) / mask.sum(1)).mean()
+    return _eq3(logp, old_logp, ref_logp, advantages, mask, eps, beta, inverted=True)
 
 
 @pytest.mark.parametrize("answer, phrase", [
