@@ -62,17 +62,26 @@ def check_claim(condition: bool, claim: str, evidence: str = "", *, n: str | Non
     A comparison between methods over seeds is claimed only when ``rlbook.evidence.compare_seeds``
     says ``separated``; a "no difference" only beside ``minimum_detectable_difference``.
     """
-    support = []
-    for name, value in (("n", n), ("uncertainty", uncertainty), ("threshold", threshold)):
-        if value is not None:
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{name} must be a non-empty string saying what supports the claim, got {value!r}")
-            support.append(value.strip() if name != "threshold" else f"threshold: {value.strip()}")
-    detail = f" ({evidence})" if evidence else ""
-    brackets = f" [{'; '.join(support)}]" if support else ""
+    text = _claim_text(claim, evidence, n=n, uncertainty=uncertainty, threshold=threshold)
     if not condition:
-        raise AssertionError(f"claim not shown by this run: {claim}{detail}{brackets}")
-    print(f"✓ {claim}{detail}{brackets}")
+        raise AssertionError(f"claim not shown by this run: {text}")
+    print(f"✓ {text}")
+
+
+def _claim_text(claim: str, evidence: str, *, required: bool = False, **support) -> str:
+    """``claim (evidence) [n; uncertainty; threshold: …]``, each support checked to be a non-empty string
+    (``required``: all three must be given)."""
+    parts = []
+    for name in ("n", "uncertainty", "threshold"):
+        value = support[name]
+        if value is None and not required:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{name} must be a non-empty string saying what supports the claim, got {value!r}")
+        parts.append(value.strip() if name != "threshold" else f"threshold: {value.strip()}")
+    detail = f" ({evidence})" if evidence else ""
+    brackets = f" [{'; '.join(parts)}]" if parts else ""
+    return f"{claim}{detail}{brackets}"
 
 
 def check_prediction(condition: bool, claim: str, evidence: str, *, n: str, uncertainty: str, threshold: str) -> bool:
@@ -85,17 +94,10 @@ def check_prediction(condition: bool, claim: str, evidence: str, *, n: str, unce
     them, and a reader sees each verdict. All three supports are required; ``threshold`` should say the
     bar was fixed before the run. Returns ``condition``.
     """
-    support = {"n": n, "uncertainty": uncertainty, "threshold": threshold}
-    for name, value in support.items():
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{name} must be a non-empty string saying what supports the prediction, got {value!r}")
+    text = _claim_text(claim, evidence, required=True, n=n, uncertainty=uncertainty, threshold=threshold)
     if not (isinstance(condition, bool) or str(getattr(condition, "dtype", "")) in ("bool", "torch.bool")):
         raise ValueError(f"condition must be a bool (the test's outcome), got {type(condition).__name__}")
-    if condition:
-        check_claim(True, claim, evidence, **support)
-    else:
-        print(f"✗ fixed before this run, and NOT shown by it (kept as the result): {claim} ({evidence}) "
-              f"[{n.strip()}; {uncertainty.strip()}; threshold: {threshold.strip()}]")
+    print(f"✓ {text}" if condition else f"✗ fixed before this run, and NOT shown by it (kept as the result): {text}")
     return bool(condition)
 
 
