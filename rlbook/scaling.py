@@ -734,7 +734,8 @@ def trl_optimizer_steps_per_step(trl_kwargs: dict) -> int:
 def _grpo_trainer(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset, output_dir,
                   reward_funcs=None, callbacks=()):
     """TRL's ``GRPOTrainer`` for ``config`` as ``train_with_trl`` builds it (one place, so that
-    ``trl_sampler_rewards`` measures the sampler of the very trainer that trains)."""
+    ``trl_sampler_rewards`` measures the sampler of the very trainer that trains), the world size, and
+    TRL's optimizer steps per rlbook step (``trl_optimizer_steps_per_step``)."""
     import os
 
     from transformers.trainer_callback import PrinterCallback
@@ -759,7 +760,7 @@ def _grpo_trainer(model_folder, task, config: OnlineConfig, *, steps: int, train
                           peft_config=lora_config(r=config.lora) if config.lora else None,
                           callbacks=list(callbacks))
     trainer.remove_callback(PrinterCallback)  # with its progress bar off, the Trainer prints every log
-    return trainer, world_size
+    return trainer, world_size, trl_optimizer_steps_per_step(kwargs)
 
 
 def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, train_dataset=None,
@@ -777,7 +778,6 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
     ``mixed_precision`` (accelerate's: "no" here, since ``bf16=False`` overrides TRL's bf16 default so that
     TRL trains in fp32 as rlbook does), ``world_size`` and ``per_device_train_batch_size``.
     """
-    import os
     import tempfile
 
     from transformers import TrainerCallback
@@ -801,11 +801,11 @@ def train_with_trl(model_folder, task, config: OnlineConfig, *, steps: int, trai
             if evaluate is not None and (step % eval_every == 0 or step == steps):
                 rows.setdefault(step, {"step": step}).update(evaluate(model))
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    per_step = trl_optimizer_steps_per_step(trl_grpo_config(config, num_processes=world))
+    per_step = 1  # TRL optimizer steps per rlbook step, set once the trainer is built
     with tempfile.TemporaryDirectory() as scratch:
-        trainer, world_size = _grpo_trainer(model_folder, task, config, steps=steps, train_dataset=train_dataset,
-                                            output_dir=output_dir or scratch, callbacks=[Evaluate()])
+        trainer, world_size, per_step = _grpo_trainer(model_folder, task, config, steps=steps,
+                                                      train_dataset=train_dataset, output_dir=output_dir or scratch,
+                                                      callbacks=[Evaluate()])
         trainer.train()
     for log in trainer.state.log_history:  # TRL logs every optimizer step; the first of each rlbook step is kept
         if "step" in log and "reward" in log:
@@ -861,7 +861,7 @@ def trl_sampler_rewards(model_folder, task, config: OnlineConfig, examples, *, s
     recording_reward.__name__ = reward.__name__
     n = config.group_size
     with tempfile.TemporaryDirectory() as scratch:
-        trainer, _ = _grpo_trainer(model_folder, task, config, steps=1, train_dataset=None,
+        trainer, _, _ = _grpo_trainer(model_folder, task, config, steps=1, train_dataset=None,
                                    output_dir=scratch, reward_funcs=[recording_reward])
         per_call = max(1, trainer.args.per_device_train_batch_size // n)  # prompts per generation call
         torch.manual_seed(seed)
